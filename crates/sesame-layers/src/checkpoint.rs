@@ -1,0 +1,481 @@
+//! HuggingFace checkpoint IO shared by every family: find the weight files of a model
+//! directory, load them into a Burn module through a per-family key table, report missing and
+//! unused tensors, and save back in HF layout (`config.json` + `model.safetensors`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::store::{
+    ApplyError, ApplyResult, BurnToPyTorchAdapter, FloatCastAdapter, KeyRemapper, ModuleAdapter,
+    ModuleSnapshot, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
+};
+use burn::tensor::DType;
+use regex::Regex;
+
+/// Why a checkpoint could not be loaded or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The directory holds no weight file Sesame can read.
+    #[error("no weights in {dir}: expected model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json")]
+    NoWeights {
+        /// The model directory.
+        dir: PathBuf,
+    },
+    /// A file could not be read or written.
+    #[error("cannot access {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying IO error.
+        source: std::io::Error,
+    },
+    /// A file is not a readable checkpoint (truncated, corrupt, wrong format).
+    #[error("cannot read checkpoint {path}: {reason}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What the reader reported.
+        reason: String,
+    },
+    /// A tensor's data could not be loaded (e.g. the file ends before it).
+    #[error("tensor `{tensor}` in {path} is unreadable: {reason}")]
+    BadTensor {
+        /// The file.
+        path: PathBuf,
+        /// The tensor, by its HF name.
+        tensor: String,
+        /// What the reader reported.
+        reason: String,
+    },
+    /// Required tensors are not in the checkpoint.
+    #[error("{path} lacks {} required tensor(s): {}", tensors.len(), tensors.join(", "))]
+    MissingTensors {
+        /// The weights file (the first one for sharded checkpoints).
+        path: PathBuf,
+        /// HF names of the missing tensors.
+        tensors: Vec<String>,
+    },
+    /// A tensor's shape differs from what the config implies.
+    #[error("tensor `{tensor}` in {path} has shape {found:?}, the config implies {expected:?}")]
+    ShapeMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The tensor, by its HF name.
+        tensor: String,
+        /// The shape the model needs.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// A tensor has the wrong kind of element (e.g. integers for a weight).
+    #[error("tensor `{tensor}` in {path} has dtype {found}, expected {expected}")]
+    DTypeMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The tensor, by its HF name.
+        tensor: String,
+        /// The expected dtype.
+        expected: String,
+        /// The dtype in the file.
+        found: String,
+    },
+    /// The sharded-checkpoint index is malformed.
+    #[error("invalid shard index {path}: {reason}")]
+    BadIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The on-disk format of a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// `.safetensors`.
+    Safetensors,
+    /// PyTorch pickle (`pytorch_model.bin`).
+    PyTorch,
+}
+
+/// The weight files of one checkpoint (several when sharded).
+#[derive(Clone, Debug)]
+pub struct WeightFiles {
+    /// The files, in load order.
+    pub files: Vec<PathBuf>,
+    /// Their format.
+    pub format: WeightFormat,
+}
+
+impl WeightFiles {
+    /// Locate the weights in an HF model directory, preferring safetensors.
+    pub fn find(dir: &Path) -> Result<Self, CheckpointError> {
+        let candidates = [
+            ("model.safetensors", WeightFormat::Safetensors, false),
+            ("model.safetensors.index.json", WeightFormat::Safetensors, true),
+            ("pytorch_model.bin", WeightFormat::PyTorch, false),
+            ("pytorch_model.bin.index.json", WeightFormat::PyTorch, true),
+        ];
+        for (name, format, sharded) in candidates {
+            let path = dir.join(name);
+            if path.is_file() {
+                let files = if sharded { shards_of(&path)? } else { vec![path] };
+                return Ok(Self { files, format });
+            }
+        }
+        Err(CheckpointError::NoWeights { dir: dir.to_path_buf() })
+    }
+
+    /// A single weight file, its format taken from the extension (`.safetensors`, else PyTorch).
+    pub fn single(path: &Path) -> Self {
+        let format = match path.extension().and_then(|e| e.to_str()) {
+            Some("safetensors") => WeightFormat::Safetensors,
+            _ => WeightFormat::PyTorch,
+        };
+        Self { files: vec![path.to_path_buf()], format }
+    }
+}
+
+/// The shard files named by an HF `*.index.json` (`{"weight_map": {tensor: file}}`).
+fn shards_of(index: &Path) -> Result<Vec<PathBuf>, CheckpointError> {
+    let text = std::fs::read_to_string(index).map_err(|source| CheckpointError::Io {
+        path: index.to_path_buf(),
+        source,
+    })?;
+    let bad = |reason: String| CheckpointError::BadIndex { path: index.to_path_buf(), reason };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let map = value
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| bad("no `weight_map` object".into()))?;
+    let dir = index.parent().unwrap_or(Path::new("."));
+    let mut files = BTreeSet::new();
+    for (tensor, file) in map {
+        let file = file.as_str().ok_or_else(|| bad(format!("`{tensor}` maps to a non-string")))?;
+        if file.contains('/') || file.contains("..") {
+            return Err(bad(format!("shard name `{file}` leaves the model directory")));
+        }
+        files.insert(dir.join(file));
+    }
+    if files.is_empty() {
+        return Err(bad("empty `weight_map`".into()));
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// A family's table from HF tensor names to Burn module paths.
+///
+/// Each row maps a dotted HF name prefix to a Burn path prefix; `{n}` stands for a layer index.
+/// Rows match at segment boundaries anywhere in a name. In each direction the rows apply
+/// most specific (longest source pattern) first, every matching row in turn as burn-store's
+/// `KeyRemapper` does, so one table serves loading and saving.
+#[derive(Clone, Debug)]
+pub struct KeyMap {
+    rows: Vec<(String, String)>,
+}
+
+impl KeyMap {
+    /// Build a table from `(hf, burn)` rows.
+    pub fn new(rows: &[(&str, &str)]) -> Self {
+        Self { rows: rows.iter().map(|(h, b)| (h.to_string(), b.to_string())).collect() }
+    }
+
+    /// Append rows (e.g. a head's names after the base model's).
+    pub fn with(mut self, rows: &[(&str, &str)]) -> Self {
+        self.rows.extend(rows.iter().map(|(h, b)| (h.to_string(), b.to_string())));
+        self
+    }
+
+    /// Regex rules from HF names to Burn paths.
+    fn hf_to_burn(&self) -> Vec<(Regex, String)> {
+        most_specific_first(self.rows.iter().map(|(h, b)| (h.as_str(), b.as_str())))
+    }
+
+    /// Regex rules from Burn paths to HF names.
+    fn burn_to_hf(&self) -> Vec<(Regex, String)> {
+        most_specific_first(self.rows.iter().map(|(h, b)| (b.as_str(), h.as_str())))
+    }
+
+    /// The Burn path of an HF tensor name.
+    pub fn to_burn(&self, hf: &str) -> String {
+        rename(&self.hf_to_burn(), hf)
+    }
+
+    /// The HF tensor name of a Burn path.
+    pub fn to_hf(&self, burn: &str) -> String {
+        rename(&self.burn_to_hf(), burn)
+    }
+}
+
+fn most_specific_first<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(Regex, String)> {
+    let mut rows: Vec<(&str, &str)> = rows.collect();
+    rows.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
+    rows.into_iter().map(|(from, to)| compile_row(from, to)).collect()
+}
+
+/// `encoder.layer.{n}.output` -> (`(^|\.)encoder\.layer\.([0-9]+)\.output(\.|$)`, `${1}..${2}..${3}`).
+fn compile_row(from: &str, to: &str) -> (Regex, String) {
+    let parts: Vec<&str> = from.split("{n}").collect();
+    let mut pattern = String::from(r"(^|\.)");
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            pattern.push_str("([0-9]+)");
+        }
+        pattern.push_str(&regex::escape(part));
+    }
+    pattern.push_str(r"(\.|$)");
+    let mut replacement = String::from("${1}");
+    for (i, part) in to.split("{n}").enumerate() {
+        if i > 0 {
+            replacement.push_str(&format!("${{{}}}", i + 1));
+        }
+        replacement.push_str(part);
+    }
+    replacement.push_str(&format!("${{{}}}", parts.len() + 1));
+    (Regex::new(&pattern).expect("key-map rows compile to valid regexes"), replacement)
+}
+
+/// Apply every matching rule in order, as `KeyRemapper::remap` does.
+fn rename(rules: &[(Regex, String)], name: &str) -> String {
+    let mut name = name.to_string();
+    for (regex, replacement) in rules {
+        if regex.is_match(&name) {
+            name = regex.replace_all(&name, replacement.as_str()).into_owned();
+        }
+    }
+    name
+}
+
+/// How one model type maps onto HF checkpoints.
+#[derive(Clone, Debug)]
+pub struct CheckpointSpec {
+    /// HF name <-> Burn path table.
+    pub keys: KeyMap,
+    /// The family's HF base-model prefix (`bert`).
+    pub family_prefix: String,
+    /// Whether this module holds the base model under a field named `family_prefix` (head
+    /// models) rather than being the base model itself.
+    pub has_base_prefix: bool,
+    /// The base model's top-level names (`embeddings`, `encoder`, `pooler`).
+    pub base_roots: Vec<String>,
+    /// Burn path prefixes that may be absent from a checkpoint; they keep their fresh
+    /// initialisation and are reported (task heads, the pooler).
+    pub may_be_missing: Vec<String>,
+    /// Regexes over HF names of tensors that are expected in files but deliberately not
+    /// loaded (buffers such as `position_ids`, decoders tied to the embeddings).
+    pub ignored: Vec<String>,
+}
+
+impl CheckpointSpec {
+    /// Rules applied when loading: base-prefix handling first, then the family table.
+    fn load_rules(&self) -> Vec<(Regex, String)> {
+        let prefix = &self.family_prefix;
+        let mut rules = vec![if self.has_base_prefix {
+            let roots = self.base_roots.iter().map(|r| regex::escape(r)).collect::<Vec<_>>().join("|");
+            (Regex::new(&format!(r"^({roots})\.")).expect("valid"), format!("{prefix}.${{1}}."))
+        } else {
+            (Regex::new(&format!(r"^{}\.", regex::escape(prefix))).expect("valid"), String::new())
+        }];
+        rules.extend(self.keys.hf_to_burn());
+        rules
+    }
+
+    fn is_ignored(&self, hf_name: &str) -> bool {
+        self.ignored.iter().any(|p| Regex::new(p).map(|r| r.is_match(hf_name)).unwrap_or(false))
+    }
+
+    fn may_be_missing(&self, burn_path: &str) -> bool {
+        self.may_be_missing.iter().any(|p| burn_path.starts_with(p.as_str()))
+    }
+}
+
+/// What loading a checkpoint did.
+#[derive(Clone, Debug, Default)]
+pub struct LoadReport {
+    /// Number of tensors loaded.
+    pub applied: usize,
+    /// Optional tensors the checkpoint lacked (HF names); they keep their fresh initialisation.
+    pub initialized: Vec<String>,
+    /// Tensors in the checkpoint that the model does not use (HF names), ignored ones excluded.
+    pub unused: Vec<String>,
+}
+
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loaded {} tensors", self.applied)?;
+        if !self.initialized.is_empty() {
+            write!(f, "; newly initialised: {}", self.initialized.join(", "))?;
+        }
+        if !self.unused.is_empty() {
+            write!(f, "; unused: {}", self.unused.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Load `files` into `module` following `spec`. Floating-point tensors are cast to f32.
+///
+/// Fails on unreadable files, shape or dtype mismatches and missing required tensors; reports
+/// optional tensors that were absent and tensors that went unused.
+pub fn load_weights<M: Module>(
+    module: &mut M,
+    files: &WeightFiles,
+    spec: &CheckpointSpec,
+) -> Result<LoadReport, CheckpointError> {
+    let rules = spec.load_rules();
+    let burn_to_hf = |path: &str| spec.keys.to_hf(path);
+    let mut missing: Option<BTreeMap<String, ()>> = None;
+    let mut applied = BTreeSet::new();
+    let mut unused = Vec::new();
+    for path in &files.files {
+        if !path.is_file() {
+            return Err(CheckpointError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "file not found"),
+            });
+        }
+        let remapper = KeyRemapper::from_compiled_patterns(rules.clone());
+        let unreadable = |reason: String| CheckpointError::Unreadable { path: path.clone(), reason };
+        let result: ApplyResult = match files.format {
+            WeightFormat::Safetensors => {
+                let adapter = PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32));
+                let mut store = SafetensorsStore::from_file(path)
+                    .with_from_adapter(adapter)
+                    .remap(remapper)
+                    .map_indices_contiguous(false)
+                    .allow_partial(true)
+                    .validate(false);
+                module.load_from(&mut store).map_err(|e| unreadable(e.to_string()))?
+            }
+            WeightFormat::PyTorch => {
+                let mut store = PytorchStore::from_file(path)
+                    .remap(remapper)
+                    .map_indices_contiguous(false)
+                    .allow_partial(true)
+                    .validate(false);
+                module.load_from(&mut store).map_err(|e| unreadable(e.to_string()))?
+            }
+        };
+        if let Some(error) = result.errors.first() {
+            return Err(apply_error(path, error, &burn_to_hf));
+        }
+        applied.extend(result.applied.iter().cloned());
+        unused.extend(result.unused.iter().map(|p| burn_to_hf(p)).filter(|n| !spec.is_ignored(n)));
+        let here: BTreeMap<String, ()> = result.missing.iter().map(|(p, _)| (p.clone(), ())).collect();
+        missing = Some(match missing {
+            None => here,
+            Some(before) => before.into_iter().filter(|(p, _)| here.contains_key(p)).collect(),
+        });
+    }
+    let missing: Vec<String> = missing.unwrap_or_default().into_keys().collect();
+    let (optional, required): (Vec<String>, Vec<String>) =
+        missing.into_iter().partition(|p| spec.may_be_missing(p));
+    if !required.is_empty() {
+        return Err(CheckpointError::MissingTensors {
+            path: files.files[0].clone(),
+            tensors: required.iter().map(|p| burn_to_hf(p)).collect(),
+        });
+    }
+    Ok(LoadReport {
+        applied: applied.len(),
+        initialized: optional.iter().map(|p| burn_to_hf(p)).collect(),
+        unused,
+    })
+}
+
+fn apply_error(path: &Path, error: &ApplyError, to_hf: &dyn Fn(&str) -> String) -> CheckpointError {
+    let path = path.to_path_buf();
+    match error {
+        ApplyError::ShapeMismatch { path: p, expected, found } => CheckpointError::ShapeMismatch {
+            path,
+            tensor: to_hf(p),
+            expected: expected.to_vec(),
+            found: found.to_vec(),
+        },
+        ApplyError::DTypeMismatch { path: p, expected, found } => CheckpointError::DTypeMismatch {
+            path,
+            tensor: to_hf(p),
+            expected: format!("{expected:?}"),
+            found: format!("{found:?}"),
+        },
+        ApplyError::AdapterError { path: p, message } | ApplyError::LoadError { path: p, message } => {
+            CheckpointError::BadTensor { path, tensor: to_hf(p), reason: message.clone() }
+        }
+    }
+}
+
+/// Save `module` as `dir/model.safetensors` with HF tensor names, and `config` as
+/// `dir/config.json`. Both files are written to a temporary name first and renamed, so a
+/// killed write never leaves a half-written checkpoint.
+pub fn save_pretrained<M: Module>(
+    module: &M,
+    dir: &Path,
+    keys: &KeyMap,
+    config: &serde_json::Value,
+) -> Result<(), CheckpointError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CheckpointError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let weights = dir.join("model.safetensors");
+    let tmp = dir.join(".model.safetensors.tmp");
+    let mut store = SafetensorsStore::from_file(&tmp)
+        .with_to_adapter(BurnToPyTorchAdapter)
+        .remap(KeyRemapper::from_compiled_patterns(keys.burn_to_hf()))
+        .clear_metadata()
+        .metadata("format", "pt")
+        .overwrite(true);
+    module
+        .save_into(&mut store)
+        .map_err(|e| CheckpointError::Unreadable { path: tmp.clone(), reason: e.to_string() })?;
+    std::fs::rename(&tmp, &weights).map_err(io(&weights))?;
+    let text = serde_json::to_string_pretty(config).expect("a JSON value serialises");
+    write_atomic(&dir.join("config.json"), text.as_bytes())
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| CheckpointError::Io { path: p, source }
+    };
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bert_like() -> KeyMap {
+        KeyMap::new(&[
+            ("encoder.layer.{n}.attention.self", "encoder.layers.{n}.attention"),
+            ("encoder.layer.{n}.attention.output.dense", "encoder.layers.{n}.attention.output"),
+            ("encoder.layer.{n}.attention.output.LayerNorm", "encoder.layers.{n}.attention_norm"),
+            ("LayerNorm", "layer_norm"),
+        ])
+    }
+
+    #[test]
+    fn rows_map_both_ways_at_segment_boundaries() {
+        let keys = bert_like();
+        let hf = "bert.encoder.layer.11.attention.self.query.weight";
+        let burn = "bert.encoder.layers.11.attention.query.weight";
+        assert_eq!(keys.to_burn(hf), burn);
+        assert_eq!(keys.to_hf(burn), hf);
+        assert_eq!(keys.to_burn("encoder.layer.3.attention.output.LayerNorm.bias"), "encoder.layers.3.attention_norm.bias");
+        assert_eq!(keys.to_burn("embeddings.LayerNorm.weight"), "embeddings.layer_norm.weight");
+        // `xLayerNorm` is not the segment `LayerNorm`.
+        assert_eq!(keys.to_burn("embeddings.xLayerNorm.weight"), "embeddings.xLayerNorm.weight");
+    }
+
+    #[test]
+    fn missing_directory_is_a_typed_error() {
+        let err = WeightFiles::find(Path::new("/nonexistent/sesame")).unwrap_err();
+        assert!(matches!(err, CheckpointError::NoWeights { .. }), "{err}");
+    }
+}

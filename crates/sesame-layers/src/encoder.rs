@@ -1,0 +1,147 @@
+//! Post-LN transformer encoder layer and stack (HF `BertLayer` / `BertEncoder`).
+
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig};
+use burn::prelude::*;
+
+use crate::activation::Activation;
+use crate::attention::{AttentionMask, MultiHeadAttention, MultiHeadAttentionConfig};
+use crate::feed_forward::{FeedForward, FeedForwardConfig};
+
+/// Configuration of [`EncoderLayer`] and [`Encoder`].
+#[derive(Config, Debug)]
+pub struct EncoderConfig {
+    /// Model width (HF `hidden_size`).
+    pub d_model: usize,
+    /// Feed-forward width (HF `intermediate_size`).
+    pub d_ff: usize,
+    /// Number of attention heads.
+    pub n_heads: usize,
+    /// Number of layers.
+    pub n_layers: usize,
+    /// Feed-forward activation.
+    pub activation: Activation,
+    /// Dropout on sub-layer outputs (HF `hidden_dropout_prob`).
+    #[config(default = 0.1)]
+    pub dropout: f64,
+    /// Dropout on attention probabilities.
+    #[config(default = 0.1)]
+    pub attention_dropout: f64,
+    /// LayerNorm epsilon.
+    #[config(default = 1e-12)]
+    pub layer_norm_eps: f64,
+}
+
+impl EncoderConfig {
+    /// Build one layer on `device`.
+    pub fn init_layer(&self, device: &Device) -> EncoderLayer {
+        let norm = || LayerNormConfig::new(self.d_model).with_epsilon(self.layer_norm_eps).init(device);
+        EncoderLayer {
+            attention: MultiHeadAttentionConfig::new(self.d_model, self.n_heads)
+                .with_dropout(self.attention_dropout)
+                .init(device),
+            attention_norm: norm(),
+            feed_forward: FeedForwardConfig::new(self.d_model, self.d_ff, self.activation).init(device),
+            output_norm: norm(),
+            dropout: DropoutConfig::new(self.dropout).init(),
+        }
+    }
+
+    /// Build the stack of `n_layers` independent layers on `device`.
+    pub fn init(&self, device: &Device) -> Encoder {
+        Encoder { layers: (0..self.n_layers).map(|_| self.init_layer(device)).collect() }
+    }
+}
+
+/// One post-LN layer: `x = LN(x + Attn(x)); x = LN(x + FFN(x))`.
+#[derive(Module, Debug)]
+pub struct EncoderLayer {
+    /// Self-attention (HF `attention.self` + `attention.output.dense`).
+    pub attention: MultiHeadAttention,
+    /// LayerNorm after attention (HF `attention.output.LayerNorm`).
+    pub attention_norm: LayerNorm,
+    /// Feed-forward block (HF `intermediate.dense` + `output.dense`).
+    pub feed_forward: FeedForward,
+    /// LayerNorm after the feed-forward block (HF `output.LayerNorm`).
+    pub output_norm: LayerNorm,
+    /// Dropout on both sub-layer outputs.
+    pub dropout: Dropout,
+}
+
+impl EncoderLayer {
+    /// `[batch, seq, d] -> [batch, seq, d]`, plus attention probabilities when asked.
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        mask: &AttentionMask,
+        return_probs: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>) {
+        let (attended, probs) = self.attention.forward(x.clone(), x.clone(), mask, return_probs);
+        let x = self.attention_norm.forward(x + self.dropout.forward(attended));
+        let x = self.output_norm.forward(x.clone() + self.dropout.forward(self.feed_forward.forward(x)));
+        (x, probs)
+    }
+}
+
+/// What an encoder returns.
+#[derive(Clone, Debug)]
+pub struct EncoderOutput {
+    /// The last layer's output `[batch, seq, d]`.
+    pub last_hidden_state: Tensor<3>,
+    /// The input embeddings followed by every layer's output (HF `hidden_states`), when asked.
+    pub hidden_states: Option<Vec<Tensor<3>>>,
+    /// Every layer's attention probabilities `[batch, heads, seq, seq]`, when asked.
+    pub attentions: Option<Vec<Tensor<4>>>,
+}
+
+/// What to return besides the last hidden state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OutputOptions {
+    /// Return the embeddings and every layer's output.
+    pub hidden_states: bool,
+    /// Return every layer's attention probabilities.
+    pub attentions: bool,
+}
+
+impl OutputOptions {
+    /// Ask for everything.
+    pub fn all() -> Self {
+        Self { hidden_states: true, attentions: true }
+    }
+}
+
+/// A stack of independent [`EncoderLayer`]s (HF `encoder.layer.N`).
+#[derive(Module, Debug)]
+pub struct Encoder {
+    /// The layers, applied in order.
+    pub layers: Vec<EncoderLayer>,
+}
+
+impl Encoder {
+    /// Run every layer over `x` `[batch, seq, d]`.
+    pub fn forward(&self, x: Tensor<3>, mask: &AttentionMask, options: OutputOptions) -> EncoderOutput {
+        run_layers(self.layers.iter(), x, mask, options)
+    }
+}
+
+/// Run `layers` in order, collecting what `options` asks for. Families that share one layer
+/// across depths (ALBERT) pass the same layer several times.
+pub fn run_layers<'a>(
+    layers: impl Iterator<Item = &'a EncoderLayer>,
+    mut x: Tensor<3>,
+    mask: &AttentionMask,
+    options: OutputOptions,
+) -> EncoderOutput {
+    let mut hidden_states = options.hidden_states.then(|| vec![x.clone()]);
+    let mut attentions = options.attentions.then(Vec::new);
+    for layer in layers {
+        let (out, probs) = layer.forward(x, mask, options.attentions);
+        x = out;
+        if let Some(states) = hidden_states.as_mut() {
+            states.push(x.clone());
+        }
+        if let (Some(all), Some(p)) = (attentions.as_mut(), probs) {
+            all.push(p);
+        }
+    }
+    EncoderOutput { last_hidden_state: x, hidden_states, attentions }
+}

@@ -1,0 +1,47 @@
+//! The position-wise feed-forward block (HF `intermediate` + `output.dense`).
+
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+
+use crate::activation::Activation;
+
+/// Configuration of [`FeedForward`].
+#[derive(Config, Debug)]
+pub struct FeedForwardConfig {
+    /// Model width.
+    pub d_model: usize,
+    /// Inner width (HF `intermediate_size`).
+    pub d_ff: usize,
+    /// Inner activation (HF `hidden_act`).
+    pub activation: Activation,
+}
+
+impl FeedForwardConfig {
+    /// Build the module on `device`.
+    pub fn init(&self, device: &Device) -> FeedForward {
+        FeedForward {
+            intermediate: LinearConfig::new(self.d_model, self.d_ff).init(device),
+            output: LinearConfig::new(self.d_ff, self.d_model).init(device),
+            activation: self.activation,
+        }
+    }
+}
+
+/// `output(activation(intermediate(x)))`.
+#[derive(Module, Debug)]
+pub struct FeedForward {
+    /// `d_model -> d_ff` (HF `intermediate.dense`).
+    pub intermediate: Linear,
+    /// `d_ff -> d_model` (HF `output.dense`).
+    pub output: Linear,
+    /// Inner activation.
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+impl FeedForward {
+    /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.output.forward(self.activation.forward(self.intermediate.forward(x)))
+    }
+}

@@ -1,0 +1,218 @@
+//! Heads shared by the encoder families: masked-LM prediction (tied to the word embeddings),
+//! pooler, and the fine-tuning heads (sequence / token classification, extractive QA,
+//! multiple choice), each with its HF loss.
+
+use burn::module::Param;
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::prelude::*;
+use burn::tensor::activation::tanh;
+use burn::tensor::module::linear;
+
+use crate::activation::Activation;
+use crate::loss::{binary_cross_entropy_with_logits, cross_entropy, cross_entropy_ignoring, mse};
+
+/// Configuration of [`MaskedLmHead`].
+#[derive(Config, Debug)]
+pub struct MaskedLmHeadConfig {
+    /// Encoder width.
+    pub d_model: usize,
+    /// Embedding width (equal to `d_model` except in ALBERT).
+    pub d_embedding: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Transform activation (HF `hidden_act`).
+    pub activation: Activation,
+    /// LayerNorm epsilon.
+    #[config(default = 1e-12)]
+    pub layer_norm_eps: f64,
+    /// Tie the decoder to the word embeddings (HF `tie_word_embeddings`).
+    #[config(default = true)]
+    pub tie_word_embeddings: bool,
+}
+
+impl MaskedLmHeadConfig {
+    /// Build the head on `device`.
+    pub fn init(&self, device: &Device) -> MaskedLmHead {
+        MaskedLmHead {
+            dense: LinearConfig::new(self.d_model, self.d_embedding).init(device),
+            activation: self.activation,
+            layer_norm: LayerNormConfig::new(self.d_embedding).with_epsilon(self.layer_norm_eps).init(device),
+            decoder: (!self.tie_word_embeddings)
+                .then(|| LinearConfig::new(self.d_embedding, self.vocab_size).init(device)),
+            bias: Param::from_tensor(Tensor::zeros([self.vocab_size], device)),
+        }
+    }
+}
+
+/// Masked-LM prediction head (HF `cls.predictions`): dense + activation + LayerNorm, then a
+/// decoder that is the word-embedding table plus `bias`, or, when the config unties them
+/// (`tie_word_embeddings: false`), an own linear decoder with its own bias, as transformers 5
+/// does.
+#[derive(Module, Debug)]
+pub struct MaskedLmHead {
+    /// Transform dense layer (HF `transform.dense`).
+    pub dense: Linear,
+    /// Transform activation.
+    #[module(skip)]
+    pub activation: Activation,
+    /// Transform LayerNorm (HF `transform.LayerNorm`).
+    pub layer_norm: LayerNorm,
+    /// Own decoder `d_embedding -> vocab`, only when not tied to the word embeddings.
+    pub decoder: Option<Linear>,
+    /// Output bias `[vocab]`.
+    pub bias: Param<Tensor<1>>,
+}
+
+impl MaskedLmHead {
+    /// Vocabulary logits `[batch, seq, vocab]` from hidden states `[batch, seq, d_model]`;
+    /// `word_embeddings` `[vocab, d_embedding]` is the tied decoder.
+    pub fn forward(&self, hidden: Tensor<3>, word_embeddings: Tensor<2>) -> Tensor<3> {
+        let x = self.layer_norm.forward(self.activation.forward(self.dense.forward(hidden)));
+        match &self.decoder {
+            Some(decoder) => decoder.forward(x),
+            None => linear(x, word_embeddings.transpose(), Some(self.bias.val())),
+        }
+    }
+}
+
+/// Configuration of [`Pooler`].
+#[derive(Config, Debug)]
+pub struct PoolerConfig {
+    /// Encoder width.
+    pub d_model: usize,
+}
+
+impl PoolerConfig {
+    /// Build the pooler on `device`.
+    pub fn init(&self, device: &Device) -> Pooler {
+        Pooler { dense: LinearConfig::new(self.d_model, self.d_model).init(device) }
+    }
+}
+
+/// BERT pooler: `tanh(dense(h[:, 0]))` (HF `pooler`).
+#[derive(Module, Debug)]
+pub struct Pooler {
+    /// The dense layer.
+    pub dense: Linear,
+}
+
+impl Pooler {
+    /// `[batch, seq, d] -> [batch, d]`.
+    pub fn forward(&self, hidden: Tensor<3>) -> Tensor<2> {
+        let [b, _, d] = hidden.dims();
+        tanh(self.dense.forward(hidden.slice([0..b, 0..1, 0..d]).reshape([b, d])))
+    }
+}
+
+/// Configuration of the classifier heads: dropout then one linear layer.
+#[derive(Config, Debug)]
+pub struct ClassifierConfig {
+    /// Input width.
+    pub d_model: usize,
+    /// Number of outputs.
+    pub num_labels: usize,
+    /// Dropout before the linear layer (HF `classifier_dropout`, else `hidden_dropout_prob`).
+    #[config(default = 0.1)]
+    pub dropout: f64,
+}
+
+impl ClassifierConfig {
+    /// Build a [`Classifier`] on `device`.
+    pub fn init(&self, device: &Device) -> Classifier {
+        Classifier {
+            dropout: DropoutConfig::new(self.dropout).init(),
+            classifier: LinearConfig::new(self.d_model, self.num_labels).init(device),
+        }
+    }
+}
+
+/// `classifier(dropout(x))`: the sequence-, token- and multiple-choice heads.
+#[derive(Module, Debug)]
+pub struct Classifier {
+    /// Dropout on the input.
+    pub dropout: Dropout,
+    /// Output layer (HF `classifier`).
+    pub classifier: Linear,
+}
+
+impl Classifier {
+    /// `[..., d] -> [..., num_labels]`.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        self.classifier.forward(self.dropout.forward(x))
+    }
+}
+
+/// Targets for a sequence-classification head; the variant picks HF's `problem_type`.
+#[derive(Clone, Debug)]
+pub enum SequenceLabels {
+    /// `single_label_classification`: class ids `[batch]`.
+    SingleLabel(Tensor<1, Int>),
+    /// `regression`: targets `[batch, num_labels]`.
+    Regression(Tensor<2>),
+    /// `multi_label_classification`: 0/1 targets `[batch, num_labels]`.
+    MultiLabel(Tensor<2>),
+}
+
+impl SequenceLabels {
+    /// The HF loss of `logits` `[batch, num_labels]` against these labels.
+    pub fn loss(&self, logits: Tensor<2>) -> Tensor<1> {
+        match self {
+            SequenceLabels::SingleLabel(labels) => cross_entropy(logits, labels.clone()),
+            SequenceLabels::Regression(targets) => mse(logits, targets.clone()),
+            SequenceLabels::MultiLabel(targets) => binary_cross_entropy_with_logits(logits, targets.clone()),
+        }
+    }
+}
+
+/// Token-classification loss: `logits` `[batch, seq, labels]` against `labels` `[batch, seq]`
+/// (-100 = ignored).
+pub fn token_classification_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Tensor<1> {
+    let [b, s, n] = logits.dims();
+    cross_entropy(logits.reshape([b * s, n]), labels.reshape([b * s]))
+}
+
+/// Configuration of [`QuestionAnsweringHead`].
+#[derive(Config, Debug)]
+pub struct QuestionAnsweringHeadConfig {
+    /// Encoder width.
+    pub d_model: usize,
+}
+
+impl QuestionAnsweringHeadConfig {
+    /// Build the head on `device`.
+    pub fn init(&self, device: &Device) -> QuestionAnsweringHead {
+        QuestionAnsweringHead { qa_outputs: LinearConfig::new(self.d_model, 2).init(device) }
+    }
+}
+
+/// Extractive QA head: start and end logits per token (HF `qa_outputs`).
+#[derive(Module, Debug)]
+pub struct QuestionAnsweringHead {
+    /// `d -> 2` (start, end).
+    pub qa_outputs: Linear,
+}
+
+impl QuestionAnsweringHead {
+    /// `[batch, seq, d]` -> (start logits `[batch, seq]`, end logits `[batch, seq]`).
+    pub fn forward(&self, hidden: Tensor<3>) -> (Tensor<2>, Tensor<2>) {
+        let [b, s, _] = hidden.dims();
+        let logits = self.qa_outputs.forward(hidden);
+        let start = logits.clone().slice([0..b, 0..s, 0..1]).reshape([b, s]);
+        let end = logits.slice([0..b, 0..s, 1..2]).reshape([b, s]);
+        (start, end)
+    }
+}
+
+/// HF QA loss: mean of the start and end cross-entropies; positions outside the sequence are
+/// clamped to `seq` and ignored.
+pub fn question_answering_loss(
+    start_logits: Tensor<2>,
+    end_logits: Tensor<2>,
+    start_positions: Tensor<1, Int>,
+    end_positions: Tensor<1, Int>,
+) -> Tensor<1> {
+    let s = start_logits.dims()[1] as i64;
+    let start = cross_entropy_ignoring(start_logits, start_positions.clamp(0, s), s);
+    let end = cross_entropy_ignoring(end_logits, end_positions.clamp(0, s), s);
+    (start + end) / 2.0
+}

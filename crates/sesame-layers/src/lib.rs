@@ -1,0 +1,30 @@
+//! Backend-free building blocks shared by every Sesame model family.
+//!
+//! Modules follow Burn's `XConfig::init(&device) -> X` pattern; tensor shapes are given in
+//! doc comments. Names follow the papers and HuggingFace checkpoints.
+
+pub mod activation;
+pub mod attention;
+pub mod checkpoint;
+pub mod config;
+pub mod embeddings;
+pub mod encoder;
+pub mod feed_forward;
+pub mod heads;
+pub mod loss;
+pub mod pooling;
+pub mod pretrained;
+
+pub use activation::Activation;
+pub use attention::{AttentionMask, MultiHeadAttention, MultiHeadAttentionConfig};
+pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
+pub use config::ConfigError;
+pub use embeddings::{Embeddings, EmbeddingsConfig};
+pub use encoder::{Encoder, EncoderConfig, EncoderLayer, EncoderOutput, OutputOptions};
+pub use feed_forward::{FeedForward, FeedForwardConfig};
+pub use heads::{
+    Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels,
+};
+pub use pooling::Pooling;
+pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};

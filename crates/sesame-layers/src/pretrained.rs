@@ -1,0 +1,147 @@
+//! `from_pretrained` / `save_pretrained` for any model type that maps onto an HF checkpoint.
+
+use std::path::Path;
+
+use burn::module::Module;
+use burn::prelude::*;
+
+use crate::checkpoint::{load_weights, save_pretrained, CheckpointError, CheckpointSpec, LoadReport, WeightFiles};
+use crate::config::ConfigError;
+
+/// Why `from_pretrained` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PretrainedError {
+    /// `config.json` is missing or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The weights are missing, unreadable or do not fit the config.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+}
+
+/// A family's configuration, read from and written to HF `config.json`.
+pub trait HfConfig: Sized + Clone {
+    /// Read and check `dir/config.json`.
+    fn from_dir(dir: &Path) -> Result<Self, ConfigError>;
+    /// The JSON to write as `config.json`, naming `architecture`.
+    fn to_json(&self, architecture: &str) -> serde_json::Value;
+}
+
+/// A model loaded from an HF directory, with its config and what loading did.
+#[derive(Debug)]
+pub struct Pretrained<M, C> {
+    /// The model, in inference mode on the requested device.
+    pub model: M,
+    /// Its configuration.
+    pub config: C,
+    /// Tensors loaded, newly initialised and unused.
+    pub report: LoadReport,
+}
+
+/// A model type that loads from and saves to HF checkpoints.
+pub trait PretrainedModel: Module + Sized {
+    /// The family's configuration type.
+    type Config: HfConfig;
+    /// The HF class name written to `config.json` (`BertForMaskedLM`).
+    const ARCHITECTURE: &'static str;
+
+    /// A freshly initialised model for `config`.
+    fn init(config: &Self::Config, device: &Device) -> Self;
+
+    /// How this model's parameters map onto HF tensor names.
+    fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec;
+
+    /// Load `dir` (config.json + weights) onto `device`.
+    fn from_pretrained(dir: &Path, device: &Device) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
+        let config = Self::Config::from_dir(dir)?;
+        let files = WeightFiles::find(dir)?;
+        Self::from_weights(config, &files, device)
+    }
+
+    /// Load explicit weight files for an already-read `config` onto `device`.
+    fn from_weights(
+        config: Self::Config,
+        files: &WeightFiles,
+        device: &Device,
+    ) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
+        let mut model = Self::init(&config, device);
+        let report = load_weights(&mut model, files, &Self::checkpoint_spec(&config))?;
+        Ok(Pretrained { model, config, report })
+    }
+
+    /// Save as an HF directory (`config.json` + `model.safetensors`) that transformers loads.
+    fn save_pretrained(&self, config: &Self::Config, dir: &Path) -> Result<(), CheckpointError> {
+        save_pretrained(self, dir, &Self::checkpoint_spec(config).keys, &config.to_json(Self::ARCHITECTURE))
+    }
+}
+
+/// Bad model input, found before it reaches the model.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum InputError {
+    /// No sequences.
+    #[error("empty batch: nothing to run")]
+    EmptyBatch,
+    /// Sequences of length 0.
+    #[error("empty sequences: the batch has {batch} sequence(s) of length 0")]
+    EmptySequence {
+        /// Batch size.
+        batch: usize,
+    },
+    /// Longer than the model's learned positions.
+    #[error("sequence length {len} exceeds the model's {max} positions (truncate the input)")]
+    TooLong {
+        /// Input length.
+        len: usize,
+        /// `max_position_embeddings` (less any offset).
+        max: usize,
+    },
+    /// An id outside its table.
+    #[error("{what} id {id} is out of range (the model has {limit})")]
+    IdOutOfRange {
+        /// Which ids (`token`, `token type`, `position`).
+        what: &'static str,
+        /// The offending id.
+        id: i64,
+        /// Table size.
+        limit: usize,
+    },
+    /// Two input tensors disagree in shape.
+    #[error("{what} has shape {found:?}, input_ids has {expected:?}")]
+    ShapeMismatch {
+        /// Which tensor.
+        what: &'static str,
+        /// `input_ids` shape.
+        expected: [usize; 2],
+        /// Its shape.
+        found: [usize; 2],
+    },
+}
+
+/// Check that `ids` `[batch, seq]` lie in `0..limit`.
+pub fn check_ids(ids: &Tensor<2, Int>, limit: usize, what: &'static str) -> Result<(), InputError> {
+    let values: Vec<i64> = ids.to_data().convert::<i64>().try_to_vec::<i64>().unwrap_or_default();
+    match values.iter().find(|&&id| id < 0 || id as usize >= limit) {
+        Some(&id) => Err(InputError::IdOutOfRange { what, id, limit }),
+        None => Ok(()),
+    }
+}
+
+/// Check the shape of `input_ids` and of a companion tensor.
+pub fn check_shape(input_ids: &Tensor<2, Int>, other: Option<&Tensor<2, Int>>, what: &'static str, max_len: usize) -> Result<(), InputError> {
+    let [b, s] = input_ids.dims();
+    if b == 0 {
+        return Err(InputError::EmptyBatch);
+    }
+    if s == 0 {
+        return Err(InputError::EmptySequence { batch: b });
+    }
+    if s > max_len {
+        return Err(InputError::TooLong { len: s, max: max_len });
+    }
+    if let Some(t) = other {
+        if t.dims() != [b, s] {
+            return Err(InputError::ShapeMismatch { what, expected: [b, s], found: t.dims() });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! Tokenizers: load an HF `tokenizer.json`, or build BERT's WordPiece from `vocab.txt`;
+//! batch encoding with padding, truncation, attention masks, token types and sentence pairs.
+
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::bert::BertProcessing;
+use tokenizers::{
+    EncodeInput, PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
+    TruncationStrategy,
+};
+
+/// Why text could not be tokenized.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    /// Neither `tokenizer.json` nor `vocab.txt` is in the directory.
+    #[error("no tokenizer in {dir}: expected tokenizer.json or vocab.txt")]
+    NotFound {
+        /// The model directory.
+        dir: PathBuf,
+    },
+    /// A tokenizer file could not be read or parsed.
+    #[error("cannot load tokenizer {path}: {reason}")]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A special token the model needs is not in the vocabulary.
+    #[error("the vocabulary has no `{token}` token")]
+    MissingSpecialToken {
+        /// The token.
+        token: String,
+    },
+    /// Nothing to encode.
+    #[error("empty batch: no text to encode")]
+    EmptyBatch,
+    /// An input is longer than allowed and truncation is off.
+    #[error("input {index} has {len} tokens, more than the maximum of {max} (enable truncation)")]
+    TooLong {
+        /// Position of the input in the batch.
+        index: usize,
+        /// Its length in tokens.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The tokenizer itself failed.
+    #[error("tokenization failed: {0}")]
+    Encode(String),
+}
+
+/// Special tokens of a BERT-style vocabulary.
+#[derive(Clone, Debug)]
+pub struct SpecialTokens {
+    /// Padding token and id.
+    pub pad: (String, u32),
+    /// Unknown-word token.
+    pub unk: String,
+    /// Sequence-start token (`[CLS]`).
+    pub cls: String,
+    /// Separator token (`[SEP]`).
+    pub sep: String,
+    /// Mask token (`[MASK]`), when the vocabulary has one.
+    pub mask: Option<(String, u32)>,
+}
+
+/// A tokenizer with the padding and truncation behaviour of HF's `tokenizer(texts, padding=True)`.
+#[derive(Clone)]
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    special: SpecialTokens,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.vocab_size())
+            .field("special", &self.special)
+            .finish()
+    }
+}
+
+/// A padded batch of encodings, row-major `[batch, seq]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedBatch {
+    /// Number of sequences.
+    pub batch: usize,
+    /// Padded length.
+    pub seq: usize,
+    /// Token ids.
+    pub input_ids: Vec<i64>,
+    /// 1 for tokens, 0 for padding.
+    pub attention_mask: Vec<i64>,
+    /// Segment ids (0 for the first text, 1 for the pair).
+    pub token_type_ids: Vec<i64>,
+    /// The tokens of each sequence (padding included).
+    pub tokens: Vec<Vec<String>>,
+}
+
+impl EncodedBatch {
+    /// One row of ids.
+    pub fn ids(&self, row: usize) -> &[i64] {
+        &self.input_ids[row * self.seq..(row + 1) * self.seq]
+    }
+
+    /// `(input_ids, attention_mask, token_type_ids)` as `[batch, seq]` tensors on `device`.
+    pub fn tensors(&self, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>, Tensor<2, Int>) {
+        let t = |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), [self.batch, self.seq]), device);
+        (t(&self.input_ids), t(&self.attention_mask), t(&self.token_type_ids))
+    }
+}
+
+impl Tokenizer {
+    /// Load the tokenizer of an HF model directory: `tokenizer.json` if present, else
+    /// WordPiece from `vocab.txt` with the lower-casing of `tokenizer_config.json`.
+    pub fn from_dir(dir: &Path) -> Result<Self, TokenizerError> {
+        let json = dir.join("tokenizer.json");
+        let vocab = dir.join("vocab.txt");
+        let config = TokenizerConfig::read(&dir.join("tokenizer_config.json"))?;
+        if json.is_file() {
+            Self::from_tokenizer_json(&json, &config)
+        } else if vocab.is_file() {
+            Self::from_vocab_txt(&vocab, &config)
+        } else {
+            Err(TokenizerError::NotFound { dir: dir.to_path_buf() })
+        }
+    }
+
+    /// Load a `tokenizer.json`.
+    pub fn from_tokenizer_json(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        let inner = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| TokenizerError::Load { path: path.to_path_buf(), reason: e.to_string() })?;
+        Self::new(inner, config)
+    }
+
+    /// Build BERT's WordPiece tokenizer from a `vocab.txt` (one token per line).
+    pub fn from_vocab_txt(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
+        let model = WordPiece::from_file(&path.to_string_lossy())
+            .unk_token(config.unk_token.clone())
+            .build()
+            .map_err(|e| load(e.to_string()))?;
+        let cls_id = model_id(&model, &config.cls_token)?;
+        let sep_id = model_id(&model, &config.sep_token)?;
+        let mut inner = tokenizers::Tokenizer::new(model);
+        inner
+            .with_normalizer(Some(BertNormalizer::new(
+                true,
+                config.tokenize_chinese_chars,
+                config.strip_accents,
+                config.do_lower_case,
+            )))
+            .with_pre_tokenizer(Some(BertPreTokenizer))
+            .with_post_processor(Some(BertProcessing::new(
+                (config.sep_token.clone(), sep_id),
+                (config.cls_token.clone(), cls_id),
+            )))
+            .with_decoder(Some(WordPieceDecoder::default()));
+        Self::new(inner, config)
+    }
+
+    fn new(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        let id = |token: &str| {
+            inner.token_to_id(token).ok_or_else(|| TokenizerError::MissingSpecialToken { token: token.to_string() })
+        };
+        let special = SpecialTokens {
+            pad: (config.pad_token.clone(), id(&config.pad_token)?),
+            unk: config.unk_token.clone(),
+            cls: config.cls_token.clone(),
+            sep: config.sep_token.clone(),
+            mask: inner.token_to_id(&config.mask_token).map(|i| (config.mask_token.clone(), i)),
+        };
+        inner.with_truncation(None).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        inner.with_padding(None);
+        Ok(Self { inner, special })
+    }
+
+    /// The special tokens.
+    pub fn special_tokens(&self) -> &SpecialTokens {
+        &self.special
+    }
+
+    /// Vocabulary size, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// The id of `token`, if in the vocabulary.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The token of `id`, if any.
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// The `[MASK]` id, or an error if the vocabulary has none.
+    pub fn mask_token_id(&self) -> Result<u32, TokenizerError> {
+        self.special.mask.as_ref().map(|(_, id)| *id).ok_or_else(|| TokenizerError::MissingSpecialToken {
+            token: "[MASK]".into(),
+        })
+    }
+
+    /// Encode single texts, padded to the longest; inputs over `max_len` tokens are truncated
+    /// when `truncate`, else rejected.
+    pub fn encode(&self, texts: &[&str], max_len: usize, truncate: bool) -> Result<EncodedBatch, TokenizerError> {
+        let inputs = texts.iter().map(|t| EncodeInput::Single((*t).into())).collect();
+        self.encode_inputs(inputs, max_len, truncate)
+    }
+
+    /// Encode sentence pairs (`[CLS] a [SEP] b [SEP]`, token types 0 then 1).
+    pub fn encode_pairs(&self, pairs: &[(&str, &str)], max_len: usize, truncate: bool) -> Result<EncodedBatch, TokenizerError> {
+        let inputs = pairs.iter().map(|(a, b)| EncodeInput::Dual((*a).into(), (*b).into())).collect();
+        self.encode_inputs(inputs, max_len, truncate)
+    }
+
+    fn encode_inputs(&self, inputs: Vec<EncodeInput>, max_len: usize, truncate: bool) -> Result<EncodedBatch, TokenizerError> {
+        if inputs.is_empty() {
+            return Err(TokenizerError::EmptyBatch);
+        }
+        let mut tok = self.inner.clone();
+        if truncate {
+            tok.with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length: max_len,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        }
+        tok.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            direction: PaddingDirection::Right,
+            pad_to_multiple_of: None,
+            pad_id: self.special.pad.1,
+            pad_type_id: 0,
+            pad_token: self.special.pad.0.clone(),
+        }));
+        let encodings = tok.encode_batch(inputs, true).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        for (index, e) in encodings.iter().enumerate() {
+            let len = e.get_attention_mask().iter().filter(|&&m| m == 1).count();
+            if len > max_len {
+                return Err(TokenizerError::TooLong { index, len, max: max_len });
+            }
+        }
+        let batch = encodings.len();
+        let seq = encodings[0].get_ids().len();
+        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> Vec<i64>| encodings.iter().flat_map(f).collect::<Vec<i64>>();
+        Ok(EncodedBatch {
+            batch,
+            seq,
+            input_ids: flat(&|e| e.get_ids().iter().map(|&i| i as i64).collect()),
+            attention_mask: flat(&|e| e.get_attention_mask().iter().map(|&i| i as i64).collect()),
+            token_type_ids: flat(&|e| e.get_type_ids().iter().map(|&i| i as i64).collect()),
+            tokens: encodings.iter().map(|e| e.get_tokens().to_vec()).collect(),
+        })
+    }
+
+    /// Decode ids back to text, skipping special tokens.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner.decode(ids, true).map_err(|e| TokenizerError::Encode(e.to_string()))
+    }
+}
+
+fn model_id(model: &WordPiece, token: &str) -> Result<u32, TokenizerError> {
+    use tokenizers::Model;
+    model.token_to_id(token).ok_or_else(|| TokenizerError::MissingSpecialToken { token: token.to_string() })
+}
+
+/// The fields of HF `tokenizer_config.json` that shape a BERT tokenizer.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(default)]
+pub struct TokenizerConfig {
+    /// Lower-case the text (BERT uncased).
+    pub do_lower_case: bool,
+    /// Strip accents (defaults to following `do_lower_case`).
+    pub strip_accents: Option<bool>,
+    /// Split CJK characters into single tokens.
+    pub tokenize_chinese_chars: bool,
+    /// Unknown token.
+    pub unk_token: String,
+    /// Separator token.
+    pub sep_token: String,
+    /// Padding token.
+    pub pad_token: String,
+    /// Classification token.
+    pub cls_token: String,
+    /// Mask token.
+    pub mask_token: String,
+}
+
+impl Default for TokenizerConfig {
+    fn default() -> Self {
+        Self {
+            do_lower_case: true,
+            strip_accents: None,
+            tokenize_chinese_chars: true,
+            unk_token: "[UNK]".into(),
+            sep_token: "[SEP]".into(),
+            pad_token: "[PAD]".into(),
+            cls_token: "[CLS]".into(),
+            mask_token: "[MASK]".into(),
+        }
+    }
+}
+
+impl TokenizerConfig {
+    /// Read `path`, or the defaults when it does not exist.
+    pub fn read(path: &Path) -> Result<Self, TokenizerError> {
+        if !path.is_file() {
+            return Ok(Self::default());
+        }
+        let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
+        let text = std::fs::read_to_string(path).map_err(|e| load(e.to_string()))?;
+        // Special tokens may be strings or {"content": ...} objects; normalise to strings.
+        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| load(e.to_string()))?;
+        if let Some(map) = value.as_object_mut() {
+            for v in map.values_mut() {
+                if let Some(content) = v.get("content").and_then(|c| c.as_str()).map(str::to_string) {
+                    *v = content.into();
+                }
+            }
+        }
+        serde_json::from_value(value).map_err(|e| load(e.to_string()))
+    }
+}

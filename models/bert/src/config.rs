@@ -1,0 +1,184 @@
+//! `BertConfig`, read from and written to HF `config.json`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sesame_layers::config::{ensure, read_json_config};
+use sesame_layers::{Activation, ConfigError, EncoderConfig, EmbeddingsConfig, HfConfig};
+
+/// BERT hyper-parameters with HF's names and defaults. Unknown keys are kept and written back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BertConfig {
+    /// Vocabulary size.
+    #[serde(default = "d::vocab_size")]
+    pub vocab_size: usize,
+    /// Model width.
+    #[serde(default = "d::hidden_size")]
+    pub hidden_size: usize,
+    /// Number of encoder layers.
+    #[serde(default = "d::num_hidden_layers")]
+    pub num_hidden_layers: usize,
+    /// Number of attention heads.
+    #[serde(default = "d::num_attention_heads")]
+    pub num_attention_heads: usize,
+    /// Feed-forward width.
+    #[serde(default = "d::intermediate_size")]
+    pub intermediate_size: usize,
+    /// Feed-forward activation.
+    #[serde(default = "d::hidden_act")]
+    pub hidden_act: Activation,
+    /// Dropout on embeddings and sub-layer outputs.
+    #[serde(default = "d::dropout")]
+    pub hidden_dropout_prob: f64,
+    /// Dropout on attention probabilities.
+    #[serde(default = "d::dropout")]
+    pub attention_probs_dropout_prob: f64,
+    /// Number of learned positions.
+    #[serde(default = "d::max_position_embeddings")]
+    pub max_position_embeddings: usize,
+    /// Number of token types.
+    #[serde(default = "d::type_vocab_size")]
+    pub type_vocab_size: usize,
+    /// Std of the normal initialisation.
+    #[serde(default = "d::initializer_range")]
+    pub initializer_range: f64,
+    /// LayerNorm epsilon.
+    #[serde(default = "d::layer_norm_eps")]
+    pub layer_norm_eps: f64,
+    /// Padding token id.
+    #[serde(default)]
+    pub pad_token_id: Option<usize>,
+    /// Only `absolute` is supported.
+    #[serde(default = "d::position_embedding_type", skip_serializing_if = "Option::is_none")]
+    pub position_embedding_type: Option<String>,
+    /// Dropout of classification heads (defaults to `hidden_dropout_prob`).
+    #[serde(default)]
+    pub classifier_dropout: Option<f64>,
+    /// Tie the MLM decoder to the word embeddings.
+    #[serde(default = "d::yes")]
+    pub tie_word_embeddings: bool,
+    /// Label names of classification heads; their count is the number of labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id2label: Option<std::collections::BTreeMap<String, String>>,
+    /// Explicit label count (HF accepts it instead of `id2label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_labels: Option<usize>,
+    /// `regression`, `single_label_classification` or `multi_label_classification`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem_type: Option<String>,
+    /// Every other key of the file, written back unchanged.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+mod d {
+    use sesame_layers::Activation;
+    pub fn vocab_size() -> usize { 30522 }
+    pub fn hidden_size() -> usize { 768 }
+    pub fn num_hidden_layers() -> usize { 12 }
+    pub fn num_attention_heads() -> usize { 12 }
+    pub fn intermediate_size() -> usize { 3072 }
+    pub fn hidden_act() -> Activation { Activation::Gelu }
+    pub fn dropout() -> f64 { 0.1 }
+    pub fn max_position_embeddings() -> usize { 512 }
+    pub fn type_vocab_size() -> usize { 2 }
+    pub fn initializer_range() -> f64 { 0.02 }
+    pub fn layer_norm_eps() -> f64 { 1e-12 }
+    pub fn position_embedding_type() -> Option<String> { Some("absolute".into()) }
+    pub fn yes() -> bool { true }
+}
+
+impl Default for BertConfig {
+    /// bert-base-uncased.
+    fn default() -> Self {
+        serde_json::from_str("{}").expect("all fields have defaults")
+    }
+}
+
+impl BertConfig {
+    /// Number of labels of classification heads (HF: `len(id2label)`, default 2).
+    pub fn num_labels(&self) -> usize {
+        self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(2)
+    }
+
+    /// Set the number of labels (names `LABEL_i`).
+    pub fn with_num_labels(mut self, n: usize) -> Self {
+        self.id2label = Some((0..n).map(|i| (i.to_string(), format!("LABEL_{i}"))).collect());
+        self.num_labels = None;
+        self
+    }
+
+    /// Dropout of classification heads.
+    pub fn classifier_dropout(&self) -> f64 {
+        self.classifier_dropout.unwrap_or(self.hidden_dropout_prob)
+    }
+
+    /// Check that a model can be built from this config.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = |v: usize, f: &str| ensure(v > 0, f, || "must be at least 1".into());
+        positive(self.vocab_size, "vocab_size")?;
+        positive(self.hidden_size, "hidden_size")?;
+        positive(self.num_hidden_layers, "num_hidden_layers")?;
+        positive(self.num_attention_heads, "num_attention_heads")?;
+        positive(self.intermediate_size, "intermediate_size")?;
+        positive(self.max_position_embeddings, "max_position_embeddings")?;
+        ensure(self.hidden_size % self.num_attention_heads == 0, "num_attention_heads", || {
+            format!("{} heads do not divide hidden_size {}", self.num_attention_heads, self.hidden_size)
+        })?;
+        for (p, f) in [(self.hidden_dropout_prob, "hidden_dropout_prob"), (self.attention_probs_dropout_prob, "attention_probs_dropout_prob"), (self.classifier_dropout(), "classifier_dropout")] {
+            ensure((0.0..1.0).contains(&p), f, || format!("{p} is not a probability in [0, 1)"))?;
+        }
+        ensure(self.layer_norm_eps > 0.0, "layer_norm_eps", || "must be positive".into())?;
+        if let Some(kind) = &self.position_embedding_type {
+            ensure(kind == "absolute", "position_embedding_type", || {
+                format!("`{kind}` is not supported (only `absolute`)")
+            })?;
+        }
+        if let Some(kind) = &self.problem_type {
+            ensure(
+                matches!(kind.as_str(), "regression" | "single_label_classification" | "multi_label_classification"),
+                "problem_type",
+                || format!("unknown problem type `{kind}`"),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The shared embeddings configuration.
+    pub fn embeddings(&self) -> EmbeddingsConfig {
+        EmbeddingsConfig::new(self.vocab_size, self.hidden_size, self.max_position_embeddings)
+            .with_type_vocab_size(self.type_vocab_size)
+            .with_layer_norm_eps(self.layer_norm_eps)
+            .with_dropout(self.hidden_dropout_prob)
+    }
+
+    /// The shared encoder configuration.
+    pub fn encoder(&self) -> EncoderConfig {
+        EncoderConfig::new(
+            self.hidden_size,
+            self.intermediate_size,
+            self.num_attention_heads,
+            self.num_hidden_layers,
+            self.hidden_act,
+        )
+        .with_dropout(self.hidden_dropout_prob)
+        .with_attention_dropout(self.attention_probs_dropout_prob)
+        .with_layer_norm_eps(self.layer_norm_eps)
+    }
+}
+
+impl HfConfig for BertConfig {
+    fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
+        let config: BertConfig = read_json_config(&dir.join("config.json"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn to_json(&self, architecture: &str) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).expect("config serialises");
+        let map = value.as_object_mut().expect("an object");
+        map.insert("model_type".into(), "bert".into());
+        map.insert("architectures".into(), serde_json::json!([architecture]));
+        value
+    }
+}

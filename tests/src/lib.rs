@@ -1,0 +1,160 @@
+//! Helpers for Sesame's cross-crate tests: fixtures written by `scripts/make_fixtures.py`,
+//! the backends compiled into this build, and tolerance checks.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use safetensors::{Dtype, SafeTensors};
+pub use sesame_train::Backend;
+
+/// Max-abs tolerance against HF references (float32 on both sides).
+pub const TOLERANCE: f32 = 1e-4;
+
+/// The repository's `fixtures/` directory.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+/// `(backend, device)` for every backend compiled into this test build.
+pub fn devices() -> Vec<(Backend, Device)> {
+    let list: Vec<_> = Backend::compiled()
+        .into_iter()
+        .map(|b| (b, b.device().expect("compiled backends have a device")))
+        .collect();
+    assert!(!list.is_empty(), "no backend compiled in");
+    list
+}
+
+/// One tensor of a fixture's `io.safetensors`.
+#[derive(Clone, Debug)]
+pub struct Array {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Values as f32 (float tensors).
+    pub f32: Vec<f32>,
+    /// Values as i64 (integer tensors).
+    pub i64: Vec<i64>,
+}
+
+/// A fixture directory: the HF model plus its recorded inputs and outputs.
+pub struct Fixture {
+    /// The model directory.
+    pub dir: PathBuf,
+    /// `input.*`, `label.*` and `output.*` tensors.
+    pub io: HashMap<String, Array>,
+    /// `fixture.json`.
+    pub meta: serde_json::Value,
+}
+
+impl Fixture {
+    /// Open `fixtures/<path>`.
+    pub fn open(path: &str) -> Fixture {
+        let dir = fixtures_dir().join(path);
+        let bytes = std::fs::read(dir.join("io.safetensors")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let st = SafeTensors::deserialize(&bytes).expect("valid io.safetensors");
+        let mut io = HashMap::new();
+        for (name, view) in st.tensors() {
+            let data = view.data();
+            let (f, i) = match view.dtype() {
+                Dtype::F32 => (data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(), vec![]),
+                Dtype::I64 => (vec![], data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()),
+                other => panic!("unexpected dtype {other:?} for {name}"),
+            };
+            io.insert(name, Array { shape: view.shape().to_vec(), f32: f, i64: i });
+        }
+        let meta = std::fs::read_to_string(dir.join("fixture.json"))
+            .map(|t| serde_json::from_str(&t).expect("valid fixture.json"))
+            .unwrap_or(serde_json::Value::Null);
+        Fixture { dir, io, meta }
+    }
+
+    /// A tensor by name, or a panic naming the fixture.
+    pub fn get(&self, name: &str) -> &Array {
+        self.io.get(name).unwrap_or_else(|| panic!("{} has no `{name}`", self.dir.display()))
+    }
+
+    /// Whether the fixture holds `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.io.contains_key(name)
+    }
+
+    /// An integer input as a `[D]`-dimensional tensor, flattened to `shape` when given.
+    pub fn int<const D: usize>(&self, name: &str, device: &Device) -> Tensor<D, Int> {
+        let a = self.get(name);
+        let shape: [usize; D] = flatten_shape(&a.shape);
+        Tensor::from_data(TensorData::new(a.i64.clone(), shape), device)
+    }
+
+    /// A float input as a `[D]`-dimensional tensor.
+    pub fn float<const D: usize>(&self, name: &str, device: &Device) -> Tensor<D> {
+        let a = self.get(name);
+        let shape: [usize; D] = flatten_shape(&a.shape);
+        Tensor::from_data(TensorData::new(a.f32.clone(), shape), device)
+    }
+
+    /// Number of hidden-state / attention entries recorded (`output.hidden_states.N`).
+    pub fn count(&self, prefix: &str) -> usize {
+        (0..).take_while(|i| self.has(&format!("{prefix}.{i}"))).count()
+    }
+}
+
+/// Collapse leading dimensions so that `shape` has `D` dimensions (`[2,3,7]` -> `[6,7]`).
+fn flatten_shape<const D: usize>(shape: &[usize]) -> [usize; D] {
+    let mut out = [1usize; D];
+    if shape.len() >= D {
+        let extra = shape.len() - D;
+        out[0] = shape[..=extra].iter().product();
+        out[1..].copy_from_slice(&shape[extra + 1..]);
+    } else {
+        out[D - shape.len()..].copy_from_slice(shape);
+    }
+    out
+}
+
+/// Values of a tensor as f32.
+pub fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_to_vec::<f32>().expect("f32 data")
+}
+
+/// Max |a - b|, or infinity when the lengths differ or a value is not finite.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter().zip(b).map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY }).fold(0.0, f32::max)
+}
+
+/// Collects comparisons and fails once with every mismatch listed.
+#[derive(Default)]
+pub struct Checker {
+    failures: Vec<String>,
+    checked: usize,
+}
+
+impl Checker {
+    /// Compare `actual` with the fixture's `expected` array under `tol`.
+    pub fn close<const D: usize>(&mut self, what: &str, actual: Tensor<D>, expected: &Array, tol: f32) {
+        self.checked += 1;
+        let dims = actual.dims().to_vec();
+        if dims.iter().product::<usize>() != expected.shape.iter().product::<usize>() {
+            self.failures.push(format!("{what}: shape {dims:?} vs reference {:?}", expected.shape));
+            return;
+        }
+        let diff = max_abs_diff(&values(actual), &expected.f32);
+        if !(diff <= tol) {
+            self.failures.push(format!("{what}: max abs diff {diff:e} > {tol:e}"));
+        }
+    }
+
+    /// Record a failure.
+    pub fn fail(&mut self, message: String) {
+        self.failures.push(message);
+    }
+
+    /// Panic with every failure, or with "nothing checked" when nothing was compared.
+    pub fn finish(self, context: &str) {
+        assert!(self.checked > 0, "{context}: nothing was compared");
+        assert!(self.failures.is_empty(), "{context}:\n  {}", self.failures.join("\n  "));
+    }
+}

@@ -1,0 +1,120 @@
+//! `cargo xtask …`: Sesame's command line. Results go to stdout as JSON; progress and errors
+//! to stderr.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sesame_bert::pipeline::{embed, fill_mask, EmbedOptions};
+use sesame_bert::{BertForMaskedLM, BertModel};
+use sesame_layers::{Pooling, PretrainedModel};
+use sesame_text::Tokenizer;
+use sesame_train::Backend;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Sesame: the BERT family on Burn")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct BackendArg {
+    /// Backend to run on (must be compiled in; see `--features`).
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+}
+
+impl BackendArg {
+    fn device(&self) -> Result<burn::tensor::Device, String> {
+        let backend = match self.backend {
+            Some(b) => b,
+            None => Backend::default_compiled().ok_or("no backend compiled in")?,
+        };
+        backend.device().map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Sentence embeddings: prints `[[f32, ...], ...]`, one vector per text.
+    Embed {
+        /// HF model directory (config.json, weights, tokenizer).
+        #[arg(long)]
+        model: PathBuf,
+        /// Pooling over tokens.
+        #[arg(long, default_value = "mean", value_parser = parse_pooling)]
+        pooling: Pooling,
+        /// Hidden state to pool: 0 = embeddings, -1 = last layer, -2 = penultimate, ...
+        #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+        layer: i64,
+        /// L2-normalise each vector.
+        #[arg(long)]
+        normalize: bool,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts to embed.
+        #[arg(required = true)]
+        texts: Vec<String>,
+    },
+    /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
+    FillMask {
+        /// HF model directory with an MLM head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        /// Candidates per mask.
+        #[arg(long, default_value_t = 5)]
+        top_k: usize,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Text containing the mask token (e.g. `[MASK]`).
+        text: String,
+    },
+}
+
+fn parse_pooling(s: &str) -> Result<Pooling, String> {
+    s.parse()
+}
+
+fn run(cli: Cli) -> Result<String, String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    match cli.command {
+        Command::Embed { model, pooling, layer, normalize, backend, texts } => {
+            let device = backend.device()?;
+            let tokenizer = Tokenizer::from_dir(&model).map_err(|e| err(&e))?;
+            let loaded = BertModel::from_pretrained(&model, &device).map_err(|e| err(&e))?;
+            report(&loaded.report);
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let options = EmbedOptions { pooling, layer, normalize };
+            let vectors = embed(&loaded.model, &loaded.config, &tokenizer, &texts, options).map_err(|e| err(&e))?;
+            Ok(serde_json::to_string(&vectors).expect("JSON"))
+        }
+        Command::FillMask { model, top_k, backend, text } => {
+            let device = backend.device()?;
+            let tokenizer = Tokenizer::from_dir(&model).map_err(|e| err(&e))?;
+            let loaded = BertForMaskedLM::from_pretrained(&model, &device).map_err(|e| err(&e))?;
+            report(&loaded.report);
+            let predictions = fill_mask(&loaded.model, &loaded.config, &tokenizer, &text, top_k).map_err(|e| err(&e))?;
+            Ok(serde_json::to_string(&predictions).expect("JSON"))
+        }
+    }
+}
+
+fn report(report: &sesame_layers::LoadReport) {
+    if !report.initialized.is_empty() || !report.unused.is_empty() {
+        eprintln!("note: {report}");
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
