@@ -11,6 +11,8 @@ use sesame_layers::{Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
 
+mod train;
+
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Sesame: the BERT family on Burn")]
 struct Cli {
@@ -57,6 +59,13 @@ enum Command {
         #[arg(required = true)]
         texts: Vec<String>,
     },
+    /// Pre-train a model on text with its family's objective; exports HF format at the end.
+    Train {
+        #[command(flatten)]
+        args: train::TrainArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
@@ -79,6 +88,7 @@ fn parse_pooling(s: &str) -> Result<Pooling, String> {
 fn run(cli: Cli) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match cli.command {
+        Command::Train { args, backend } => train::train(args, backend.device()?),
         Command::Embed { model, pooling, layer, normalize, backend, texts } => {
             let device = backend.device()?;
             let tokenizer = Tokenizer::from_dir(&model).map_err(|e| err(&e))?;
@@ -115,6 +125,60 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        format!("{}/../fixtures/bert/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn cli(args: &[&str]) -> Result<String, String> {
+        run(Cli::try_parse_from(["xtask"].iter().chain(args)).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn fill_mask_prints_top_k_candidates_per_mask_as_json() {
+        let json = cli(&["fill-mask", "--model", &fixture("base-fill-mask"), "--top-k", "3", "the cat [MASK] on the [MASK] ."]).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let masks = value.as_array().unwrap();
+        assert_eq!(masks.len(), 2);
+        for candidates in masks {
+            let candidates = candidates.as_array().unwrap();
+            assert_eq!(candidates.len(), 3);
+            let scores: Vec<f64> = candidates.iter().map(|c| c["score"].as_f64().unwrap()).collect();
+            assert!(scores.windows(2).all(|w| w[0] >= w[1]), "sorted by score: {scores:?}");
+            assert!(candidates.iter().all(|c| c["token"].is_string() && c["id"].is_u64()));
+        }
+    }
+
+    #[test]
+    fn embed_prints_one_normalised_vector_per_text() {
+        let json = cli(&["embed", "--model", &fixture("base-fill-mask"), "--normalize", "--pooling", "max", "--layer", "-2", "hello world", "the sun"]).unwrap();
+        let vectors: Vec<Vec<f32>> = serde_json::from_str(&json).unwrap();
+        assert_eq!(vectors.len(), 2);
+        for v in vectors {
+            assert_eq!(v.len(), 32);
+            let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+        }
+    }
+
+    #[test]
+    fn errors_are_messages_not_panics() {
+        let err = cli(&["fill-mask", "--model", &fixture("base-fill-mask"), "no mask"]).unwrap_err();
+        assert!(err.contains("[MASK]"), "{err}");
+        let err = cli(&["embed", "--model", "/nonexistent", "x"]).unwrap_err();
+        assert!(err.contains("/nonexistent"), "{err}");
+        let err = cli(&["embed", "--model", &fixture("base-fill-mask"), "--layer", "7", "x"]).unwrap_err();
+        assert!(err.contains("layer 7"), "{err}");
+        if !Backend::Cuda.is_compiled() {
+            let err = cli(&["embed", "--backend", "cuda", "--model", &fixture("base-fill-mask"), "x"]).unwrap_err();
+            assert!(err.contains("--features cuda"), "{err}");
         }
     }
 }

@@ -1,5 +1,13 @@
-//! Text for Sesame: tokenizers (and, later, corpora, masking strategies and batchers).
+//! Text for Sesame: tokenizers, corpora, masking strategies and pre-training examples.
 
+pub mod batcher;
+pub mod corpus;
+pub mod masking;
+pub mod pretraining;
 pub mod tokenizer;
 
+pub use corpus::{Corpus, CorpusError};
+pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, SpanMasking, TokenMasking, WholeWordMasking};
 pub use tokenizer::{EncodedBatch, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError};
+pub use pretraining::{sentence_pairs, PairConfig, PairExample, Segment};
+pub use batcher::{collate_pairs, PairBatch, PairFormat};

@@ -263,6 +263,79 @@ impl Tokenizer {
         })
     }
 
+    /// Tokenize one text without special tokens: ids, and which tokens start a word (from
+    /// the tokenizer's word ids), for whole-word and span masking.
+    pub fn tokenize(&self, text: &str) -> Result<crate::pretraining::Segment, TokenizerError> {
+        let e = self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        let words = e.get_word_ids();
+        let word_start = (0..words.len()).map(|i| i == 0 || words[i].is_none() || words[i] != words[i - 1]).collect();
+        Ok(crate::pretraining::Segment { ids: e.get_ids().to_vec(), word_start })
+    }
+
+    /// Train a BERT WordPiece vocabulary of `vocab_size` tokens on `texts` (lower-cased when
+    /// `config.do_lower_case`), with BERT's special tokens first.
+    pub fn train_wordpiece<'a>(
+        texts: impl Iterator<Item = &'a str> + Send,
+        vocab_size: usize,
+        config: &TokenizerConfig,
+    ) -> Result<Self, TokenizerError> {
+        use tokenizers::models::wordpiece::WordPieceTrainer;
+        use tokenizers::models::TrainerWrapper;
+        use tokenizers::AddedToken;
+        let specials = [&config.pad_token, &config.unk_token, &config.cls_token, &config.sep_token, &config.mask_token];
+        let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
+            .vocab_size(vocab_size)
+            .min_frequency(2)
+            .show_progress(false)
+            .special_tokens(specials.iter().map(|t| AddedToken::from((*t).clone(), true)).collect())
+            .build()
+            .into();
+        let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training WordPiece failed: {e}"));
+        let model = WordPiece::builder().unk_token(config.unk_token.clone()).build().map_err(fail)?;
+        let mut inner = tokenizers::Tokenizer::new(model);
+        inner
+            .with_normalizer(Some(BertNormalizer::new(true, config.tokenize_chinese_chars, config.strip_accents, config.do_lower_case)))
+            .with_pre_tokenizer(Some(BertPreTokenizer))
+            .with_decoder(Some(WordPieceDecoder::default()));
+        inner.train(&mut trainer, texts).map_err(fail)?;
+        let id = |t: &str| inner.token_to_id(t).ok_or_else(|| TokenizerError::MissingSpecialToken { token: t.to_string() });
+        let processor = BertProcessing::new((config.sep_token.clone(), id(&config.sep_token)?), (config.cls_token.clone(), id(&config.cls_token)?));
+        inner.with_post_processor(Some(processor));
+        Self::new(inner, config)
+    }
+
+    /// Write `tokenizer.json`, `vocab.txt` (ids in order) and `tokenizer_config.json` to `dir`,
+    /// as transformers' `BertTokenizerFast.save_pretrained` does.
+    pub fn save(&self, dir: &Path, config: &TokenizerConfig) -> Result<(), TokenizerError> {
+        let fail = |path: PathBuf, reason: String| TokenizerError::Load { path, reason };
+        std::fs::create_dir_all(dir).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
+        let json = dir.join("tokenizer.json");
+        self.inner.save(&json, true).map_err(|e| fail(json.clone(), e.to_string()))?;
+        let mut vocab: Vec<(u32, String)> = self.inner.get_vocab(true).into_iter().map(|(t, i)| (i, t)).collect();
+        vocab.sort();
+        let text: String = vocab.into_iter().map(|(_, t)| t + "\n").collect();
+        std::fs::write(dir.join("vocab.txt"), text).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
+        let cfg = serde_json::json!({
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": config.do_lower_case,
+            "strip_accents": config.strip_accents,
+            "tokenize_chinese_chars": config.tokenize_chinese_chars,
+            "unk_token": config.unk_token, "sep_token": config.sep_token, "pad_token": config.pad_token,
+            "cls_token": config.cls_token, "mask_token": config.mask_token,
+        });
+        std::fs::write(dir.join("tokenizer_config.json"), serde_json::to_string_pretty(&cfg).expect("JSON"))
+            .map_err(|e| fail(dir.join("tokenizer_config.json"), e.to_string()))
+    }
+
+    /// Ids of the special tokens (never picked as random replacements when masking).
+    pub fn special_ids(&self) -> Vec<u32> {
+        let s = &self.special;
+        let mut ids: Vec<u32> = [&s.unk, &s.cls, &s.sep].iter().filter_map(|t| self.token_to_id(t)).collect();
+        ids.push(s.pad.1);
+        ids.extend(s.mask.as_ref().map(|m| m.1));
+        ids
+    }
+
     /// Decode ids back to text, skipping special tokens.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
         self.inner.decode(ids, true).map_err(|e| TokenizerError::Encode(e.to_string()))
@@ -275,7 +348,7 @@ fn model_id(model: &WordPiece, token: &str) -> Result<u32, TokenizerError> {
 }
 
 /// The fields of HF `tokenizer_config.json` that shape a BERT tokenizer.
-#[derive(Clone, Debug, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
 #[serde(default)]
 pub struct TokenizerConfig {
     /// Lower-case the text (BERT uncased).

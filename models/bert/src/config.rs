@@ -96,6 +96,33 @@ impl Default for BertConfig {
 }
 
 impl BertConfig {
+    /// A BERT size preset: `tiny` (2 layers, 128 wide), `mini` (4, 256), `small` (4, 512),
+    /// `base` (12, 768), as Google's BERT miniatures; feed-forward 4x wide, heads of 64.
+    pub fn preset(name: &str, vocab_size: usize, max_position_embeddings: usize) -> Result<Self, ConfigError> {
+        let (layers, hidden) = match name {
+            "tiny" => (2, 128),
+            "mini" => (4, 256),
+            "small" => (4, 512),
+            "base" => (12, 768),
+            other => {
+                return Err(ConfigError::Invalid {
+                    field: "preset".into(),
+                    reason: format!("unknown preset `{other}` (expected tiny, mini, small or base)"),
+                })
+            }
+        };
+        let mut config = BertConfig::default();
+        config.vocab_size = vocab_size;
+        config.num_hidden_layers = layers;
+        config.hidden_size = hidden;
+        config.num_attention_heads = hidden / 64;
+        config.intermediate_size = 4 * hidden;
+        config.max_position_embeddings = max_position_embeddings;
+        config.pad_token_id = Some(0);
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Number of labels of classification heads (HF: `len(id2label)`, default 2).
     pub fn num_labels(&self) -> usize {
         self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(2)

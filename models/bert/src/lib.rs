@@ -17,6 +17,7 @@ pub mod config;
 pub mod heads;
 pub mod model;
 pub mod pipeline;
+pub mod pretraining;
 
 pub use config::BertConfig;
 pub use heads::{

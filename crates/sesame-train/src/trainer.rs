@@ -1,0 +1,399 @@
+//! The shared training loop. It knows no model family: a family plugs in through
+//! [`TrainTask`], which makes batches and computes a loss with metrics.
+//!
+//! Per optimizer step: `grad_accum` micro-batches, each loss divided by `grad_accum` (so
+//! accumulated gradients are averaged), global-norm clipping, AdamW with no weight decay on
+//! biases and LayerNorm, a warm-up + decay learning rate. Batches and dropout are seeded by
+//! the step, so a run resumed from a checkpoint continues exactly as if never stopped.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::module::{Module, ParamGroup};
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::clip::clip_global_norm;
+use crate::metrics::{LogLine, Metric, MetricLog, MetricTotals};
+use crate::schedule::{Decay, LrSchedule};
+
+/// What a model family gives the trainer.
+pub trait TrainTask {
+    /// The model being trained.
+    type Model: Module;
+    /// One batch, already on its device.
+    type Batch: Clone;
+
+    /// Training batch number `index`: a pure function of `index` (and the task's own seed),
+    /// so that a resumed run sees the same data.
+    fn train_batch(&self, index: u64, device: &Device) -> Self::Batch;
+
+    /// The held-out batches, the same at every evaluation.
+    fn held_out_batches(&self, device: &Device) -> Vec<Self::Batch>;
+
+    /// Loss (a scalar `[1]`) and metrics of `model` on `batch`.
+    fn step(&self, model: &Self::Model, batch: Self::Batch) -> StepOutput;
+}
+
+/// What [`TrainTask::step`] returns.
+#[derive(Debug)]
+pub struct StepOutput {
+    /// The loss to minimise, shape `[1]`.
+    pub loss: Tensor<1>,
+    /// Metrics of this batch (the trainer adds `loss` itself).
+    pub metrics: Vec<Metric>,
+    /// Non-padding tokens in the batch (for tokens/s).
+    pub tokens: usize,
+}
+
+/// Optimisation and bookkeeping settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Micro-batches per optimizer step (gradients are averaged).
+    pub grad_accum: u64,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Warm-up steps.
+    pub warmup: u64,
+    /// Decay after warm-up.
+    pub decay: Decay,
+    /// AdamW weight decay (not applied to biases and LayerNorm).
+    pub weight_decay: f64,
+    /// AdamW beta 1.
+    pub beta_1: f32,
+    /// AdamW beta 2.
+    pub beta_2: f32,
+    /// AdamW epsilon.
+    pub epsilon: f32,
+    /// Clip the global gradient norm to this value (0 = no clipping).
+    pub max_grad_norm: f64,
+    /// Seed of dropout and of everything the task draws.
+    pub seed: u64,
+    /// Log train metrics every this many steps.
+    pub log_every: u64,
+    /// Evaluate on the held-out batches every this many steps (0 = only at the end).
+    pub eval_every: u64,
+    /// Write a checkpoint every this many steps (0 = only at the end).
+    pub checkpoint_every: u64,
+    /// Keep this many most recent checkpoints.
+    pub keep_checkpoints: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            steps: 1000,
+            grad_accum: 1,
+            lr: 1e-4,
+            warmup: 100,
+            decay: Decay::Linear,
+            weight_decay: 0.01,
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-6,
+            max_grad_norm: 1.0,
+            seed: 42,
+            log_every: 10,
+            eval_every: 100,
+            checkpoint_every: 100,
+            keep_checkpoints: 2,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The learning-rate schedule.
+    pub fn schedule(&self) -> LrSchedule {
+        LrSchedule { peak: self.lr, warmup: self.warmup, total: self.steps, decay: self.decay }
+    }
+
+    /// AdamW with decoupled weight decay, none on biases and LayerNorm (`*norm.gamma|beta`).
+    pub fn optimizer(&self) -> ModuleOptimizer {
+        let adam = |wd: f64| {
+            AdamWConfig::new()
+                .with_beta_1(self.beta_1)
+                .with_beta_2(self.beta_2)
+                .with_epsilon(self.epsilon)
+                .with_weight_decay(wd as f32)
+        };
+        let no_decay = ParamGroup::from_any_regexes(vec![r"bias$", r"norm\.(gamma|beta)$"]).expect("valid regexes");
+        adam(self.weight_decay).init().with_group(no_decay, adam(0.0).build(), None)
+    }
+
+    fn check(&self) -> Result<(), TrainError> {
+        let bad = |what: &str| Err(TrainError::Config(what.to_string()));
+        if self.steps == 0 {
+            return bad("steps must be at least 1");
+        }
+        if self.grad_accum == 0 {
+            return bad("grad_accum must be at least 1");
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return bad("the learning rate must be positive");
+        }
+        if self.warmup > self.steps {
+            return bad("warmup is longer than the run");
+        }
+        Ok(())
+    }
+}
+
+/// Why training stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The settings make no sense.
+    #[error("invalid training settings: {0}")]
+    Config(String),
+    /// The loss became NaN or infinite; the last good checkpoint is kept.
+    #[error("the loss is {value} at step {step}; stopped (the last good checkpoint is kept: {last_checkpoint})")]
+    NonFiniteLoss {
+        /// The optimizer step (1-based) whose loss was not finite.
+        step: u64,
+        /// The loss value.
+        value: f64,
+        /// The last checkpoint written, or `none`.
+        last_checkpoint: String,
+    },
+    /// The task produced no held-out batch although evaluation was asked for.
+    #[error("no held-out data to evaluate on")]
+    NoHeldOut,
+    /// A run directory or checkpoint could not be read or written.
+    #[error("{what} {path}: {reason}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        reason: String,
+    },
+    /// `--resume` found nothing to resume.
+    #[error("nothing to resume in {0}: no checkpoint")]
+    NoCheckpoint(PathBuf),
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> TrainError + 'a {
+    move |e| TrainError::Io { what, path: path.to_path_buf(), reason: e.to_string() }
+}
+
+/// What a finished run gives back.
+#[derive(Debug)]
+pub struct TrainOutcome<M> {
+    /// The trained model (training mode, on the autodiff device).
+    pub model: M,
+    /// Held-out metrics at the end.
+    pub held_out: std::collections::BTreeMap<String, f64>,
+    /// The step the run started from (0, or the resumed checkpoint's step).
+    pub resumed_from: u64,
+}
+
+/// The state saved with each checkpoint besides the model and optimizer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct CheckpointState {
+    step: u64,
+    config: TrainConfig,
+}
+
+/// Runs a [`TrainTask`] in a run directory.
+pub struct Trainer {
+    config: TrainConfig,
+    dir: PathBuf,
+    progress: bool,
+    stop_after: Option<u64>,
+}
+
+impl Trainer {
+    /// A trainer writing checkpoints, `metrics.jsonl` and `loss.svg` to `dir`.
+    pub fn new(config: TrainConfig, dir: impl Into<PathBuf>) -> Self {
+        Self { config, dir: dir.into(), progress: true, stop_after: None }
+    }
+
+    /// Show (default) or hide the progress bar.
+    pub fn with_progress(mut self, show: bool) -> Self {
+        self.progress = show;
+        self
+    }
+
+    /// Stop abruptly after this optimizer step, without a final checkpoint, as a killed run
+    /// would (for tests of `resume`).
+    pub fn with_stop_after(mut self, step: u64) -> Self {
+        self.stop_after = Some(step);
+        self
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn checkpoints(&self) -> PathBuf {
+        self.dir.join("checkpoints")
+    }
+
+    /// The latest complete checkpoint, if any.
+    pub fn latest_checkpoint(&self) -> Option<PathBuf> {
+        let name = std::fs::read_to_string(self.checkpoints().join("latest")).ok()?;
+        let path = self.checkpoints().join(name.trim());
+        path.join("state.json").is_file().then_some(path)
+    }
+
+    /// Train `model` (initialised on an autodiff device) with `task`. With `resume`, continue
+    /// from the latest checkpoint in the run directory.
+    pub fn fit<T: TrainTask>(&self, task: &T, mut model: T::Model, resume: bool) -> Result<TrainOutcome<T::Model>, TrainError> {
+        let config = &self.config;
+        config.check()?;
+        let device = model.devices().into_iter().next().ok_or_else(|| TrainError::Config("the model has no parameters".into()))?;
+        if !device.is_autodiff() {
+            return Err(TrainError::Config("initialise the model on `device.autodiff()` to train it".into()));
+        }
+        std::fs::create_dir_all(self.checkpoints()).map_err(io("cannot create", &self.dir))?;
+        let mut optim = config.optimizer();
+        let mut start = 0;
+        if resume {
+            let checkpoint = self.latest_checkpoint().ok_or_else(|| TrainError::NoCheckpoint(self.dir.clone()))?;
+            let load = |e: String| TrainError::Io { what: "cannot load checkpoint", path: checkpoint.clone(), reason: e };
+            let state: CheckpointState = std::fs::read_to_string(checkpoint.join("state.json"))
+                .map_err(|e| load(e.to_string()))
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| load(e.to_string())))?;
+            model = model.try_load_file(checkpoint.join("model.bpk")).map_err(|e| load(e.to_string()))?;
+            optim = optim.load(checkpoint.join("optim.bpk")).map_err(|e| load(e.to_string()))?;
+            start = state.step;
+        }
+        std::fs::write(self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON"))
+            .map_err(io("cannot write", &self.dir))?;
+        let mut log = MetricLog::open(&self.dir, start).map_err(io("cannot write metrics in", &self.dir))?;
+        let schedule = config.schedule();
+        let held_out = task.held_out_batches(&device.clone().without_autodiff());
+        let bar = self.progress_bar(start);
+        let mut window = MetricTotals::default();
+        let (mut window_tokens, mut window_start) = (0usize, Instant::now());
+        let mut last_checkpoint = self.latest_checkpoint().map_or("none".to_string(), |p| p.display().to_string());
+        let mut held_out_metrics = Default::default();
+
+        for step in start..config.steps {
+            let lr = schedule.lr(step);
+            // Dropout masks depend on the step only, so resuming reproduces them.
+            device.seed(config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step));
+            let mut accumulator = GradientsAccumulator::<T::Model>::new();
+            let mut step_loss = 0.0;
+            for micro in 0..config.grad_accum {
+                let batch = task.train_batch(step * config.grad_accum + micro, &device);
+                let out = task.step(&model, batch);
+                let loss = out.loss.clone().into_scalar::<f32>() as f64;
+                if !loss.is_finite() {
+                    bar.abandon();
+                    return Err(TrainError::NonFiniteLoss { step: step + 1, value: loss, last_checkpoint });
+                }
+                step_loss += loss / config.grad_accum as f64;
+                window.add(&out.metrics);
+                window_tokens += out.tokens;
+                let grads = (out.loss / config.grad_accum as f64).backward();
+                accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
+            }
+            let mut grads = accumulator.grads();
+            let grad_norm = if config.max_grad_norm > 0.0 { clip_global_norm(&model, &mut grads, config.max_grad_norm) } else { 0.0 };
+            model = optim.step(lr, model, grads);
+            window.add(&[Metric::mean("loss", step_loss, 1.0), Metric::mean("grad_norm", grad_norm, 1.0), Metric::mean("lr", lr, 1.0)]);
+            let done = step + 1;
+            bar.inc(1);
+
+            if done % config.log_every.max(1) == 0 || done == config.steps {
+                let mut values = window.summarise();
+                values.insert("tokens_per_s".into(), window_tokens as f64 / window_start.elapsed().as_secs_f64().max(1e-9));
+                bar.set_message(format!("loss {:.4} lr {:.2e} {:.0} tok/s", values["loss"], lr, values["tokens_per_s"]));
+                if !self.progress {
+                    eprintln!("step {done}/{}: {}", config.steps, format_values(&values));
+                }
+                log.push(LogLine { step: done, split: "train".into(), values }).map_err(io("cannot write metrics in", &self.dir))?;
+                window.clear();
+                (window_tokens, window_start) = (0, Instant::now());
+            }
+            let eval_now = (config.eval_every > 0 && done % config.eval_every == 0) || done == config.steps;
+            if eval_now && !held_out.is_empty() {
+                held_out_metrics = self.evaluate(task, &model, &held_out);
+                bar.suspend(|| eprintln!("step {done}: held-out {}", format_values(&held_out_metrics)));
+                log.push(LogLine { step: done, split: "held_out".into(), values: held_out_metrics.clone() })
+                    .map_err(io("cannot write metrics in", &self.dir))?;
+            }
+            if Some(done) == self.stop_after {
+                bar.abandon();
+                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start });
+            }
+            if (config.checkpoint_every > 0 && done % config.checkpoint_every == 0) || done == config.steps {
+                last_checkpoint = self.save_checkpoint(done, &model, &optim)?.display().to_string();
+            }
+        }
+        bar.finish();
+        Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start })
+    }
+
+    /// Mean metrics of `model` (inference mode, no autodiff) over `batches`.
+    pub fn evaluate<T: TrainTask>(&self, task: &T, model: &T::Model, batches: &[T::Batch]) -> std::collections::BTreeMap<String, f64> {
+        let device = model.devices().into_iter().next().expect("a model with parameters").without_autodiff();
+        let inference = model.clone().valid().fork(&device);
+        let mut totals = MetricTotals::default();
+        for batch in batches {
+            let out = task.step(&inference, batch.clone());
+            let loss = out.loss.into_scalar::<f32>() as f64;
+            totals.add(&out.metrics);
+            totals.add(&[Metric::mean("loss", loss, 1.0)]);
+        }
+        totals.summarise()
+    }
+
+    /// Write `checkpoints/step-N` (model, optimizer, state) atomically and point `latest` to it.
+    fn save_checkpoint<M: Module>(&self, step: u64, model: &M, optim: &ModuleOptimizer) -> Result<PathBuf, TrainError> {
+        let root = self.checkpoints();
+        let name = format!("step-{step:08}");
+        let tmp = root.join(format!(".{name}.tmp"));
+        let fin = root.join(&name);
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(io("cannot create", &tmp))?;
+        let fail = |e: String| TrainError::Io { what: "cannot write checkpoint", path: tmp.clone(), reason: e };
+        model.clone().save_file(tmp.join("model.bpk")).map_err(|e| fail(e.to_string()))?;
+        optim.save(tmp.join("optim.bpk")).map_err(|e| fail(e.to_string()))?;
+        let state = CheckpointState { step, config: self.config.clone() };
+        std::fs::write(tmp.join("state.json"), serde_json::to_string_pretty(&state).expect("JSON")).map_err(|e| fail(e.to_string()))?;
+        let _ = std::fs::remove_dir_all(&fin);
+        std::fs::rename(&tmp, &fin).map_err(io("cannot rename", &tmp))?;
+        let latest_tmp = root.join(".latest.tmp");
+        std::fs::write(&latest_tmp, &name).map_err(io("cannot write", &latest_tmp))?;
+        std::fs::rename(&latest_tmp, root.join("latest")).map_err(io("cannot write", &root))?;
+        self.prune(&root)?;
+        Ok(fin)
+    }
+
+    fn prune(&self, root: &Path) -> Result<(), TrainError> {
+        let mut steps: Vec<PathBuf> = std::fs::read_dir(root)
+            .map_err(io("cannot list", root))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("step-")))
+            .collect();
+        steps.sort();
+        let keep = self.config.keep_checkpoints.max(1);
+        for old in steps.iter().take(steps.len().saturating_sub(keep)) {
+            std::fs::remove_dir_all(old).map_err(io("cannot remove", old))?;
+        }
+        Ok(())
+    }
+
+    fn progress_bar(&self, start: u64) -> indicatif::ProgressBar {
+        if !self.progress {
+            return indicatif::ProgressBar::hidden();
+        }
+        let bar = indicatif::ProgressBar::new(self.config.steps).with_position(start);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}] {msg}")
+                .expect("valid template"),
+        );
+        bar.reset_eta();
+        bar
+    }
+}
+
+fn format_values(values: &std::collections::BTreeMap<String, f64>) -> String {
+    values.iter().map(|(k, v)| format!("{k} {v:.4}")).collect::<Vec<_>>().join(", ")
+}

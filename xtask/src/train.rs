@@ -1,0 +1,232 @@
+//! `cargo xtask train <family>`: pre-train (or continue pre-training) a model on text.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sesame_bert::pretraining::BertPretraining;
+use sesame_bert::{BertConfig, BertForPreTraining};
+use sesame_layers::{HfConfig, PretrainedModel};
+use sesame_text::{Corpus, MaskingStrategy, PairConfig, SpanMasking, TokenMasking, Tokenizer, TokenizerConfig, WholeWordMasking};
+use sesame_train::{Decay, TrainConfig, Trainer};
+
+/// The families `train` knows.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Family {
+    /// BERT: masked LM + next-sentence prediction.
+    Bert,
+}
+
+/// Masking strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+pub enum MaskingKind {
+    /// BERT's token-level 15% with 80/10/10.
+    Token,
+    /// Whole-word masking.
+    WholeWord,
+    /// SpanBERT spans (geometric lengths, p = 0.2, at most 10 words).
+    Span,
+}
+
+/// Options of `cargo xtask train`.
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    /// Model family.
+    #[arg(value_enum)]
+    pub family: Family,
+    /// Text file or directory of .txt files (documents separated by blank lines).
+    #[arg(long, default_value = "data/moby-dick.txt")]
+    pub corpus: PathBuf,
+    /// Existing tokenizer directory (tokenizer.json or vocab.txt); trained on the corpus if absent.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// Vocabulary size when training a tokenizer.
+    #[arg(long, default_value_t = 8000)]
+    pub vocab_size: usize,
+    /// Model size preset: tiny, mini, small or base.
+    #[arg(long, default_value = "tiny")]
+    pub preset: String,
+    /// A config.json to use instead of a preset.
+    #[arg(long, conflicts_with = "preset")]
+    pub config: Option<PathBuf>,
+    /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
+    #[arg(long, conflicts_with_all = ["config", "tokenizer"])]
+    pub init_from: Option<PathBuf>,
+    /// Optimizer steps.
+    #[arg(long, default_value_t = 300)]
+    pub steps: u64,
+    /// Sequences per micro-batch.
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Maximum sequence length (tokens, special tokens included).
+    #[arg(long, default_value_t = 64)]
+    pub seq_len: usize,
+    /// Peak learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Warm-up steps (default: 10% of the steps).
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Decay after warm-up.
+    #[arg(long, value_enum, default_value = "linear")]
+    pub decay: Decay,
+    /// Micro-batches per optimizer step (gradients averaged).
+    #[arg(long, default_value_t = 1)]
+    pub grad_accum: u64,
+    /// AdamW weight decay.
+    #[arg(long, default_value_t = 0.01)]
+    pub weight_decay: f64,
+    /// Global gradient-norm clip (0 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub max_grad_norm: f64,
+    /// Masking strategy.
+    #[arg(long, value_enum, default_value = "token")]
+    pub masking: MaskingKind,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Fraction of documents held out for evaluation.
+    #[arg(long, default_value_t = 0.02)]
+    pub held_out: f64,
+    /// Log every N steps.
+    #[arg(long, default_value_t = 10)]
+    pub log_every: u64,
+    /// Evaluate every N steps.
+    #[arg(long, default_value_t = 100)]
+    pub eval_every: u64,
+    /// Checkpoint every N steps.
+    #[arg(long, default_value_t = 100)]
+    pub checkpoint_every: u64,
+    /// Run directory (checkpoints, metrics.jsonl, loss.svg, export/).
+    #[arg(long, default_value = "runs/bert")]
+    pub out: PathBuf,
+    /// Continue the run in `--out` from its latest checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Stop after this step without a final checkpoint (simulates a kill; for testing resume).
+    #[arg(long, hide = true)]
+    pub stop_after: Option<u64>,
+    /// Hide the progress bar (log lines instead).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Settings that must stay the same when a run is resumed.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+struct RunSpec {
+    corpus: PathBuf,
+    seq_len: usize,
+    batch_size: usize,
+    masking: MaskingKind,
+    seed: u64,
+    held_out: f64,
+}
+
+/// Run `train` and return a JSON summary.
+pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    let Family::Bert = args.family;
+    let out = &args.out;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let spec = RunSpec { corpus: args.corpus.clone(), seq_len: args.seq_len, batch_size: args.batch_size, masking: args.masking, seed: args.seed, held_out: args.held_out };
+    let spec_path = out.join("run.json");
+    if args.resume {
+        let saved: RunSpec = std::fs::read_to_string(&spec_path)
+            .map_err(|e| format!("nothing to resume in {}: {e}", out.display()))
+            .and_then(|t| serde_json::from_str(&t).map_err(err))?;
+        if saved != spec {
+            return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
+        }
+    } else {
+        std::fs::write(&spec_path, serde_json::to_string_pretty(&spec).expect("JSON")).map_err(err)?;
+    }
+
+    let corpus = Corpus::read(&args.corpus).map_err(err)?;
+    let (train_text, held_out_text) = corpus.split_held_out(args.held_out);
+    eprintln!("corpus: {} documents, {} sentences ({} held-out documents)", train_text.documents.len(), train_text.num_sentences(), held_out_text.documents.len());
+
+    // Tokenizer: the run's own copy (so --resume sees the same one), an existing one, or trained.
+    let run_tokenizer = out.join("tokenizer");
+    let tok_config = TokenizerConfig::default();
+    let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
+        (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::read(&run_tokenizer.join("tokenizer_config.json")).map_err(err)?)
+    } else if let Some(dir) = args.init_from.as_ref().or(args.tokenizer.as_ref()) {
+        (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::read(&dir.join("tokenizer_config.json")).map_err(err)?)
+    } else {
+        eprintln!("training a WordPiece tokenizer ({} tokens) on the corpus", args.vocab_size);
+        (Tokenizer::train_wordpiece(train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
+    };
+    tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
+
+    let train_device = device.autodiff();
+    let (model, config) = match (&args.init_from, &args.config) {
+        (Some(dir), _) => {
+            let loaded = BertForPreTraining::from_pretrained(dir, &train_device).map_err(err)?;
+            eprintln!("initialised from {}: {}", dir.display(), loaded.report);
+            (loaded.model, loaded.config)
+        }
+        (None, Some(path)) => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let config = if path.file_name().is_some_and(|n| n == "config.json") {
+                BertConfig::from_dir(dir).map_err(err)?
+            } else {
+                return Err(format!("--config must name a config.json, got {}", path.display()));
+            };
+            (BertForPreTraining::init(&config, &train_device), config)
+        }
+        (None, None) => {
+            let config = BertConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64)).map_err(err)?;
+            (BertForPreTraining::init(&config, &train_device), config)
+        }
+    };
+    if args.seq_len > config.max_position_embeddings {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
+    }
+    let masking: Arc<dyn MaskingStrategy> = match args.masking {
+        MaskingKind::Token => Arc::new(TokenMasking::default()),
+        MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
+        MaskingKind::Span => Arc::new(SpanMasking::default()),
+    };
+    let pairs = PairConfig { max_seq_len: args.seq_len, ..PairConfig::default() };
+    let task = BertPretraining::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, pairs, masking, args.batch_size, args.seed)
+        .map_err(err)?;
+    eprintln!(
+        "model: {} layers x {} wide, {} parameters; {} training pairs; {} steps of {} x {}",
+        config.num_hidden_layers, config.hidden_size, burn::module::Module::num_params(&model), task.num_train_pairs(), args.steps, args.grad_accum, args.batch_size
+    );
+    let train_config = TrainConfig {
+        steps: args.steps,
+        grad_accum: args.grad_accum,
+        lr: args.lr,
+        warmup: args.warmup.unwrap_or(args.steps / 10),
+        decay: args.decay,
+        weight_decay: args.weight_decay,
+        max_grad_norm: args.max_grad_norm,
+        seed: args.seed,
+        log_every: args.log_every,
+        eval_every: args.eval_every,
+        checkpoint_every: args.checkpoint_every,
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(train_config, out).with_progress(!args.quiet);
+    if let Some(step) = args.stop_after {
+        trainer = trainer.with_stop_after(step);
+    }
+    let outcome = trainer.fit(&task, model, args.resume).map_err(err)?;
+    if args.stop_after.is_some() {
+        return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": out }).to_string());
+    }
+    let export = out.join("export");
+    burn::module::Module::valid(&outcome.model).save_pretrained(&config, &export).map_err(err)?;
+    tokenizer.save(&export, &tok_config).map_err(err)?;
+    eprintln!("exported the model and tokenizer to {}", export.display());
+    Ok(serde_json::json!({
+        "run": out,
+        "export": export,
+        "resumed_from": outcome.resumed_from,
+        "held_out": outcome.held_out,
+    })
+    .to_string())
+}
