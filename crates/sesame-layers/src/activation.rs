@@ -27,7 +27,16 @@ impl Activation {
     /// Apply the activation element-wise.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         match self {
-            Activation::Gelu => activation::gelu(x),
+            Activation::Gelu => {
+                // burn-backend 0.22.1's default `gelu_backward` (used by every backend but
+                // flex) differentiates the tanh approximation, not the erf GELU of the forward
+                // pass. When gradients are wanted, build GELU from `erf`, whose backward is exact.
+                if x.device().is_autodiff() {
+                    x.clone() * (x / std::f64::consts::SQRT_2).erf().add_scalar(1.0) * 0.5
+                } else {
+                    activation::gelu(x)
+                }
+            }
             Activation::GeluNew => activation::gelu_approximate(x),
             Activation::QuickGelu => x.clone() * activation::sigmoid(x * 1.702),
             Activation::Relu => activation::relu(x),

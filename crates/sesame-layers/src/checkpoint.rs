@@ -202,9 +202,15 @@ impl KeyMap {
         rename(&self.hf_to_burn(), hf)
     }
 
-    /// The HF tensor name of a Burn path.
+    /// The HF tensor name of a Burn path (with Burn's LayerNorm `gamma`/`beta` named
+    /// `weight`/`bias`, as `BurnToPyTorchAdapter` writes them).
     pub fn to_hf(&self, burn: &str) -> String {
-        rename(&self.burn_to_hf(), burn)
+        let name = rename(&self.burn_to_hf(), burn);
+        match name.rsplit_once('.') {
+            Some((module, "gamma")) => format!("{module}.weight"),
+            Some((module, "beta")) => format!("{module}.bias"),
+            _ => name,
+        }
     }
 }
 

@@ -137,10 +137,12 @@ pub fn split_sentences(text: &str) -> Vec<String> {
                 j += 1;
             }
             let followed_by_space = j >= chars.len() || chars[j].is_whitespace();
+            // "5 p.m. on Monday": a lower-case word after the stop continues the sentence.
+            let next_word_lower = chars[j..].iter().find(|c| !c.is_whitespace()).is_some_and(|c| c.is_lowercase());
             let word: String = chars[start..i].iter().rev().take_while(|c| !c.is_whitespace()).collect::<Vec<_>>().into_iter().rev().collect();
             let word = word.trim_start_matches(['(', '"', '\'', '“']).to_lowercase();
             let abbreviation = c == '.' && (ABBREVIATIONS.contains(&word.as_str()) || (word.chars().count() == 1 && word.chars().all(char::is_alphabetic)));
-            if followed_by_space && !abbreviation {
+            if followed_by_space && !abbreviation && !next_word_lower {
                 end = Some(j);
             }
         }

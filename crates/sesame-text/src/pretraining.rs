@@ -142,13 +142,13 @@ mod tests {
     use rand::SeedableRng;
 
     fn docs() -> Vec<Vec<Segment>> {
-        // Document d, sentence s holds ids 1000*d + 10*s + k.
+        // Document d, sentence s holds ids 10000*d + 100*s + k.
         (0..8)
             .map(|d| {
                 (0..12)
                     .map(|s| {
                         let n = 3 + (d + s) % 9;
-                        Segment { ids: (0..n).map(|k| (1000 * d + 10 * s + k) as u32).collect(), word_start: vec![true; n] }
+                        Segment { ids: (0..n).map(|k| (10000 * d + 100 * s + k) as u32).collect(), word_start: vec![true; n] }
                     })
                     .collect()
             })
@@ -167,7 +167,7 @@ mod tests {
         for p in &all {
             assert!(p.a.len() + p.b.len() <= 29, "too long");
             assert!(!p.a.ids.is_empty() && !p.b.ids.is_empty());
-            let doc = |s: &Segment| s.ids[0] / 1000;
+            let doc = |s: &Segment| s.ids[0] / 10000;
             if p.is_random_next {
                 assert_ne!(doc(&p.a), doc(&p.b), "a random next sentence comes from another document");
             } else {

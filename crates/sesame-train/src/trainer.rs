@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use burn::module::{Module, ParamGroup};
+use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -250,6 +250,9 @@ impl Trainer {
             return Err(TrainError::Config("initialise the model on `device.autodiff()` to train it".into()));
         }
         std::fs::create_dir_all(self.checkpoints()).map_err(io("cannot create", &self.dir))?;
+        // Burn initialises parameters lazily, on first use. Draw them now, so that they do not
+        // consume the per-step random streams that make dropout reproducible.
+        model.visit(&mut Materialize);
         let mut optim = config.optimizer();
         let mut start = 0;
         if resume {
@@ -391,6 +394,15 @@ impl Trainer {
         );
         bar.reset_eta();
         bar
+    }
+}
+
+/// Forces lazily initialised parameters to materialise.
+struct Materialize;
+
+impl ModuleVisitor for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let _ = param.val();
     }
 }
 

@@ -175,37 +175,43 @@ impl TrainTask for BertPretraining {
     }
 
     fn step(&self, model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
-        let labels = PreTrainingLabels { mlm: batch.mlm_labels.clone(), next_sentence: batch.nsp_labels.clone() };
-        let out = model.forward(batch.input, Some(labels), OutputOptions::default());
-        let rows = out.seq_relationship_logits.dims()[0] as f64;
-        let mlm = batch.mlm_labels.clone().not_equal_elem(-100);
-        let predicted = out.prediction_logits.argmax(2).squeeze_dim::<2>(2);
-        let counts = Tensor::cat(
-            vec![
-                mlm.clone().int().sum(),
-                predicted.equal(batch.mlm_labels).bool_and(mlm).int().sum(),
-                out.seq_relationship_logits.argmax(1).squeeze_dim::<1>(1).equal(batch.nsp_labels).int().sum(),
-            ],
-            0,
-        );
-        let counts: Vec<i64> = counts.into_data().convert::<i64>().try_to_vec().unwrap_or_default();
-        let (masked, correct, nsp_correct) = (counts[0] as f64, counts[1] as f64, counts[2] as f64);
-        let losses: Vec<f32> = Tensor::cat(vec![out.mlm_loss.expect("labels given"), out.nsp_loss.expect("labels given")], 0)
-            .into_data()
-            .convert::<f32>()
-            .try_to_vec()
-            .unwrap_or_default();
-        let (mlm_loss, nsp_loss) = (losses[0] as f64, losses[1] as f64);
-        StepOutput {
-            loss: out.loss.expect("labels given"),
-            metrics: vec![
-                Metric::mean("mlm_loss", mlm_loss * masked, masked),
-                Metric::exp_mean("perplexity", mlm_loss * masked, masked),
-                Metric::mean("mlm_accuracy", correct, masked),
-                Metric::mean("nsp_loss", nsp_loss * rows, rows),
-                Metric::mean("nsp_accuracy", nsp_correct, rows),
-            ],
-            tokens: batch.tokens,
-        }
+        pretraining_step(model, batch)
+    }
+}
+
+/// Loss (MLM + NSP) and metrics of `model` on `batch`: MLM loss, perplexity and accuracy
+/// over the masked tokens, NSP loss and accuracy.
+pub fn pretraining_step(model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
+    let labels = PreTrainingLabels { mlm: batch.mlm_labels.clone(), next_sentence: batch.nsp_labels.clone() };
+    let out = model.forward(batch.input, Some(labels), OutputOptions::default());
+    let rows = out.seq_relationship_logits.dims()[0] as f64;
+    let mlm = batch.mlm_labels.clone().not_equal_elem(-100);
+    let predicted = out.prediction_logits.argmax(2).squeeze_dim::<2>(2);
+    let counts = Tensor::cat(
+        vec![
+            mlm.clone().int().sum(),
+            predicted.equal(batch.mlm_labels).bool_and(mlm).int().sum(),
+            out.seq_relationship_logits.argmax(1).squeeze_dim::<1>(1).equal(batch.nsp_labels).int().sum(),
+        ],
+        0,
+    );
+    let counts: Vec<i64> = counts.into_data().convert::<i64>().try_to_vec().unwrap_or_default();
+    let (masked, correct, nsp_correct) = (counts[0] as f64, counts[1] as f64, counts[2] as f64);
+    let losses: Vec<f32> = Tensor::cat(vec![out.mlm_loss.expect("labels given"), out.nsp_loss.expect("labels given")], 0)
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec()
+        .unwrap_or_default();
+    let (mlm_loss, nsp_loss) = (losses[0] as f64, losses[1] as f64);
+    StepOutput {
+        loss: out.loss.expect("labels given"),
+        metrics: vec![
+            Metric::mean("mlm_loss", mlm_loss * masked, masked),
+            Metric::exp_mean("perplexity", mlm_loss * masked, masked),
+            Metric::mean("mlm_accuracy", correct, masked),
+            Metric::mean("nsp_loss", nsp_loss * rows, rows),
+            Metric::mean("nsp_accuracy", nsp_correct, rows),
+        ],
+        tokens: batch.tokens,
     }
 }

@@ -1,0 +1,293 @@
+//! The shared trainer on BERT: the first optimizer step matches PyTorch; a small model learns
+//! from the shipped corpus; a killed run resumes exactly; bad input stops with a clear error.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use sesame_bert::pretraining::{pretraining_step, BertPretraining, DataError, PretrainingBatch};
+use sesame_bert::{BertConfig, BertForPreTraining, BertInput};
+use sesame_layers::PretrainedModel;
+use sesame_tests::{devices, fixtures_dir, max_abs_diff, values, Backend, Fixture};
+use sesame_text::{Corpus, CorpusError, PairConfig, TokenMasking, Tokenizer, TokenizerConfig};
+use sesame_train::clip::global_norm;
+use sesame_train::{Decay, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
+
+/// Burn's CPU backends keep one process-wide RNG (`device.seed` is global), so tests that
+/// train with dropout must not interleave: each holds this lock.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn run_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A task that always trains on one fixed batch.
+struct Fixed(PretrainingBatch);
+
+impl TrainTask for Fixed {
+    type Model = BertForPreTraining;
+    type Batch = PretrainingBatch;
+    fn train_batch(&self, _: u64, device: &Device) -> PretrainingBatch {
+        to_device(&self.0, device)
+    }
+    fn held_out_batches(&self, _: &Device) -> Vec<PretrainingBatch> {
+        vec![]
+    }
+    fn step(&self, model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
+        pretraining_step(model, batch)
+    }
+}
+
+fn to_device(b: &PretrainingBatch, device: &Device) -> PretrainingBatch {
+    let mv = |t: &Tensor<2, Int>| Tensor::<2, Int>::from_data(t.to_data(), device);
+    PretrainingBatch {
+        input: BertInput::new(mv(&b.input.input_ids))
+            .with_attention_mask(mv(b.input.attention_mask.as_ref().unwrap()))
+            .with_token_type_ids(mv(b.input.token_type_ids.as_ref().unwrap())),
+        mlm_labels: mv(&b.mlm_labels),
+        nsp_labels: Tensor::from_data(b.nsp_labels.to_data(), device),
+        tokens: b.tokens,
+    }
+}
+
+fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
+    PretrainingBatch {
+        input: BertInput::new(f.int("input.input_ids", device))
+            .with_attention_mask(f.int("input.attention_mask", device))
+            .with_token_type_ids(f.int("input.token_type_ids", device)),
+        mlm_labels: f.int("label.labels", device),
+        nsp_labels: f.int("label.next_sentence_label", device),
+        tokens: 0,
+    }
+}
+
+/// Replaces every parameter by its gradient, so a model can be saved as its gradients.
+struct ToGrads<'a>(&'a GradientsParams);
+
+impl ModuleMapper for ToGrads<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let grad = self.0.get::<D>(param.id).unwrap_or_else(|| param.val().zeros_like());
+        Param::initialized(param.id, grad)
+    }
+}
+
+/// HF-named tensors of a model, via `save_pretrained`.
+fn hf_tensors(model: &BertForPreTraining, config: &BertConfig, dir: &Path) -> HashMap<String, Vec<f32>> {
+    model.save_pretrained(config, dir).unwrap();
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensors()
+        .into_iter()
+        .map(|(name, v)| (name, v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()))
+        .collect()
+}
+
+fn first_step_config() -> TrainConfig {
+    TrainConfig {
+        steps: 1,
+        lr: 1e-3,
+        warmup: 0,
+        decay: Decay::Constant,
+        weight_decay: 0.01,
+        epsilon: 1e-6,
+        max_grad_norm: 0.5,
+        eval_every: 0,
+        checkpoint_every: 0,
+        ..TrainConfig::default()
+    }
+}
+
+#[test]
+fn the_first_adamw_step_matches_pytorch() {
+    let _serial = serial();
+    let f = Fixture::open("train/bert-first-step");
+    for (backend, device) in devices() {
+        let train = device.clone().autodiff();
+        let loaded = BertForPreTraining::from_pretrained(&f.dir, &train).unwrap();
+        let batch = fixture_batch(&f, &train);
+
+        // Loss and every gradient (dropout is 0 in the fixture).
+        let out = pretraining_step(&loaded.model, batch.clone());
+        let loss = values(out.loss.clone())[0];
+        assert!((loss - f.get("output.loss").f32[0]).abs() < 1e-4, "{backend}: loss {loss}");
+        let grads = GradientsParams::from_grads(out.loss.backward(), &loaded.model);
+        let norm = global_norm(&loaded.model, &grads) as f32;
+        assert!((norm - f.get("output.grad_norm").f32[0]).abs() < 1e-3, "{backend}: grad norm {norm}");
+        let grad_model = loaded.model.clone().map(&mut ToGrads(&grads));
+        let ours = hf_tensors(&grad_model, &loaded.config, &run_dir(&format!("grads-{backend}")));
+        let mut failures = vec![];
+        let mut worst = 0f32;
+        for (name, array) in f.io.iter().filter(|(k, _)| k.starts_with("grad.")) {
+            let hf = &name["grad.".len()..];
+            let diff = ours.get(hf).map_or(f32::INFINITY, |v| max_abs_diff(v, &array.f32));
+            worst = worst.max(diff);
+            if !(diff <= 1e-4) {
+                failures.push(format!("gradient of {hf}: {diff:e}"));
+            }
+        }
+        eprintln!("{backend}: worst gradient difference {worst:e}");
+
+        // One trainer step: global-norm clipping, AdamW with no-decay groups.
+        let dir = run_dir(&format!("first-{backend}"));
+        let outcome = Trainer::new(first_step_config(), &dir).with_progress(false).fit(&Fixed(batch), loaded.model, false).unwrap();
+        let after = hf_tensors(&outcome.model, &loaded.config, &dir.join("hf"));
+        for (name, array) in f.io.iter().filter(|(k, _)| k.starts_with("after.")) {
+            let hf = &name["after.".len()..];
+            let diff = after.get(hf).map_or(f32::INFINITY, |v| max_abs_diff(v, &array.f32));
+            if !(diff <= 1e-4) {
+                failures.push(format!("{hf} after the step: {diff:e}"));
+            }
+        }
+        assert!(failures.is_empty(), "{backend}:\n  {}", failures.join("\n  "));
+    }
+}
+
+/// A tokenizer and task from the first `docs` documents of the shipped corpus.
+fn small_task(docs: usize, vocab: usize, seq_len: usize, batch: usize) -> (BertPretraining, Tokenizer) {
+    let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let corpus = Corpus { documents: corpus.documents.into_iter().take(docs).collect() };
+    let (train, held_out) = corpus.split_held_out(0.05);
+    let tokenizer = Tokenizer::train_wordpiece(train.sentences(), vocab, &TokenizerConfig::default()).unwrap();
+    let pairs = PairConfig { max_seq_len: seq_len, ..PairConfig::default() };
+    let task = BertPretraining::new(&train, &held_out, &tokenizer, tokenizer.vocab_size(), pairs, Arc::new(TokenMasking::default()), batch, 7).unwrap();
+    (task, tokenizer)
+}
+
+fn tiny_config(vocab: usize) -> BertConfig {
+    let mut c = BertConfig::preset("tiny", vocab, 64).unwrap();
+    c.hidden_size = 64;
+    c.num_attention_heads = 2;
+    c.intermediate_size = 128;
+    c
+}
+
+#[test]
+fn a_tiny_bert_learns_from_the_shipped_corpus() {
+    let _serial = serial();
+    // flex only: a few hundred steps are a benchmark's worth of work on slower backends.
+    let device = Backend::Flex.device().expect("flex is always compiled in").autodiff();
+    let (task, tokenizer) = small_task(400, 1000, 48, 16);
+    let config = tiny_config(tokenizer.vocab_size());
+    let model = BertForPreTraining::init(&config, &device);
+    let train = TrainConfig { steps: 200, lr: 2e-3, warmup: 20, log_every: 20, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
+    let dir = run_dir("learn");
+    let trainer = Trainer::new(train, &dir).with_progress(false);
+    let before = trainer.evaluate(&task, &model, &task.held_out_batches(&device.clone().without_autodiff()));
+    let outcome = trainer.fit(&task, model, false).unwrap();
+    let (start, end) = (before["mlm_loss"], outcome.held_out["mlm_loss"]);
+    // Untrained, the MLM loss is about ln(vocab) = 6.9; 200 steps must take at least 1.5 nats off.
+    assert!(end < start - 1.5, "held-out MLM loss went from {start:.3} to {end:.3}");
+    let log = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    assert_eq!(log.lines().filter(|l| l.contains("\"train\"")).count(), 10, "a train line every 20 steps");
+    assert!(std::fs::read_to_string(dir.join("loss.svg")).unwrap().contains("<polyline"));
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_same_parameters() {
+    let _serial = serial();
+    for (backend, device) in devices().into_iter().filter(|(b, _)| *b != Backend::Wgpu) {
+        let device = device.autodiff();
+        let (task, tokenizer) = small_task(60, 300, 32, 4);
+        let mut config = tiny_config(tokenizer.vocab_size());
+        config.hidden_dropout_prob = 0.1; // dropout must be reproduced too
+        config.attention_probs_dropout_prob = 0.1;
+        let train = TrainConfig { steps: 6, lr: 1e-3, warmup: 2, checkpoint_every: 2, eval_every: 3, log_every: 1, ..TrainConfig::default() };
+        device.seed(1);
+        let init = BertForPreTraining::init(&config, &device);
+        let full_dir = run_dir(&format!("full-{backend}"));
+        let full = Trainer::new(train.clone(), &full_dir).with_progress(false).fit(&task, init.clone(), false).unwrap();
+
+        let dir = run_dir(&format!("killed-{backend}"));
+        Trainer::new(train.clone(), &dir).with_progress(false).with_stop_after(5).fit(&task, init.clone(), false).unwrap();
+        let resumed = Trainer::new(train, &dir).with_progress(false).fit(&task, init, true).unwrap();
+        assert_eq!(resumed.resumed_from, 4, "{backend}: resumes from the last checkpoint");
+        let a = hf_tensors(&full.model, &config, &full_dir.join("hf"));
+        let b = hf_tensors(&resumed.model, &config, &dir.join("hf"));
+        for (name, v) in &a {
+            let diff = max_abs_diff(v, &b[name]);
+            assert!(diff <= 1e-6, "{backend}: {name} differs by {diff:e} after resume");
+        }
+        let steps = |d: &Path| -> Vec<u64> {
+            std::fs::read_to_string(d.join("metrics.jsonl")).unwrap().lines()
+                .filter(|l| l.contains("\"train\"")).map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["step"].as_u64().unwrap()).collect()
+        };
+        assert_eq!(steps(&dir), [1, 2, 3, 4, 5, 6], "{backend}: no lost or repeated steps in the log");
+        assert_eq!(steps(&dir), steps(&full_dir));
+    }
+}
+
+/// A task whose loss becomes NaN at a given step.
+struct NanAt(Fixed, u64, std::cell::Cell<u64>);
+
+impl TrainTask for NanAt {
+    type Model = BertForPreTraining;
+    type Batch = PretrainingBatch;
+    fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
+        self.2.set(index);
+        self.0.train_batch(index, device)
+    }
+    fn held_out_batches(&self, _: &Device) -> Vec<PretrainingBatch> {
+        vec![]
+    }
+    fn step(&self, model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
+        let mut out = pretraining_step(model, batch);
+        if self.2.get() + 1 == self.1 {
+            out.loss = out.loss * f32::NAN;
+        }
+        out
+    }
+}
+
+#[test]
+fn a_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint() {
+    let _serial = serial();
+    let f = Fixture::open("train/bert-first-step");
+    let device = devices()[0].1.clone().autodiff();
+    let loaded = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
+    let task = NanAt(Fixed(fixture_batch(&f, &device)), 3, Default::default());
+    let dir = run_dir("nan");
+    let config = TrainConfig { steps: 5, checkpoint_every: 1, eval_every: 0, ..first_step_config() };
+    let trainer = Trainer::new(config, &dir).with_progress(false);
+    match trainer.fit(&task, loaded.model, false) {
+        Err(TrainError::NonFiniteLoss { step: 3, last_checkpoint, .. }) => assert!(last_checkpoint.ends_with("step-00000002"), "{last_checkpoint}"),
+        other => panic!("expected NonFiniteLoss at step 3, got {:?}", other.map(|_| ())),
+    }
+    assert!(trainer.latest_checkpoint().unwrap().ends_with("step-00000002"));
+}
+
+#[test]
+fn bad_corpora_and_settings_are_clear_errors() {
+    let dir = run_dir("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(matches!(Corpus::read(&dir.join("missing.txt")), Err(CorpusError::Io { .. })));
+    std::fs::write(dir.join("empty.txt"), "\n\n").unwrap();
+    assert!(matches!(Corpus::read(&dir.join("empty.txt")), Err(CorpusError::Empty { .. })));
+    std::fs::write(dir.join("tiny.txt"), "One sentence here. And another one.\n\nA second document. With two.\n").unwrap();
+    let corpus = Corpus::read(&dir.join("tiny.txt")).unwrap();
+    let tokenizer = Tokenizer::from_dir(&fixtures_dir().join("bert/base-fill-mask")).unwrap();
+    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, tokenizer.vocab_size(), PairConfig::default(), Arc::new(TokenMasking::default()), 32, 1);
+    assert!(matches!(result, Err(DataError::TooSmall { batch_size: 32, .. })), "{result:?}");
+    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, 10, PairConfig::default(), Arc::new(TokenMasking::default()), 1, 1);
+    assert!(matches!(result, Err(DataError::VocabMismatch { .. })));
+
+    let device = devices()[0].1.clone();
+    let f = Fixture::open("train/bert-first-step");
+    let not_autodiff = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap().model;
+    let task = Fixed(fixture_batch(&f, &device));
+    let err = Trainer::new(first_step_config(), dir.join("run")).fit(&task, not_autodiff.clone(), false).unwrap_err();
+    assert!(matches!(err, TrainError::Config(_)), "{err}");
+    let ad = BertForPreTraining::from_pretrained(&f.dir, &device.autodiff()).unwrap().model;
+    let err = Trainer::new(first_step_config(), dir.join("fresh")).fit(&task, ad.clone(), true).unwrap_err();
+    assert!(matches!(err, TrainError::NoCheckpoint(_)), "{err}");
+    let zero = TrainConfig { steps: 0, ..first_step_config() };
+    assert!(matches!(Trainer::new(zero, dir.join("zero")).fit(&task, ad, false), Err(TrainError::Config(_))));
+}
