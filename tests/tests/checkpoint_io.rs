@@ -115,6 +115,28 @@ fn unused_tensors_are_reported_and_optional_heads_initialised() {
 }
 
 #[test]
+fn a_weight_stored_as_integers_is_a_dtype_error() {
+    let dir = scratch("bert/base-masked-lm", "dtype");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let target = "bert.embeddings.LayerNorm.weight";
+    let ints: Vec<u8> = (0..st.tensor(target).unwrap().shape()[0] as i32).flat_map(|i| i.to_le_bytes()).collect();
+    let shape = st.tensor(target).unwrap().shape().to_vec();
+    let mut views: Vec<(String, safetensors::tensor::TensorView)> =
+        st.tensors().into_iter().filter(|(n, _)| n != target).collect();
+    views.push((target.to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::I32, shape, &ints).unwrap()));
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    match load_err(&dir) {
+        PretrainedError::Checkpoint(CheckpointError::DTypeMismatch { tensor, found, .. }) => {
+            assert_eq!(tensor, target);
+            assert!(found.contains("I32"), "{found}");
+        }
+        other => panic!("expected DTypeMismatch, got {other}"),
+    }
+}
+
+#[test]
 fn truncated_and_corrupt_files_are_errors_not_panics() {
     let dir = scratch("bert/base-masked-lm", "truncated");
     let path = dir.join("model.safetensors");
@@ -158,6 +180,7 @@ fn bad_model_input_is_a_typed_error() {
         Err(InputError::IdOutOfRange { what: "token", id: config.vocab_size as i64, limit: config.vocab_size })
     );
     assert!(matches!(BertInput::new(ids(vec![])).validate(&config), Err(InputError::EmptyBatch)));
+    assert!(matches!(BertInput::new(ids(vec![vec![], vec![]])).validate(&config), Err(InputError::EmptySequence { batch: 2 })));
     let input = BertInput::new(ids(vec![vec![2, 5, 3]])).with_token_type_ids(ids(vec![vec![0, 7, 0]]));
     assert!(matches!(input.validate(&config), Err(InputError::IdOutOfRange { what: "token type", .. })));
     let input = BertInput::new(ids(vec![vec![2, 5, 3]])).with_attention_mask(ids(vec![vec![1, 1]]));

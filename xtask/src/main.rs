@@ -67,6 +67,13 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
     },
+    /// Export a training checkpoint to HF layout (transformers loads it).
+    Export {
+        #[command(flatten)]
+        args: train::ExportArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
     /// Time BERT pre-training steps: tokens/s per preset on the chosen backend.
     Bench {
         #[command(flatten)]
@@ -97,6 +104,7 @@ fn run(cli: Cli) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match cli.command {
         Command::Train { args, backend } => train::train(args, backend.device()?),
+        Command::Export { args, backend } => train::export(args, backend.device()?),
         Command::Bench { args, backend } => {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
             bench::bench(args, backend.device()?, name)

@@ -161,7 +161,13 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
     tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
 
     let train_device = device.autodiff();
+    let saved_config = out.join("config.json");
     let (model, config) = match (&args.init_from, &args.config) {
+        // A resumed run keeps the model configuration it started with.
+        _ if args.resume && saved_config.is_file() => {
+            let config = BertConfig::from_dir(out).map_err(err)?;
+            (BertForPreTraining::init(&config, &train_device), config)
+        }
         (Some(dir), _) => {
             let loaded = BertForPreTraining::from_pretrained(dir, &train_device).map_err(err)?;
             eprintln!("initialised from {}: {}", dir.display(), loaded.report);
@@ -174,13 +180,15 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
             } else {
                 return Err(format!("--config must name a config.json, got {}", path.display()));
             };
-            (BertForPreTraining::init(&config, &train_device), config)
+            (BertForPreTraining::new_hf(&config, &train_device), config)
         }
         (None, None) => {
             let config = BertConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64)).map_err(err)?;
-            (BertForPreTraining::init(&config, &train_device), config)
+            (BertForPreTraining::new_hf(&config, &train_device), config)
         }
     };
+    let json = serde_json::to_string_pretty(&config.to_json("BertForPreTraining")).expect("JSON");
+    std::fs::write(&saved_config, json).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
     if args.seq_len > config.max_position_embeddings {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
     }
@@ -229,4 +237,45 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
         "held_out": outcome.held_out,
     })
     .to_string())
+}
+
+/// Options of `cargo xtask export`.
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// Run directory of `cargo xtask train`.
+    #[arg(long, default_value = "runs/bert")]
+    pub run: PathBuf,
+    /// Checkpoint step to export (default: the latest).
+    #[arg(long)]
+    pub step: Option<u64>,
+    /// Output directory (default: RUN/export-step-N).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Export a checkpoint of a run to HF layout (config.json, model.safetensors, tokenizer files).
+pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, String> {
+    let run = &args.run;
+    let checkpoints = run.join("checkpoints");
+    let name = match args.step {
+        Some(step) => format!("step-{step:08}"),
+        None => std::fs::read_to_string(checkpoints.join("latest"))
+            .map_err(|e| format!("no checkpoint in {}: {e}", run.display()))?
+            .trim()
+            .to_string(),
+    };
+    let checkpoint = checkpoints.join(&name);
+    if !checkpoint.join("model.bpk").is_file() {
+        return Err(format!("no checkpoint {} (see {})", name, checkpoints.display()));
+    }
+    let config = BertConfig::from_dir(run).map_err(err)?;
+    let model = BertForPreTraining::init(&config, &device);
+    let model = burn::module::Module::try_load_file(model, checkpoint.join("model.bpk")).map_err(err)?;
+    let out = args.out.unwrap_or_else(|| run.join(format!("export-{name}")));
+    model.save_pretrained(&config, &out).map_err(err)?;
+    let tokenizer_dir = run.join("tokenizer");
+    let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
+    let tok_config = TokenizerConfig::read(&tokenizer_dir.join("tokenizer_config.json")).map_err(err)?;
+    tokenizer.save(&out, &tok_config).map_err(err)?;
+    Ok(serde_json::json!({ "checkpoint": checkpoint, "export": out }).to_string())
 }

@@ -11,6 +11,7 @@ pub mod embeddings;
 pub mod encoder;
 pub mod feed_forward;
 pub mod heads;
+pub mod init;
 pub mod loss;
 pub mod pooling;
 pub mod pretrained;

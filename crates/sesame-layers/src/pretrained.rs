@@ -25,6 +25,10 @@ pub trait HfConfig: Sized + Clone {
     fn from_dir(dir: &Path) -> Result<Self, ConfigError>;
     /// The JSON to write as `config.json`, naming `architecture`.
     fn to_json(&self, architecture: &str) -> serde_json::Value;
+    /// Standard deviation of HF's normal weight initialisation.
+    fn initializer_range(&self) -> f64 {
+        0.02
+    }
 }
 
 /// A model loaded from an HF directory, with its config and what loading did.
@@ -45,8 +49,14 @@ pub trait PretrainedModel: Module + Sized {
     /// The HF class name written to `config.json` (`BertForMaskedLM`).
     const ARCHITECTURE: &'static str;
 
-    /// A freshly initialised model for `config`.
+    /// The model's modules for `config`, with Burn's default parameter initialisation.
     fn init(config: &Self::Config, device: &Device) -> Self;
+
+    /// A fresh model initialised as transformers initialises it (normal matrices, zero biases,
+    /// unit LayerNorm): the starting point for pre-training.
+    fn new_hf(config: &Self::Config, device: &Device) -> Self {
+        crate::init::hf_init(Self::init(config, device), config.initializer_range())
+    }
 
     /// How this model's parameters map onto HF tensor names.
     fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec;
@@ -64,7 +74,8 @@ pub trait PretrainedModel: Module + Sized {
         files: &WeightFiles,
         device: &Device,
     ) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
-        let mut model = Self::init(&config, device);
+        // Tensors the checkpoint lacks (a new task head) keep HF's initialisation, as in transformers.
+        let mut model = Self::new_hf(&config, device);
         let report = load_weights(&mut model, files, &Self::checkpoint_spec(&config))?;
         Ok(Pretrained { model, config, report })
     }

@@ -208,4 +208,8 @@ impl HfConfig for BertConfig {
         map.insert("architectures".into(), serde_json::json!([architecture]));
         value
     }
+
+    fn initializer_range(&self) -> f64 {
+        self.initializer_range
+    }
 }
