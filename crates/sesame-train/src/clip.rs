@@ -39,7 +39,7 @@ impl ModuleVisitor for Scale<'_> {
 pub fn global_norm<M: Module>(module: &M, grads: &GradientsParams) -> f64 {
     let mut visitor = SquaredNorm { grads, total: None };
     module.visit(&mut visitor);
-    visitor.total.map(|t| t.sqrt().into_scalar::<f32>() as f64).unwrap_or(0.0)
+    visitor.total.map(|t| t.sqrt().try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64)).unwrap_or(0.0)
 }
 
 /// Scale all gradients so that their global L2 norm is at most `max_norm`; returns the norm

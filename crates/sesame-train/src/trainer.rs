@@ -170,6 +170,14 @@ pub enum TrainError {
         /// The underlying error.
         reason: String,
     },
+    /// The backend failed while computing a step (e.g. out of device memory).
+    #[error("the backend failed at step {step}: {reason}")]
+    Device {
+        /// The optimizer step (1-based).
+        step: u64,
+        /// What the backend reported.
+        reason: String,
+    },
     /// `--resume` found nothing to resume.
     #[error("nothing to resume in {0}: no checkpoint")]
     NoCheckpoint(PathBuf),
@@ -285,7 +293,14 @@ impl Trainer {
             for micro in 0..config.grad_accum {
                 let batch = task.train_batch(step * config.grad_accum + micro, &device);
                 let out = task.step(&model, batch);
-                let loss = out.loss.clone().into_scalar::<f32>() as f64;
+                let loss = match out.loss.clone().try_into_scalar::<f32>() {
+                    Ok(v) => v as f64,
+                    Err(e) => {
+                        bar.abandon();
+                        let reason = format!("{e:?}").lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim().to_string();
+                        return Err(TrainError::Device { step: step + 1, reason });
+                    }
+                };
                 if !loss.is_finite() {
                     bar.abandon();
                     return Err(TrainError::NonFiniteLoss { step: step + 1, value: loss, last_checkpoint });
@@ -340,7 +355,7 @@ impl Trainer {
         let mut totals = MetricTotals::default();
         for batch in batches {
             let out = task.step(&inference, batch.clone());
-            let loss = out.loss.into_scalar::<f32>() as f64;
+            let loss = out.loss.try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64);
             totals.add(&out.metrics);
             totals.add(&[Metric::mean("loss", loss, 1.0)]);
         }

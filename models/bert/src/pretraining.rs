@@ -195,13 +195,15 @@ pub fn pretraining_step(model: &BertForPreTraining, batch: PretrainingBatch) -> 
         ],
         0,
     );
-    let counts: Vec<i64> = counts.into_data().convert::<i64>().try_to_vec().unwrap_or_default();
+    // A failed read-back (device error) leaves the metrics empty; the trainer reports the
+    // error when it reads the loss.
+    let counts: Vec<i64> = counts.try_into_data().ok().and_then(|d| d.convert::<i64>().try_to_vec().ok()).unwrap_or(vec![0; 3]);
     let (masked, correct, nsp_correct) = (counts[0] as f64, counts[1] as f64, counts[2] as f64);
     let losses: Vec<f32> = Tensor::cat(vec![out.mlm_loss.expect("labels given"), out.nsp_loss.expect("labels given")], 0)
-        .into_data()
-        .convert::<f32>()
-        .try_to_vec()
-        .unwrap_or_default();
+        .try_into_data()
+        .ok()
+        .and_then(|d| d.convert::<f32>().try_to_vec().ok())
+        .unwrap_or(vec![f32::NAN; 2]);
     let (mlm_loss, nsp_loss) = (losses[0] as f64, losses[1] as f64);
     StepOutput {
         loss: out.loss.expect("labels given"),
