@@ -127,10 +127,14 @@ def write_fixture(name: str, model, config: BertConfig, inputs, labels, kind: st
         model.save_pretrained(out)
     elif weights == "sharded":
         model.save_pretrained(out, max_shard_size="40KB")
-    elif weights == "bin":
-        # A legacy checkpoint: pickle, HF names, and the old `position_ids` buffer.
+    elif weights in ("bin", "bin-f16"):
+        # A legacy checkpoint: pickle, HF names, and the old `position_ids` buffer; optionally
+        # stored in half precision (the reference then uses the f16-rounded weights).
         config.save_pretrained(out)
-        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        if weights == "bin-f16":
+            model = model.half().float()
+        dtype = torch.float16 if weights == "bin-f16" else torch.float32
+        state = {k: v.to(dtype).contiguous() for k, v in model.state_dict().items()}
         state["embeddings.position_ids"] = torch.arange(config.max_position_embeddings).unsqueeze(0)
         torch.save(state, out / "pytorch_model.bin")
     outputs = run(model, inputs, labels)
@@ -219,6 +223,7 @@ def make_bert():
     model = build(BertModel, cfg, 999)
     write_fixture("base-model-sharded", model, cfg, inputs, {}, "BertModel", weights="sharded")
     write_fixture("base-model-bin", model, cfg, inputs, {}, "BertModel", weights="bin")
+    write_fixture("base-model-bin-f16", model, cfg, inputs, {}, "BertModel", weights="bin-f16")
 
 
 def make_tokenizer_and_fill_mask():

@@ -167,8 +167,9 @@ fn a_base_model_loads_from_a_prefixed_pretraining_checkpoint() {
 }
 
 #[test]
-fn sharded_safetensors_and_legacy_pickle_checkpoints_load() {
-    for kind in ["base-model-sharded", "base-model-bin"] {
+fn sharded_safetensors_and_legacy_and_half_precision_pickles_load() {
+    // The half-precision pickle's reference was computed from its f16-rounded weights.
+    for kind in ["base-model-sharded", "base-model-bin", "base-model-bin-f16"] {
         let f = Fixture::open(&format!("bert/{kind}"));
         for (backend, device) in devices() {
             let loaded = BertModel::from_pretrained(&f.dir, &device).unwrap();

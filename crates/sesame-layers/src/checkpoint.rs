@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::store::{
     ApplyError, ApplyResult, BurnToPyTorchAdapter, FloatCastAdapter, KeyRemapper, ModuleAdapter,
-    ModuleSnapshot, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
+    ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
 };
 use burn::tensor::DType;
 use regex::Regex;
@@ -320,7 +320,8 @@ impl std::fmt::Display for LoadReport {
     }
 }
 
-/// Load `files` into `module` following `spec`. Floating-point tensors are cast to f32.
+/// Load `files` into `module` following `spec`. Floating-point tensors are cast to the
+/// device's float dtype (f32 unless configured otherwise), whatever precision the file holds.
 ///
 /// Fails on unreadable files, shape or dtype mismatches and missing required tensors; reports
 /// optional tensors that were absent and tensors that went unused.
@@ -330,6 +331,9 @@ pub fn load_weights<M: Module>(
     spec: &CheckpointSpec,
 ) -> Result<LoadReport, CheckpointError> {
     let rules = spec.load_rules();
+    // Cast while converting, so that backends without half precision (ndarray) never see it.
+    let float_dtype: DType = module.devices().first().map_or(DType::F32, |d| d.settings().float_dtype.into());
+    let adapter = || PyTorchToBurnAdapter.chain(FloatCastAdapter::to(float_dtype));
     let burn_to_hf = |path: &str| spec.keys.to_hf(path);
     let mut missing: Option<BTreeMap<String, ()>> = None;
     let mut applied = BTreeSet::new();
@@ -345,9 +349,8 @@ pub fn load_weights<M: Module>(
         let unreadable = |reason: String| CheckpointError::Unreadable { path: path.clone(), reason };
         let result: ApplyResult = match files.format {
             WeightFormat::Safetensors => {
-                let adapter = PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32));
                 let mut store = SafetensorsStore::from_file(path)
-                    .with_from_adapter(adapter)
+                    .with_from_adapter(adapter())
                     .remap(remapper)
                     .map_indices_contiguous(false)
                     .allow_partial(true)
@@ -355,12 +358,11 @@ pub fn load_weights<M: Module>(
                 module.load_from(&mut store).map_err(|e| unreadable(e.to_string()))?
             }
             WeightFormat::PyTorch => {
-                let mut store = PytorchStore::from_file(path)
-                    .remap(remapper)
-                    .map_indices_contiguous(false)
-                    .allow_partial(true)
-                    .validate(false);
-                module.load_from(&mut store).map_err(|e| unreadable(e.to_string()))?
+                // `PytorchStore::apply_to` fixes its adapter; apply its tensors with ours.
+                let mut store = PytorchStore::from_file(path).remap(remapper).map_indices_contiguous(false);
+                let tensors = store.get_all_tensors().map_err(|e| unreadable(e.to_string()))?.values().cloned().collect();
+                let adapter: Box<dyn ModuleAdapter> = Box::new(adapter());
+                module.apply(tensors, None, Some(adapter), false)
             }
         };
         if let Some(error) = result.errors.first() {
