@@ -112,6 +112,31 @@ fn flatten_shape<const D: usize>(shape: &[usize]) -> [usize; D] {
     out
 }
 
+/// The f32 tensors of a safetensors file, by name (other dtypes are skipped).
+pub fn read_f32_tensors(path: &Path) -> HashMap<String, Vec<f32>> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    st.tensors()
+        .into_iter()
+        .filter(|(_, v)| v.dtype() == Dtype::F32)
+        .map(|(name, v)| (name, v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()))
+        .collect()
+}
+
+/// Names whose values differ by more than `tol` between `ours` and `reference` (a missing name
+/// counts as different), with the difference, sorted.
+pub fn differing(ours: &HashMap<String, Vec<f32>>, reference: &HashMap<String, Vec<f32>>, tol: f32) -> Vec<String> {
+    let mut out: Vec<String> = reference
+        .iter()
+        .filter_map(|(name, r)| {
+            let diff = ours.get(name).map_or(f32::INFINITY, |v| max_abs_diff(v, r));
+            (!(diff <= tol)).then(|| format!("{name}: {diff:e}"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// Values of a tensor as f32.
 pub fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data().convert::<f32>().try_to_vec::<f32>().expect("f32 data")

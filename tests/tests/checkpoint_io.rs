@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use sesame_bert::*;
 use sesame_layers::{CheckpointError, ConfigError, InputError, OutputOptions, PretrainedError, PretrainedModel};
-use sesame_tests::{devices, max_abs_diff, values, Checker, Fixture, TOLERANCE};
+use sesame_tests::{devices, max_abs_diff, read_f32_tensors, values, Checker, Fixture, TOLERANCE};
 
 /// A scratch copy of a fixture directory that a test may break.
 fn scratch(fixture: &str, name: &str) -> PathBuf {
@@ -260,10 +260,8 @@ fn transformers_loads_models_saved_by_sesame() {
             .status()
             .expect("python runs");
         assert!(status.success(), "{arch}: transformers failed on the saved model");
-        let bytes = std::fs::read(&out).unwrap();
-        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
         let key = match arch { "BertForPreTraining" => "output.prediction_logits", "BertForMaskedLM" => "output.logits", _ => "output.start_logits" };
-        let theirs: Vec<f32> = st.tensor(key).unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let theirs = read_f32_tensors(&out).remove(key).expect("transformers wrote the output");
         let diff = max_abs_diff(&ours, &theirs);
         assert!(diff <= TOLERANCE, "{arch}: transformers and Sesame differ by {diff:e}");
     }

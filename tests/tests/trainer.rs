@@ -11,7 +11,7 @@ use burn::prelude::*;
 use sesame_bert::pretraining::{pretraining_step, BertPretraining, DataError, PretrainingBatch};
 use sesame_bert::{BertConfig, BertForPreTraining, BertInput};
 use sesame_layers::PretrainedModel;
-use sesame_tests::{devices, fixtures_dir, max_abs_diff, values, Backend, Fixture};
+use sesame_tests::{devices, differing, fixtures_dir, read_f32_tensors, values, Backend, Fixture};
 use sesame_text::{Corpus, CorpusError, PairConfig, TokenMasking, Tokenizer, TokenizerConfig};
 use sesame_train::clip::global_norm;
 use sesame_train::{Decay, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
@@ -83,12 +83,12 @@ impl ModuleMapper for ToGrads<'_> {
 /// HF-named tensors of a model, via `save_pretrained`.
 fn hf_tensors(model: &BertForPreTraining, config: &BertConfig, dir: &Path) -> HashMap<String, Vec<f32>> {
     model.save_pretrained(config, dir).unwrap();
-    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    st.tensors()
-        .into_iter()
-        .map(|(name, v)| (name, v.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()))
-        .collect()
+    read_f32_tensors(&dir.join("model.safetensors"))
+}
+
+/// The fixture's tensors under `prefix` (`grad.`, `after.`), by HF name.
+fn reference(f: &Fixture, prefix: &str) -> HashMap<String, Vec<f32>> {
+    f.io.iter().filter_map(|(k, a)| k.strip_prefix(prefix).map(|name| (name.to_string(), a.f32.clone()))).collect()
 }
 
 fn first_step_config() -> TrainConfig {
@@ -124,29 +124,13 @@ fn the_first_adamw_step_matches_pytorch() {
         assert!((norm - f.get("output.grad_norm").f32[0]).abs() < 1e-3, "{backend}: grad norm {norm}");
         let grad_model = loaded.model.clone().map(&mut ToGrads(&grads));
         let ours = hf_tensors(&grad_model, &loaded.config, &run_dir(&format!("grads-{backend}")));
-        let mut failures = vec![];
-        let mut worst = 0f32;
-        for (name, array) in f.io.iter().filter(|(k, _)| k.starts_with("grad.")) {
-            let hf = &name["grad.".len()..];
-            let diff = ours.get(hf).map_or(f32::INFINITY, |v| max_abs_diff(v, &array.f32));
-            worst = worst.max(diff);
-            if !(diff <= 1e-4) {
-                failures.push(format!("gradient of {hf}: {diff:e}"));
-            }
-        }
-        eprintln!("{backend}: worst gradient difference {worst:e}");
+        let mut failures: Vec<String> = differing(&ours, &reference(&f, "grad."), 1e-4).into_iter().map(|d| format!("gradient of {d}")).collect();
 
         // One trainer step: global-norm clipping, AdamW with no-decay groups.
         let dir = run_dir(&format!("first-{backend}"));
         let outcome = Trainer::new(first_step_config(), &dir).with_progress(false).fit(&Fixed(batch), loaded.model, false).unwrap();
         let after = hf_tensors(&outcome.model, &loaded.config, &dir.join("hf"));
-        for (name, array) in f.io.iter().filter(|(k, _)| k.starts_with("after.")) {
-            let hf = &name["after.".len()..];
-            let diff = after.get(hf).map_or(f32::INFINITY, |v| max_abs_diff(v, &array.f32));
-            if !(diff <= 1e-4) {
-                failures.push(format!("{hf} after the step: {diff:e}"));
-            }
-        }
+        failures.extend(differing(&after, &reference(&f, "after."), 1e-4).into_iter().map(|d| format!("after the step, {d}")));
         assert!(failures.is_empty(), "{backend}:\n  {}", failures.join("\n  "));
     }
 }
@@ -165,10 +149,8 @@ fn accumulated_gradients_are_averaged() {
     let two = Trainer::new(two_config, run_dir("accum-2")).with_progress(false).fit(&task, loaded.model, false).unwrap();
     let a = hf_tensors(&one.model, &loaded.config, &run_dir("accum-1-hf"));
     let b = hf_tensors(&two.model, &loaded.config, &run_dir("accum-2-hf"));
-    for (name, v) in &a {
-        let diff = max_abs_diff(v, &b[name]);
-        assert!(diff <= 1e-6, "{name} differs by {diff:e}");
-    }
+    let diff = differing(&b, &a, 1e-6);
+    assert!(diff.is_empty(), "two averaged micro-batches differ from one batch: {diff:?}");
 }
 
 /// A tokenizer and task from the first `docs` documents (chapters) of the shipped corpus.
@@ -235,10 +217,8 @@ fn a_killed_run_resumes_to_the_same_parameters() {
         assert_eq!(resumed.resumed_from, 4, "{backend}: resumes from the last checkpoint");
         let a = hf_tensors(&full.model, &config, &full_dir.join("hf"));
         let b = hf_tensors(&resumed.model, &config, &dir.join("hf"));
-        for (name, v) in &a {
-            let diff = max_abs_diff(v, &b[name]);
-            assert!(diff <= 1e-6, "{backend}: {name} differs by {diff:e} after resume");
-        }
+        let diff = differing(&b, &a, 1e-6);
+        assert!(diff.is_empty(), "{backend}: parameters differ after resume: {diff:?}");
         let steps = |d: &Path| -> Vec<u64> {
             std::fs::read_to_string(d.join("metrics.jsonl")).unwrap().lines()
                 .filter(|l| l.contains("\"train\"")).map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["step"].as_u64().unwrap()).collect()

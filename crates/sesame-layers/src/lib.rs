@@ -29,3 +29,4 @@ pub use heads::{
 };
 pub use pooling::Pooling;
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
+
