@@ -216,12 +216,15 @@ pub struct Trainer {
 impl Trainer {
     /// A trainer writing checkpoints, `metrics.jsonl` and `loss.svg` to `dir`.
     pub fn new(config: TrainConfig, dir: impl Into<PathBuf>) -> Self {
-        Self { config, dir: dir.into(), progress: true, stop_after: None }
+        use std::io::IsTerminal;
+        Self { config, dir: dir.into(), progress: std::io::stderr().is_terminal(), stop_after: None }
     }
 
-    /// Show (default) or hide the progress bar.
+    /// Show (default) or hide the progress bar. Without a terminal on stderr (CI logs, pipes)
+    /// the bar cannot draw, so a line per log step is printed instead.
     pub fn with_progress(mut self, show: bool) -> Self {
-        self.progress = show;
+        use std::io::IsTerminal;
+        self.progress = show && std::io::stderr().is_terminal();
         self
     }
 
