@@ -126,15 +126,6 @@ impl WeightFiles {
         }
         Err(CheckpointError::NoWeights { dir: dir.to_path_buf() })
     }
-
-    /// A single weight file, its format taken from the extension (`.safetensors`, else PyTorch).
-    pub fn single(path: &Path) -> Self {
-        let format = match path.extension().and_then(|e| e.to_str()) {
-            Some("safetensors") => WeightFormat::Safetensors,
-            _ => WeightFormat::PyTorch,
-        };
-        Self { files: vec![path.to_path_buf()], format }
-    }
 }
 
 /// The shard files named by an HF `*.index.json` (`{"weight_map": {tensor: file}}`).
@@ -205,12 +196,17 @@ impl KeyMap {
     /// The HF tensor name of a Burn path (with Burn's LayerNorm `gamma`/`beta` named
     /// `weight`/`bias`, as `BurnToPyTorchAdapter` writes them).
     pub fn to_hf(&self, burn: &str) -> String {
-        let name = rename(&self.burn_to_hf(), burn);
-        match name.rsplit_once('.') {
-            Some((module, "gamma")) => format!("{module}.weight"),
-            Some((module, "beta")) => format!("{module}.bias"),
-            _ => name,
-        }
+        hf_name(&self.burn_to_hf(), burn)
+    }
+}
+
+/// [`KeyMap::to_hf`] with the rules compiled once by the caller.
+fn hf_name(burn_to_hf: &[(Regex, String)], burn: &str) -> String {
+    let name = rename(burn_to_hf, burn);
+    match name.rsplit_once('.') {
+        Some((module, "gamma")) => format!("{module}.weight"),
+        Some((module, "beta")) => format!("{module}.bias"),
+        _ => name,
     }
 }
 
@@ -287,10 +283,6 @@ impl CheckpointSpec {
         rules
     }
 
-    fn is_ignored(&self, hf_name: &str) -> bool {
-        self.ignored.iter().any(|p| Regex::new(p).map(|r| r.is_match(hf_name)).unwrap_or(false))
-    }
-
     fn may_be_missing(&self, burn_path: &str) -> bool {
         self.may_be_missing.iter().any(|p| burn_path.starts_with(p.as_str()))
     }
@@ -334,7 +326,11 @@ pub fn load_weights<M: Module>(
     // Cast while converting, so that backends without half precision (ndarray) never see it.
     let float_dtype: DType = module.devices().first().map_or(DType::F32, |d| d.settings().float_dtype.into());
     let adapter = || PyTorchToBurnAdapter.chain(FloatCastAdapter::to(float_dtype));
-    let burn_to_hf = |path: &str| spec.keys.to_hf(path);
+    // Compiled once: every reported name goes through them.
+    let to_hf_rules = spec.keys.burn_to_hf();
+    let burn_to_hf = |path: &str| hf_name(&to_hf_rules, path);
+    let ignored: Vec<Regex> = spec.ignored.iter().filter_map(|p| Regex::new(p).ok()).collect();
+    let is_ignored = |hf: &str| ignored.iter().any(|r| r.is_match(hf));
     let mut missing: Option<BTreeMap<String, ()>> = None;
     let mut applied = BTreeSet::new();
     let mut unused = Vec::new();
@@ -369,7 +365,7 @@ pub fn load_weights<M: Module>(
             return Err(apply_error(path, error, &burn_to_hf));
         }
         applied.extend(result.applied.iter().cloned());
-        unused.extend(result.unused.iter().map(|p| burn_to_hf(p)).filter(|n| !spec.is_ignored(n)));
+        unused.extend(result.unused.iter().map(|p| burn_to_hf(p)).filter(|n| !is_ignored(n)));
         let here: BTreeMap<String, ()> = result.missing.iter().map(|(p, _)| (p.clone(), ())).collect();
         missing = Some(match missing {
             None => here,

@@ -3,6 +3,7 @@
 //! predict; all share BERT's 80/10/10 replacement of the chosen positions.
 
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::Rng;
 
 /// Label of a position that is not predicted (HF convention).
@@ -101,12 +102,10 @@ fn random_token(vocab: &MaskVocab, rng: &mut StdRng) -> u32 {
     }
 }
 
-/// Fisher-Yates shuffle of `0..n`.
+/// `0..n` in a random order.
 fn shuffled(n: usize, rng: &mut StdRng) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        order.swap(i, rng.random_range(0..=i));
-    }
+    order.shuffle(rng);
     order
 }
 

@@ -1,11 +1,12 @@
 //! BERT's pre-training objective: masked LM on sentence pairs plus next-sentence prediction,
 //! with masks drawn anew for every batch (dynamic masking) by a pluggable strategy.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use burn::prelude::*;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
 use sesame_layers::OutputOptions;
 use sesame_text::{collate_pairs, sentence_pairs, Corpus, MaskVocab, MaskingStrategy, PairBatch, PairConfig, PairExample, PairFormat, Tokenizer, TokenizerError};
 use sesame_train::{Metric, StepOutput, TrainTask};
@@ -72,6 +73,8 @@ pub struct BertPretraining {
     masking: Arc<dyn MaskingStrategy>,
     batch_size: usize,
     seed: u64,
+    /// The shuffled pair order of the epoch last asked for (one shuffle per epoch, not per batch).
+    order: Arc<Mutex<Option<(u64, Arc<Vec<usize>>)>>>,
 }
 
 impl std::fmt::Debug for BertPretraining {
@@ -120,7 +123,7 @@ impl BertPretraining {
         if train.len() < batch_size.max(1) {
             return Err(DataError::TooSmall { examples: train.len(), batch_size });
         }
-        Ok(Self { train, held_out, format, vocab, masking, batch_size, seed })
+        Ok(Self { train, held_out, format, vocab, masking, batch_size, seed, order: Default::default() })
     }
 
     /// Number of training pairs (one epoch).
@@ -134,13 +137,19 @@ impl BertPretraining {
         collate_pairs(examples, self.format, self.masking.as_ref(), &self.vocab, &mut rng)
     }
 
-    /// The order of training pairs in `epoch`: a seeded shuffle.
-    fn epoch_order(&self, epoch: u64) -> Vec<usize> {
+    /// The order of training pairs in `epoch`: a seeded shuffle, computed once per epoch.
+    fn epoch_order(&self, epoch: u64) -> Arc<Vec<usize>> {
+        let mut cached = self.order.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((e, order)) = cached.as_ref() {
+            if *e == epoch {
+                return order.clone();
+            }
+        }
         let mut rng = StdRng::seed_from_u64(self.seed ^ (epoch.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407));
         let mut order: Vec<usize> = (0..self.train.len()).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.random_range(0..=i));
-        }
+        order.shuffle(&mut rng);
+        let order = Arc::new(order);
+        *cached = Some((epoch, order.clone()));
         order
     }
 }
