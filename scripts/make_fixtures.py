@@ -28,16 +28,13 @@ from safetensors.torch import save_file
 
 import transformers
 from transformers import (
+    AlbertConfig,
     BertConfig,
     BertForMaskedLM,
-    BertForMultipleChoice,
-    BertForNextSentencePrediction,
     BertForPreTraining,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
     BertModel,
     BertTokenizerFast,
+    RobertaConfig,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +49,8 @@ VOCAB = (
     + list("bcdefghijklmnoprstuw")
 )
 
+# Per family: the config class, the HF class-name stem, [CLS]/[SEP]/[PAD] ids of the synthetic
+# batches, and shapes (config overrides) chosen to exercise every config switch of the family.
 SHAPES = {
     # name: config overrides
     "base": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
@@ -61,6 +60,35 @@ SHAPES = {
                  layer_norm_eps=1e-7, tie_word_embeddings=False),
     "relu": dict(hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
                  vocab_size=50, max_position_embeddings=16, type_vocab_size=1, hidden_act="relu"),
+}
+
+FAMILIES = {
+    "bert": dict(config=BertConfig, stem="Bert", special=(2, 3, 0), shapes=SHAPES),
+    "roberta": dict(config=RobertaConfig, stem="Roberta", special=(0, 2, 1), shapes={
+        # Positions start after the padding id: 9 tokens need 9 + pad + 1 positions.
+        "base": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                     vocab_size=60, max_position_embeddings=12, type_vocab_size=1, hidden_act="gelu",
+                     layer_norm_eps=1e-5, pad_token_id=1),
+        # A padding id other than 1, two token types, gelu_new (the MLM head stays GELU), untied.
+        "wide": dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=6, intermediate_size=64,
+                     vocab_size=80, max_position_embeddings=30, type_vocab_size=2, hidden_act="gelu_new",
+                     layer_norm_eps=1e-7, pad_token_id=4, tie_word_embeddings=False),
+    }),
+    "albert": dict(config=AlbertConfig, stem="Albert", special=(2, 3, 0), shapes={
+        # One shared layer applied 3 times; embeddings narrower than the encoder.
+        "base": dict(embedding_size=16, hidden_size=32, num_hidden_layers=3, num_hidden_groups=1,
+                     inner_group_num=1, num_attention_heads=4, intermediate_size=37, vocab_size=60,
+                     max_position_embeddings=16, type_vocab_size=2, hidden_act="gelu_new"),
+        # Two groups of two layers over 3 depths (groups 0, 0, 1), untied decoder.
+        "grouped": dict(embedding_size=24, hidden_size=48, num_hidden_layers=3, num_hidden_groups=2,
+                        inner_group_num=2, num_attention_heads=6, intermediate_size=64, vocab_size=80,
+                        max_position_embeddings=24, type_vocab_size=3, hidden_act="gelu",
+                        layer_norm_eps=1e-7, tie_word_embeddings=False),
+        # E == H, one group per layer, relu, one token type.
+        "square": dict(embedding_size=24, hidden_size=24, num_hidden_layers=2, num_hidden_groups=2,
+                       inner_group_num=1, num_attention_heads=2, intermediate_size=16, vocab_size=50,
+                       max_position_embeddings=16, type_vocab_size=1, hidden_act="relu"),
+    }),
 }
 
 
@@ -85,16 +113,19 @@ def redraw(model: torch.nn.Module, seed: int) -> None:
         model.tie_weights()
 
 
-def padded_batch(cfg: BertConfig, g: torch.Generator, lengths, seq: int):
-    """input_ids / token_type_ids / attention_mask for sequences of `lengths`, padded to `seq`."""
+def padded_batch(cfg, g: torch.Generator, lengths, seq: int, special=(2, 3, 0)):
+    """input_ids / token_type_ids / attention_mask for sequences of `lengths`, padded to `seq`;
+    `special` is the ([CLS], [SEP], [PAD]) ids. Real tokens are drawn from 5.. so that they never
+    equal the padding id."""
+    cls, sep, pad = special
     b = len(lengths)
     ids = torch.randint(5, cfg.vocab_size, (b, seq), generator=g)
     types = torch.randint(0, cfg.type_vocab_size, (b, seq), generator=g)
     mask = torch.zeros(b, seq, dtype=torch.long)
     for i, n in enumerate(lengths):
-        ids[i, 0] = 2  # [CLS]
-        ids[i, n - 1] = 3  # [SEP]
-        ids[i, n:] = 0
+        ids[i, 0] = cls
+        ids[i, n - 1] = sep
+        ids[i, n:] = pad
         types[i, n:] = 0
         mask[i, :n] = 1
     return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
@@ -117,8 +148,8 @@ def run(model, inputs, labels):
     return tensors
 
 
-def write_fixture(name: str, model, config: BertConfig, inputs, labels, kind: str, extra=None, weights="safetensors"):
-    out = OUT / "bert" / name
+def write_fixture(name: str, model, config, inputs, labels, kind: str, extra=None, weights="safetensors", family="bert"):
+    out = OUT / family / name
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -148,10 +179,11 @@ def write_fixture(name: str, model, config: BertConfig, inputs, labels, kind: st
     print(f"{name}: {kind}, {sum(p.numel() for p in model.parameters())} params, outputs {sorted(outputs)}")
 
 
-def config_for(shape: str, **more) -> BertConfig:
-    kw = dict(SHAPES[shape])
+def config_for(shape: str, family="bert", **more):
+    spec = FAMILIES[family]
+    kw = dict(spec["shapes"][shape])
     kw.update(more)
-    cfg = BertConfig(**kw)
+    cfg = spec["config"](**kw)
     cfg._attn_implementation = "eager"
     return cfg
 
@@ -163,17 +195,23 @@ def build(cls, cfg, seed):
     return model
 
 
-def make_bert():
+def make_family(family: str):
+    """Every head of `family`, for each of its shapes."""
+    spec = FAMILIES[family]
+    head = lambda name: getattr(transformers, spec["stem"] + name)
     g = torch.Generator().manual_seed(0)
-    for s_i, shape in enumerate(SHAPES):
+    for s_i, shape in enumerate(spec["shapes"]):
         seed = 100 * (s_i + 1)
-        cfg = config_for(shape)
-        seq = min(9, cfg.max_position_embeddings)
-        inputs = padded_batch(cfg, g, [seq, 6, 4], seq)
+        cfg = config_for(shape, family)
+        seq = 9
+        inputs = padded_batch(cfg, g, [seq, 6, 4], seq, spec["special"])
         b = inputs["input_ids"].shape[0]
         mask = inputs["attention_mask"].bool()
 
-        write_fixture(f"{shape}-model", build(BertModel, cfg, seed), cfg, inputs, {}, "BertModel")
+        def write(name, model, c, labels, kind, extra=None, batch=inputs):
+            write_fixture(f"{shape}-{name}", model, c, batch, labels, spec["stem"] + kind, extra, family=family)
+
+        write("model", build(head("Model"), cfg, seed), cfg, {}, "Model")
 
         mlm = torch.full_like(inputs["input_ids"], -100)
         pick = torch.rand(inputs["input_ids"].shape, generator=g) < 0.4
@@ -181,42 +219,47 @@ def make_bert():
         pick[:, 1] = True
         mlm[pick] = torch.randint(0, cfg.vocab_size, (int(pick.sum()),), generator=g)
         nsp = torch.tensor([0, 1, 1])[:b]
-        write_fixture(f"{shape}-pretraining", build(BertForPreTraining, cfg, seed + 1), cfg, inputs,
-                      {"labels": mlm, "next_sentence_label": nsp}, "BertForPreTraining")
-        write_fixture(f"{shape}-masked-lm", build(BertForMaskedLM, cfg, seed + 2), cfg, inputs,
-                      {"labels": mlm}, "BertForMaskedLM")
-        write_fixture(f"{shape}-nsp", build(BertForNextSentencePrediction, cfg, seed + 3), cfg, inputs,
-                      {"labels": nsp}, "BertForNextSentencePrediction")
+        if family == "bert":
+            write("pretraining", build(head("ForPreTraining"), cfg, seed + 1), cfg,
+                  {"labels": mlm, "next_sentence_label": nsp}, "ForPreTraining")
+        elif family == "albert":
+            write("pretraining", build(head("ForPreTraining"), cfg, seed + 1), cfg,
+                  {"labels": mlm, "sentence_order_label": nsp}, "ForPreTraining")
+        write("masked-lm", build(head("ForMaskedLM"), cfg, seed + 2), cfg, {"labels": mlm}, "ForMaskedLM")
+        if family == "bert":
+            write("nsp", build(head("ForNextSentencePrediction"), cfg, seed + 3), cfg, {"labels": nsp},
+                  "ForNextSentencePrediction")
 
-        c3 = config_for(shape, num_labels=3)
-        write_fixture(f"{shape}-seqcls-single", build(BertForSequenceClassification, c3, seed + 4), c3, inputs,
-                      {"labels": torch.tensor([2, 0, 1])[:b]}, "BertForSequenceClassification",
-                      {"problem_type": "single_label_classification"})
-        c1 = config_for(shape, num_labels=1)
-        write_fixture(f"{shape}-seqcls-regression", build(BertForSequenceClassification, c1, seed + 5), c1, inputs,
-                      {"labels": torch.randn(b, 1, generator=g)}, "BertForSequenceClassification",
-                      {"problem_type": "regression"})
-        c4 = config_for(shape, num_labels=4, problem_type="multi_label_classification")
-        write_fixture(f"{shape}-seqcls-multilabel", build(BertForSequenceClassification, c4, seed + 6), c4, inputs,
-                      {"labels": (torch.rand(b, 4, generator=g) < 0.5).float()}, "BertForSequenceClassification",
-                      {"problem_type": "multi_label_classification"})
+        c3 = config_for(shape, family, num_labels=3)
+        write("seqcls-single", build(head("ForSequenceClassification"), c3, seed + 4), c3,
+              {"labels": torch.tensor([2, 0, 1])[:b]}, "ForSequenceClassification",
+              {"problem_type": "single_label_classification"})
+        c1 = config_for(shape, family, num_labels=1)
+        write("seqcls-regression", build(head("ForSequenceClassification"), c1, seed + 5), c1,
+              {"labels": torch.randn(b, 1, generator=g)}, "ForSequenceClassification", {"problem_type": "regression"})
+        c4 = config_for(shape, family, num_labels=4, problem_type="multi_label_classification")
+        write("seqcls-multilabel", build(head("ForSequenceClassification"), c4, seed + 6), c4,
+              {"labels": (torch.rand(b, 4, generator=g) < 0.5).float()}, "ForSequenceClassification",
+              {"problem_type": "multi_label_classification"})
 
-        c5 = config_for(shape, num_labels=5)
+        c5 = config_for(shape, family, num_labels=5)
         tags = torch.randint(0, 5, inputs["input_ids"].shape, generator=g)
         tags[~mask] = -100
-        write_fixture(f"{shape}-token-classification", build(BertForTokenClassification, c5, seed + 7), c5, inputs,
-                      {"labels": tags}, "BertForTokenClassification")
+        write("token-classification", build(head("ForTokenClassification"), c5, seed + 7), c5, {"labels": tags},
+              "ForTokenClassification")
 
         # The last start position lies past the sequence: HF clamps and ignores it.
         qa = {"start_positions": torch.tensor([1, 2, 50])[:b], "end_positions": torch.tensor([3, 4, 2])[:b]}
-        write_fixture(f"{shape}-qa", build(BertForQuestionAnswering, cfg, seed + 8), cfg, inputs, qa,
-                      "BertForQuestionAnswering")
+        write("qa", build(head("ForQuestionAnswering"), cfg, seed + 8), cfg, qa, "ForQuestionAnswering")
 
-        choices = padded_batch(cfg, g, [7, 5, 3, 7, 6, 2], 7)
+        choices = padded_batch(cfg, g, [7, 5, 3, 7, 6, 2], 7, spec["special"])
         choices = {k: v.reshape(2, 3, 7) for k, v in choices.items()}
-        write_fixture(f"{shape}-multiple-choice", build(BertForMultipleChoice, cfg, seed + 9), cfg, choices,
-                      {"labels": torch.tensor([2, 0])}, "BertForMultipleChoice")
+        write("multiple-choice", build(head("ForMultipleChoice"), cfg, seed + 9), cfg, {"labels": torch.tensor([2, 0])},
+              "ForMultipleChoice", batch=choices)
 
+
+def make_bert_checkpoint_formats():
+    g = torch.Generator().manual_seed(1000)
     # Checkpoint formats: sharded safetensors and a legacy pickle with buffers, same weights.
     cfg = config_for("base")
     inputs = padded_batch(cfg, g, [9, 5], 9)
@@ -340,12 +383,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
     parser.add_argument("--only", choices=["train"], help="regenerate only these fixtures")
+    parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
         make_train_step()
         return
     torch.set_default_dtype(torch.float32)
-    make_bert()
+    for family in args.families or FAMILIES:
+        make_family(family)
+    if args.families:
+        return
+    make_bert_checkpoint_formats()
     make_tokenizer_and_fill_mask()
     make_train_step()
     if args.minilm:

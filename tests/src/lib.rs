@@ -1,6 +1,8 @@
 //! Helpers for Sesame's cross-crate tests: fixtures written by `scripts/make_fixtures.py`,
 //! the backends compiled into this build, and tolerance checks.
 
+pub mod parity;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use sesame_bert::*;
-use sesame_layers::{CheckpointError, ConfigError, InputError, OutputOptions, PretrainedError, PretrainedModel};
+use sesame_layers::{Backbone, CheckpointError, ConfigError, InputError, OutputOptions, PretrainedError, PretrainedModel};
 use sesame_tests::{devices, max_abs_diff, read_f32_tensors, values, Checker, Fixture, TOLERANCE};
 
 /// A scratch copy of a fixture directory that a test may break.
@@ -168,23 +168,24 @@ fn bad_model_input_is_a_typed_error() {
     let f = Fixture::open("bert/base-model");
     let device = devices()[0].1.clone();
     let config = BertModel::from_pretrained(&f.dir, &device).unwrap().config;
+    let limits = BertModel::input_limits(&config);
     let ids = |rows: Vec<Vec<i64>>| {
         let (b, s) = (rows.len(), rows.first().map_or(0, |r| r.len()));
         burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(burn::tensor::TensorData::new(rows.concat(), [b, s]), &device)
     };
     let too_long = vec![vec![5i64; config.max_position_embeddings + 1]];
-    assert!(matches!(BertInput::new(ids(too_long)).validate(&config), Err(InputError::TooLong { .. })));
+    assert!(matches!(BertInput::new(ids(too_long)).validate(&limits), Err(InputError::TooLong { .. })));
     let bad_id = vec![vec![2, config.vocab_size as i64, 3]];
     assert_eq!(
-        BertInput::new(ids(bad_id)).validate(&config),
+        BertInput::new(ids(bad_id)).validate(&limits),
         Err(InputError::IdOutOfRange { what: "token", id: config.vocab_size as i64, limit: config.vocab_size })
     );
-    assert!(matches!(BertInput::new(ids(vec![])).validate(&config), Err(InputError::EmptyBatch)));
-    assert!(matches!(BertInput::new(ids(vec![vec![], vec![]])).validate(&config), Err(InputError::EmptySequence { batch: 2 })));
+    assert!(matches!(BertInput::new(ids(vec![])).validate(&limits), Err(InputError::EmptyBatch)));
+    assert!(matches!(BertInput::new(ids(vec![vec![], vec![]])).validate(&limits), Err(InputError::EmptySequence { batch: 2 })));
     let input = BertInput::new(ids(vec![vec![2, 5, 3]])).with_token_type_ids(ids(vec![vec![0, 7, 0]]));
-    assert!(matches!(input.validate(&config), Err(InputError::IdOutOfRange { what: "token type", .. })));
+    assert!(matches!(input.validate(&limits), Err(InputError::IdOutOfRange { what: "token type", .. })));
     let input = BertInput::new(ids(vec![vec![2, 5, 3]])).with_attention_mask(ids(vec![vec![1, 1]]));
-    assert!(matches!(input.validate(&config), Err(InputError::ShapeMismatch { .. })));
+    assert!(matches!(input.validate(&limits), Err(InputError::ShapeMismatch { .. })));
 }
 
 /// Save a loaded fixture model, load it back, and compare outputs.

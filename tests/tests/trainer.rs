@@ -165,7 +165,7 @@ fn small_task(docs: usize, vocab: usize, seq_len: usize, batch: usize) -> (BertP
 }
 
 fn tiny_config(vocab: usize) -> BertConfig {
-    let mut c = BertConfig::preset("tiny", vocab, 64).unwrap();
+    let mut c = BertConfig::preset("tiny", vocab, 64, 0).unwrap();
     c.hidden_size = 64;
     c.num_attention_heads = 2;
     c.intermediate_size = 128;

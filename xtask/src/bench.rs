@@ -47,7 +47,7 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
     let device = device.autodiff();
     let mut rows = Vec::new();
     for preset in &args.presets {
-        let config = BertConfig::preset(preset, 30522, 512).map_err(|e| e.to_string())?;
+        let config = BertConfig::preset(preset, 30522, 512, 0).map_err(|e| e.to_string())?;
         let mut model = BertForPreTraining::new_hf(&config, &device);
         let mut optim = TrainConfig::default().optimizer();
         let data = batch(&config, args.batch_size, args.seq_len, &device);

@@ -183,7 +183,7 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
             (BertForPreTraining::new_hf(&config, &train_device), config)
         }
         (None, None) => {
-            let config = BertConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64)).map_err(err)?;
+            let config = BertConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), tokenizer.special_tokens().pad.1 as usize).map_err(err)?;
             (BertForPreTraining::new_hf(&config, &train_device), config)
         }
     };

@@ -158,7 +158,8 @@ fn shards_of(index: &Path) -> Result<Vec<PathBuf>, CheckpointError> {
 /// A family's table from HF tensor names to Burn module paths.
 ///
 /// Each row maps a dotted HF name prefix to a Burn path prefix; `{n}` stands for a layer index.
-/// Rows match at segment boundaries anywhere in a name. In each direction the rows apply
+/// Rows match at segment boundaries anywhere in a name, or only at its start when both sides
+/// begin with `^`. In each direction the rows apply
 /// most specific (longest source pattern) first, every matching row in turn as burn-store's
 /// `KeyRemapper` does, so one table serves loading and saving.
 #[derive(Clone, Debug)]
@@ -217,9 +218,16 @@ fn most_specific_first<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> Ve
 }
 
 /// `encoder.layer.{n}.output` -> (`(^|\.)encoder\.layer\.([0-9]+)\.output(\.|$)`, `${1}..${2}..${3}`).
+/// A row starting with `^` matches only at the start of a name (top-level head names such as
+/// `^classifier`, which must not match inside `sentence_head.classifier`).
 fn compile_row(from: &str, to: &str) -> (Regex, String) {
+    let (anchor, from) = match from.strip_prefix('^') {
+        Some(rest) => ("(^)", rest),
+        None => (r"(^|\.)", from),
+    };
+    let to = to.strip_prefix('^').unwrap_or(to);
     let parts: Vec<&str> = from.split("{n}").collect();
-    let mut pattern = String::from(r"(^|\.)");
+    let mut pattern = String::from(anchor);
     for (i, part) in parts.iter().enumerate() {
         if i > 0 {
             pattern.push_str("([0-9]+)");
@@ -475,6 +483,16 @@ mod tests {
         assert_eq!(keys.to_burn("embeddings.LayerNorm.weight"), "embeddings.layer_norm.weight");
         // `xLayerNorm` is not the segment `LayerNorm`.
         assert_eq!(keys.to_burn("embeddings.xLayerNorm.weight"), "embeddings.xLayerNorm.weight");
+    }
+
+    #[test]
+    fn anchored_rows_match_only_at_the_start() {
+        let keys = KeyMap::new(&[("^classifier", "^head.classifier"), ("^cls.seq_relationship", "^sentence_head.classifier")]);
+        assert_eq!(keys.to_burn("classifier.weight"), "head.classifier.weight");
+        assert_eq!(keys.to_burn("cls.seq_relationship.weight"), "sentence_head.classifier.weight");
+        assert_eq!(keys.to_hf("sentence_head.classifier.bias"), "cls.seq_relationship.bias");
+        assert_eq!(keys.to_hf("head.classifier.bias"), "classifier.bias");
+        assert_eq!(keys.to_burn("bert.classifier.weight"), "bert.classifier.weight");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use burn::tensor::activation::tanh;
 use burn::tensor::module::linear;
 
 use crate::activation::Activation;
+use crate::backbone::{BackboneOutput, HeadSizes};
 use crate::loss::{binary_cross_entropy_with_logits, cross_entropy, cross_entropy_ignoring, mse};
 
 /// Configuration of [`MaskedLmHead`].
@@ -99,9 +100,14 @@ pub struct Pooler {
 impl Pooler {
     /// `[batch, seq, d] -> [batch, d]`.
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<2> {
-        let [b, _, d] = hidden.dims();
-        tanh(self.dense.forward(hidden.slice([0..b, 0..1, 0..d]).reshape([b, d])))
+        tanh(self.dense.forward(first_token(hidden)))
     }
+}
+
+/// The first token's states: `[batch, seq, d] -> [batch, d]`.
+pub fn first_token(hidden: Tensor<3>) -> Tensor<2> {
+    let [b, _, d] = hidden.dims();
+    hidden.slice([0..b, 0..1, 0..d]).reshape([b, d])
 }
 
 /// Configuration of the classifier heads: dropout then one linear layer.
@@ -139,6 +145,71 @@ impl Classifier {
     /// `[..., d] -> [..., num_labels]`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         self.classifier.forward(self.dropout.forward(x))
+    }
+}
+
+/// A sequence-classification head: reads the backbone output, returns `[batch, num_labels]`.
+pub trait SequenceHead: Module + burn::module::ModuleDisplay {
+    /// Whether the head reads the pooler output (the backbone is then built with a pooler).
+    const POOLED: bool;
+    /// A fresh head of `sizes.num_labels` outputs.
+    fn new(sizes: &HeadSizes, device: &Device) -> Self;
+    /// Logits `[batch, num_labels]`.
+    fn forward(&self, out: &BackboneOutput) -> Tensor<2>;
+}
+
+/// BERT's and ALBERT's head: dropout + linear on the pooled output.
+impl SequenceHead for Classifier {
+    const POOLED: bool = true;
+
+    fn new(sizes: &HeadSizes, device: &Device) -> Self {
+        ClassifierConfig::new(sizes.hidden_size, sizes.num_labels).with_dropout(sizes.classifier_dropout).init(device)
+    }
+
+    fn forward(&self, out: &BackboneOutput) -> Tensor<2> {
+        Classifier::forward(self, out.pooled("the sequence classifier"))
+    }
+}
+
+/// RoBERTa's (and ELECTRA's) two-layer head on the first token: dropout, dense, activation
+/// (tanh in RoBERTa, GELU in ELECTRA), dropout, `out_proj` (HF `RobertaClassificationHead`).
+#[derive(Module, Debug)]
+pub struct ClassificationHead {
+    /// `hidden -> hidden`.
+    pub dense: Linear,
+    /// Activation after `dense`.
+    #[module(skip)]
+    pub activation: Activation,
+    /// Dropout before `dense` and before `out_proj`.
+    pub dropout: Dropout,
+    /// `hidden -> num_labels`.
+    pub out_proj: Linear,
+}
+
+impl ClassificationHead {
+    /// A fresh head with `activation` after the dense layer.
+    pub fn init(sizes: &HeadSizes, activation: Activation, device: &Device) -> Self {
+        Self {
+            dense: LinearConfig::new(sizes.hidden_size, sizes.hidden_size).init(device),
+            activation,
+            dropout: DropoutConfig::new(sizes.classifier_dropout).init(),
+            out_proj: LinearConfig::new(sizes.hidden_size, sizes.num_labels).init(device),
+        }
+    }
+}
+
+impl SequenceHead for ClassificationHead {
+    const POOLED: bool = false;
+
+    /// RoBERTa's head (tanh).
+    fn new(sizes: &HeadSizes, device: &Device) -> Self {
+        Self::init(sizes, Activation::Tanh, device)
+    }
+
+    fn forward(&self, out: &BackboneOutput) -> Tensor<2> {
+        let x = self.dropout.forward(first_token(out.last_hidden_state()));
+        let x = self.dropout.forward(self.activation.forward(self.dense.forward(x)));
+        self.out_proj.forward(x)
     }
 }
 

@@ -5,6 +5,8 @@
 
 pub mod activation;
 pub mod attention;
+pub mod backbone;
+pub mod bert_like;
 pub mod checkpoint;
 pub mod config;
 pub mod embeddings;
@@ -13,20 +15,28 @@ pub mod feed_forward;
 pub mod heads;
 pub mod init;
 pub mod loss;
+pub mod pipeline;
 pub mod pooling;
 pub mod pretrained;
+pub mod tasks;
 
 pub use activation::Activation;
 pub use attention::{AttentionMask, MultiHeadAttention, MultiHeadAttentionConfig};
+pub use backbone::{Backbone, BackboneOutput, EncoderInput, HeadSizes, InputLimits};
+pub use bert_like::{BertLikeConfig, BertLikeFamily, BertLikeModel};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use encoder::{Encoder, EncoderConfig, EncoderLayer, EncoderOutput, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
-    Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
-    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels,
+    ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels,
 };
 pub use pooling::Pooling;
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 
+pub use tasks::{
+    ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
+    ForTokenClassification, HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
+};

@@ -47,7 +47,7 @@ pub trait PretrainedModel: Module + Sized {
     /// The family's configuration type.
     type Config: HfConfig;
     /// The HF class name written to `config.json` (`BertForMaskedLM`).
-    const ARCHITECTURE: &'static str;
+    fn architecture() -> String;
 
     /// The model's modules for `config`, with Burn's default parameter initialisation.
     fn init(config: &Self::Config, device: &Device) -> Self;
@@ -82,7 +82,7 @@ pub trait PretrainedModel: Module + Sized {
 
     /// Save as an HF directory (`config.json` + `model.safetensors`) that transformers loads.
     fn save_pretrained(&self, config: &Self::Config, dir: &Path) -> Result<(), CheckpointError> {
-        save_pretrained(self, dir, &Self::checkpoint_spec(config).keys, &config.to_json(Self::ARCHITECTURE))
+        save_pretrained(self, dir, &Self::checkpoint_spec(config).keys, &config.to_json(&Self::architecture()))
     }
 }
 

@@ -191,16 +191,16 @@ impl TrainTask for BertPretraining {
 /// Loss (MLM + NSP) and metrics of `model` on `batch`: MLM loss, perplexity and accuracy
 /// over the masked tokens, NSP loss and accuracy.
 pub fn pretraining_step(model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
-    let labels = PreTrainingLabels { mlm: batch.mlm_labels.clone(), next_sentence: batch.nsp_labels.clone() };
+    let labels = PreTrainingLabels { mlm: batch.mlm_labels.clone(), sentence: batch.nsp_labels.clone() };
     let out = model.forward(batch.input, Some(labels), OutputOptions::default());
-    let rows = out.seq_relationship_logits.dims()[0] as f64;
+    let rows = out.sentence_logits.dims()[0] as f64;
     let mlm = batch.mlm_labels.clone().not_equal_elem(-100);
     let predicted = out.prediction_logits.argmax(2).squeeze_dim::<2>(2);
     let counts = Tensor::cat(
         vec![
             mlm.clone().int().sum(),
             predicted.equal(batch.mlm_labels).bool_and(mlm).int().sum(),
-            out.seq_relationship_logits.argmax(1).squeeze_dim::<1>(1).equal(batch.nsp_labels).int().sum(),
+            out.sentence_logits.argmax(1).squeeze_dim::<1>(1).equal(batch.nsp_labels).int().sum(),
         ],
         0,
     );
@@ -208,7 +208,7 @@ pub fn pretraining_step(model: &BertForPreTraining, batch: PretrainingBatch) -> 
     // error when it reads the loss.
     let counts: Vec<i64> = counts.try_into_data().ok().and_then(|d| d.convert::<i64>().try_to_vec().ok()).unwrap_or(vec![0; 3]);
     let (masked, correct, nsp_correct) = (counts[0] as f64, counts[1] as f64, counts[2] as f64);
-    let losses: Vec<f32> = Tensor::cat(vec![out.mlm_loss.expect("labels given"), out.nsp_loss.expect("labels given")], 0)
+    let losses: Vec<f32> = Tensor::cat(vec![out.mlm_loss.expect("labels given"), out.sentence_loss.expect("labels given")], 0)
         .try_into_data()
         .ok()
         .and_then(|d| d.convert::<f32>().try_to_vec().ok())

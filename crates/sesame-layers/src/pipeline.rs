@@ -1,12 +1,14 @@
-//! Ready-made tasks on text: fill-mask and sentence embeddings.
+//! Ready-made tasks on text for every family: fill-mask and sentence embeddings.
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
-use sesame_layers::pooling::{l2_normalize, select_layer};
-use sesame_layers::{InputError, OutputOptions, Pooling};
 use sesame_text::{EncodedBatch, Tokenizer, TokenizerError};
 
-use crate::{BertConfig, BertForMaskedLM, BertInput, BertModel};
+use crate::backbone::{Backbone, EncoderInput};
+use crate::encoder::OutputOptions;
+use crate::pooling::{l2_normalize, select_layer, Pooling};
+use crate::pretrained::InputError;
+use crate::tasks::ForMaskedLM;
 
 /// Why a pipeline could not run.
 #[derive(Debug, thiserror::Error)]
@@ -44,30 +46,30 @@ pub struct Prediction {
     pub score: f32,
 }
 
-fn to_input(batch: &EncodedBatch, config: &BertConfig, device: &Device) -> Result<BertInput, InputError> {
+fn to_input<B: Backbone>(batch: &EncodedBatch, config: &B::Config, device: &Device) -> Result<EncoderInput, InputError> {
     let (ids, mask, types) = batch.tensors(device);
-    let input = BertInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
-    input.validate(config)?;
+    let input = EncoderInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
+    input.validate(&B::input_limits(config))?;
     Ok(input)
 }
 
 /// The `top_k` most likely tokens for each mask token in `text`, in order of appearance.
-pub fn fill_mask(
-    model: &BertForMaskedLM,
-    config: &BertConfig,
+pub fn fill_mask<B: Backbone>(
+    model: &ForMaskedLM<B>,
+    config: &B::Config,
     tokenizer: &Tokenizer,
     text: &str,
     top_k: usize,
 ) -> Result<Vec<Vec<Prediction>>, PipelineError> {
     let mask_id = tokenizer.mask_token_id()? as i64;
-    let batch = tokenizer.encode(&[text], config.max_position_embeddings, false)?;
+    let batch = tokenizer.encode(&[text], B::input_limits(config).max_len, false)?;
     let positions: Vec<usize> = batch.ids(0).iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
     if positions.is_empty() {
         let mask = tokenizer.special_tokens().mask.as_ref().map(|m| m.0.clone()).unwrap_or_default();
         return Err(PipelineError::NoMask { mask });
     }
-    let device = model.bert.embeddings.word_embeddings.weight.device();
-    let logits = model.forward(to_input(&batch, config, &device)?, None, OutputOptions::default()).logits;
+    let device = model.base.device();
+    let logits = model.forward(to_input::<B>(&batch, config, &device)?, None, OutputOptions::default()).logits;
     let [_, _, vocab] = logits.dims();
     let k = top_k.clamp(1, vocab);
     let mut all = Vec::new();
@@ -110,21 +112,21 @@ impl Default for EmbedOptions {
 
 /// One embedding `[hidden]` per text. Texts longer than the model are truncated, as
 /// sentence-transformers does.
-pub fn embed(
-    model: &BertModel,
-    config: &BertConfig,
+pub fn embed<B: Backbone>(
+    model: &B,
+    config: &B::Config,
     tokenizer: &Tokenizer,
     texts: &[&str],
     options: EmbedOptions,
 ) -> Result<Vec<Vec<f32>>, PipelineError> {
-    let batch = tokenizer.encode(texts, config.max_position_embeddings, true)?;
-    let device = model.embeddings.word_embeddings.weight.device();
-    let input = to_input(&batch, config, &device)?;
+    let batch = tokenizer.encode(texts, B::input_limits(config).max_len, true)?;
+    let device = model.device();
+    let input = to_input::<B>(&batch, config, &device)?;
     let mask = input.attention_mask.clone().expect("encoded batches carry a mask");
     let outputs = OutputOptions { hidden_states: options.layer != -1, attentions: false };
     let out = model.forward(input, outputs);
     let states = select_layer(&out.encoder, options.layer)
-        .ok_or(PipelineError::NoSuchLayer { layer: options.layer, layers: config.num_hidden_layers })?;
+        .ok_or(PipelineError::NoSuchLayer { layer: options.layer, layers: out.encoder.hidden_states.as_ref().map_or(0, |h| h.len() - 1) })?;
     let mut pooled = options.pooling.pool(states, mask);
     if options.normalize {
         pooled = l2_normalize(pooled);

@@ -1,0 +1,325 @@
+//! The task models, written once for every [`Backbone`]: pre-training (MLM + a sentence-level
+//! objective), masked LM, sequence classification, token classification, extractive QA and
+//! multiple choice. Each computes HF's loss when labels are given; families name them with
+//! type aliases (`BertForMaskedLM = ForMaskedLM<BertModel>`).
+
+use burn::prelude::*;
+
+use crate::backbone::{Backbone, EncoderInput, HeadSizes};
+use crate::checkpoint::CheckpointSpec;
+use crate::encoder::{EncoderOutput, OutputOptions};
+use crate::heads::{
+    question_answering_loss, token_classification_loss, Classifier, ClassifierConfig, MaskedLmHead,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels,
+};
+use crate::loss::cross_entropy;
+use crate::pretrained::PretrainedModel;
+
+/// Logits of one head, the loss when labels were given, and what the encoder was asked for.
+#[derive(Clone, Debug)]
+pub struct HeadOutput<const D: usize> {
+    /// Head logits.
+    pub logits: Tensor<D>,
+    /// HF loss, when labels were given.
+    pub loss: Option<Tensor<1>>,
+    /// Encoder hidden states and attentions (when asked).
+    pub encoder: EncoderOutput,
+}
+
+/// MLM loss of `logits` `[batch, seq, vocab]` against `labels` `[batch, seq]` (-100 ignored).
+pub fn masked_lm_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Tensor<1> {
+    let [b, s, v] = logits.dims();
+    cross_entropy(logits.reshape([b * s, v]), labels.reshape([b * s]))
+}
+
+fn classifier(sizes: &HeadSizes, num_labels: usize, dropout: f64, device: &Device) -> Classifier {
+    ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(dropout).init(device)
+}
+
+/// Labels for [`ForPreTraining`].
+#[derive(Clone, Debug)]
+pub struct PreTrainingLabels {
+    /// MLM targets `[batch, seq]` (-100 = not predicted).
+    pub mlm: Tensor<2, Int>,
+    /// Sentence-level targets `[batch]`: BERT's NSP (0 = B follows A, 1 = B is random) or
+    /// ALBERT's SOP (0 = in order, 1 = swapped).
+    pub sentence: Tensor<1, Int>,
+}
+
+/// What [`ForPreTraining`] returns.
+#[derive(Clone, Debug)]
+pub struct PreTrainingOutput {
+    /// MLM logits `[batch, seq, vocab]`.
+    pub prediction_logits: Tensor<3>,
+    /// Sentence-level logits `[batch, 2]` (HF `seq_relationship_logits` / `sop_logits`).
+    pub sentence_logits: Tensor<2>,
+    /// MLM loss + sentence loss, when labels were given.
+    pub loss: Option<Tensor<1>>,
+    /// MLM loss alone.
+    pub mlm_loss: Option<Tensor<1>>,
+    /// Sentence loss alone.
+    pub sentence_loss: Option<Tensor<1>>,
+    /// Encoder hidden states and attentions (when asked).
+    pub encoder: EncoderOutput,
+}
+
+/// The base model with the MLM head and a two-way classifier on the pooled output (HF
+/// `BertForPreTraining` with NSP, `AlbertForPreTraining` with SOP).
+#[derive(Module, Debug)]
+pub struct ForPreTraining<B: Backbone> {
+    /// The base model, with pooler.
+    pub base: B,
+    /// MLM head.
+    pub lm_head: MaskedLmHead,
+    /// `pooled -> 2` (NSP or SOP).
+    pub sentence_head: Classifier,
+}
+
+impl<B: Backbone> ForPreTraining<B> {
+    /// Logits of both heads, and `mlm + sentence` loss when `labels` are given.
+    pub fn forward(&self, input: EncoderInput, labels: Option<PreTrainingLabels>, options: OutputOptions) -> PreTrainingOutput {
+        let out = self.base.forward(input, options);
+        let prediction_logits = self.lm_head.forward(out.last_hidden_state(), self.base.word_embeddings());
+        let sentence_logits = self.sentence_head.forward(out.pooled("ForPreTraining"));
+        let (mlm_loss, sentence_loss) = match labels {
+            Some(l) => (
+                Some(masked_lm_loss(prediction_logits.clone(), l.mlm)),
+                Some(cross_entropy(sentence_logits.clone(), l.sentence)),
+            ),
+            None => (None, None),
+        };
+        let loss = mlm_loss.clone().zip(sentence_loss.clone()).map(|(a, b)| a + b);
+        PreTrainingOutput { prediction_logits, sentence_logits, loss, mlm_loss, sentence_loss, encoder: out.encoder }
+    }
+}
+
+impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        format!("{}ForPreTraining", B::CLASS)
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        let sizes = B::head_sizes(config);
+        Self {
+            base: B::new(config, true, device),
+            lm_head: sizes.lm_head.init(device),
+            sentence_head: classifier(&sizes, 2, sizes.sentence_dropout, device),
+        }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &[])
+    }
+}
+
+/// The base model with the MLM head only (HF `BertForMaskedLM`; no pooler).
+#[derive(Module, Debug)]
+pub struct ForMaskedLM<B: Backbone> {
+    /// The base model, without pooler.
+    pub base: B,
+    /// The MLM head.
+    pub lm_head: MaskedLmHead,
+}
+
+impl<B: Backbone> ForMaskedLM<B> {
+    /// Vocabulary logits `[batch, seq, vocab]`; MLM loss when `labels` `[batch, seq]` are given.
+    pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
+        let out = self.base.forward(input, options);
+        let logits = self.lm_head.forward(out.last_hidden_state(), self.base.word_embeddings());
+        let loss = labels.map(|l| masked_lm_loss(logits.clone(), l));
+        HeadOutput { logits, loss, encoder: out.encoder }
+    }
+}
+
+impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        format!("{}ForMaskedLM", B::CLASS)
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        Self { base: B::new(config, false, device), lm_head: B::head_sizes(config).lm_head.init(device) }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &["lm_head."])
+    }
+}
+
+/// The base model with a sequence classifier `H`: dropout + linear on the pooled output
+/// ([`Classifier`]: BERT, ALBERT) or a two-layer head on the first token
+/// ([`crate::heads::ClassificationHead`]: RoBERTa).
+#[derive(Module, Debug)]
+pub struct ForSequenceClassification<B: Backbone, H: SequenceHead> {
+    /// The base model (with a pooler when `H` reads it).
+    pub base: B,
+    /// The classifier (HF `classifier`).
+    pub head: H,
+}
+
+impl<B: Backbone, H: SequenceHead> ForSequenceClassification<B, H> {
+    /// Logits `[batch, num_labels]`; the loss of `labels` (whose variant is the problem type).
+    pub fn forward(&self, input: EncoderInput, labels: Option<SequenceLabels>, options: OutputOptions) -> HeadOutput<2> {
+        let out = self.base.forward(input, options);
+        let logits = self.head.forward(&out);
+        let loss = labels.map(|l| l.loss(logits.clone()));
+        HeadOutput { logits, loss, encoder: out.encoder }
+    }
+}
+
+impl<B: Backbone, H: SequenceHead> PretrainedModel for ForSequenceClassification<B, H> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        format!("{}ForSequenceClassification", B::CLASS)
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        let sizes = B::head_sizes(config);
+        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, device) }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &["head.", "base.pooler."])
+    }
+}
+
+/// The base model with a classifier on every token (HF `BertForTokenClassification`; no pooler).
+#[derive(Module, Debug)]
+pub struct ForTokenClassification<B: Backbone> {
+    /// The base model, without pooler.
+    pub base: B,
+    /// Dropout + `hidden -> num_labels` (HF `classifier`).
+    pub head: Classifier,
+}
+
+impl<B: Backbone> ForTokenClassification<B> {
+    /// Logits `[batch, seq, num_labels]`; loss when `labels` `[batch, seq]` (-100 ignored) are given.
+    pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
+        let out = self.base.forward(input, options);
+        let logits = self.head.forward(out.last_hidden_state());
+        let loss = labels.map(|l| token_classification_loss(logits.clone(), l));
+        HeadOutput { logits, loss, encoder: out.encoder }
+    }
+}
+
+impl<B: Backbone> PretrainedModel for ForTokenClassification<B> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        format!("{}ForTokenClassification", B::CLASS)
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        let sizes = B::head_sizes(config);
+        let head = classifier(&sizes, sizes.num_labels, sizes.classifier_dropout, device);
+        Self { base: B::new(config, false, device), head }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &["head."])
+    }
+}
+
+/// What [`ForQuestionAnswering`] returns.
+#[derive(Clone, Debug)]
+pub struct QuestionAnsweringOutput {
+    /// Span-start logits `[batch, seq]`.
+    pub start_logits: Tensor<2>,
+    /// Span-end logits `[batch, seq]`.
+    pub end_logits: Tensor<2>,
+    /// Mean of start and end losses, when positions were given.
+    pub loss: Option<Tensor<1>>,
+    /// Encoder hidden states and attentions (when asked).
+    pub encoder: EncoderOutput,
+}
+
+/// The base model with an extractive-QA span head (HF `BertForQuestionAnswering`; no pooler).
+#[derive(Module, Debug)]
+pub struct ForQuestionAnswering<B: Backbone> {
+    /// The base model, without pooler.
+    pub base: B,
+    /// `hidden -> 2` (HF `qa_outputs`).
+    pub head: QuestionAnsweringHead,
+}
+
+impl<B: Backbone> ForQuestionAnswering<B> {
+    /// Start/end logits; the loss when `positions` (start `[batch]`, end `[batch]`) are given.
+    pub fn forward(
+        &self,
+        input: EncoderInput,
+        positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>,
+        options: OutputOptions,
+    ) -> QuestionAnsweringOutput {
+        let out = self.base.forward(input, options);
+        let (start_logits, end_logits) = self.head.forward(out.last_hidden_state());
+        let loss = positions
+            .map(|(start, end)| question_answering_loss(start_logits.clone(), end_logits.clone(), start, end));
+        QuestionAnsweringOutput { start_logits, end_logits, loss, encoder: out.encoder }
+    }
+}
+
+impl<B: Backbone> PretrainedModel for ForQuestionAnswering<B> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        format!("{}ForQuestionAnswering", B::CLASS)
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        let hidden = B::head_sizes(config).hidden_size;
+        Self { base: B::new(config, false, device), head: QuestionAnsweringHeadConfig::new(hidden).init(device) }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &["head."])
+    }
+}
+
+/// The base model scoring each choice's pooled output (HF `BertForMultipleChoice`).
+#[derive(Module, Debug)]
+pub struct ForMultipleChoice<B: Backbone> {
+    /// The base model, with pooler.
+    pub base: B,
+    /// Dropout + `hidden -> 1` (HF `classifier`).
+    pub head: Classifier,
+}
+
+impl<B: Backbone> ForMultipleChoice<B> {
+    /// `input` holds `[batch * choices, seq]` tensors, choice-major within each example.
+    /// Returns logits `[batch, choices]`; the loss when `labels` `[batch]` are given.
+    pub fn forward(
+        &self,
+        input: EncoderInput,
+        num_choices: usize,
+        labels: Option<Tensor<1, Int>>,
+        options: OutputOptions,
+    ) -> HeadOutput<2> {
+        let rows = input.batch_size();
+        let out = self.base.forward(input, options);
+        let scores = self.head.forward(out.pooled("ForMultipleChoice"));
+        let logits = scores.reshape([rows / num_choices, num_choices]);
+        let loss = labels.map(|l| cross_entropy(logits.clone(), l));
+        HeadOutput { logits, loss, encoder: out.encoder }
+    }
+}
+
+impl<B: Backbone> PretrainedModel for ForMultipleChoice<B> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        format!("{}ForMultipleChoice", B::CLASS)
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        let sizes = B::head_sizes(config);
+        Self { base: B::new(config, true, device), head: classifier(&sizes, 1, sizes.classifier_dropout, device) }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &["head.", "base.pooler."])
+    }
+}

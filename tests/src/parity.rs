@@ -1,0 +1,153 @@
+//! The parity checks of every task model, written once for every family: each loads a fixture
+//! directory made by `scripts/make_fixtures.py`, runs the same inputs and compares every
+//! hidden state, attention map, logit and loss with transformers' on every compiled backend.
+
+use burn::prelude::*;
+use sesame_layers::{
+    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
+    ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SequenceHead,
+    SequenceLabels,
+};
+
+use crate::{devices, Checker, Fixture, TOLERANCE};
+
+/// The fixture's inputs (token types when the fixture has them).
+pub fn input(f: &Fixture, device: &Device) -> EncoderInput {
+    let mut input = EncoderInput::new(f.int("input.input_ids", device)).with_attention_mask(f.int("input.attention_mask", device));
+    if f.has("input.token_type_ids") {
+        input = input.with_token_type_ids(f.int("input.token_type_ids", device));
+    }
+    input
+}
+
+/// Every hidden state and attention map against the reference.
+pub fn check_encoder(c: &mut Checker, f: &Fixture, out: &EncoderOutput) {
+    let states = out.hidden_states.as_ref().expect("hidden states were requested");
+    let attentions = out.attentions.as_ref().expect("attentions were requested");
+    if states.len() != f.count("output.hidden_states") || attentions.len() != f.count("output.attentions") {
+        c.fail(format!("{} hidden states / {} attentions, reference has {} / {}", states.len(), attentions.len(),
+            f.count("output.hidden_states"), f.count("output.attentions")));
+        return;
+    }
+    for (i, h) in states.iter().enumerate() {
+        c.close(&format!("hidden_states.{i}"), h.clone(), f.get(&format!("output.hidden_states.{i}")), TOLERANCE);
+    }
+    for (i, a) in attentions.iter().enumerate() {
+        c.close(&format!("attentions.{i}"), a.clone(), f.get(&format!("output.attentions.{i}")), TOLERANCE);
+    }
+}
+
+/// The loss against the reference.
+pub fn check_loss(c: &mut Checker, f: &Fixture, loss: Option<Tensor<1>>) {
+    match loss {
+        Some(l) => c.close("loss", l, f.get("output.loss"), TOLERANCE),
+        None => c.fail("no loss although labels were given".into()),
+    }
+}
+
+/// Run `check` on fixture `family/{shape}-{kind}` of every shape on every backend.
+pub fn each(family: &str, shapes: &[&str], kind: &str, check: impl Fn(&Fixture, &Device, &mut Checker)) {
+    for shape in shapes {
+        let name = format!("{family}/{shape}-{kind}");
+        let f = Fixture::open(&name);
+        for (backend, device) in devices() {
+            let mut c = Checker::default();
+            check(&f, &device, &mut c);
+            c.finish(&format!("{name} on {backend}"));
+        }
+    }
+}
+
+/// The base model (`{shape}-model`): last state, pooled output, all states and attentions.
+pub fn base_model<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(family: &str, shapes: &[&str]) {
+    each(family, shapes, "model", |f, device, c| {
+        let model = <B as PretrainedModel>::from_pretrained(&f.dir, device).unwrap().model;
+        let out = Backbone::forward(&model, input(f, device), OutputOptions::all());
+        c.close("last_hidden_state", out.last_hidden_state(), f.get("output.last_hidden_state"), TOLERANCE);
+        c.close("pooler_output", out.pooled("the base model"), f.get("output.pooler_output"), TOLERANCE);
+        check_encoder(c, f, &out.encoder);
+    });
+}
+
+/// MLM + sentence-level head (`{shape}-pretraining`); the reference names its sentence logits
+/// `sentence_logits` and its sentence labels `sentence_labels`.
+pub fn pretraining<B: Backbone>(family: &str, shapes: &[&str], sentence_logits: &str, sentence_labels: &str) {
+    each(family, shapes, "pretraining", |f, device, c| {
+        let model = ForPreTraining::<B>::from_pretrained(&f.dir, device).unwrap().model;
+        let labels = PreTrainingLabels {
+            mlm: f.int("label.labels", device),
+            sentence: f.int(&format!("label.{sentence_labels}"), device),
+        };
+        let out = model.forward(input(f, device), Some(labels), OutputOptions::all());
+        c.close("prediction_logits", out.prediction_logits, f.get("output.prediction_logits"), TOLERANCE);
+        c.close(sentence_logits, out.sentence_logits, f.get(&format!("output.{sentence_logits}")), TOLERANCE);
+        check_loss(c, f, out.loss);
+        check_encoder(c, f, &out.encoder);
+    });
+}
+
+/// The MLM head (`{shape}-masked-lm`).
+pub fn masked_lm<B: Backbone>(family: &str, shapes: &[&str]) {
+    each(family, shapes, "masked-lm", |f, device, c| {
+        let model = ForMaskedLM::<B>::from_pretrained(&f.dir, device).unwrap().model;
+        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), OutputOptions::all());
+        c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
+        check_loss(c, f, out.loss);
+        check_encoder(c, f, &out.encoder);
+    });
+}
+
+/// Sequence classification for each HF problem type (`{shape}-seqcls-*`).
+pub fn sequence_classification<B: Backbone, H: SequenceHead>(family: &str, shapes: &[&str]) {
+    for (kind, problem) in [("seqcls-single", 0), ("seqcls-regression", 1), ("seqcls-multilabel", 2)] {
+        each(family, shapes, kind, |f, device, c| {
+            let model = ForSequenceClassification::<B, H>::from_pretrained(&f.dir, device).unwrap().model;
+            let labels = match problem {
+                0 => SequenceLabels::SingleLabel(f.int("label.labels", device)),
+                1 => SequenceLabels::Regression(f.float("label.labels", device)),
+                _ => SequenceLabels::MultiLabel(f.float("label.labels", device)),
+            };
+            let out = model.forward(input(f, device), Some(labels), OutputOptions::all());
+            c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
+            check_loss(c, f, out.loss);
+            check_encoder(c, f, &out.encoder);
+        });
+    }
+}
+
+/// Token classification (`{shape}-token-classification`).
+pub fn token_classification<B: Backbone>(family: &str, shapes: &[&str]) {
+    each(family, shapes, "token-classification", |f, device, c| {
+        let model = ForTokenClassification::<B>::from_pretrained(&f.dir, device).unwrap().model;
+        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), OutputOptions::all());
+        c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
+        check_loss(c, f, out.loss);
+        check_encoder(c, f, &out.encoder);
+    });
+}
+
+/// Extractive QA (`{shape}-qa`), one start position past the sequence.
+pub fn question_answering<B: Backbone>(family: &str, shapes: &[&str]) {
+    each(family, shapes, "qa", |f, device, c| {
+        let model = ForQuestionAnswering::<B>::from_pretrained(&f.dir, device).unwrap().model;
+        let positions = (f.int("label.start_positions", device), f.int("label.end_positions", device));
+        let out = model.forward(input(f, device), Some(positions), OutputOptions::all());
+        c.close("start_logits", out.start_logits, f.get("output.start_logits"), TOLERANCE);
+        c.close("end_logits", out.end_logits, f.get("output.end_logits"), TOLERANCE);
+        check_loss(c, f, out.loss);
+        check_encoder(c, f, &out.encoder);
+    });
+}
+
+/// Multiple choice (`{shape}-multiple-choice`): inputs `[batch, choices, seq]` flattened.
+pub fn multiple_choice<B: Backbone>(family: &str, shapes: &[&str]) {
+    each(family, shapes, "multiple-choice", |f, device, c| {
+        let model = ForMultipleChoice::<B>::from_pretrained(&f.dir, device).unwrap().model;
+        // The fixture's `[batch, choices, seq]` inputs are read flattened to `[batch * choices, seq]`.
+        let choices = f.get("input.input_ids").shape[1];
+        let out = model.forward(input(f, device), choices, Some(f.int("label.labels", device)), OutputOptions::all());
+        c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
+        check_loss(c, f, out.loss);
+        check_encoder(c, f, &out.encoder);
+    });
+}
