@@ -123,6 +123,8 @@ pub struct HeadSizes {
     pub classifier_dropout: f64,
     /// Dropout before the sentence-level pre-training classifier (BERT's NSP has none).
     pub sentence_dropout: f64,
+    /// Outputs of the sentence-level classifier (2; ALBERT's SOP head uses `num_labels`).
+    pub sentence_labels: usize,
     /// The MLM head.
     pub lm_head: MaskedLmHeadConfig,
 }

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 
 use burn::prelude::*;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
@@ -296,25 +297,40 @@ impl<F: BertLikeFamily> BertLikeConfig<F> {
 
 impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
-        let path = dir.join("config.json");
-        let value: serde_json::Value = read_json_config(&path)?;
-        check_model_type(&value, F::MODEL_TYPES)?;
-        let config = Self::from_value(value).map_err(|reason| ConfigError::Parse { path, reason })?;
+        let config: Self = read_family_config(dir, F::MODEL_TYPES, F::defaults())?;
         config.validate()?;
         Ok(config)
     }
 
     fn to_json(&self, architecture: &str) -> serde_json::Value {
-        let mut value = serde_json::to_value(self).expect("config serialises");
-        let map = value.as_object_mut().expect("an object");
-        map.entry("model_type").or_insert(F::MODEL_TYPES[0].into());
-        map.insert("architectures".into(), serde_json::json!([architecture]));
-        value
+        family_json(self, F::MODEL_TYPES[0], architecture)
     }
 
     fn initializer_range(&self) -> f64 {
         self.initializer_range
     }
+}
+
+/// Read `dir/config.json` of a family that reads `model_types`, filling `defaults`.
+pub fn read_family_config<T: DeserializeOwned>(
+    dir: &Path,
+    model_types: &[&str],
+    defaults: serde_json::Value,
+) -> Result<T, ConfigError> {
+    let path = dir.join("config.json");
+    let value: serde_json::Value = read_json_config(&path)?;
+    check_model_type(&value, model_types)?;
+    serde_json::from_value(with_defaults(value, defaults))
+        .map_err(|e| ConfigError::Parse { path, reason: e.to_string() })
+}
+
+/// A config as HF `config.json`: its fields, `model_type` (unless it has one) and `architectures`.
+pub fn family_json(config: &impl Serialize, model_type: &str, architecture: &str) -> serde_json::Value {
+    let mut value = serde_json::to_value(config).expect("config serialises");
+    let map = value.as_object_mut().expect("an object");
+    map.entry("model_type").or_insert(model_type.into());
+    map.insert("architectures".into(), serde_json::json!([architecture]));
+    value
 }
 
 /// A BERT-shaped base model (HF `BertModel`, `RobertaModel`): embeddings, post-LN encoder and
@@ -410,6 +426,7 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout(),
             sentence_dropout: 0.0,
+            sentence_labels: 2,
             lm_head,
         }
     }

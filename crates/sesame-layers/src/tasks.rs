@@ -105,7 +105,7 @@ impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
         Self {
             base: B::new(config, true, device),
             lm_head: sizes.lm_head.init(device),
-            sentence_head: classifier(&sizes, 2, sizes.sentence_dropout, device),
+            sentence_head: classifier(&sizes, sizes.sentence_labels, sizes.sentence_dropout, device),
         }
     }
 

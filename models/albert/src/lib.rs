@@ -1,0 +1,309 @@
+//! ALBERT for Burn (Lan et al., 2019): HuggingFace-compatible configuration, model, task heads
+//! and checkpoints.
+//!
+//! What ALBERT changes in BERT, and where it lives here:
+//! - **Factorised embeddings**: tokens are embedded in `embedding_size` (E, 128) dimensions and
+//!   projected to `hidden_size` (H) by `encoder.embedding_hidden_mapping_in`; the MLM head maps
+//!   H back to E and decodes with the E-wide word table. Vocabulary parameters drop from V·H to
+//!   V·E + E·H.
+//! - **Cross-layer parameter sharing**: `num_hidden_groups` groups of `inner_group_num` layers;
+//!   depth `i` of `num_hidden_layers` runs group `floor(i / (layers / groups))`, every layer of it
+//!   (HF's rule, float division included). One group (the default) shares everything: a
+//!   12-layer ALBERT has the parameters of one layer, and its gradient is the sum over depths.
+//! - **Sentence-order prediction** replaces NSP in [`AlbertForPreTraining`] (same two-way head
+//!   on the pooled output, with dropout); no dropout by default; `gelu_new`.
+//!
+//! The layer itself is the shared post-LN [`EncoderLayer`]; the embeddings, heads and task
+//! models are `sesame-layers`' own.
+
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+use sesame_layers::bert_like::{family_json, read_family_config};
+use sesame_layers::config::ensure;
+use sesame_layers::encoder::run_layers;
+use sesame_layers::{
+    Backbone, BackboneOutput, BertLikeConfig, BertLikeFamily, CheckpointSpec, Classifier, ConfigError, Embeddings,
+    EncoderInput, EncoderLayer, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
+    ForSequenceClassification, ForTokenClassification, HeadSizes, HfConfig, InputLimits, KeyMap, MaskedLmHeadConfig,
+    OutputOptions, Pooler, PoolerConfig, PretrainedModel,
+};
+
+pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
+
+/// The ALBERT family marker: HF names and defaults.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Albert;
+
+impl BertLikeFamily for Albert {
+    const MODEL_TYPES: &'static [&'static str] = &["albert"];
+    const CLASS: &'static str = "Albert";
+    const PREFIX: &'static str = "albert";
+    const TIED_DECODER: &'static str = r"^predictions\.decoder\.(weight|bias)$";
+
+    /// albert-base-v2 apart from the sizes, which are HF's (xxlarge) defaults.
+    fn defaults() -> serde_json::Value {
+        serde_json::json!({
+            "vocab_size": 30000, "hidden_size": 4096, "num_attention_heads": 64, "intermediate_size": 16384,
+            "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+            "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3,
+            "embedding_size": 128, "num_hidden_groups": 1, "inner_group_num": 1, "classifier_dropout_prob": 0.1,
+        })
+    }
+
+    fn head_rows() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("^predictions.LayerNorm", "^lm_head.layer_norm"),
+            ("^predictions", "^lm_head"),
+            ("^sop_classifier", "^sentence_head"),
+            ("^classifier", "^head.classifier"),
+            ("^qa_outputs", "^head.qa_outputs"),
+        ]
+    }
+}
+
+/// ALBERT hyper-parameters (HF `AlbertConfig`): BERT's fields plus the factorisation and
+/// sharing ones. Dereferences to the BERT fields.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AlbertConfig {
+    /// Width of the token embeddings (E).
+    pub embedding_size: usize,
+    /// Number of distinct layer groups.
+    pub num_hidden_groups: usize,
+    /// Layers in each group, applied in turn at every depth that uses the group.
+    pub inner_group_num: usize,
+    /// Dropout before the classifiers (SOP, sequence, token, choice).
+    pub classifier_dropout_prob: f64,
+    /// The fields ALBERT shares with BERT.
+    #[serde(flatten)]
+    pub bert: BertLikeConfig<Albert>,
+}
+
+impl Deref for AlbertConfig {
+    type Target = BertLikeConfig<Albert>;
+    fn deref(&self) -> &Self::Target {
+        &self.bert
+    }
+}
+
+impl DerefMut for AlbertConfig {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.bert
+    }
+}
+
+impl Default for AlbertConfig {
+    /// HF's `AlbertConfig()` (ALBERT-xxlarge sizes).
+    fn default() -> Self {
+        serde_json::from_value(Albert::defaults()).expect("family defaults deserialise")
+    }
+}
+
+impl AlbertConfig {
+    /// A size preset (see [`BertLikeConfig::preset`]) with `embedding_size` 128 (64 for `tiny`
+    /// and `mini`), all layers in one shared group and no dropout, as the paper trains.
+    pub fn preset(name: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        config.bert = BertLikeConfig::preset(name, vocab_size, max_len, pad_token_id)?;
+        config.bert.hidden_dropout_prob = 0.0;
+        config.bert.attention_probs_dropout_prob = 0.0;
+        config.bert.hidden_act = sesame_layers::Activation::GeluNew;
+        config.embedding_size = if matches!(name, "tiny" | "mini") { 64 } else { 128 };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Check that a model can be built from this config.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.bert.validate()?;
+        ensure(self.embedding_size > 0, "embedding_size", || "must be at least 1".into())?;
+        ensure(self.inner_group_num > 0, "inner_group_num", || "must be at least 1".into())?;
+        ensure((1..=self.num_hidden_layers).contains(&self.num_hidden_groups), "num_hidden_groups", || {
+            format!("{} groups for {} layers (need 1..=num_hidden_layers)", self.num_hidden_groups, self.num_hidden_layers)
+        })?;
+        let p = self.classifier_dropout_prob;
+        ensure((0.0..1.0).contains(&p), "classifier_dropout_prob", || format!("{p} is not a probability in [0, 1)"))
+    }
+
+    /// The group that runs at `depth` (HF: `int(depth / (num_hidden_layers / num_hidden_groups))`).
+    pub fn group_of(&self, depth: usize) -> usize {
+        let per_group = self.num_hidden_layers as f64 / self.num_hidden_groups as f64;
+        ((depth as f64 / per_group) as usize).min(self.num_hidden_groups - 1)
+    }
+}
+
+impl HfConfig for AlbertConfig {
+    fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
+        let config: Self = read_family_config(dir, Albert::MODEL_TYPES, Albert::defaults())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn to_json(&self, architecture: &str) -> serde_json::Value {
+        family_json(self, Albert::MODEL_TYPES[0], architecture)
+    }
+
+    fn initializer_range(&self) -> f64 {
+        self.initializer_range
+    }
+}
+
+/// One group of layers (HF `AlbertLayerGroup`).
+#[derive(Module, Debug)]
+pub struct AlbertLayerGroup {
+    /// The group's layers, applied in order.
+    pub albert_layers: Vec<EncoderLayer>,
+}
+
+/// The projection E → H and the shared layer groups (HF `AlbertTransformer`).
+#[derive(Module, Debug)]
+pub struct AlbertTransformer {
+    /// `embedding_size -> hidden_size`.
+    pub embedding_hidden_mapping_in: Linear,
+    /// The distinct layer groups.
+    pub albert_layer_groups: Vec<AlbertLayerGroup>,
+    /// The group run at each depth.
+    #[module(skip)]
+    pub schedule: Vec<usize>,
+}
+
+impl AlbertTransformer {
+    /// Project `embeddings` `[batch, seq, E]` and run every depth's group over it.
+    pub fn forward(&self, embeddings: Tensor<3>, input: &EncoderInput, options: OutputOptions) -> sesame_layers::EncoderOutput {
+        let x = self.embedding_hidden_mapping_in.forward(embeddings);
+        let layers = self.schedule.iter().flat_map(|&g| self.albert_layer_groups[g].albert_layers.iter());
+        run_layers(layers, x, &input.mask(), options)
+    }
+}
+
+/// The ALBERT encoder (HF `AlbertModel`).
+#[derive(Module, Debug)]
+pub struct AlbertModel {
+    /// Word + position + token-type embeddings, `embedding_size` wide.
+    pub embeddings: Embeddings,
+    /// Projection and shared layers.
+    pub encoder: AlbertTransformer,
+    /// `tanh(dense(h[:, 0]))` (HF `pooler` + `pooler_activation`).
+    pub pooler: Option<Pooler>,
+}
+
+impl AlbertModel {
+    /// A freshly initialised model; `add_pooling_layer` as in HF.
+    pub fn new(config: &AlbertConfig, add_pooling_layer: bool, device: &Device) -> Self {
+        let layer = config.encoder();
+        let groups = (0..config.num_hidden_groups)
+            .map(|_| AlbertLayerGroup { albert_layers: (0..config.inner_group_num).map(|_| layer.init_layer(device)).collect() })
+            .collect();
+        let mut embeddings = config.embeddings();
+        embeddings.d_model = config.embedding_size;
+        Self {
+            embeddings: embeddings.init(device),
+            encoder: AlbertTransformer {
+                embedding_hidden_mapping_in: LinearConfig::new(config.embedding_size, config.hidden_size).init(device),
+                albert_layer_groups: groups,
+                schedule: (0..config.num_hidden_layers).map(|depth| config.group_of(depth)).collect(),
+            },
+            pooler: add_pooling_layer.then(|| PoolerConfig::new(config.hidden_size).init(device)),
+        }
+    }
+
+    /// Run the encoder over `input`.
+    pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        let x = self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), input.position_ids.clone());
+        let encoder = self.encoder.forward(x, &input, options);
+        let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
+        BackboneOutput { encoder, pooler_output }
+    }
+}
+
+impl Backbone for AlbertModel {
+    type Config = AlbertConfig;
+    const CLASS: &'static str = Albert::CLASS;
+    const PREFIX: &'static str = Albert::PREFIX;
+
+    fn new(config: &AlbertConfig, add_pooling_layer: bool, device: &Device) -> Self {
+        Self::new(config, add_pooling_layer, device)
+    }
+
+    fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        self.forward(input, options)
+    }
+
+    fn word_embeddings(&self) -> Tensor<2> {
+        self.embeddings.word_embeddings.weight.val()
+    }
+
+    fn input_limits(config: &AlbertConfig) -> InputLimits {
+        <sesame_layers::BertLikeModel<Albert> as Backbone>::input_limits(&config.bert)
+    }
+
+    fn head_sizes(config: &AlbertConfig) -> HeadSizes {
+        let lm_head = MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, config.hidden_act)
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings);
+        HeadSizes {
+            hidden_size: config.hidden_size,
+            num_labels: config.num_labels(),
+            classifier_dropout: config.classifier_dropout_prob,
+            sentence_dropout: config.classifier_dropout_prob,
+            sentence_labels: config.num_labels(),
+            lm_head,
+        }
+    }
+
+    fn key_map(_config: &AlbertConfig) -> KeyMap {
+        // Only the layer's own names differ from Sesame's; the group structure is HF's.
+        KeyMap::new(&[
+            ("albert_layers.{n}.attention.dense", "albert_layers.{n}.attention.output"),
+            ("albert_layers.{n}.attention.LayerNorm", "albert_layers.{n}.attention_norm"),
+            ("albert_layers.{n}.ffn", "albert_layers.{n}.feed_forward.intermediate"),
+            ("albert_layers.{n}.ffn_output", "albert_layers.{n}.feed_forward.output"),
+            ("albert_layers.{n}.full_layer_layer_norm", "albert_layers.{n}.output_norm"),
+            ("embeddings.LayerNorm", "embeddings.layer_norm"),
+            ("pooler", "pooler.dense"),
+        ])
+        .with(&Albert::head_rows())
+    }
+
+    fn ignored(config: &AlbertConfig) -> Vec<String> {
+        <sesame_layers::BertLikeModel<Albert> as Backbone>::ignored(&config.bert)
+    }
+
+    fn base_roots() -> Vec<String> {
+        vec!["embeddings".into(), "encoder".into(), "pooler".into()]
+    }
+}
+
+impl PretrainedModel for AlbertModel {
+    type Config = AlbertConfig;
+
+    fn architecture() -> String {
+        "AlbertModel".into()
+    }
+
+    fn init(config: &AlbertConfig, device: &Device) -> Self {
+        Self::new(config, true, device)
+    }
+
+    fn checkpoint_spec(config: &AlbertConfig) -> CheckpointSpec {
+        Self::spec(config, false, &["pooler."])
+    }
+}
+
+/// One batch of ALBERT input (HF argument names).
+pub type AlbertInput = EncoderInput;
+/// MLM + sentence-order prediction (HF `AlbertForPreTraining`).
+pub type AlbertForPreTraining = ForPreTraining<AlbertModel>;
+/// MLM head only (HF `AlbertForMaskedLM`).
+pub type AlbertForMaskedLM = ForMaskedLM<AlbertModel>;
+/// Dropout + linear on the pooled output (HF `AlbertForSequenceClassification`).
+pub type AlbertForSequenceClassification = ForSequenceClassification<AlbertModel, Classifier>;
+/// A label per token (HF `AlbertForTokenClassification`).
+pub type AlbertForTokenClassification = ForTokenClassification<AlbertModel>;
+/// Extractive QA span head (HF `AlbertForQuestionAnswering`).
+pub type AlbertForQuestionAnswering = ForQuestionAnswering<AlbertModel>;
+/// Scores per choice (HF `AlbertForMultipleChoice`).
+pub type AlbertForMultipleChoice = ForMultipleChoice<AlbertModel>;
