@@ -336,34 +336,41 @@ def make_minilm(model_dir: Path):
     print(f"minilm: {len(sentences)} embeddings of dim {emb.shape[1]}")
 
 
-def make_train_step():
-    """One AdamW step of a tiny BertForPreTraining, dropout 0: loss, gradients, parameters after.
+def make_train_step(family="bert"):
+    """One AdamW step of a tiny {Bert,Albert}ForPreTraining, dropout 0: loss, gradients,
+    parameters after. ALBERT's shape shares one layer over three depths, so its layer gradients
+    are sums over depths and the step moves each shared weight once.
 
     Optimiser as Sesame's trainer: AdamW(lr, betas (0.9, 0.999), eps 1e-6, weight decay 0.01
     except biases and LayerNorm weights), gradients clipped to a global norm of 0.5 first.
     """
-    out = OUT / "train" / "bert-first-step"
+    out = OUT / "train" / f"{family}-first-step"
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    cfg = config_for("base", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = build(BertForPreTraining, cfg, 7777).float()
+    cfg = config_for("base", family, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    if family == "albert":
+        cfg.classifier_dropout_prob = 0.0
+    model = build(getattr(transformers, FAMILIES[family]["stem"] + "ForPreTraining"), cfg, 7777).float()
     model.save_pretrained(out)
     g = torch.Generator().manual_seed(1)
-    inputs = padded_batch(cfg, g, [9, 7, 5, 8], 9)
+    inputs = padded_batch(cfg, g, [9, 7, 5, 8], 9, FAMILIES[family]["special"])
     mlm = torch.full_like(inputs["input_ids"], -100)
     pick = (torch.rand(inputs["input_ids"].shape, generator=g) < 0.3) & inputs["attention_mask"].bool()
     pick[:, 1] = True
     mlm[pick] = torch.randint(0, cfg.vocab_size, (int(pick.sum()),), generator=g)
-    labels = {"labels": mlm, "next_sentence_label": torch.tensor([0, 1, 1, 0])}
+    sentence = "next_sentence_label" if family == "bert" else "sentence_order_label"
+    labels = {"labels": mlm, sentence: torch.tensor([0, 1, 1, 0])}
     model.train()
     loss = model(**inputs, **labels).loss
     loss.backward()
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm.weight" in n]
-    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm.weight" in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+    def no_decay(n):
+        return n.endswith("bias") or "LayerNorm.weight" in n or "layer_norm.weight" in n
+    no_decay_params = [p for n, p in model.named_parameters() if no_decay(n)]
+    decay = [p for n, p in model.named_parameters() if not no_decay(n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay_params, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.999), eps=1e-6)
     opt.step()
     io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
@@ -373,7 +380,7 @@ def make_train_step():
     io.update({f"grad.{k}": v.float().contiguous() for k, v in grads.items()})
     io.update({f"after.{k}": p.detach().float().clone().contiguous() for k, p in model.named_parameters()})
     save_file(io, out / "io.safetensors")
-    meta = {"kind": "BertForPreTraining first AdamW step", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6,
+    meta = {"kind": f"{FAMILIES[family]['stem']}ForPreTraining first AdamW step", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6,
             "weight_decay": 0.01, "max_grad_norm": 0.5, "transformers": transformers.__version__, "torch": torch.__version__}
     (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(f"train step: loss {loss.item():.5f}, grad norm {norm.item():.5f}")
@@ -386,7 +393,8 @@ def main():
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
-        make_train_step()
+        make_train_step("bert")
+        make_train_step("albert")
         return
     torch.set_default_dtype(torch.float32)
     for family in args.families or FAMILIES:
@@ -395,7 +403,8 @@ def main():
         return
     make_bert_checkpoint_formats()
     make_tokenizer_and_fill_mask()
-    make_train_step()
+    make_train_step("bert")
+    make_train_step("albert")
     if args.minilm:
         make_minilm(args.minilm)
 

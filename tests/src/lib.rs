@@ -2,6 +2,7 @@
 //! the backends compiled into this build, and tolerance checks.
 
 pub mod parity;
+pub mod training;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,18 @@ pub use sesame_train::Backend;
 
 /// Max-abs tolerance against HF references (float32 on both sides).
 pub const TOLERANCE: f32 = 1e-4;
+
+/// The Python with transformers (`SESAME_PYTHON`); `None` (tests skip, with a note) outside CI.
+pub fn python() -> Option<PathBuf> {
+    match std::env::var_os("SESAME_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("CI").is_some() => panic!("SESAME_PYTHON must be set under CI"),
+        None => {
+            eprintln!("skipped: set SESAME_PYTHON to a python with transformers");
+            None
+        }
+    }
+}
 
 /// The repository's `fixtures/` directory.
 pub fn fixtures_dir() -> PathBuf {

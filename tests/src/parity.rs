@@ -151,3 +151,30 @@ pub fn multiple_choice<B: Backbone>(family: &str, shapes: &[&str]) {
         check_encoder(c, f, &out.encoder);
     });
 }
+
+/// Save the model of `fixture` with `save_pretrained`, load the directory in transformers as
+/// `M::architecture()` (strictly: no missing, unexpected or mismatched tensors), run both on the
+/// fixture's inputs and compare `output.{key}` with what `ours` returns. Skipped (with a note)
+/// without `SESAME_PYTHON`, except under CI.
+pub fn transformers_reproduces<M: PretrainedModel>(fixture: &str, key: &str, ours: impl Fn(&M, EncoderInput) -> Tensor<3>) {
+    let Some(python) = crate::python() else { return };
+    let script = crate::fixtures_dir().join("../scripts/hf_forward.py");
+    let device = devices()[0].1.clone();
+    let f = Fixture::open(fixture);
+    let arch = M::architecture();
+    let dir = std::env::temp_dir().join(format!("sesame-hf-{}-{}", std::process::id(), fixture.replace('/', "-")));
+    let loaded = M::from_pretrained(&f.dir, &device).unwrap();
+    loaded.model.save_pretrained(&loaded.config, &dir).unwrap();
+    let ours = crate::values(ours(&loaded.model, input(&f, &device)));
+    let out = dir.join("hf_out.safetensors");
+    let status = std::process::Command::new(&python)
+        .arg(&script).arg(&dir).arg(&arch).arg(f.dir.join("io.safetensors")).arg(&out)
+        .env("HF_HUB_OFFLINE", "1")
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "{arch}: transformers failed on the saved model");
+    let theirs = crate::read_f32_tensors(&out).remove(&format!("output.{key}")).expect("transformers wrote the output");
+    let diff = crate::max_abs_diff(&ours, &theirs);
+    assert!(diff <= TOLERANCE, "{arch}: transformers and Sesame differ by {diff:e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use sesame_bert::*;
 use sesame_layers::{Backbone, CheckpointError, ConfigError, InputError, OutputOptions, PretrainedError, PretrainedModel};
-use sesame_tests::{devices, max_abs_diff, read_f32_tensors, values, Checker, Fixture, TOLERANCE};
+use sesame_tests::{devices, parity, Checker, Fixture, TOLERANCE};
 
 /// A scratch copy of a fixture directory that a test may break.
 fn scratch(fixture: &str, name: &str) -> PathBuf {
@@ -224,46 +224,13 @@ fn saved_models_reload_with_identical_outputs() {
 /// transformers loads what Sesame saves, strictly, and computes Sesame's outputs.
 #[test]
 fn transformers_loads_models_saved_by_sesame() {
-    let python = match std::env::var_os("SESAME_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None if std::env::var_os("CI").is_some() => panic!("SESAME_PYTHON must be set under CI"),
-        None => return eprintln!("skipped: set SESAME_PYTHON to a python with transformers"),
-    };
-    let script = sesame_tests::fixtures_dir().join("../scripts/hf_forward.py");
-    let device = devices()[0].1.clone();
-    for (fixture, arch) in [("bert/wide-pretraining", "BertForPreTraining"), ("bert/base-masked-lm", "BertForMaskedLM"), ("bert/relu-qa", "BertForQuestionAnswering")] {
-        let f = Fixture::open(fixture);
-        let dir = std::env::temp_dir().join(format!("sesame-hf-{}-{arch}", std::process::id()));
-        let input = BertInput::new(f.int("input.input_ids", &device))
-            .with_attention_mask(f.int("input.attention_mask", &device))
-            .with_token_type_ids(f.int("input.token_type_ids", &device));
-        let ours: Vec<f32> = match arch {
-            "BertForPreTraining" => {
-                let l = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
-                l.model.save_pretrained(&l.config, &dir).unwrap();
-                values(l.model.forward(input, None, OutputOptions::default()).prediction_logits)
-            }
-            "BertForMaskedLM" => {
-                let l = BertForMaskedLM::from_pretrained(&f.dir, &device).unwrap();
-                l.model.save_pretrained(&l.config, &dir).unwrap();
-                values(l.model.forward(input, None, OutputOptions::default()).logits)
-            }
-            _ => {
-                let l = BertForQuestionAnswering::from_pretrained(&f.dir, &device).unwrap();
-                l.model.save_pretrained(&l.config, &dir).unwrap();
-                values(l.model.forward(input, None, OutputOptions::default()).start_logits)
-            }
-        };
-        let out = dir.join("hf_out.safetensors");
-        let status = std::process::Command::new(&python)
-            .arg(&script).arg(&dir).arg(arch).arg(f.dir.join("io.safetensors")).arg(&out)
-            .env("HF_HUB_OFFLINE", "1")
-            .status()
-            .expect("python runs");
-        assert!(status.success(), "{arch}: transformers failed on the saved model");
-        let key = match arch { "BertForPreTraining" => "output.prediction_logits", "BertForMaskedLM" => "output.logits", _ => "output.start_logits" };
-        let theirs = read_f32_tensors(&out).remove(key).expect("transformers wrote the output");
-        let diff = max_abs_diff(&ours, &theirs);
-        assert!(diff <= TOLERANCE, "{arch}: transformers and Sesame differ by {diff:e}");
-    }
+    parity::transformers_reproduces::<BertForPreTraining>("bert/wide-pretraining", "prediction_logits", |m, input| {
+        m.forward(input, None, OutputOptions::default()).prediction_logits
+    });
+    parity::transformers_reproduces::<BertForMaskedLM>("bert/base-masked-lm", "logits", |m, input| {
+        m.forward(input, None, OutputOptions::default()).logits
+    });
+    parity::transformers_reproduces::<BertForTokenClassification>("bert/relu-token-classification", "logits", |m, input| {
+        m.forward(input, None, OutputOptions::default()).logits
+    });
 }

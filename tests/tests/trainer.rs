@@ -1,20 +1,17 @@
 //! The shared trainer on BERT: the first optimizer step matches PyTorch; a small model learns
 //! from the shipped corpus; a killed run resumes exactly; bad input stops with a clear error.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use burn::module::{Module, ModuleMapper, Param};
-use burn::optim::GradientsParams;
 use burn::prelude::*;
 use sesame_bert::pretraining::{pretraining_step, BertPretraining, DataError, PretrainingBatch};
 use sesame_bert::{BertConfig, BertForPreTraining, BertInput};
 use sesame_layers::PretrainedModel;
-use sesame_tests::{devices, differing, fixtures_dir, read_f32_tensors, values, Backend, Fixture};
+use sesame_tests::training::{first_step_config, first_step_failures, hf_tensors, run_dir, Fixed};
+use sesame_tests::{devices, differing, fixtures_dir, Backend, Fixture};
 use sesame_text::{Corpus, CorpusError, PairConfig, TokenMasking, Tokenizer, TokenizerConfig};
-use sesame_train::clip::global_norm;
-use sesame_train::{Decay, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
+use sesame_train::{StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
 
 /// Burn's CPU backends keep one process-wide RNG (`device.seed` is global), so tests that
 /// train with dropout must not interleave: each holds this lock.
@@ -24,39 +21,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn run_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-train-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// A task that always trains on one fixed batch.
-struct Fixed(PretrainingBatch);
-
-impl TrainTask for Fixed {
-    type Model = BertForPreTraining;
-    type Batch = PretrainingBatch;
-    fn train_batch(&self, _: u64, device: &Device) -> PretrainingBatch {
-        to_device(&self.0, device)
-    }
-    fn held_out_batches(&self, _: &Device) -> Vec<PretrainingBatch> {
-        vec![]
-    }
-    fn step(&self, model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
-        pretraining_step(model, batch)
-    }
-}
-
-fn to_device(b: &PretrainingBatch, device: &Device) -> PretrainingBatch {
-    let mv = |t: &Tensor<2, Int>| Tensor::<2, Int>::from_data(t.to_data(), device);
-    PretrainingBatch {
-        input: BertInput::new(mv(&b.input.input_ids))
-            .with_attention_mask(mv(b.input.attention_mask.as_ref().unwrap()))
-            .with_token_type_ids(mv(b.input.token_type_ids.as_ref().unwrap())),
-        mlm_labels: mv(&b.mlm_labels),
-        nsp_labels: Tensor::from_data(b.nsp_labels.to_data(), device),
-        tokens: b.tokens,
-    }
+/// The fixed-batch task of BERT pre-training.
+fn fixed(batch: PretrainingBatch) -> Fixed<BertForPreTraining, PretrainingBatch> {
+    Fixed { batch, step: pretraining_step }
 }
 
 fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
@@ -70,42 +37,6 @@ fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
     }
 }
 
-/// Replaces every parameter by its gradient, so a model can be saved as its gradients.
-struct ToGrads<'a>(&'a GradientsParams);
-
-impl ModuleMapper for ToGrads<'_> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let grad = self.0.get::<D>(param.id).unwrap_or_else(|| param.val().zeros_like());
-        Param::initialized(param.id, grad)
-    }
-}
-
-/// HF-named tensors of a model, via `save_pretrained`.
-fn hf_tensors(model: &BertForPreTraining, config: &BertConfig, dir: &Path) -> HashMap<String, Vec<f32>> {
-    model.save_pretrained(config, dir).unwrap();
-    read_f32_tensors(&dir.join("model.safetensors"))
-}
-
-/// The fixture's tensors under `prefix` (`grad.`, `after.`), by HF name.
-fn reference(f: &Fixture, prefix: &str) -> HashMap<String, Vec<f32>> {
-    f.io.iter().filter_map(|(k, a)| k.strip_prefix(prefix).map(|name| (name.to_string(), a.f32.clone()))).collect()
-}
-
-fn first_step_config() -> TrainConfig {
-    TrainConfig {
-        steps: 1,
-        lr: 1e-3,
-        warmup: 0,
-        decay: Decay::Constant,
-        weight_decay: 0.01,
-        epsilon: 1e-6,
-        max_grad_norm: 0.5,
-        eval_every: 0,
-        checkpoint_every: 0,
-        ..TrainConfig::default()
-    }
-}
-
 #[test]
 fn the_first_adamw_step_matches_pytorch() {
     let _serial = serial();
@@ -113,24 +44,8 @@ fn the_first_adamw_step_matches_pytorch() {
     for (backend, device) in devices() {
         let train = device.clone().autodiff();
         let loaded = BertForPreTraining::from_pretrained(&f.dir, &train).unwrap();
-        let batch = fixture_batch(&f, &train);
-
-        // Loss and every gradient (dropout is 0 in the fixture).
-        let out = pretraining_step(&loaded.model, batch.clone());
-        let loss = values(out.loss.clone())[0];
-        assert!((loss - f.get("output.loss").f32[0]).abs() < 1e-4, "{backend}: loss {loss}");
-        let grads = GradientsParams::from_grads(out.loss.backward(), &loaded.model);
-        let norm = global_norm(&loaded.model, &grads) as f32;
-        assert!((norm - f.get("output.grad_norm").f32[0]).abs() < 1e-3, "{backend}: grad norm {norm}");
-        let grad_model = loaded.model.clone().map(&mut ToGrads(&grads));
-        let ours = hf_tensors(&grad_model, &loaded.config, &run_dir(&format!("grads-{backend}")));
-        let mut failures: Vec<String> = differing(&ours, &reference(&f, "grad."), 1e-4).into_iter().map(|d| format!("gradient of {d}")).collect();
-
-        // One trainer step: global-norm clipping, AdamW with no-decay groups.
-        let dir = run_dir(&format!("first-{backend}"));
-        let outcome = Trainer::new(first_step_config(), &dir).with_progress(false).fit(&Fixed(batch), loaded.model, false).unwrap();
-        let after = hf_tensors(&outcome.model, &loaded.config, &dir.join("hf"));
-        failures.extend(differing(&after, &reference(&f, "after."), 1e-4).into_iter().map(|d| format!("after the step, {d}")));
+        let task = fixed(fixture_batch(&f, &train));
+        let failures = first_step_failures(&f, &task, loaded.model, &loaded.config, &format!("bert-{backend}"));
         assert!(failures.is_empty(), "{backend}:\n  {}", failures.join("\n  "));
     }
 }
@@ -143,7 +58,7 @@ fn accumulated_gradients_are_averaged() {
     let f = Fixture::open("train/bert-first-step");
     let device = devices()[0].1.clone().autodiff();
     let loaded = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
-    let task = Fixed(fixture_batch(&f, &device));
+    let task = fixed(fixture_batch(&f, &device));
     let one = Trainer::new(first_step_config(), run_dir("accum-1")).with_progress(false).fit(&task, loaded.model.clone(), false).unwrap();
     let two_config = TrainConfig { grad_accum: 2, ..first_step_config() };
     let two = Trainer::new(two_config, run_dir("accum-2")).with_progress(false).fit(&task, loaded.model, false).unwrap();
@@ -229,7 +144,7 @@ fn a_killed_run_resumes_to_the_same_parameters() {
 }
 
 /// A task whose loss becomes NaN at a given step.
-struct NanAt(Fixed, u64, std::cell::Cell<u64>);
+struct NanAt(Fixed<BertForPreTraining, PretrainingBatch>, u64, std::cell::Cell<u64>);
 
 impl TrainTask for NanAt {
     type Model = BertForPreTraining;
@@ -256,7 +171,7 @@ fn a_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint() {
     let f = Fixture::open("train/bert-first-step");
     let device = devices()[0].1.clone().autodiff();
     let loaded = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
-    let task = NanAt(Fixed(fixture_batch(&f, &device)), 3, Default::default());
+    let task = NanAt(fixed(fixture_batch(&f, &device)), 3, Default::default());
     let dir = run_dir("nan");
     let config = TrainConfig { steps: 5, checkpoint_every: 1, eval_every: 0, ..first_step_config() };
     let trainer = Trainer::new(config, &dir).with_progress(false);
@@ -285,7 +200,7 @@ fn bad_corpora_and_settings_are_clear_errors() {
     let device = devices()[0].1.clone();
     let f = Fixture::open("train/bert-first-step");
     let not_autodiff = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap().model;
-    let task = Fixed(fixture_batch(&f, &device));
+    let task = fixed(fixture_batch(&f, &device));
     let err = Trainer::new(first_step_config(), dir.join("run")).fit(&task, not_autodiff.clone(), false).unwrap_err();
     assert!(matches!(err, TrainError::Config(_)), "{err}");
     let ad = BertForPreTraining::from_pretrained(&f.dir, &device.autodiff()).unwrap().model;

@@ -1,0 +1,113 @@
+//! Helpers of the training tests: a task that trains on one fixed batch, and the first
+//! optimizer step compared with PyTorch's (`fixtures/train/*-first-step`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use sesame_layers::PretrainedModel;
+use sesame_train::clip::global_norm;
+use sesame_train::{Decay, StepOutput, TrainConfig, TrainTask, Trainer};
+
+use crate::{differing, read_f32_tensors, values, Fixture};
+
+/// A fresh run directory under the system temp dir.
+pub fn run_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A task that always trains on one fixed batch, with `step` as its loss.
+pub struct Fixed<M, B> {
+    /// The batch.
+    pub batch: B,
+    /// Loss and metrics of a model on the batch.
+    pub step: fn(&M, B) -> StepOutput,
+}
+
+impl<M: Module, B: Clone> TrainTask for Fixed<M, B> {
+    type Model = M;
+    type Batch = B;
+    fn train_batch(&self, _: u64, _: &Device) -> B {
+        self.batch.clone()
+    }
+    fn held_out_batches(&self, _: &Device) -> Vec<B> {
+        vec![]
+    }
+    fn step(&self, model: &M, batch: B) -> StepOutput {
+        (self.step)(model, batch)
+    }
+}
+
+/// Replaces every parameter by its gradient, so a model can be saved as its gradients.
+struct ToGrads<'a>(&'a GradientsParams);
+
+impl ModuleMapper for ToGrads<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let grad = self.0.get::<D>(param.id).unwrap_or_else(|| param.val().zeros_like());
+        Param::initialized(param.id, grad)
+    }
+}
+
+/// HF-named tensors of a model, via `save_pretrained`.
+pub fn hf_tensors<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path) -> HashMap<String, Vec<f32>> {
+    model.save_pretrained(config, dir).unwrap();
+    read_f32_tensors(&dir.join("model.safetensors"))
+}
+
+/// The fixture's tensors under `prefix` (`grad.`, `after.`), by HF name.
+pub fn reference(f: &Fixture, prefix: &str) -> HashMap<String, Vec<f32>> {
+    f.io.iter().filter_map(|(k, a)| k.strip_prefix(prefix).map(|name| (name.to_string(), a.f32.clone()))).collect()
+}
+
+/// The optimiser of the first-step fixtures: one step, lr 1e-3, AdamW (eps 1e-6, decay 0.01),
+/// global-norm clipping at 0.5.
+pub fn first_step_config() -> TrainConfig {
+    TrainConfig {
+        steps: 1,
+        lr: 1e-3,
+        warmup: 0,
+        decay: Decay::Constant,
+        weight_decay: 0.01,
+        epsilon: 1e-6,
+        max_grad_norm: 0.5,
+        eval_every: 0,
+        checkpoint_every: 0,
+        ..TrainConfig::default()
+    }
+}
+
+/// Loss, gradient norm, every gradient and every parameter after one trainer step of `model`
+/// on `task`'s batch against PyTorch's, by HF name; the failures, empty when all agree.
+pub fn first_step_failures<M: PretrainedModel, B: Clone>(
+    f: &Fixture,
+    task: &Fixed<M, B>,
+    model: M,
+    config: &M::Config,
+    name: &str,
+) -> Vec<String> {
+    let out = (task.step)(&model, task.batch.clone());
+    let loss = values(out.loss.clone())[0];
+    let mut failures = Vec::new();
+    if (loss - f.get("output.loss").f32[0]).abs() >= 1e-4 {
+        failures.push(format!("loss {loss}, PyTorch {}", f.get("output.loss").f32[0]));
+    }
+    let grads = GradientsParams::from_grads(out.loss.backward(), &model);
+    let norm = global_norm(&model, &grads) as f32;
+    if (norm - f.get("output.grad_norm").f32[0]).abs() >= 1e-3 {
+        failures.push(format!("grad norm {norm}, PyTorch {}", f.get("output.grad_norm").f32[0]));
+    }
+    let grad_model = model.clone().map(&mut ToGrads(&grads));
+    let ours = hf_tensors(&grad_model, config, &run_dir(&format!("grads-{name}")));
+    failures.extend(differing(&ours, &reference(f, "grad."), 1e-4).into_iter().map(|d| format!("gradient of {d}")));
+
+    // One trainer step: global-norm clipping, AdamW with no-decay groups.
+    let dir = run_dir(&format!("first-{name}"));
+    let outcome = Trainer::new(first_step_config(), &dir).with_progress(false).fit(task, model, false).unwrap();
+    let after = hf_tensors(&outcome.model, config, &dir.join("hf"));
+    failures.extend(differing(&after, &reference(f, "after."), 1e-4).into_iter().map(|d| format!("after the step, {d}")));
+    failures
+}
