@@ -55,3 +55,13 @@ fn the_longest_input_leaves_room_for_the_padding_offset() {
     let out = loaded.model.forward(RobertaInput::new(ids(25)), OutputOptions::default());
     assert_eq!(out.last_hidden_state().dims(), [1, 25, 48]);
 }
+
+#[test]
+fn a_checkpoint_of_another_family_is_a_config_error() {
+    // A RoBERTa checkpoint read as BERT would run with the wrong position ids: refuse it.
+    let device = devices().remove(0).1;
+    let err = sesame_bert::BertModel::from_pretrained(&Fixture::open("roberta/base-model").dir, &device).unwrap_err();
+    assert!(err.to_string().contains("`roberta` checkpoint"), "{err}");
+    let err = RobertaModel::from_pretrained(&Fixture::open("bert/base-model").dir, &device).unwrap_err();
+    assert!(err.to_string().contains("`bert` checkpoint"), "{err}");
+}
