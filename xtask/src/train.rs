@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sesame_bert::pretraining::BertPretraining;
 use sesame_bert::{BertConfig, BertForPreTraining};
 use sesame_layers::{HfConfig, PretrainedModel};
-use sesame_text::{Corpus, MaskingStrategy, PairConfig, SpanMasking, TokenMasking, Tokenizer, TokenizerConfig, WholeWordMasking};
+use sesame_text::{Corpus, MaskingStrategy, NgramMasking, PairConfig, SpanMasking, TokenMasking, Tokenizer, TokenizerConfig, WholeWordMasking};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
 /// The families `train` knows.
@@ -25,6 +25,8 @@ pub enum MaskingKind {
     WholeWord,
     /// SpanBERT spans (geometric lengths, p = 0.2, at most 10 words).
     Span,
+    /// ALBERT's n-grams of whole words, n <= 3 with p(n) proportional to 1/n.
+    Ngram,
 }
 
 /// Options of `cargo xtask train`.
@@ -196,6 +198,7 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
         MaskingKind::Token => Arc::new(TokenMasking::default()),
         MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
         MaskingKind::Span => Arc::new(SpanMasking::default()),
+        MaskingKind::Ngram => Arc::new(NgramMasking::default()),
     };
     let pairs = PairConfig { max_seq_len: args.seq_len, ..PairConfig::default() };
     let task = BertPretraining::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, pairs, masking, args.batch_size, args.seed)

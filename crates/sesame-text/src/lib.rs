@@ -7,7 +7,7 @@ pub mod pretraining;
 pub mod tokenizer;
 
 pub use corpus::{Corpus, CorpusError};
-pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, SpanMasking, TokenMasking, WholeWordMasking};
+pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, WholeWordMasking};
 pub use tokenizer::{EncodedBatch, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError};
 pub use pretraining::{sentence_pairs, PairConfig, PairExample, Segment};
 pub use batcher::{collate_pairs, PairBatch, PairFormat};

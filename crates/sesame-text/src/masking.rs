@@ -205,35 +205,89 @@ impl SpanMasking {
 
 impl MaskingStrategy for SpanMasking {
     fn choose(&self, input: MaskingInput<'_>, budget: usize, rng: &mut StdRng) -> Vec<Vec<usize>> {
-        let words = words(input);
-        let mut used = vec![false; words.len()];
-        let mut spans = Vec::new();
-        let mut covered = 0;
-        let mut attempts = 0;
-        while covered < budget && attempts < 10 * words.len().max(1) {
-            attempts += 1;
-            let len = self.span_length(rng).min(words.len());
-            if len == 0 {
-                break;
-            }
-            let start = rng.random_range(0..=words.len() - len);
-            if used[start..start + len].iter().any(|&u| u) {
-                continue;
-            }
-            let span: Vec<usize> = words[start..start + len].iter().flatten().copied().collect();
-            if covered + span.len() > budget && covered > 0 {
-                continue;
-            }
-            used[start..start + len].iter_mut().for_each(|u| *u = true);
-            covered += span.len();
-            spans.push(span);
-        }
-        spans
+        choose_spans(input, budget, rng, |rng| self.span_length(rng))
     }
 
     fn config(&self) -> MaskingConfig {
         self.config
     }
+}
+
+/// ALBERT's n-gram masking: spans of `n` whole words with `p(n) ∝ 1/n` for `n` in
+/// `1..=max_n` (the paper uses 3), one 80/10/10 decision per span.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NgramMasking {
+    /// Fractions.
+    pub config: MaskingConfig,
+    /// Longest n-gram (ALBERT: 3).
+    pub max_n: usize,
+}
+
+impl Default for NgramMasking {
+    fn default() -> Self {
+        Self { config: MaskingConfig::default(), max_n: 3 }
+    }
+}
+
+impl NgramMasking {
+    /// Draw `n` in `1..=max_n` with probability `(1/n) / sum_k (1/k)`.
+    pub fn ngram_length(&self, rng: &mut StdRng) -> usize {
+        let max_n = self.max_n.max(1);
+        let total: f64 = (1..=max_n).map(|k| 1.0 / k as f64).sum();
+        let mut u = rng.random::<f64>() * total;
+        for n in 1..max_n {
+            u -= 1.0 / n as f64;
+            if u < 0.0 {
+                return n;
+            }
+        }
+        max_n
+    }
+}
+
+impl MaskingStrategy for NgramMasking {
+    fn choose(&self, input: MaskingInput<'_>, budget: usize, rng: &mut StdRng) -> Vec<Vec<usize>> {
+        choose_spans(input, budget, rng, |rng| self.ngram_length(rng))
+    }
+
+    fn config(&self) -> MaskingConfig {
+        self.config
+    }
+}
+
+/// Non-overlapping spans of whole words, of lengths drawn by `span_length`, starting at random
+/// words, until `budget` tokens are covered (a span that would overshoot is skipped unless it
+/// is the first).
+fn choose_spans(
+    input: MaskingInput<'_>,
+    budget: usize,
+    rng: &mut StdRng,
+    mut span_length: impl FnMut(&mut StdRng) -> usize,
+) -> Vec<Vec<usize>> {
+    let words = words(input);
+    let mut used = vec![false; words.len()];
+    let mut spans = Vec::new();
+    let mut covered = 0;
+    let mut attempts = 0;
+    while covered < budget && attempts < 10 * words.len().max(1) {
+        attempts += 1;
+        let len = span_length(rng).min(words.len());
+        if len == 0 {
+            break;
+        }
+        let start = rng.random_range(0..=words.len() - len);
+        if used[start..start + len].iter().any(|&u| u) {
+            continue;
+        }
+        let span: Vec<usize> = words[start..start + len].iter().flatten().copied().collect();
+        if covered + span.len() > budget && covered > 0 {
+            continue;
+        }
+        used[start..start + len].iter_mut().for_each(|u| *u = true);
+        covered += span.len();
+        spans.push(span);
+    }
+    spans
 }
 
 #[cfg(test)]
@@ -325,6 +379,31 @@ mod tests {
     #[test]
     fn span_masking_masks_contiguous_whole_words_with_one_decision_per_span() {
         let (predicted, total, _, all) = run(&SpanMasking::default(), 200);
+        assert!((predicted as f64 / total as f64 - 0.15).abs() < 0.03, "rate");
+        for (ids, maskable, start, m) in all {
+            for w in words(MaskingInput { ids: &ids, maskable: &maskable, word_start: &start }) {
+                let hit = w.iter().filter(|&&i| m.labels[i] != NOT_PREDICTED).count();
+                assert!(hit == 0 || hit == w.len(), "word {w:?} partly masked");
+            }
+        }
+    }
+
+    #[test]
+    fn ngram_lengths_are_proportional_to_one_over_n() {
+        let s = NgramMasking::default();
+        let mut rng = StdRng::seed_from_u64(2);
+        let lens: Vec<usize> = (0..30000).map(|_| s.ngram_length(&mut rng)).collect();
+        // p(n) = (1/n) / (1 + 1/2 + 1/3) = 6/11, 3/11, 2/11.
+        for (n, p) in [(1, 6.0 / 11.0), (2, 3.0 / 11.0), (3, 2.0 / 11.0)] {
+            let freq = lens.iter().filter(|&&l| l == n).count() as f64 / lens.len() as f64;
+            assert!((freq - p).abs() < 0.01, "P(n = {n}) = {freq}, expected {p}");
+        }
+        assert!(lens.iter().all(|&l| (1..=3).contains(&l)));
+    }
+
+    #[test]
+    fn ngram_masking_masks_whole_words_at_the_rate() {
+        let (predicted, total, _, all) = run(&NgramMasking::default(), 200);
         assert!((predicted as f64 / total as f64 - 0.15).abs() < 0.03, "rate");
         for (ids, maskable, start, m) in all {
             for w in words(MaskingInput { ids: &ids, maskable: &maskable, word_start: &start }) {
