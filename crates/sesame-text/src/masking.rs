@@ -352,15 +352,7 @@ mod tests {
 
     #[test]
     fn whole_word_masking_takes_every_piece_of_a_word() {
-        let (predicted, total, _, all) = run(&WholeWordMasking::default(), 200);
-        assert!((predicted as f64 / total as f64 - 0.15).abs() < 0.01);
-        for (ids, maskable, start, m) in all {
-            let words = words(MaskingInput { ids: &ids, maskable: &maskable, word_start: &start });
-            for w in words {
-                let hit = w.iter().filter(|&&i| m.labels[i] != NOT_PREDICTED).count();
-                assert!(hit == 0 || hit == w.len(), "word {w:?} partly masked");
-            }
-        }
+        assert_whole_words_at_15_percent(&WholeWordMasking::default(), 0.01);
     }
 
     #[test]
@@ -376,16 +368,21 @@ mod tests {
         assert!((p1 - 0.2).abs() < 0.015, "P(len = 1) = {p1}");
     }
 
-    #[test]
-    fn span_masking_masks_contiguous_whole_words_with_one_decision_per_span() {
-        let (predicted, total, _, all) = run(&SpanMasking::default(), 200);
-        assert!((predicted as f64 / total as f64 - 0.15).abs() < 0.03, "rate");
+    /// `strategy` predicts 15% of tokens (within `tolerance`) and never part of a word.
+    fn assert_whole_words_at_15_percent(strategy: &dyn MaskingStrategy, tolerance: f64) {
+        let (predicted, total, _, all) = run(strategy, 200);
+        assert!((predicted as f64 / total as f64 - 0.15).abs() < tolerance, "rate");
         for (ids, maskable, start, m) in all {
             for w in words(MaskingInput { ids: &ids, maskable: &maskable, word_start: &start }) {
                 let hit = w.iter().filter(|&&i| m.labels[i] != NOT_PREDICTED).count();
                 assert!(hit == 0 || hit == w.len(), "word {w:?} partly masked");
             }
         }
+    }
+
+    #[test]
+    fn span_masking_masks_contiguous_whole_words_with_one_decision_per_span() {
+        assert_whole_words_at_15_percent(&SpanMasking::default(), 0.03);
     }
 
     #[test]
@@ -403,14 +400,7 @@ mod tests {
 
     #[test]
     fn ngram_masking_masks_whole_words_at_the_rate() {
-        let (predicted, total, _, all) = run(&NgramMasking::default(), 200);
-        assert!((predicted as f64 / total as f64 - 0.15).abs() < 0.03, "rate");
-        for (ids, maskable, start, m) in all {
-            for w in words(MaskingInput { ids: &ids, maskable: &maskable, word_start: &start }) {
-                let hit = w.iter().filter(|&&i| m.labels[i] != NOT_PREDICTED).count();
-                assert!(hit == 0 || hit == w.len(), "word {w:?} partly masked");
-            }
-        }
+        assert_whole_words_at_15_percent(&NgramMasking::default(), 0.03);
     }
 
     #[test]
