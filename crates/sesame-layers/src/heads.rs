@@ -235,13 +235,6 @@ impl SequenceLabels {
     }
 }
 
-/// Token-classification loss: `logits` `[batch, seq, labels]` against `labels` `[batch, seq]`
-/// (-100 = ignored).
-pub fn token_classification_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Tensor<1> {
-    let [b, s, n] = logits.dims();
-    cross_entropy(logits.reshape([b * s, n]), labels.reshape([b * s]))
-}
-
 /// Configuration of [`QuestionAnsweringHead`].
 #[derive(Config, Debug)]
 pub struct QuestionAnsweringHeadConfig {

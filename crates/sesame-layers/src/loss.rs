@@ -34,3 +34,10 @@ pub fn binary_cross_entropy_with_logits(logits: Tensor<2>, targets: Tensor<2>) -
     let loss = logits.clone().clamp_min(0.0) - logits.clone() * targets + logits.abs().neg().exp().log1p();
     loss.mean()
 }
+
+/// Cross-entropy of every position: `logits` `[batch, seq, classes]` against `labels`
+/// `[batch, seq]` (-100 = ignored); the masked-LM and token-classification loss.
+pub fn per_token_cross_entropy(logits: Tensor<3>, labels: Tensor<2, Int>) -> Tensor<1> {
+    let [b, s, n] = logits.dims();
+    cross_entropy(logits.reshape([b * s, n]), labels.reshape([b * s]))
+}

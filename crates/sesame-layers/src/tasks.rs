@@ -9,10 +9,10 @@ use crate::backbone::{Backbone, EncoderInput, HeadSizes};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
-    question_answering_loss, token_classification_loss, Classifier, ClassifierConfig, MaskedLmHead,
+    question_answering_loss, Classifier, ClassifierConfig, MaskedLmHead,
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels,
 };
-use crate::loss::cross_entropy;
+use crate::loss::{cross_entropy, per_token_cross_entropy};
 use crate::pretrained::PretrainedModel;
 
 /// Logits of one head, the loss when labels were given, and what the encoder was asked for.
@@ -24,12 +24,6 @@ pub struct HeadOutput<const D: usize> {
     pub loss: Option<Tensor<1>>,
     /// Encoder hidden states and attentions (when asked).
     pub encoder: EncoderOutput,
-}
-
-/// MLM loss of `logits` `[batch, seq, vocab]` against `labels` `[batch, seq]` (-100 ignored).
-pub fn masked_lm_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Tensor<1> {
-    let [b, s, v] = logits.dims();
-    cross_entropy(logits.reshape([b * s, v]), labels.reshape([b * s]))
 }
 
 fn classifier(sizes: &HeadSizes, num_labels: usize, dropout: f64, device: &Device) -> Classifier {
@@ -83,7 +77,7 @@ impl<B: Backbone> ForPreTraining<B> {
         let sentence_logits = self.sentence_head.forward(out.pooled("ForPreTraining"));
         let (mlm_loss, sentence_loss) = match labels {
             Some(l) => (
-                Some(masked_lm_loss(prediction_logits.clone(), l.mlm)),
+                Some(per_token_cross_entropy(prediction_logits.clone(), l.mlm)),
                 Some(cross_entropy(sentence_logits.clone(), l.sentence)),
             ),
             None => (None, None),
@@ -128,7 +122,7 @@ impl<B: Backbone> ForMaskedLM<B> {
     pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
         let out = self.base.forward(input, options);
         let logits = self.lm_head.forward(out.last_hidden_state(), self.base.word_embeddings());
-        let loss = labels.map(|l| masked_lm_loss(logits.clone(), l));
+        let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
         HeadOutput { logits, loss, encoder: out.encoder }
     }
 }
@@ -201,7 +195,7 @@ impl<B: Backbone> ForTokenClassification<B> {
     pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
         let out = self.base.forward(input, options);
         let logits = self.head.forward(out.last_hidden_state());
-        let loss = labels.map(|l| token_classification_loss(logits.clone(), l));
+        let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
         HeadOutput { logits, loss, encoder: out.encoder }
     }
 }

@@ -26,7 +26,7 @@ use sesame_layers::bert_like::{family_json, read_family_config};
 use sesame_layers::config::ensure;
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
-    Backbone, BackboneOutput, BertLikeConfig, BertLikeFamily, CheckpointSpec, Classifier, ConfigError, Embeddings,
+    AttentionMask, Backbone, BackboneOutput, BertLikeConfig, BertLikeFamily, CheckpointSpec, Classifier, ConfigError, Embeddings,
     EncoderInput, EncoderLayer, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
     ForSequenceClassification, ForTokenClassification, HeadSizes, HfConfig, InputLimits, KeyMap, MaskedLmHeadConfig,
     OutputOptions, Pooler, PoolerConfig, PretrainedModel,
@@ -44,13 +44,13 @@ impl BertLikeFamily for Albert {
     const PREFIX: &'static str = "albert";
     const TIED_DECODER: &'static str = r"^predictions\.decoder\.(weight|bias)$";
 
-    /// albert-base-v2 apart from the sizes, which are HF's (xxlarge) defaults.
+    /// HF's `AlbertConfig()` defaults of the fields ALBERT shares with BERT (xxlarge sizes);
+    /// ALBERT's own fields have theirs on [`AlbertConfig`].
     fn defaults() -> serde_json::Value {
         serde_json::json!({
             "vocab_size": 30000, "hidden_size": 4096, "num_attention_heads": 64, "intermediate_size": 16384,
             "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
             "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3,
-            "embedding_size": 128, "num_hidden_groups": 1, "inner_group_num": 1, "classifier_dropout_prob": 0.1,
         })
     }
 
@@ -70,16 +70,26 @@ impl BertLikeFamily for Albert {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AlbertConfig {
     /// Width of the token embeddings (E).
+    #[serde(default = "d::embedding_size")]
     pub embedding_size: usize,
     /// Number of distinct layer groups.
+    #[serde(default = "d::one")]
     pub num_hidden_groups: usize,
     /// Layers in each group, applied in turn at every depth that uses the group.
+    #[serde(default = "d::one")]
     pub inner_group_num: usize,
     /// Dropout before the classifiers (SOP, sequence, token, choice).
+    #[serde(default = "d::classifier_dropout_prob")]
     pub classifier_dropout_prob: f64,
     /// The fields ALBERT shares with BERT.
     #[serde(flatten)]
     pub bert: BertLikeConfig<Albert>,
+}
+
+mod d {
+    pub fn embedding_size() -> usize { 128 }
+    pub fn one() -> usize { 1 }
+    pub fn classifier_dropout_prob() -> f64 { 0.1 }
 }
 
 impl Deref for AlbertConfig {
@@ -172,10 +182,10 @@ pub struct AlbertTransformer {
 
 impl AlbertTransformer {
     /// Project `embeddings` `[batch, seq, E]` and run every depth's group over it.
-    pub fn forward(&self, embeddings: Tensor<3>, input: &EncoderInput, options: OutputOptions) -> sesame_layers::EncoderOutput {
+    pub fn forward(&self, embeddings: Tensor<3>, mask: &AttentionMask, options: OutputOptions) -> sesame_layers::EncoderOutput {
         let x = self.embedding_hidden_mapping_in.forward(embeddings);
         let layers = self.schedule.iter().flat_map(|&g| self.albert_layer_groups[g].albert_layers.iter());
-        run_layers(layers, x, &input.mask(), options)
+        run_layers(layers, x, mask, options)
     }
 }
 
@@ -212,8 +222,9 @@ impl AlbertModel {
 
     /// Run the encoder over `input`.
     pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
-        let x = self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), input.position_ids.clone());
-        let encoder = self.encoder.forward(x, &input, options);
+        let mask = input.mask();
+        let x = self.embeddings.forward(input.input_ids, input.token_type_ids, input.position_ids);
+        let encoder = self.encoder.forward(x, &mask, options);
         let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
         BackboneOutput { encoder, pooler_output }
     }
@@ -307,3 +318,20 @@ pub type AlbertForTokenClassification = ForTokenClassification<AlbertModel>;
 pub type AlbertForQuestionAnswering = ForQuestionAnswering<AlbertModel>;
 /// Scores per choice (HF `AlbertForMultipleChoice`).
 pub type AlbertForMultipleChoice = ForMultipleChoice<AlbertModel>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_preset_writes_its_own_sizes_to_config_json() {
+        let config = AlbertConfig::preset("tiny", 100, 32, 0).unwrap();
+        let json = config.to_json("AlbertForPreTraining");
+        assert_eq!(json["embedding_size"], 64, "{json}");
+        assert_eq!(json["hidden_size"], 128);
+        assert_eq!(json["model_type"], "albert");
+        let back: AlbertConfig = serde_json::from_value(json).unwrap();
+        assert_eq!((back.embedding_size, back.hidden_size, back.num_hidden_groups), (64, 128, 1));
+        assert!(back.bert.extra.keys().all(|k| !k.starts_with("embedding")), "{:?}", back.bert.extra.keys());
+    }
+}
