@@ -11,7 +11,7 @@ use sesame_layers::PretrainedModel;
 use sesame_tests::training::{first_step_config, first_step_failures, hf_tensors, run_dir, Fixed};
 use sesame_tests::{devices, differing, fixtures_dir, Backend, Fixture};
 use sesame_text::{Corpus, CorpusError, PairConfig, TokenMasking, Tokenizer, TokenizerConfig};
-use sesame_train::{StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
+use sesame_train::{Layout, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
 
 /// Burn's CPU backends keep one process-wide RNG (`device.seed` is global), so tests that
 /// train with dropout must not interleave: each holds this lock.
@@ -23,7 +23,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// The fixed-batch task of BERT pre-training.
 fn fixed(batch: PretrainingBatch) -> Fixed<BertForPreTraining, PretrainingBatch> {
-    Fixed { batch, step: pretraining_step }
+    Fixed { batch, step: |model, batch| pretraining_step(model, batch, Some("nsp")) }
 }
 
 fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
@@ -32,7 +32,7 @@ fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
             .with_attention_mask(f.int("input.attention_mask", device))
             .with_token_type_ids(f.int("input.token_type_ids", device)),
         mlm_labels: f.int("label.labels", device),
-        nsp_labels: f.int("label.next_sentence_label", device),
+        sentence_labels: f.int("label.next_sentence_label", device),
         tokens: 0,
     }
 }
@@ -75,7 +75,7 @@ fn small_task(docs: usize, vocab: usize, seq_len: usize, batch: usize) -> (BertP
     let (train, held_out) = corpus.split_held_out(0.05);
     let tokenizer = Tokenizer::train_wordpiece(train.sentences(), vocab, &TokenizerConfig::default()).unwrap();
     let pairs = PairConfig { max_seq_len: seq_len, ..PairConfig::default() };
-    let task = BertPretraining::new(&train, &held_out, &tokenizer, tokenizer.vocab_size(), pairs, Arc::new(TokenMasking::default()), batch, 7).unwrap();
+    let task = BertPretraining::new(&train, &held_out, &tokenizer, tokenizer.vocab_size(), Layout::Pairs(pairs), Arc::new(TokenMasking::default()), batch, 7).unwrap();
     (task, tokenizer)
 }
 
@@ -157,7 +157,7 @@ impl TrainTask for NanAt {
         vec![]
     }
     fn step(&self, model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
-        let mut out = pretraining_step(model, batch);
+        let mut out = pretraining_step(model, batch, Some("nsp"));
         if self.2.get() + 1 == self.1 {
             out.loss = out.loss * f32::NAN;
         }
@@ -192,9 +192,9 @@ fn bad_corpora_and_settings_are_clear_errors() {
     std::fs::write(dir.join("tiny.txt"), "One sentence here. And another one.\n\nA second document. With two.\n").unwrap();
     let corpus = Corpus::read(&dir.join("tiny.txt")).unwrap();
     let tokenizer = Tokenizer::from_dir(&fixtures_dir().join("bert/base-fill-mask")).unwrap();
-    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, tokenizer.vocab_size(), PairConfig::default(), Arc::new(TokenMasking::default()), 32, 1);
+    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, tokenizer.vocab_size(), Layout::Pairs(PairConfig::default()), Arc::new(TokenMasking::default()), 32, 1);
     assert!(matches!(result, Err(DataError::TooSmall { batch_size: 32, .. })), "{result:?}");
-    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, 10, PairConfig::default(), Arc::new(TokenMasking::default()), 1, 1);
+    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, 10, Layout::Pairs(PairConfig::default()), Arc::new(TokenMasking::default()), 1, 1);
     assert!(matches!(result, Err(DataError::VocabMismatch { .. })));
 
     let device = devices()[0].1.clone();

@@ -37,7 +37,7 @@ fn batch(config: &BertConfig, b: usize, s: usize, device: &Device) -> Pretrainin
     PretrainingBatch {
         input: BertInput::new(t(ids)).with_attention_mask(t(vec![1; b * s])).with_token_type_ids(t(vec![0; b * s])),
         mlm_labels: t(labels),
-        nsp_labels: Tensor::from_data(TensorData::new((0..b as i64).map(|i| i % 2).collect::<Vec<_>>(), [b]), device),
+        sentence_labels: Tensor::from_data(TensorData::new((0..b as i64).map(|i| i % 2).collect::<Vec<_>>(), [b]), device),
         tokens: b * s,
     }
 }
@@ -54,7 +54,7 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
         let mut times = Vec::new();
         for i in 0..args.warmup + args.steps {
             let start = Instant::now();
-            let out = pretraining_step(&model, data.clone());
+            let out = pretraining_step(&model, data.clone(), Some("nsp"));
             let grads = GradientsParams::from_grads(out.loss.backward(), &model);
             model = optim.step(1e-4, model, grads);
             device.sync().map_err(|e| format!("{e:?}"))?;

@@ -1,32 +1,34 @@
 //! `cargo xtask train <family>`: pre-train (or continue pre-training) a model on text.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use sesame_bert::pretraining::BertPretraining;
-use sesame_bert::{BertConfig, BertForPreTraining};
-use sesame_layers::{HfConfig, PretrainedModel};
-use sesame_text::{Corpus, MaskingStrategy, NgramMasking, PairConfig, SpanMasking, TokenMasking, Tokenizer, TokenizerConfig, WholeWordMasking};
+use sesame_albert::Albert;
+use sesame_bert::Bert;
+use sesame_layers::{HfConfig, MaskedLmObjective, PretrainedModel};
+use sesame_roberta::Roberta;
+use sesame_text::{Corpus, Packing, Tokenizer, TokenizerConfig};
+use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
 /// The families `train` knows.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Family {
-    /// BERT: masked LM + next-sentence prediction.
+    /// BERT: masked LM + next-sentence prediction on sentence pairs, WordPiece.
     Bert,
+    /// RoBERTa: dynamic masked LM on packed full sentences, byte-level BPE.
+    Roberta,
+    /// ALBERT: n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary.
+    Albert,
 }
 
-/// Masking strategies.
+/// RoBERTa's input packing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-pub enum MaskingKind {
-    /// BERT's token-level 15% with 80/10/10.
-    Token,
-    /// Whole-word masking.
-    WholeWord,
-    /// SpanBERT spans (geometric lengths, p = 0.2, at most 10 words).
-    Span,
-    /// ALBERT's n-grams of whole words, n <= 3 with p(n) proportional to 1/n.
-    Ngram,
+pub enum PackingKind {
+    /// FULL-SENTENCES: sequences may cross document boundaries.
+    Full,
+    /// DOC-SENTENCES: sequences stay inside one document.
+    Doc,
 }
 
 /// Options of `cargo xtask train`.
@@ -80,9 +82,12 @@ pub struct TrainArgs {
     /// Global gradient-norm clip (0 = off).
     #[arg(long, default_value_t = 1.0)]
     pub max_grad_norm: f64,
-    /// Masking strategy.
-    #[arg(long, value_enum, default_value = "token")]
-    pub masking: MaskingKind,
+    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT).
+    #[arg(long, value_enum)]
+    pub masking: Option<MaskingKind>,
+    /// How packed families (RoBERTa) fill sequences (default: full).
+    #[arg(long, value_enum)]
+    pub packing: Option<PackingKind>,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -98,9 +103,9 @@ pub struct TrainArgs {
     /// Checkpoint every N steps.
     #[arg(long, default_value_t = 100)]
     pub checkpoint_every: u64,
-    /// Run directory (checkpoints, metrics.jsonl, loss.svg, export/).
-    #[arg(long, default_value = "runs/bert")]
-    pub out: PathBuf,
+    /// Run directory (checkpoints, metrics.jsonl, loss.svg, export/); default runs/FAMILY.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Continue the run in `--out` from its latest checkpoint.
     #[arg(long)]
     pub resume: bool,
@@ -119,20 +124,53 @@ fn err(e: impl std::fmt::Display) -> String {
 /// Settings that must stay the same when a run is resumed.
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
 struct RunSpec {
+    family: Family,
     corpus: PathBuf,
     seq_len: usize,
     batch_size: usize,
     masking: MaskingKind,
+    layout: String,
     seed: u64,
     held_out: f64,
 }
 
 /// Run `train` and return a JSON summary.
 pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    let Family::Bert = args.family;
-    let out = &args.out;
+    match args.family {
+        Family::Bert => train_family::<Bert>(args, device),
+        Family::Roberta => train_family::<Roberta>(args, device),
+        Family::Albert => train_family::<Albert>(args, device),
+    }
+}
+
+/// The family's data layout with the command line's choices.
+fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
+    let layout = F::layout().with_max_seq_len(args.seq_len);
+    match (layout, args.packing) {
+        (layout, None) => Ok(layout),
+        (Layout::Packed { max_seq_len, .. }, Some(kind)) => {
+            let packing = if kind == PackingKind::Full { Packing::FullSentences } else { Packing::DocSentences };
+            Ok(Layout::Packed { packing, max_seq_len })
+        }
+        (Layout::Pairs(_), Some(_)) => Err(format!("--packing is for packed single sequences; {} trains on sentence pairs", F::NAME)),
+    }
+}
+
+fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    let out = &args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(F::NAME));
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let spec = RunSpec { corpus: args.corpus.clone(), seq_len: args.seq_len, batch_size: args.batch_size, masking: args.masking, seed: args.seed, held_out: args.held_out };
+    let masking = args.masking.unwrap_or_else(F::masking);
+    let layout = layout::<F>(&args)?;
+    let spec = RunSpec {
+        family: args.family,
+        corpus: args.corpus.clone(),
+        seq_len: args.seq_len,
+        batch_size: args.batch_size,
+        masking,
+        layout: format!("{layout:?}"),
+        seed: args.seed,
+        held_out: args.held_out,
+    };
     let spec_path = out.join("run.json");
     if args.resume {
         let saved: RunSpec = std::fs::read_to_string(&spec_path)
@@ -151,14 +189,14 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
 
     // Tokenizer: the run's own copy (so --resume sees the same one), an existing one, or trained.
     let run_tokenizer = out.join("tokenizer");
-    let tok_config = TokenizerConfig::default();
+    let tok_config = F::tokenizer().config();
     let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
         (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::read(&run_tokenizer.join("tokenizer_config.json")).map_err(err)?)
     } else if let Some(dir) = args.init_from.as_ref().or(args.tokenizer.as_ref()) {
         (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::read(&dir.join("tokenizer_config.json")).map_err(err)?)
     } else {
-        eprintln!("training a WordPiece tokenizer ({} tokens) on the corpus", args.vocab_size);
-        (Tokenizer::train_wordpiece(train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
+        eprintln!("training a {:?} tokenizer ({} tokens) on the corpus", F::tokenizer(), args.vocab_size);
+        (Tokenizer::train(F::tokenizer(), train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
     };
     tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
 
@@ -167,45 +205,39 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
     let (model, config) = match (&args.init_from, &args.config) {
         // A resumed run keeps the model configuration it started with.
         _ if args.resume && saved_config.is_file() => {
-            let config = BertConfig::from_dir(out).map_err(err)?;
-            (BertForPreTraining::init(&config, &train_device), config)
+            let config = HfConfig::from_dir(out).map_err(err)?;
+            (F::Model::init(&config, &train_device), config)
         }
         (Some(dir), _) => {
-            let loaded = BertForPreTraining::from_pretrained(dir, &train_device).map_err(err)?;
+            let loaded = F::Model::from_pretrained(dir, &train_device).map_err(err)?;
             eprintln!("initialised from {}: {}", dir.display(), loaded.report);
             (loaded.model, loaded.config)
         }
         (None, Some(path)) => {
             let dir = path.parent().unwrap_or(Path::new("."));
             let config = if path.file_name().is_some_and(|n| n == "config.json") {
-                BertConfig::from_dir(dir).map_err(err)?
+                HfConfig::from_dir(dir).map_err(err)?
             } else {
                 return Err(format!("--config must name a config.json, got {}", path.display()));
             };
-            (BertForPreTraining::new_hf(&config, &train_device), config)
+            (F::Model::new_hf(&config, &train_device), config)
         }
         (None, None) => {
-            let config = BertConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), tokenizer.special_tokens().pad.1 as usize).map_err(err)?;
-            (BertForPreTraining::new_hf(&config, &train_device), config)
+            let config = F::preset(&args.preset, &tokenizer, args.seq_len.max(64)).map_err(err)?;
+            (F::Model::new_hf(&config, &train_device), config)
         }
     };
-    let json = serde_json::to_string_pretty(&config.to_json("BertForPreTraining")).expect("JSON");
+    let json = serde_json::to_string_pretty(&config.to_json(&F::Model::architecture())).expect("JSON");
     std::fs::write(&saved_config, json).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
-    if args.seq_len > config.max_position_embeddings {
-        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
+    let limits = F::Model::input_limits(&config);
+    if args.seq_len > limits.max_len {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
     }
-    let masking: Arc<dyn MaskingStrategy> = match args.masking {
-        MaskingKind::Token => Arc::new(TokenMasking::default()),
-        MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
-        MaskingKind::Span => Arc::new(SpanMasking::default()),
-        MaskingKind::Ngram => Arc::new(NgramMasking::default()),
-    };
-    let pairs = PairConfig { max_seq_len: args.seq_len, ..PairConfig::default() };
-    let task = BertPretraining::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, pairs, masking, args.batch_size, args.seed)
+    let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
         .map_err(err)?;
     eprintln!(
-        "model: {} layers x {} wide, {} parameters; {} training pairs; {} steps of {} x {}",
-        config.num_hidden_layers, config.hidden_size, burn::module::Module::num_params(&model), task.num_train_pairs(), args.steps, args.grad_accum, args.batch_size
+        "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking); {} steps of {} x {}",
+        F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(), args.steps, args.grad_accum, args.batch_size
     );
     let train_config = TrainConfig {
         steps: args.steps,
@@ -271,14 +303,26 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     if !checkpoint.join("model.bpk").is_file() {
         return Err(format!("no checkpoint {} (see {})", name, checkpoints.display()));
     }
-    let config = BertConfig::from_dir(run).map_err(err)?;
-    let model = BertForPreTraining::init(&config, &device);
-    let model = burn::module::Module::try_load_file(model, checkpoint.join("model.bpk")).map_err(err)?;
-    let out = args.out.unwrap_or_else(|| run.join(format!("export-{name}")));
-    model.save_pretrained(&config, &out).map_err(err)?;
+    let spec: RunSpec = std::fs::read_to_string(run.join("run.json"))
+        .map_err(|e| format!("{} is not a run of `cargo xtask train`: {e}", run.display()))
+        .and_then(|t| serde_json::from_str(&t).map_err(err))?;
+    let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
+    let checkpoint_file = checkpoint.join("model.bpk");
+    match spec.family {
+        Family::Bert => export_model::<Bert>(run, &checkpoint_file, &out, &device)?,
+        Family::Roberta => export_model::<Roberta>(run, &checkpoint_file, &out, &device)?,
+        Family::Albert => export_model::<Albert>(run, &checkpoint_file, &out, &device)?,
+    }
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
     let tok_config = TokenizerConfig::read(&tokenizer_dir.join("tokenizer_config.json")).map_err(err)?;
     tokenizer.save(&out, &tok_config).map_err(err)?;
     Ok(serde_json::json!({ "checkpoint": checkpoint, "export": out }).to_string())
+}
+
+/// Load a checkpoint of `F`'s model (config from the run) and save it in HF layout.
+fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<(), String> {
+    let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
+    let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
+    model.save_pretrained(&config, out).map_err(err)
 }

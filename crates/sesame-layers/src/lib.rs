@@ -38,5 +38,5 @@ pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, Pretrain
 
 pub use tasks::{
     ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
-    ForTokenClassification, HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
+    ForTokenClassification, HeadOutput, MaskedLmObjective, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
 };

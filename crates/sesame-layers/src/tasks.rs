@@ -5,7 +5,7 @@
 
 use burn::prelude::*;
 
-use crate::backbone::{Backbone, EncoderInput, HeadSizes};
+use crate::backbone::{Backbone, EncoderInput, HeadSizes, InputLimits};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
@@ -140,6 +140,66 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["lm_head."])
+    }
+}
+
+/// What a pre-training forward pass returns.
+#[derive(Clone, Debug)]
+pub struct ObjectiveOutput {
+    /// The loss to minimise: MLM plus the sentence task where there is one.
+    pub loss: Tensor<1>,
+    /// Masked-LM loss.
+    pub mlm_loss: Tensor<1>,
+    /// MLM logits `[batch, seq, vocab]`.
+    pub prediction_logits: Tensor<3>,
+    /// Sentence-task loss and logits `[batch, 2]` (NSP, SOP), for models with that head.
+    pub sentence: Option<(Tensor<1>, Tensor<2>)>,
+}
+
+/// A model pre-trained with masked LM, with or without a sentence-pair task: what a
+/// family-free pre-training loop needs to know of it.
+pub trait MaskedLmObjective: PretrainedModel {
+    /// Whether the model predicts a sentence-pair label (BERT's NSP, ALBERT's SOP).
+    const SENTENCE_TASK: bool;
+
+    /// Losses and logits for masked `input`, MLM targets `mlm` `[batch, seq]` (-100 = not
+    /// predicted) and sentence labels `sentence` `[batch]` (ignored without the head).
+    fn objective(&self, input: EncoderInput, mlm: Tensor<2, Int>, sentence: Tensor<1, Int>) -> ObjectiveOutput;
+
+    /// The vocabulary, type and length limits of inputs.
+    fn input_limits(config: &Self::Config) -> InputLimits;
+}
+
+impl<B: Backbone> MaskedLmObjective for ForPreTraining<B> {
+    const SENTENCE_TASK: bool = true;
+
+    fn objective(&self, input: EncoderInput, mlm: Tensor<2, Int>, sentence: Tensor<1, Int>) -> ObjectiveOutput {
+        let out = self.forward(input, Some(PreTrainingLabels { mlm, sentence }), OutputOptions::default());
+        let (mlm_loss, sentence_loss) = (out.mlm_loss.expect("labels given"), out.sentence_loss.expect("labels given"));
+        ObjectiveOutput {
+            loss: out.loss.expect("labels given"),
+            mlm_loss,
+            prediction_logits: out.prediction_logits,
+            sentence: Some((sentence_loss, out.sentence_logits)),
+        }
+    }
+
+    fn input_limits(config: &B::Config) -> InputLimits {
+        B::input_limits(config)
+    }
+}
+
+impl<B: Backbone> MaskedLmObjective for ForMaskedLM<B> {
+    const SENTENCE_TASK: bool = false;
+
+    fn objective(&self, input: EncoderInput, mlm: Tensor<2, Int>, _sentence: Tensor<1, Int>) -> ObjectiveOutput {
+        let out = self.forward(input, Some(mlm), OutputOptions::default());
+        let loss = out.loss.expect("labels given");
+        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits: out.logits, sentence: None }
+    }
+
+    fn input_limits(config: &B::Config) -> InputLimits {
+        B::input_limits(config)
     }
 }
 

@@ -3,11 +3,11 @@
 use rand::rngs::StdRng;
 
 use crate::masking::{MaskVocab, MaskingInput, MaskingStrategy, NOT_PREDICTED};
-use crate::pretraining::PairExample;
+use crate::pretraining::{PackedExample, PairExample, Segment};
 
-/// The special ids of the `[CLS] a [SEP] b [SEP]` layout.
+/// The special ids of the `[CLS] a [SEP] b [SEP]` (RoBERTa `<s> a </s>`) layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PairFormat {
+pub struct SequenceFormat {
     /// Sequence-start id.
     pub cls: u32,
     /// Separator id.
@@ -16,9 +16,43 @@ pub struct PairFormat {
     pub pad: u32,
 }
 
-/// A masked batch of sentence pairs, row-major `[batch, seq]`.
+/// One pre-training example: a sentence pair, or a packed single sequence.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PairBatch {
+pub enum Example {
+    /// `[CLS] a [SEP] b [SEP]`, token types 0 then 1, with a sentence-task label.
+    Pair(PairExample),
+    /// `<s> doc1 </s> doc2 </s>`, token types 0.
+    Packed(PackedExample),
+}
+
+impl Example {
+    /// The text segments and their token types.
+    fn segments(&self) -> Vec<(&Segment, i64)> {
+        match self {
+            Example::Pair(p) => vec![(&p.a, 0), (&p.b, 1)],
+            Example::Packed(p) => p.segments.iter().map(|s| (s, 0)).collect(),
+        }
+    }
+
+    /// Tokens, special tokens included.
+    pub fn len(&self) -> usize {
+        1 + self.segments().iter().map(|(s, _)| s.ids.len() + 1).sum::<usize>()
+    }
+
+    /// Whether it holds no text.
+    pub fn is_empty(&self) -> bool {
+        self.segments().iter().all(|(s, _)| s.ids.is_empty())
+    }
+
+    /// The sentence-task label (0 for packed sequences, which have none).
+    pub fn label(&self) -> i64 {
+        matches!(self, Example::Pair(p) if p.is_negative) as i64
+    }
+}
+
+/// A masked batch, row-major `[batch, seq]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MaskedBatch {
     /// Number of rows.
     pub batch: usize,
     /// Padded length (the longest row).
@@ -38,23 +72,23 @@ pub struct PairBatch {
 }
 
 /// Lay out, mask and pad `examples`.
-pub fn collate_pairs(
-    examples: &[&PairExample],
-    format: PairFormat,
+pub fn collate(
+    examples: &[&Example],
+    format: SequenceFormat,
     masking: &dyn MaskingStrategy,
     vocab: &MaskVocab,
     rng: &mut StdRng,
-) -> PairBatch {
-    let seq = examples.iter().map(|e| e.a.ids.len() + e.b.ids.len() + 3).max().unwrap_or(0);
+) -> MaskedBatch {
+    let seq = examples.iter().map(|e| e.len()).max().unwrap_or(0);
     let batch = examples.len();
-    let mut out = PairBatch {
+    let mut out = MaskedBatch {
         batch,
         seq,
         input_ids: vec![format.pad as i64; batch * seq],
         token_type_ids: vec![0; batch * seq],
         attention_mask: vec![0; batch * seq],
         mlm_labels: vec![NOT_PREDICTED; batch * seq],
-        pair_labels: examples.iter().map(|e| e.is_random_next as i64).collect(),
+        pair_labels: examples.iter().map(|e| e.label()).collect(),
         tokens: 0,
     };
     for (row, e) in examples.iter().enumerate() {
@@ -62,7 +96,7 @@ pub fn collate_pairs(
         let mut maskable = vec![false];
         let mut word_start = vec![true];
         let mut types = vec![0];
-        for (segment, kind) in [(&e.a, 0), (&e.b, 1)] {
+        for (segment, kind) in e.segments() {
             ids.extend(&segment.ids);
             maskable.extend(std::iter::repeat_n(true, segment.ids.len()));
             word_start.extend(&segment.word_start);
@@ -95,13 +129,13 @@ mod tests {
     #[test]
     fn pairs_are_laid_out_padded_and_labelled() {
         let seg = |ids: &[u32]| Segment { ids: ids.to_vec(), word_start: vec![true; ids.len()] };
-        let long = PairExample { a: seg(&[10, 11, 12]), b: seg(&[13, 14]), is_random_next: false };
-        let short = PairExample { a: seg(&[20]), b: seg(&[21]), is_random_next: true };
-        let format = PairFormat { cls: 2, sep: 3, pad: 0 };
+        let long = Example::Pair(PairExample { a: seg(&[10, 11, 12]), b: seg(&[13, 14]), is_negative: false });
+        let short = Example::Pair(PairExample { a: seg(&[20]), b: seg(&[21]), is_negative: true });
+        let format = SequenceFormat { cls: 2, sep: 3, pad: 0 };
         let vocab = MaskVocab { mask_id: 4, vocab_size: 100, special_ids: vec![0, 1, 2, 3, 4] };
         let no_masking = TokenMasking { config: crate::masking::MaskingConfig { probability: 0.0, ..Default::default() } };
         let mut rng = StdRng::seed_from_u64(0);
-        let b = collate_pairs(&[&long, &short], format, &no_masking, &vocab, &mut rng);
+        let b = collate(&[&long, &short], format, &no_masking, &vocab, &mut rng);
         assert_eq!((b.batch, b.seq, b.tokens), (2, 8, 13));
         assert_eq!(b.input_ids, [2, 10, 11, 12, 3, 13, 14, 3, 2, 20, 3, 21, 3, 0, 0, 0]);
         assert_eq!(b.token_type_ids, [0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0]);
@@ -110,8 +144,15 @@ mod tests {
         assert!(b.mlm_labels.iter().all(|&l| l == NOT_PREDICTED));
         // With masking on, only `a` and `b` tokens are ever chosen, never [CLS], [SEP] or padding.
         let all = TokenMasking { config: crate::masking::MaskingConfig { probability: 1.0, ..Default::default() } };
-        let b = collate_pairs(&[&long, &short], format, &all, &vocab, &mut rng);
+        let b = collate(&[&long, &short], format, &all, &vocab, &mut rng);
         let predicted: Vec<usize> = (0..16).filter(|&i| b.mlm_labels[i] != NOT_PREDICTED).collect();
         assert_eq!(predicted, [1, 2, 3, 5, 6, 9, 11]);
+
+        // A packed sequence: one type, a separator after each document, no sentence label.
+        let packed = Example::Packed(PackedExample { segments: vec![seg(&[30, 31]), seg(&[40])] });
+        let b = collate(&[&packed, &short], format, &no_masking, &vocab, &mut rng);
+        assert_eq!(b.input_ids, [2, 30, 31, 3, 40, 3, 2, 20, 3, 21, 3, 0]);
+        assert_eq!(b.token_type_ids, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0]);
+        assert_eq!(b.pair_labels, [0, 1]);
     }
 }

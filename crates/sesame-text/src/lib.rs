@@ -8,6 +8,6 @@ pub mod tokenizer;
 
 pub use corpus::{Corpus, CorpusError};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, WholeWordMasking};
-pub use tokenizer::{EncodedBatch, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError};
-pub use pretraining::{sentence_pairs, PairConfig, PairExample, Segment};
-pub use batcher::{collate_pairs, PairBatch, PairFormat};
+pub use tokenizer::{EncodedBatch, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
+pub use pretraining::{pack_sentences, sentence_pairs, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
+pub use batcher::{collate, Example, MaskedBatch, SequenceFormat};

@@ -1,5 +1,7 @@
-//! Pre-training examples: BERT's sentence pairs (with random next sentences for NSP) built
-//! from tokenized documents, following Google's `create_pretraining_data.py`.
+//! Pre-training examples built from tokenized documents: BERT's sentence pairs with random
+//! next sentences (NSP, Google's `create_pretraining_data.py`), ALBERT's pairs with swapped
+//! order (SOP), and RoBERTa's single sequences packed with full sentences (FULL-SENTENCES,
+//! DOC-SENTENCES).
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -35,6 +37,82 @@ impl Segment {
         self.ids.pop();
         self.word_start.pop();
     }
+
+    /// Move the words after a random word boundary into `rest` (nothing if one word).
+    fn split_at_word(&mut self, rest: &mut Segment, rng: &mut StdRng) {
+        let starts: Vec<usize> = (1..self.len()).filter(|&i| self.word_start[i]).collect();
+        if starts.is_empty() {
+            return;
+        }
+        let at = starts[rng.random_range(0..starts.len())];
+        rest.ids = self.ids.split_off(at);
+        rest.word_start = self.word_start.split_off(at);
+    }
+}
+
+/// How RoBERTa fills its single-sequence inputs (paper, section 4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packing {
+    /// Full sentences sampled contiguously, crossing document boundaries with an extra
+    /// separator between documents (RoBERTa's choice).
+    FullSentences,
+    /// The same, but never crossing a document boundary: sequences near a document's end are
+    /// shorter.
+    DocSentences,
+}
+
+/// A single packed sequence `<s> doc1 </s> doc2 </s>` before masking: one segment per
+/// document it draws from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedExample {
+    /// The text of each document in the sequence, in order.
+    pub segments: Vec<Segment>,
+}
+
+impl PackedExample {
+    /// Tokens, special tokens included.
+    pub fn len(&self) -> usize {
+        1 + self.segments.iter().map(|s| s.len() + 1).sum::<usize>()
+    }
+
+    /// Whether it holds no text.
+    pub fn is_empty(&self) -> bool {
+        self.segments.iter().all(|s| s.ids.is_empty())
+    }
+}
+
+/// Pack `documents` into sequences of at most `max_seq_len` tokens (start, separators
+/// included), sentence by sentence in corpus order. A sentence longer than a whole sequence is
+/// cut into pieces that fit.
+pub fn pack_sentences(documents: &[Vec<Segment>], max_seq_len: usize, packing: Packing) -> Vec<PackedExample> {
+    let piece = max_seq_len.saturating_sub(2).max(1);
+    let mut out = Vec::new();
+    let mut current = PackedExample { segments: Vec::new() };
+    for document in documents {
+        if packing == Packing::DocSentences && !current.is_empty() {
+            out.push(std::mem::replace(&mut current, PackedExample { segments: Vec::new() }));
+        }
+        let mut new_document = true;
+        for sentence in document {
+            for chunk in sentence.ids.chunks(piece).zip(sentence.word_start.chunks(piece)) {
+                let mut chunk = Segment { ids: chunk.0.to_vec(), word_start: chunk.1.to_vec() };
+                chunk.word_start[0] = true;
+                let cost = chunk.len() + usize::from(new_document || current.segments.is_empty());
+                if current.len() + cost > max_seq_len && !current.is_empty() {
+                    out.push(std::mem::replace(&mut current, PackedExample { segments: Vec::new() }));
+                }
+                if new_document || current.segments.is_empty() {
+                    current.segments.push(Segment::default());
+                    new_document = false;
+                }
+                current.segments.last_mut().expect("a segment").extend(&chunk);
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
 }
 
 /// A sentence pair `[CLS] a [SEP] b [SEP]` before masking.
@@ -44,8 +122,18 @@ pub struct PairExample {
     pub a: Segment,
     /// Segment B.
     pub b: Segment,
-    /// Whether B was drawn from another document (NSP label 1).
-    pub is_random_next: bool,
+    /// Label 1 of the sentence task: B is a random sentence from another document (NSP), or
+    /// A and B are two consecutive segments in swapped order (SOP).
+    pub is_negative: bool,
+}
+
+/// The sentence-level task of a pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SentenceTask {
+    /// BERT: is B the text that follows A, or a random sentence from another document?
+    NextSentence,
+    /// ALBERT: are A and B, two consecutive segments of one document, in order or swapped?
+    SentenceOrder,
 }
 
 /// How sentence pairs are built.
@@ -55,21 +143,25 @@ pub struct PairConfig {
     pub max_seq_len: usize,
     /// Probability of a shorter target length (BERT: 0.1).
     pub short_seq_prob: f64,
-    /// Probability that B is a random next sentence (BERT: 0.5).
-    pub random_next_prob: f64,
+    /// Probability of a negative pair (BERT and ALBERT: 0.5).
+    pub negative_prob: f64,
+    /// NSP or SOP.
+    pub task: SentenceTask,
 }
 
 impl Default for PairConfig {
     fn default() -> Self {
-        Self { max_seq_len: 128, short_seq_prob: 0.1, random_next_prob: 0.5 }
+        Self { max_seq_len: 128, short_seq_prob: 0.1, negative_prob: 0.5, task: SentenceTask::NextSentence }
     }
 }
 
-/// Build sentence pairs from `documents` (each a list of tokenized sentences), as BERT does:
-/// fill a chunk up to a target length (sometimes shorter), split it at a random sentence
-/// boundary into A and B, replace B by text from another document with `random_next_prob`,
-/// and truncate the pair to fit, removing tokens at random from the front or back of the
-/// longer segment.
+/// Build sentence pairs from `documents` (each a list of tokenized sentences), as BERT and
+/// ALBERT do: fill a chunk up to a target length (sometimes shorter), split it at a random
+/// sentence boundary into A and B, and truncate the pair to fit, removing tokens at random
+/// from the front or back of the longer segment. With `negative_prob`, NSP replaces B by text
+/// from another document and SOP swaps A and B. (Where a chunk is one sentence, SOP splits it
+/// at a random word; ALBERT's script falls back to a random next sentence there, which would
+/// mix NSP into SOP.)
 pub fn sentence_pairs(documents: &[Vec<Segment>], config: PairConfig, rng: &mut StdRng) -> Vec<PairExample> {
     let max_tokens = config.max_seq_len.saturating_sub(3).max(2);
     let mut out = Vec::new();
@@ -87,7 +179,9 @@ pub fn sentence_pairs(documents: &[Vec<Segment>], config: PairConfig, rng: &mut 
                 chunk[..a_end].iter().for_each(|s| a.extend(s));
                 let mut b = Segment::default();
                 let other_docs = documents.len() > 1;
-                let random_next = other_docs && (chunk.len() == 1 || rng.random::<f64>() < config.random_next_prob);
+                let nsp = config.task == SentenceTask::NextSentence;
+                let random_next = nsp && other_docs && (chunk.len() == 1 || rng.random::<f64>() < config.negative_prob);
+                let mut swapped = false;
                 if random_next {
                     let target_b = target.saturating_sub(a.len()).max(1);
                     let mut other = rng.random_range(0..documents.len());
@@ -111,10 +205,17 @@ pub fn sentence_pairs(documents: &[Vec<Segment>], config: PairConfig, rng: &mut 
                     i -= chunk.len() - a_end;
                 } else {
                     chunk[a_end..].iter().for_each(|s| b.extend(s));
+                    if !nsp && b.len() == 0 {
+                        a.split_at_word(&mut b, rng);
+                    }
+                    if !nsp && rng.random::<f64>() < config.negative_prob {
+                        std::mem::swap(&mut a, &mut b);
+                        swapped = true;
+                    }
                 }
                 truncate_pair(&mut a, &mut b, max_tokens, rng);
                 if a.len() > 0 && b.len() > 0 {
-                    out.push(PairExample { a, b, is_random_next: random_next });
+                    out.push(PairExample { a, b, is_negative: random_next || swapped });
                 }
                 chunk.clear();
                 length = 0;
@@ -168,16 +269,63 @@ mod tests {
             assert!(p.a.len() + p.b.len() <= 29, "too long");
             assert!(!p.a.ids.is_empty() && !p.b.ids.is_empty());
             let doc = |s: &Segment| s.ids[0] / 10000;
-            if p.is_random_next {
+            if p.is_negative {
                 assert_ne!(doc(&p.a), doc(&p.b), "a random next sentence comes from another document");
             } else {
                 assert_eq!(doc(&p.a), doc(&p.b));
                 assert!(p.a.ids.last() < p.b.ids.first(), "B continues A");
             }
         }
-        let random = all.iter().filter(|p| p.is_random_next).count() as f64 / all.len() as f64;
+        let random = all.iter().filter(|p| p.is_negative).count() as f64 / all.len() as f64;
         assert!((0.4..0.6).contains(&random), "random-next fraction {random}");
         let short = all.iter().filter(|p| p.a.len() + p.b.len() < 20).count();
         assert!(short > 0, "short-sequence sampling produces some short pairs");
+    }
+
+    #[test]
+    fn sentence_order_pairs_are_consecutive_and_half_swapped() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let config = PairConfig { max_seq_len: 32, task: SentenceTask::SentenceOrder, ..Default::default() };
+        let all: Vec<PairExample> = (0..20).flat_map(|_| sentence_pairs(&docs(), config, &mut rng)).collect();
+        assert!(all.len() > 200);
+        for p in &all {
+            assert!(p.a.len() + p.b.len() <= 29 && !p.a.ids.is_empty() && !p.b.ids.is_empty());
+            let doc = |s: &Segment| s.ids[0] / 10000;
+            assert_eq!(doc(&p.a), doc(&p.b), "both segments come from one document");
+            let (first, second) = if p.is_negative { (&p.b, &p.a) } else { (&p.a, &p.b) };
+            assert!(first.ids.last() < second.ids.first(), "the original order is A then B: {p:?}");
+        }
+        let swapped = all.iter().filter(|p| p.is_negative).count() as f64 / all.len() as f64;
+        assert!((0.4..0.6).contains(&swapped), "swapped fraction {swapped}");
+    }
+
+    #[test]
+    fn packed_sequences_are_full_and_keep_corpus_order() {
+        let docs = docs();
+        let all_ids: Vec<u32> = docs.iter().flatten().flat_map(|s| s.ids.clone()).collect();
+        for packing in [Packing::FullSentences, Packing::DocSentences] {
+            let packed = pack_sentences(&docs, 40, packing);
+            let ids: Vec<u32> = packed.iter().flat_map(|p| p.segments.iter().flat_map(|s| s.ids.clone())).collect();
+            assert_eq!(ids, all_ids, "{packing:?}: every token once, in order");
+            for (i, p) in packed.iter().enumerate() {
+                assert!(p.len() <= 40, "{packing:?}: {} tokens", p.len());
+                let docs_in: Vec<u32> = p.segments.iter().map(|s| s.ids[0] / 10000).collect();
+                assert!(p.segments.iter().all(|s| s.ids.iter().all(|&id| id / 10000 == s.ids[0] / 10000)), "one document per segment");
+                match packing {
+                    Packing::DocSentences => assert_eq!(docs_in.len(), 1, "never crosses a document"),
+                    // Full: the next sentence did not fit (sentences here are at most 11 tokens).
+                    Packing::FullSentences if i + 1 < packed.len() => assert!(p.len() > 40 - 13, "sequence {i} is only {} long", p.len()),
+                    Packing::FullSentences => {}
+                }
+            }
+            if packing == Packing::FullSentences {
+                assert!(packed.iter().any(|p| p.segments.len() > 1), "sequences cross document boundaries");
+            }
+        }
+        // A sentence longer than a sequence is cut into pieces.
+        let long = vec![vec![Segment { ids: (0..25).collect(), word_start: vec![false; 25] }]];
+        let packed = pack_sentences(&long, 10, Packing::FullSentences);
+        assert_eq!(packed.iter().map(PackedExample::len).collect::<Vec<_>>(), [10, 10, 10, 3]);
+        assert!(packed.iter().all(|p| p.segments[0].word_start[0]));
     }
 }

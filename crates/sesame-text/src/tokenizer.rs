@@ -1,24 +1,28 @@
-//! Tokenizers: load an HF `tokenizer.json`, or build BERT's WordPiece from `vocab.txt`;
-//! batch encoding with padding, truncation, attention masks, token types and sentence pairs.
+//! Tokenizers: load an HF `tokenizer.json`, build BERT's WordPiece from `vocab.txt` or
+//! RoBERTa's byte-level BPE from `vocab.json` + `merges.txt`; train WordPiece, byte-level BPE
+//! or Unigram (ALBERT's SentencePiece model) on a corpus; batch encoding with padding,
+//! truncation, attention masks, token types and sentence pairs.
 
 use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+use tokenizers::models::bpe::BPE;
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
+use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{
-    EncodeInput, PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
+    AddedToken, EncodeInput, PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
     TruncationStrategy,
 };
 
 /// Why text could not be tokenized.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
-    /// Neither `tokenizer.json` nor `vocab.txt` is in the directory.
-    #[error("no tokenizer in {dir}: expected tokenizer.json or vocab.txt")]
+    /// No tokenizer file Sesame reads is in the directory.
+    #[error("no tokenizer in {dir}: expected tokenizer.json, vocab.json + merges.txt or vocab.txt")]
     NotFound {
         /// The model directory.
         dir: PathBuf,
@@ -55,7 +59,7 @@ pub enum TokenizerError {
     Encode(String),
 }
 
-/// Special tokens of a BERT-style vocabulary.
+/// Special tokens of a vocabulary (BERT's `[CLS]`/`[SEP]`, RoBERTa's `<s>`/`</s>`, …).
 #[derive(Clone, Debug)]
 pub struct SpecialTokens {
     /// Padding token and id.
@@ -118,13 +122,17 @@ impl EncodedBatch {
 
 impl Tokenizer {
     /// Load the tokenizer of an HF model directory: `tokenizer.json` if present, else
-    /// WordPiece from `vocab.txt` with the lower-casing of `tokenizer_config.json`.
+    /// byte-level BPE from `vocab.json` + `merges.txt`, else WordPiece from `vocab.txt`, with
+    /// the settings of `tokenizer_config.json`.
     pub fn from_dir(dir: &Path) -> Result<Self, TokenizerError> {
         let json = dir.join("tokenizer.json");
         let vocab = dir.join("vocab.txt");
+        let (bpe_vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
         let config = TokenizerConfig::read(&dir.join("tokenizer_config.json"))?;
         if json.is_file() {
             Self::from_tokenizer_json(&json, &config)
+        } else if bpe_vocab.is_file() && merges.is_file() {
+            Self::from_bpe_files(&bpe_vocab, &merges, &config)
         } else if vocab.is_file() {
             Self::from_vocab_txt(&vocab, &config)
         } else {
@@ -165,7 +173,21 @@ impl Tokenizer {
         Self::new(inner, config)
     }
 
+    /// Build RoBERTa's byte-level BPE tokenizer from GPT-2 style `vocab.json` + `merges.txt`
+    /// (as transformers' `RobertaTokenizerFast` converts them).
+    pub fn from_bpe_files(vocab: &Path, merges: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        let load = |reason: String| TokenizerError::Load { path: vocab.to_path_buf(), reason };
+        let model = BPE::from_file(&vocab.to_string_lossy(), &merges.to_string_lossy()).build().map_err(|e| load(e.to_string()))?;
+        let mut inner = tokenizers::Tokenizer::new(model);
+        byte_level_pipeline(&mut inner, config);
+        add_specials(&mut inner, config, TokenizerKind::ByteLevelBpe);
+        let processor = post_processor(&inner, config, TokenizerKind::ByteLevelBpe)?;
+        inner.with_post_processor(Some(processor));
+        Self::new(inner, config)
+    }
+
     fn new(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        let config = &config.resolve(&inner);
         let id = |token: &str| {
             inner.token_to_id(token).ok_or_else(|| TokenizerError::MissingSpecialToken { token: token.to_string() })
         };
@@ -272,6 +294,57 @@ impl Tokenizer {
         Ok(crate::pretraining::Segment { ids: e.get_ids().to_vec(), word_start })
     }
 
+    /// Train a tokenizer of `kind` with `vocab_size` tokens on `texts`, special tokens first
+    /// (in the order of the family's released vocabularies).
+    pub fn train<'a>(
+        kind: TokenizerKind,
+        texts: impl Iterator<Item = &'a str> + Send,
+        vocab_size: usize,
+        config: &TokenizerConfig,
+    ) -> Result<Self, TokenizerError> {
+        use tokenizers::models::bpe::BpeTrainer;
+        use tokenizers::models::unigram::{Unigram, UnigramTrainer};
+        use tokenizers::models::TrainerWrapper;
+        let specials: Vec<AddedToken> = kind.specials(config).into_iter().map(|t| AddedToken::from(t, true)).collect();
+        let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training a {kind:?} tokenizer failed: {e}"));
+        let mut inner = match kind {
+            TokenizerKind::WordPiece => return Self::train_wordpiece(texts, vocab_size, config),
+            TokenizerKind::ByteLevelBpe => {
+                let mut inner = tokenizers::Tokenizer::new(BPE::default());
+                byte_level_pipeline(&mut inner, config);
+                let alphabet = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet().into_iter().collect();
+                let mut trainer: TrainerWrapper = BpeTrainer::builder()
+                    .vocab_size(vocab_size)
+                    .min_frequency(2)
+                    .show_progress(false)
+                    .special_tokens(specials)
+                    .initial_alphabet(alphabet)
+                    .build()
+                    .into();
+                inner.train(&mut trainer, texts).map_err(fail)?;
+                inner
+            }
+            TokenizerKind::Unigram => {
+                let mut inner = tokenizers::Tokenizer::new(Unigram::default());
+                sentencepiece_pipeline(&mut inner, config).map_err(fail)?;
+                let mut trainer: TrainerWrapper = UnigramTrainer::builder()
+                    .vocab_size(vocab_size as u32)
+                    .show_progress(false)
+                    .special_tokens(specials)
+                    .unk_token(Some(config.unk_token.clone()))
+                    .build()
+                    .map_err(|e| TokenizerError::Encode(format!("training a Unigram tokenizer failed: {e}")))?
+                    .into();
+                inner.train(&mut trainer, texts).map_err(fail)?;
+                inner
+            }
+        };
+        add_specials(&mut inner, config, kind);
+        let processor = post_processor(&inner, config, kind)?;
+        inner.with_post_processor(Some(processor));
+        Self::new(inner, config)
+    }
+
     /// Train a BERT WordPiece vocabulary of `vocab_size` tokens on `texts` (lower-cased when
     /// `config.do_lower_case`), with BERT's special tokens first.
     pub fn train_wordpiece<'a>(
@@ -281,7 +354,6 @@ impl Tokenizer {
     ) -> Result<Self, TokenizerError> {
         use tokenizers::models::wordpiece::WordPieceTrainer;
         use tokenizers::models::TrainerWrapper;
-        use tokenizers::AddedToken;
         let specials = [&config.pad_token, &config.unk_token, &config.cls_token, &config.sep_token, &config.mask_token];
         let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
             .vocab_size(vocab_size)
@@ -304,25 +376,49 @@ impl Tokenizer {
         Self::new(inner, config)
     }
 
-    /// Write `tokenizer.json`, `vocab.txt` (ids in order) and `tokenizer_config.json` to `dir`,
-    /// as transformers' `BertTokenizerFast.save_pretrained` does.
+    /// Write `tokenizer.json`, the model's own vocabulary files (`vocab.txt` for WordPiece,
+    /// `vocab.json` + `merges.txt` for BPE) and `tokenizer_config.json` to `dir`, as
+    /// transformers' `save_pretrained` does.
     pub fn save(&self, dir: &Path, config: &TokenizerConfig) -> Result<(), TokenizerError> {
+        use tokenizers::models::ModelWrapper;
+        use tokenizers::Model;
         let fail = |path: PathBuf, reason: String| TokenizerError::Load { path, reason };
         std::fs::create_dir_all(dir).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
         let json = dir.join("tokenizer.json");
         self.inner.save(&json, true).map_err(|e| fail(json.clone(), e.to_string()))?;
-        let mut vocab: Vec<(u32, String)> = self.inner.get_vocab(true).into_iter().map(|(t, i)| (i, t)).collect();
-        vocab.sort();
-        let text: String = vocab.into_iter().map(|(_, t)| t + "\n").collect();
-        std::fs::write(dir.join("vocab.txt"), text).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
-        let cfg = serde_json::json!({
-            "tokenizer_class": "BertTokenizer",
+        let kind = match self.inner.get_model() {
+            ModelWrapper::BPE(bpe) => {
+                bpe.save(dir, None).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
+                TokenizerKind::ByteLevelBpe
+            }
+            ModelWrapper::Unigram(_) => TokenizerKind::Unigram,
+            _ => {
+                let mut vocab: Vec<(u32, String)> = self.inner.get_vocab(true).into_iter().map(|(t, i)| (i, t)).collect();
+                vocab.sort();
+                let text: String = vocab.into_iter().map(|(_, t)| t + "\n").collect();
+                std::fs::write(dir.join("vocab.txt"), text).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
+                TokenizerKind::WordPiece
+            }
+        };
+        let s = &self.special;
+        let mut cfg = serde_json::json!({
+            "tokenizer_class": config.tokenizer_class.clone().unwrap_or_else(|| kind.class().to_string()),
             "do_lower_case": config.do_lower_case,
-            "strip_accents": config.strip_accents,
-            "tokenize_chinese_chars": config.tokenize_chinese_chars,
-            "unk_token": config.unk_token, "sep_token": config.sep_token, "pad_token": config.pad_token,
-            "cls_token": config.cls_token, "mask_token": config.mask_token,
+            "unk_token": s.unk, "sep_token": s.sep, "pad_token": s.pad.0,
+            "cls_token": s.cls, "mask_token": s.mask.as_ref().map(|m| &m.0),
         });
+        if kind == TokenizerKind::WordPiece {
+            cfg["strip_accents"] = config.strip_accents.into();
+            cfg["tokenize_chinese_chars"] = config.tokenize_chinese_chars.into();
+        } else {
+            // RoBERTa and ALBERT also name the sequence start and end.
+            cfg["bos_token"] = s.cls.clone().into();
+            cfg["eos_token"] = s.sep.clone().into();
+        }
+        if kind == TokenizerKind::ByteLevelBpe {
+            cfg["add_prefix_space"] = config.add_prefix_space.into();
+            cfg.as_object_mut().expect("object").remove("do_lower_case");
+        }
         std::fs::write(dir.join("tokenizer_config.json"), serde_json::to_string_pretty(&cfg).expect("JSON"))
             .map_err(|e| fail(dir.join("tokenizer_config.json"), e.to_string()))
     }
@@ -342,15 +438,151 @@ impl Tokenizer {
     }
 }
 
+/// RoBERTa's byte-level pre-tokenizer and decoder (GPT-2's byte alphabet, no prefix space
+/// unless configured).
+fn byte_level_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig) {
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    inner
+        .with_pre_tokenizer(Some(ByteLevel::new(config.add_prefix_space, true, true)))
+        .with_decoder(Some(ByteLevel::new(config.add_prefix_space, true, true)));
+}
+
+/// ALBERT's SentencePiece text handling, as transformers' `AlbertTokenizer` builds it: quotes
+/// normalised, NFKD without accents, lower-cased (when configured), split at whitespace,
+/// words marked with `▁`.
+fn sentencepiece_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig) -> tokenizers::Result<()> {
+    use tokenizers::decoders::metaspace::Metaspace as MetaspaceDecoder;
+    use tokenizers::normalizers::{Lowercase, Replace, Sequence, StripAccents, NFKD};
+    use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+    use tokenizers::pre_tokenizers::sequence::Sequence as PreSequence;
+    use tokenizers::pre_tokenizers::whitespace::WhitespaceSplit;
+    use tokenizers::NormalizerWrapper;
+    let mut steps: Vec<NormalizerWrapper> =
+        vec![Replace::new("``", "\"")?.into(), Replace::new("''", "\"")?.into(), NFKD.into(), StripAccents.into()];
+    if config.do_lower_case {
+        steps.push(Lowercase.into());
+    }
+    let words = PreSequence::new(vec![WhitespaceSplit.into(), Metaspace::new('▁', PrependScheme::Always, true).into()]);
+    inner
+        .with_normalizer(Some(Sequence::new(steps)))
+        .with_pre_tokenizer(Some(words))
+        .with_decoder(Some(MetaspaceDecoder::new('▁', PrependScheme::Always, true)));
+    Ok(())
+}
+
+/// Register the special tokens as added tokens (never split; RoBERTa's mask also takes the
+/// space before it, so `"a <mask>"` predicts `" word"`).
+fn add_specials(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) {
+    let tokens: Vec<AddedToken> = kind
+        .specials(config)
+        .into_iter()
+        .filter(|t| inner.token_to_id(t).is_some())
+        .map(|t| {
+            let lstrip = kind == TokenizerKind::ByteLevelBpe && t == config.mask_token;
+            AddedToken::from(t, true).lstrip(lstrip)
+        })
+        .collect();
+    inner.add_special_tokens(&tokens);
+}
+
+/// The family's special-token layout: BERT/ALBERT `[CLS] a [SEP] b [SEP]` (types 0, then 1),
+/// RoBERTa `<s> a </s></s> b </s>` (types all 0).
+fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) -> Result<PostProcessorWrapper, TokenizerError> {
+    use tokenizers::processors::roberta::RobertaProcessing;
+    use tokenizers::processors::template::TemplateProcessing;
+    let id = |t: &str| inner.token_to_id(t).ok_or_else(|| TokenizerError::MissingSpecialToken { token: t.to_string() });
+    let (cls, sep) = ((config.cls_token.clone(), id(&config.cls_token)?), (config.sep_token.clone(), id(&config.sep_token)?));
+    Ok(match kind {
+        TokenizerKind::WordPiece => BertProcessing::new(sep, cls).into(),
+        TokenizerKind::ByteLevelBpe => RobertaProcessing::new(sep, cls).trim_offsets(true).add_prefix_space(config.add_prefix_space).into(),
+        TokenizerKind::Unigram => {
+            let (c, s) = (&cls.0, &sep.0);
+            TemplateProcessing::builder()
+                .try_single(format!("{c}:0 $A:0 {s}:0"))
+                .and_then(|b| b.try_pair(format!("{c}:0 $A:0 {s}:0 $B:1 {s}:1")))
+                .map_err(|e| TokenizerError::Encode(e.to_string()))?
+                .special_tokens(vec![cls.clone(), sep.clone()])
+                .build()
+                .map_err(|e| TokenizerError::Encode(e.to_string()))?
+                .into()
+        }
+    })
+}
+
 fn model_id(model: &WordPiece, token: &str) -> Result<u32, TokenizerError> {
     use tokenizers::Model;
     model.token_to_id(token).ok_or_else(|| TokenizerError::MissingSpecialToken { token: token.to_string() })
 }
 
-/// The fields of HF `tokenizer_config.json` that shape a BERT tokenizer.
+/// The tokenizer families of the BERT family's released checkpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TokenizerKind {
+    /// BERT's WordPiece: `[PAD] [UNK] [CLS] [SEP] [MASK]`, lower-cased.
+    WordPiece,
+    /// GPT-2/RoBERTa byte-level BPE: `<s> <pad> </s> <unk> <mask>`, cased, no unknown words.
+    ByteLevelBpe,
+    /// ALBERT's SentencePiece Unigram model: `<pad> <unk> [CLS] [SEP] [MASK]`, lower-cased.
+    Unigram,
+}
+
+impl TokenizerKind {
+    /// The family's tokenizer settings and special tokens.
+    pub fn config(self) -> TokenizerConfig {
+        let bert = TokenizerConfig::default();
+        match self {
+            TokenizerKind::WordPiece => bert,
+            TokenizerKind::ByteLevelBpe => TokenizerConfig {
+                do_lower_case: false,
+                unk_token: "<unk>".into(),
+                sep_token: "</s>".into(),
+                pad_token: "<pad>".into(),
+                cls_token: "<s>".into(),
+                mask_token: "<mask>".into(),
+                ..bert
+            },
+            TokenizerKind::Unigram => TokenizerConfig { unk_token: "<unk>".into(), pad_token: "<pad>".into(), ..bert },
+        }
+    }
+
+    /// The transformers tokenizer class written to `tokenizer_config.json`.
+    pub fn class(self) -> &'static str {
+        match self {
+            TokenizerKind::WordPiece => "BertTokenizer",
+            TokenizerKind::ByteLevelBpe => "RobertaTokenizer",
+            TokenizerKind::Unigram => "AlbertTokenizer",
+        }
+    }
+
+    /// The kind a transformers tokenizer class implies, if Sesame knows it.
+    pub fn of_class(class: &str) -> Option<Self> {
+        let class = class.trim_end_matches("Fast");
+        match class {
+            "BertTokenizer" | "DistilBertTokenizer" | "ElectraTokenizer" => Some(TokenizerKind::WordPiece),
+            "RobertaTokenizer" | "BartTokenizer" | "GPT2Tokenizer" | "LongformerTokenizer" => Some(TokenizerKind::ByteLevelBpe),
+            "AlbertTokenizer" => Some(TokenizerKind::Unigram),
+            _ => None,
+        }
+    }
+
+    /// Special tokens in the order of the family's vocabularies (ids 0, 1, …).
+    fn specials(self, c: &TokenizerConfig) -> Vec<String> {
+        let order = match self {
+            TokenizerKind::WordPiece => [&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
+            TokenizerKind::ByteLevelBpe => [&c.cls_token, &c.pad_token, &c.sep_token, &c.unk_token, &c.mask_token],
+            TokenizerKind::Unigram => [&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
+        };
+        order.into_iter().cloned().collect()
+    }
+}
+
+/// The fields of HF `tokenizer_config.json` that shape a tokenizer.
 #[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
 #[serde(default)]
 pub struct TokenizerConfig {
+    /// The transformers class (`BertTokenizer`, `RobertaTokenizer`, …), kept on save.
+    pub tokenizer_class: Option<String>,
+    /// Byte-level BPE: add a space before the first word.
+    pub add_prefix_space: bool,
     /// Lower-case the text (BERT uncased).
     pub do_lower_case: bool,
     /// Strip accents (defaults to following `do_lower_case`).
@@ -367,11 +599,18 @@ pub struct TokenizerConfig {
     pub cls_token: String,
     /// Mask token.
     pub mask_token: String,
+    /// The special-token fields `tokenizer_config.json` set itself (the others may be found
+    /// in the vocabulary under their RoBERTa/ALBERT names).
+    #[serde(skip)]
+    explicit: Vec<&'static str>,
 }
 
 impl Default for TokenizerConfig {
     fn default() -> Self {
         Self {
+            tokenizer_class: None,
+            add_prefix_space: false,
+            explicit: Vec::new(),
             do_lower_case: true,
             strip_accents: None,
             tokenize_chinese_chars: true,
@@ -401,6 +640,46 @@ impl TokenizerConfig {
                 }
             }
         }
-        serde_json::from_value(value).map_err(|e| load(e.to_string()))
+        // Defaults are the class's (RoBERTa's `<s>`, ALBERT's `<pad>`), overridden by the file.
+        let class = value.get("tokenizer_class").and_then(|c| c.as_str()).and_then(TokenizerKind::of_class);
+        let mut merged = serde_json::to_value(class.unwrap_or(TokenizerKind::WordPiece).config()).expect("JSON");
+        let mut explicit = Vec::new();
+        if let (Some(base), Some(file)) = (merged.as_object_mut(), value.as_object()) {
+            for (key, v) in file {
+                if v.is_null() && key.ends_with("_token") {
+                    continue;
+                }
+                if let Some(name) = Self::SPECIAL_FIELDS.iter().find(|f| *f == key) {
+                    explicit.push(*name);
+                }
+                base.insert(key.clone(), v.clone());
+            }
+        }
+        let config: Self = serde_json::from_value(merged).map_err(|e| load(e.to_string()))?;
+        Ok(Self { explicit, ..config })
+    }
+
+    const SPECIAL_FIELDS: [&'static str; 5] = ["unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
+
+    /// The config with each special token it did not set explicitly and that `inner`'s
+    /// vocabulary lacks replaced by the family name the vocabulary has (`[CLS]` → `<s>`), so a
+    /// RoBERTa or ALBERT vocabulary without a `tokenizer_config.json` still loads.
+    fn resolve(&self, inner: &tokenizers::Tokenizer) -> Self {
+        let mut config = self.clone();
+        let candidates = [TokenizerKind::WordPiece, TokenizerKind::ByteLevelBpe, TokenizerKind::Unigram].map(TokenizerKind::config);
+        let pick = |field: &'static str, current: &mut String, get: fn(&TokenizerConfig) -> &String| {
+            if self.explicit.contains(&field) || inner.token_to_id(current).is_some() {
+                return;
+            }
+            if let Some(found) = candidates.iter().map(get).find(|t| inner.token_to_id(t).is_some()) {
+                *current = found.clone();
+            }
+        };
+        pick("unk_token", &mut config.unk_token, |c| &c.unk_token);
+        pick("sep_token", &mut config.sep_token, |c| &c.sep_token);
+        pick("pad_token", &mut config.pad_token, |c| &c.pad_token);
+        pick("cls_token", &mut config.cls_token, |c| &c.cls_token);
+        pick("mask_token", &mut config.mask_token, |c| &c.mask_token);
+        config
     }
 }

@@ -3,14 +3,18 @@
 //! A model family plugs in through [`TrainTask`]; the trainer owns the loop, AdamW with
 //! no-decay groups, warm-up + decay schedules, global-norm clipping, averaged gradient
 //! accumulation, step checkpoints with exact resume, metrics and the loss plot.
+//! [`pretraining`] is masked-LM pre-training for any family that implements
+//! [`PretrainingFamily`].
 
 pub mod backend;
 pub mod clip;
 pub mod metrics;
+pub mod pretraining;
 pub mod schedule;
 pub mod trainer;
 
 pub use backend::{Backend, BackendNotCompiled};
 pub use metrics::{Metric, MetricTotals};
+pub use pretraining::{pretraining_step, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily};
 pub use schedule::{Decay, LrSchedule};
 pub use trainer::{StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};

@@ -16,6 +16,8 @@
 //! The layer itself is the shared post-LN [`EncoderLayer`]; the embeddings, heads and task
 //! models are `sesame-layers`' own.
 
+pub mod pretraining;
+
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 

@@ -24,6 +24,8 @@
 //! let logits = loaded.model.forward(RobertaInput::new(ids), None, OutputOptions::default()).logits;
 //! ```
 
+pub mod pretraining;
+
 use sesame_layers::{
     Activation, BertLikeConfig, BertLikeFamily, BertLikeModel, ClassificationHead, EncoderInput, ForMaskedLM,
     ForMultipleChoice, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification,

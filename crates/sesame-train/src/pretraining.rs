@@ -1,0 +1,342 @@
+//! Masked-LM pre-training for any family: examples built once from a corpus (sentence pairs
+//! for NSP/SOP, or packed single sequences), masks drawn anew for every batch (dynamic
+//! masking) by a pluggable strategy, and MLM (+ sentence-task) loss and metrics.
+//!
+//! A family plugs in with [`PretrainingFamily`]: its model, the data layout and masking of its
+//! paper, its tokenizer and its size presets. Nothing here names a family.
+
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use burn::prelude::*;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use sesame_layers::{ConfigError, EncoderInput, MaskedLmObjective};
+use sesame_text::{
+    collate, pack_sentences, sentence_pairs, Corpus, Example, MaskVocab, MaskedBatch, MaskingStrategy, NgramMasking, Packing,
+    PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind,
+    WholeWordMasking,
+};
+
+use crate::{Metric, StepOutput, TrainTask};
+
+/// Why pre-training data could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// Tokenization failed.
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    /// Too little text.
+    #[error("the corpus yields {examples} training example(s), fewer than one batch of {batch_size}; add text or lower --batch-size")]
+    TooSmall {
+        /// Examples built.
+        examples: usize,
+        /// Batch size.
+        batch_size: usize,
+    },
+    /// The tokenizer's vocabulary does not fit the model.
+    #[error("the tokenizer has {tokenizer} tokens but the model's vocab_size is {model}")]
+    VocabMismatch {
+        /// Tokenizer vocabulary size.
+        tokenizer: usize,
+        /// Model vocabulary size.
+        model: usize,
+    },
+    /// A model with a sentence head given single sequences.
+    #[error("this model trains a sentence-pair task (NSP/SOP) and needs sentence pairs, not packed sequences")]
+    NeedsPairs,
+}
+
+/// How examples are laid out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Layout {
+    /// Sentence pairs with NSP or SOP labels (BERT, ALBERT).
+    Pairs(PairConfig),
+    /// Single sequences packed with full sentences (RoBERTa).
+    Packed {
+        /// Across document boundaries or not.
+        packing: Packing,
+        /// Maximum length, special tokens included.
+        max_seq_len: usize,
+    },
+}
+
+impl Layout {
+    /// The same layout with sequences of at most `max_seq_len` tokens.
+    pub fn with_max_seq_len(self, max_seq_len: usize) -> Self {
+        match self {
+            Layout::Pairs(pairs) => Layout::Pairs(PairConfig { max_seq_len, ..pairs }),
+            Layout::Packed { packing, .. } => Layout::Packed { packing, max_seq_len },
+        }
+    }
+
+    /// The metric prefix of the sentence task (`nsp`, `sop`), if any.
+    fn sentence_metric(&self) -> Option<&'static str> {
+        match self {
+            Layout::Pairs(PairConfig { task: SentenceTask::NextSentence, .. }) => Some("nsp"),
+            Layout::Pairs(PairConfig { task: SentenceTask::SentenceOrder, .. }) => Some("sop"),
+            Layout::Packed { .. } => None,
+        }
+    }
+}
+
+/// Masking strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+pub enum MaskingKind {
+    /// BERT's and RoBERTa's token-level 15% with 80/10/10.
+    Token,
+    /// Whole-word masking.
+    WholeWord,
+    /// SpanBERT spans (geometric lengths, p = 0.2, at most 10 words).
+    Span,
+    /// ALBERT's n-grams of whole words, n <= 3 with p(n) proportional to 1/n.
+    Ngram,
+}
+
+impl MaskingKind {
+    /// The strategy with its paper's settings (15%, 80/10/10).
+    pub fn strategy(self) -> Arc<dyn MaskingStrategy> {
+        match self {
+            MaskingKind::Token => Arc::new(TokenMasking::default()),
+            MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
+            MaskingKind::Span => Arc::new(SpanMasking::default()),
+            MaskingKind::Ngram => Arc::new(NgramMasking::default()),
+        }
+    }
+}
+
+/// A family's pre-training recipe, as its paper gives it.
+pub trait PretrainingFamily {
+    /// The model trained (`BertForPreTraining`, `RobertaForMaskedLM`, …).
+    type Model: MaskedLmObjective;
+    /// Family name for messages and run directories.
+    const NAME: &'static str;
+    /// The data layout (pairs with NSP/SOP, or packed sequences).
+    fn layout() -> Layout;
+    /// The masking strategy.
+    fn masking() -> MaskingKind;
+    /// The tokenizer trained when none is given.
+    fn tokenizer() -> TokenizerKind;
+    /// A fresh model configuration of size `preset` (`tiny`, `mini`, `small`, `base`) for
+    /// the tokenizer's vocabulary and special ids, with `max_len` positions.
+    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<<Self::Model as sesame_layers::PretrainedModel>::Config, ConfigError>;
+}
+
+/// One pre-training batch on a device.
+#[derive(Clone, Debug)]
+pub struct PretrainingBatch {
+    /// Masked input.
+    pub input: EncoderInput,
+    /// MLM targets `[batch, seq]` (-100 = not predicted).
+    pub mlm_labels: Tensor<2, Int>,
+    /// Sentence-task targets `[batch]` (1 = random next sentence / swapped; 0 for packed input).
+    pub sentence_labels: Tensor<1, Int>,
+    /// Non-padding tokens.
+    pub tokens: usize,
+}
+
+impl PretrainingBatch {
+    /// Move host arrays to `device`.
+    pub fn new(b: &MaskedBatch, device: &Device) -> Self {
+        let t = |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), [b.batch, b.seq]), device);
+        Self {
+            input: EncoderInput::new(t(&b.input_ids)).with_attention_mask(t(&b.attention_mask)).with_token_type_ids(t(&b.token_type_ids)),
+            mlm_labels: t(&b.mlm_labels),
+            sentence_labels: Tensor::from_data(TensorData::new(b.pair_labels.clone(), [b.batch]), device),
+            tokens: b.tokens,
+        }
+    }
+}
+
+/// Masked-LM pre-training of `M` for the shared trainer.
+pub struct Pretraining<M> {
+    train: Vec<Example>,
+    held_out: Vec<Example>,
+    format: SequenceFormat,
+    vocab: MaskVocab,
+    masking: Arc<dyn MaskingStrategy>,
+    sentence_metric: Option<&'static str>,
+    batch_size: usize,
+    seed: u64,
+    /// The shuffled example order of the epoch last asked for (one shuffle per epoch).
+    order: Arc<Mutex<Option<(u64, Arc<Vec<usize>>)>>>,
+    model: PhantomData<fn() -> M>,
+}
+
+impl<M> Clone for Pretraining<M> {
+    fn clone(&self) -> Self {
+        Self {
+            train: self.train.clone(),
+            held_out: self.held_out.clone(),
+            format: self.format,
+            vocab: self.vocab.clone(),
+            masking: self.masking.clone(),
+            sentence_metric: self.sentence_metric,
+            batch_size: self.batch_size,
+            seed: self.seed,
+            order: self.order.clone(),
+            model: PhantomData,
+        }
+    }
+}
+
+impl<M> std::fmt::Debug for Pretraining<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pretraining")
+            .field("train_examples", &self.train.len())
+            .field("held_out_examples", &self.held_out.len())
+            .field("masking", &self.masking)
+            .field("batch_size", &self.batch_size)
+            .finish()
+    }
+}
+
+fn tokenize(corpus: &Corpus, tokenizer: &Tokenizer) -> Result<Vec<Vec<sesame_text::Segment>>, TokenizerError> {
+    corpus
+        .documents
+        .iter()
+        .map(|doc| doc.iter().map(|s| tokenizer.tokenize(s)).filter(|s| !matches!(s, Ok(seg) if seg.ids.is_empty())).collect())
+        .collect()
+}
+
+fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut StdRng) -> Vec<Example> {
+    match layout {
+        Layout::Pairs(pairs) => sentence_pairs(documents, pairs, rng).into_iter().map(Example::Pair).collect(),
+        Layout::Packed { packing, max_seq_len } => pack_sentences(documents, max_seq_len, packing).into_iter().map(Example::Packed).collect(),
+    }
+}
+
+impl<M: MaskedLmObjective> Pretraining<M> {
+    /// Build examples from `train` and `held_out` text, once; masks are drawn per batch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        train: &Corpus,
+        held_out: &Corpus,
+        tokenizer: &Tokenizer,
+        model_vocab_size: usize,
+        layout: Layout,
+        masking: Arc<dyn MaskingStrategy>,
+        batch_size: usize,
+        seed: u64,
+    ) -> Result<Self, DataError> {
+        if tokenizer.vocab_size() > model_vocab_size {
+            return Err(DataError::VocabMismatch { tokenizer: tokenizer.vocab_size(), model: model_vocab_size });
+        }
+        if M::SENTENCE_TASK && matches!(layout, Layout::Packed { .. }) {
+            return Err(DataError::NeedsPairs);
+        }
+        let special = tokenizer.special_tokens();
+        let id = |t: &str| tokenizer.token_to_id(t).ok_or_else(|| TokenizerError::MissingSpecialToken { token: t.to_string() });
+        let format = SequenceFormat { cls: id(&special.cls)?, sep: id(&special.sep)?, pad: special.pad.1 };
+        let vocab = MaskVocab { mask_id: tokenizer.mask_token_id()?, vocab_size: tokenizer.vocab_size() as u32, special_ids: tokenizer.special_ids() };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let train = examples(&tokenize(train, tokenizer)?, layout, &mut rng);
+        let held_out = examples(&tokenize(held_out, tokenizer)?, layout, &mut rng);
+        if train.len() < batch_size.max(1) {
+            return Err(DataError::TooSmall { examples: train.len(), batch_size });
+        }
+        let sentence_metric = if M::SENTENCE_TASK { layout.sentence_metric() } else { None };
+        Ok(Self { train, held_out, format, vocab, masking, sentence_metric, batch_size, seed, order: Default::default(), model: PhantomData })
+    }
+
+    /// Number of training examples (one epoch).
+    pub fn num_train_examples(&self) -> usize {
+        self.train.len()
+    }
+
+    /// The training examples, before masking.
+    pub fn train_examples(&self) -> &[Example] {
+        &self.train
+    }
+
+    /// Collate `examples` with masks drawn from `rng_seed`.
+    fn collate(&self, examples: &[&Example], rng_seed: u64) -> MaskedBatch {
+        let mut rng = StdRng::seed_from_u64(rng_seed);
+        collate(examples, self.format, self.masking.as_ref(), &self.vocab, &mut rng)
+    }
+
+    /// The order of training examples in `epoch`: a seeded shuffle, computed once per epoch.
+    fn epoch_order(&self, epoch: u64) -> Arc<Vec<usize>> {
+        let mut cached = self.order.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((e, order)) = cached.as_ref() {
+            if *e == epoch {
+                return order.clone();
+            }
+        }
+        let mut rng = StdRng::seed_from_u64(self.seed ^ (epoch.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407));
+        let mut order: Vec<usize> = (0..self.train.len()).collect();
+        order.shuffle(&mut rng);
+        let order = Arc::new(order);
+        *cached = Some((epoch, order.clone()));
+        order
+    }
+}
+
+impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
+    type Model = M;
+    type Batch = PretrainingBatch;
+
+    fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
+        let n = self.train.len() as u64;
+        let first = index * self.batch_size as u64;
+        let mut examples = Vec::with_capacity(self.batch_size);
+        let mut order = (first / n, self.epoch_order(first / n));
+        for k in first..first + self.batch_size as u64 {
+            if k / n != order.0 {
+                order = (k / n, self.epoch_order(k / n));
+            }
+            examples.push(&self.train[order.1[(k % n) as usize]]);
+        }
+        PretrainingBatch::new(&self.collate(&examples, self.seed.wrapping_add(index.wrapping_mul(0x9E37_79B9))), device)
+    }
+
+    fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
+        self.held_out
+            .chunks(self.batch_size.max(1))
+            .enumerate()
+            .map(|(i, chunk)| {
+                let refs: Vec<&Example> = chunk.iter().collect();
+                PretrainingBatch::new(&self.collate(&refs, u64::MAX - i as u64), device)
+            })
+            .collect()
+    }
+
+    fn step(&self, model: &M, batch: PretrainingBatch) -> StepOutput {
+        pretraining_step(model, batch, self.sentence_metric)
+    }
+}
+
+/// Loss and metrics of `model` on `batch`: MLM loss, perplexity and accuracy over the masked
+/// tokens, and, for a model with a sentence head, the sentence task's loss and accuracy named
+/// `{sentence_metric}_loss`, `{sentence_metric}_accuracy`.
+pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput {
+    let out = model.objective(batch.input, batch.mlm_labels.clone(), batch.sentence_labels.clone());
+    let mlm = batch.mlm_labels.clone().not_equal_elem(-100);
+    let predicted = out.prediction_logits.argmax(2).squeeze_dim::<2>(2);
+    let mut counts = vec![mlm.clone().int().sum(), predicted.equal(batch.mlm_labels).bool_and(mlm).int().sum()];
+    let mut losses = vec![out.mlm_loss];
+    if let Some((loss, logits)) = &out.sentence {
+        counts.push(logits.clone().argmax(1).squeeze_dim::<1>(1).equal(batch.sentence_labels.clone()).int().sum());
+        losses.push(loss.clone());
+    }
+    // A failed read-back (device error) leaves NaN metrics; the trainer reports the error when
+    // it reads the loss.
+    let n = counts.len();
+    let counts: Vec<f64> = Tensor::cat(counts, 0).try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![0.0; n]);
+    let n = losses.len();
+    let losses: Vec<f64> = Tensor::cat(losses, 0).try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![f64::NAN; n]);
+    let masked = counts[0];
+    let mut metrics = vec![
+        Metric::mean("mlm_loss", losses[0] * masked, masked),
+        Metric::exp_mean("perplexity", losses[0] * masked, masked),
+        Metric::mean("mlm_accuracy", counts[1], masked),
+    ];
+    if out.sentence.is_some() {
+        let name = sentence_metric.unwrap_or("sentence");
+        let rows = batch.sentence_labels.dims()[0] as f64;
+        metrics.push(Metric::mean(&format!("{name}_loss"), losses[1] * rows, rows));
+        metrics.push(Metric::mean(&format!("{name}_accuracy"), counts[2], rows));
+    }
+    StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
+}

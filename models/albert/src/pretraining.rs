@@ -1,0 +1,34 @@
+//! ALBERT's pre-training recipe (Lan et al. 2020, sections 3-4) on the shared masked-LM loop
+//! (`sesame_train::pretraining`): masked LM with n-gram masking (n <= 3, p(n) proportional to
+//! 1/n) plus sentence-order prediction (two consecutive segments, swapped for negatives), no
+//! dropout (the preset), a SentencePiece-style Unigram vocabulary.
+
+use sesame_layers::ConfigError;
+use sesame_text::{PairConfig, SentenceTask, Tokenizer, TokenizerKind};
+use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
+
+use crate::{Albert, AlbertConfig, AlbertForPreTraining};
+
+/// ALBERT pre-training (n-gram MLM + SOP) as a task for the shared trainer.
+pub type AlbertPretraining = Pretraining<AlbertForPreTraining>;
+
+impl PretrainingFamily for Albert {
+    type Model = AlbertForPreTraining;
+    const NAME: &'static str = "albert";
+
+    fn layout() -> Layout {
+        Layout::Pairs(PairConfig { task: SentenceTask::SentenceOrder, ..PairConfig::default() })
+    }
+
+    fn masking() -> MaskingKind {
+        MaskingKind::Ngram
+    }
+
+    fn tokenizer() -> TokenizerKind {
+        TokenizerKind::Unigram
+    }
+
+    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<AlbertConfig, ConfigError> {
+        AlbertConfig::preset(preset, tokenizer.vocab_size(), max_len, tokenizer.special_tokens().pad.1 as usize)
+    }
+}

@@ -1,0 +1,35 @@
+//! RoBERTa's pre-training recipe (Liu et al. 2019, section 4) on the shared masked-LM loop
+//! (`sesame_train::pretraining`): masked LM only (no NSP), masks drawn anew for every batch
+//! (dynamic masking), inputs packed with full sentences that may cross document boundaries
+//! (FULL-SENTENCES; DOC-SENTENCES is `Layout::Packed { packing: Packing::DocSentences, .. }`),
+//! byte-level BPE.
+
+use sesame_layers::ConfigError;
+use sesame_text::{Packing, Tokenizer, TokenizerKind};
+use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
+
+use crate::{Roberta, RobertaConfig, RobertaForMaskedLM};
+
+/// RoBERTa pre-training (dynamic MLM on packed sequences) as a task for the shared trainer.
+pub type RobertaPretraining = Pretraining<RobertaForMaskedLM>;
+
+impl PretrainingFamily for Roberta {
+    type Model = RobertaForMaskedLM;
+    const NAME: &'static str = "roberta";
+
+    fn layout() -> Layout {
+        Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
+    }
+
+    fn masking() -> MaskingKind {
+        MaskingKind::Token
+    }
+
+    fn tokenizer() -> TokenizerKind {
+        TokenizerKind::ByteLevelBpe
+    }
+
+    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<RobertaConfig, ConfigError> {
+        RobertaConfig::preset(preset, tokenizer.vocab_size(), max_len, tokenizer.special_tokens().pad.1 as usize)
+    }
+}
