@@ -307,6 +307,68 @@ def make_tokenizer_and_fill_mask():
     (out / "encodings.json").write_text(json.dumps(encodings, indent=1) + "\n")
 
 
+TOKENIZER_CASES = [
+    ("Hello world!", None),
+    ("Call me Ishmael. Some years ago, never mind how long precisely.", None),
+    ("  The WHALE's  jaw -- ``quoted'' naïve café, 1851!", None),
+    ("The <mask> whale [MASK] sank.", None),
+    ("The whale.", "A ship sails on the sea!"),
+    ("short", "a much longer second sentence about the white whale and the sea at night"),
+]
+
+
+def write_encodings(tok, out: Path):
+    encodings = []
+    for first, second in TOKENIZER_CASES:
+        e = tok(first, second, return_token_type_ids=True) if second else tok(first, return_token_type_ids=True)
+        t = tok(first, second, truncation=True, max_length=12) if second else tok(first, truncation=True, max_length=12)
+        encodings.append({
+            "text": first, "pair": second,
+            "input_ids": e["input_ids"], "token_type_ids": e["token_type_ids"],
+            "truncated_12": t["input_ids"],
+        })
+    (out / "encodings.json").write_text(json.dumps(encodings, indent=1, ensure_ascii=False) + "\n")
+
+
+def make_family_tokenizers():
+    """RoBERTa's byte-level BPE and ALBERT's Unigram vocabularies, trained by the tokenizers
+    library on the first chapters of the shipped corpus, wrapped in transformers' own tokenizer
+    classes (which build the pipelines), saved with reference encodings."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    text = [d for d in (ROOT / "data" / "moby-dick.txt").read_text().split("\n\n") if d.strip()][:40]
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=800, min_frequency=2, show_progress=False,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    tok = transformers.RobertaTokenizer(vocab=model["vocab"], merges=merges)
+    out = OUT / "roberta" / "tokenizer"
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(out)
+    (out / "vocab.json").write_text(json.dumps(model["vocab"], ensure_ascii=False) + "\n")
+    (out / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+    write_encodings(tok, out)
+
+    uni = Tokenizer(models.Unigram())
+    uni.normalizer = normalizers.Sequence([
+        normalizers.Replace("``", '"'), normalizers.Replace("''", '"'),
+        normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase()])
+    uni.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace()])
+    uni.train_from_iterator(text, trainers.UnigramTrainer(
+        vocab_size=800, show_progress=False, unk_token="<unk>",
+        special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]))
+    vocab = [tuple(v) for v in json.loads(uni.to_str())["model"]["vocab"]]
+    tok = transformers.AlbertTokenizer(vocab=vocab)
+    out = OUT / "albert" / "tokenizer"
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(out)
+    write_encodings(tok, out)
+
+
 def make_minilm(model_dir: Path):
     """Reference sentence embeddings of the real all-MiniLM-L6-v2 checkpoint."""
     from sentence_transformers import SentenceTransformer
@@ -389,12 +451,15 @@ def make_train_step(family="bert"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
         make_train_step("bert")
         make_train_step("albert")
+        return
+    if args.only == "tokenizers":
+        make_family_tokenizers()
         return
     torch.set_default_dtype(torch.float32)
     for family in args.families or FAMILIES:
@@ -403,6 +468,7 @@ def main():
         return
     make_bert_checkpoint_formats()
     make_tokenizer_and_fill_mask()
+    make_family_tokenizers()
     make_train_step("bert")
     make_train_step("albert")
     if args.minilm:

@@ -1,8 +1,11 @@
-//! WordPiece tokenization matches HF `BertTokenizerFast`, whether built from `tokenizer.json`
-//! or from `vocab.txt` + `tokenizer_config.json`.
+//! Tokenization matches transformers: BERT's WordPiece (from `tokenizer.json` or `vocab.txt`),
+//! RoBERTa's byte-level BPE (from `tokenizer.json` or `vocab.json` + `merges.txt`) and ALBERT's
+//! Unigram; tokenizers trained by Sesame have transformers' pipelines.
+
+use std::path::Path;
 
 use sesame_tests::fixtures_dir;
-use sesame_text::{Tokenizer, TokenizerConfig, TokenizerError};
+use sesame_text::{Corpus, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
 
 #[derive(serde::Deserialize)]
 struct Case {
@@ -13,9 +16,29 @@ struct Case {
     truncated_12: Vec<i64>,
 }
 
+fn cases_in(dir: &Path) -> Vec<Case> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("encodings.json")).unwrap()).unwrap()
+}
+
 fn cases() -> Vec<Case> {
-    let path = fixtures_dir().join("bert/base-fill-mask/encodings.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    cases_in(&fixtures_dir().join("bert/base-fill-mask"))
+}
+
+/// Every case of `dir`'s `encodings.json`, whole and truncated to 12 tokens.
+fn check_encodings(source: &str, tok: &Tokenizer, dir: &Path) {
+    for case in cases_in(dir) {
+        let (batch, truncated) = match &case.pair {
+            Some(pair) => (
+                tok.encode_pairs(&[(&case.text, pair)], 512, false).unwrap(),
+                tok.encode_pairs(&[(&case.text, pair)], 12, true).unwrap(),
+            ),
+            None => (tok.encode(&[&case.text], 512, false).unwrap(), tok.encode(&[&case.text], 12, true).unwrap()),
+        };
+        assert_eq!(batch.input_ids, case.input_ids, "{source}: ids of {:?} ({:?})", case.text, batch.tokens);
+        assert_eq!(batch.token_type_ids, case.token_type_ids, "{source}: token types of {:?}", case.text);
+        assert!(batch.attention_mask.iter().all(|&m| m == 1));
+        assert_eq!(truncated.input_ids, case.truncated_12, "{source}: truncated ids of {:?}", case.text);
+    }
 }
 
 fn tokenizers() -> Vec<(&'static str, Tokenizer)> {
@@ -30,19 +53,59 @@ fn tokenizers() -> Vec<(&'static str, Tokenizer)> {
 #[test]
 fn wordpiece_encodings_match_transformers() {
     for (source, tok) in tokenizers() {
-        for case in cases() {
-            let (batch, truncated) = match &case.pair {
-                Some(pair) => (
-                    tok.encode_pairs(&[(&case.text, pair)], 512, false).unwrap(),
-                    tok.encode_pairs(&[(&case.text, pair)], 12, true).unwrap(),
-                ),
-                None => (tok.encode(&[&case.text], 512, false).unwrap(), tok.encode(&[&case.text], 12, true).unwrap()),
-            };
-            assert_eq!(batch.input_ids, case.input_ids, "{source}: ids of {:?}", case.text);
-            assert_eq!(batch.token_type_ids, case.token_type_ids, "{source}: token types of {:?}", case.text);
-            assert!(batch.attention_mask.iter().all(|&m| m == 1));
-            assert_eq!(truncated.input_ids, case.truncated_12, "{source}: truncated ids of {:?}", case.text);
+        check_encodings(source, &tok, &fixtures_dir().join("bert/base-fill-mask"));
+    }
+}
+
+#[test]
+fn byte_level_bpe_encodings_match_transformers() {
+    let dir = fixtures_dir().join("roberta/tokenizer");
+    let config = TokenizerConfig::read(&dir.join("tokenizer_config.json")).unwrap();
+    let (vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
+    check_encodings("tokenizer.json", &Tokenizer::from_dir(&dir).unwrap(), &dir);
+    check_encodings("vocab.json + merges.txt", &Tokenizer::from_bpe_files(&vocab, &merges, &config).unwrap(), &dir);
+    // Without tokenizer_config.json the special tokens are found under RoBERTa's names.
+    let bare = Tokenizer::from_bpe_files(&vocab, &merges, &TokenizerConfig::default()).unwrap();
+    check_encodings("vocab.json + merges.txt, no config", &bare, &dir);
+    assert_eq!((bare.special_tokens().cls.as_str(), bare.special_tokens().pad.1, bare.mask_token_id().unwrap()), ("<s>", 1, 4));
+}
+
+#[test]
+fn unigram_encodings_match_transformers() {
+    let dir = fixtures_dir().join("albert/tokenizer");
+    let tok = Tokenizer::from_dir(&dir).unwrap();
+    check_encodings("tokenizer.json", &tok, &dir);
+    assert_eq!((tok.special_tokens().pad.1, tok.special_tokens().cls.as_str(), tok.mask_token_id().unwrap()), (0, "[CLS]", 4));
+}
+
+/// A tokenizer trained by Sesame writes the normalizer, pre-tokenizer, post-processor, decoder
+/// and special tokens that transformers' own class builds (the fixtures come from
+/// `RobertaTokenizer` / `AlbertTokenizer`), and the vocabulary files transformers reads.
+#[test]
+fn trained_tokenizers_have_the_transformers_pipeline() {
+    let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let corpus = Corpus { documents: corpus.documents.into_iter().take(10).collect() };
+    for (kind, family) in [(TokenizerKind::ByteLevelBpe, "roberta"), (TokenizerKind::Unigram, "albert")] {
+        let tok = Tokenizer::train(kind, corpus.sentences(), 500, &kind.config()).unwrap();
+        assert!((400..=500).contains(&tok.vocab_size()), "{kind:?}: {} tokens", tok.vocab_size());
+        let out = std::env::temp_dir().join(format!("sesame-trained-{family}-{}", std::process::id()));
+        tok.save(&out, &kind.config()).unwrap();
+        let json = |p: &Path| serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let (ours, theirs) = (json(&out.join("tokenizer.json")), json(&fixtures_dir().join(family).join("tokenizer/tokenizer.json")));
+        for key in ["normalizer", "pre_tokenizer", "post_processor", "decoder"] {
+            assert_eq!(ours[key], theirs[key], "{kind:?}: {key}");
         }
+        let specials = |v: &serde_json::Value| -> Vec<serde_json::Value> { v["added_tokens"].as_array().unwrap().clone() };
+        assert_eq!(specials(&ours), specials(&theirs), "{kind:?}: special tokens, ids and flags");
+        let config = json(&out.join("tokenizer_config.json"));
+        assert_eq!(config["tokenizer_class"], kind.class());
+        if kind == TokenizerKind::ByteLevelBpe {
+            // vocab.json + merges.txt rebuild the same tokenizer.
+            let rebuilt = Tokenizer::from_bpe_files(&out.join("vocab.json"), &out.join("merges.txt"), &TokenizerConfig::read(&out.join("tokenizer_config.json")).unwrap()).unwrap();
+            let text = ["Call me Ishmael, said the <mask>.", "naïve café"];
+            assert_eq!(rebuilt.encode(&text, 64, false).unwrap(), tok.encode(&text, 64, false).unwrap());
+        }
+        std::fs::remove_dir_all(&out).unwrap();
     }
 }
 

@@ -179,6 +179,7 @@ impl Tokenizer {
         let load = |reason: String| TokenizerError::Load { path: vocab.to_path_buf(), reason };
         let model = BPE::from_file(&vocab.to_string_lossy(), &merges.to_string_lossy()).build().map_err(|e| load(e.to_string()))?;
         let mut inner = tokenizers::Tokenizer::new(model);
+        let config = &config.resolve(&inner);
         byte_level_pipeline(&mut inner, config);
         add_specials(&mut inner, config, TokenizerKind::ByteLevelBpe);
         let processor = post_processor(&inner, config, TokenizerKind::ByteLevelBpe)?;
@@ -444,7 +445,7 @@ fn byte_level_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerConf
     use tokenizers::pre_tokenizers::byte_level::ByteLevel;
     inner
         .with_pre_tokenizer(Some(ByteLevel::new(config.add_prefix_space, true, true)))
-        .with_decoder(Some(ByteLevel::new(config.add_prefix_space, true, true)));
+        .with_decoder(Some(ByteLevel::default()));
 }
 
 /// ALBERT's SentencePiece text handling, as transformers' `AlbertTokenizer` builds it: quotes
@@ -470,15 +471,15 @@ fn sentencepiece_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerC
     Ok(())
 }
 
-/// Register the special tokens as added tokens (never split; RoBERTa's mask also takes the
-/// space before it, so `"a <mask>"` predicts `" word"`).
+/// Register the special tokens as added tokens (never split; the mask token also takes the
+/// space before it where `tokenizer_config.json` says `lstrip`, as roberta-base's does).
 fn add_specials(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) {
     let tokens: Vec<AddedToken> = kind
         .specials(config)
         .into_iter()
         .filter(|t| inner.token_to_id(t).is_some())
         .map(|t| {
-            let lstrip = kind == TokenizerKind::ByteLevelBpe && t == config.mask_token;
+            let lstrip = config.mask_lstrip && t == config.mask_token;
             AddedToken::from(t, true).lstrip(lstrip)
         })
         .collect();
@@ -603,6 +604,9 @@ pub struct TokenizerConfig {
     /// in the vocabulary under their RoBERTa/ALBERT names).
     #[serde(skip)]
     explicit: Vec<&'static str>,
+    /// Whether the mask token swallows the space before it (`"lstrip": true`).
+    #[serde(skip)]
+    mask_lstrip: bool,
 }
 
 impl Default for TokenizerConfig {
@@ -611,6 +615,7 @@ impl Default for TokenizerConfig {
             tokenizer_class: None,
             add_prefix_space: false,
             explicit: Vec::new(),
+            mask_lstrip: false,
             do_lower_case: true,
             strip_accents: None,
             tokenize_chinese_chars: true,
@@ -633,6 +638,7 @@ impl TokenizerConfig {
         let text = std::fs::read_to_string(path).map_err(|e| load(e.to_string()))?;
         // Special tokens may be strings or {"content": ...} objects; normalise to strings.
         let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| load(e.to_string()))?;
+        let mask_lstrip = value.pointer("/mask_token/lstrip").and_then(|v| v.as_bool()).unwrap_or(false);
         if let Some(map) = value.as_object_mut() {
             for v in map.values_mut() {
                 if let Some(content) = v.get("content").and_then(|c| c.as_str()).map(str::to_string) {
@@ -656,7 +662,7 @@ impl TokenizerConfig {
             }
         }
         let config: Self = serde_json::from_value(merged).map_err(|e| load(e.to_string()))?;
-        Ok(Self { explicit, ..config })
+        Ok(Self { explicit, mask_lstrip, ..config })
     }
 
     const SPECIAL_FIELDS: [&'static str; 5] = ["unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
