@@ -196,6 +196,10 @@ fn bad_corpora_and_settings_are_clear_errors() {
     assert!(matches!(result, Err(DataError::TooSmall { batch_size: 32, .. })), "{result:?}");
     let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, 10, Layout::Pairs(PairConfig::default()), Arc::new(TokenMasking::default()), 1, 1);
     assert!(matches!(result, Err(DataError::VocabMismatch { .. })));
+    // NSP needs pairs: packed single sequences would give it nothing but label 0.
+    let packed = Layout::Packed { packing: sesame_text::Packing::FullSentences, max_seq_len: 32 };
+    let result = BertPretraining::new(&corpus, &Corpus::default(), &tokenizer, tokenizer.vocab_size(), packed, Arc::new(TokenMasking::default()), 1, 1);
+    assert!(matches!(result, Err(DataError::NeedsPairs)), "{result:?}");
 
     let device = devices()[0].1.clone();
     let f = Fixture::open("train/bert-first-step");

@@ -1,0 +1,89 @@
+//! RoBERTa and ALBERT pre-train with their papers' objectives on the shared trainer: a tiny
+//! model of each learns from the shipped corpus, and the batches are what the papers describe
+//! (RoBERTa: packed single sequences, one token type, no sentence task; ALBERT: sentence pairs
+//! with balanced order labels, whole-word n-gram masks).
+
+use burn::prelude::*;
+use sesame_albert::{Albert, AlbertConfig};
+use sesame_layers::PretrainedModel;
+use sesame_roberta::{Roberta, RobertaConfig};
+use sesame_tests::training::run_dir;
+use sesame_tests::{fixtures_dir, Backend};
+use sesame_text::{Corpus, Example, Tokenizer};
+use sesame_train::pretraining::{Pretraining, PretrainingFamily};
+use sesame_train::{TrainConfig, TrainTask, Trainer};
+
+/// The shipped corpus's first `docs` chapters, a tokenizer of the family's kind trained on
+/// them, and the family's pre-training task.
+fn task<F: PretrainingFamily>(docs: usize, vocab: usize, seq_len: usize, batch: usize) -> (Pretraining<F::Model>, Tokenizer) {
+    let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let corpus = Corpus { documents: corpus.documents.into_iter().take(docs).collect() };
+    let (train, held_out) = corpus.split_held_out(0.05);
+    let kind = F::tokenizer();
+    let tokenizer = Tokenizer::train(kind, train.sentences(), vocab, &kind.config()).unwrap();
+    let layout = F::layout().with_max_seq_len(seq_len);
+    let task = Pretraining::new(&train, &held_out, &tokenizer, tokenizer.vocab_size(), layout, F::masking().strategy(), batch, 7).unwrap();
+    (task, tokenizer)
+}
+
+/// Train `model` 300 steps on flex and return the held-out MLM loss before and after, and
+/// the final held-out metrics.
+fn learn<F: PretrainingFamily>(task: &Pretraining<F::Model>, model: F::Model, name: &str) -> (f64, f64, std::collections::BTreeMap<String, f64>) {
+    let device = Backend::Flex.device().expect("flex is always compiled in");
+    let train = TrainConfig { steps: 300, lr: 3e-3, warmup: 30, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
+    let trainer = Trainer::new(train, run_dir(name)).with_progress(false);
+    let before = trainer.evaluate(task, &model, &task.held_out_batches(&device));
+    let outcome = trainer.fit(task, model, false).unwrap();
+    (before["mlm_loss"], outcome.held_out["mlm_loss"], outcome.held_out.clone())
+}
+
+#[test]
+fn a_tiny_roberta_learns_from_packed_full_sentences() {
+    let (task, tokenizer) = task::<Roberta>(20, 1000, 48, 16);
+    let batch = task.train_batch(0, &Device::flex());
+    let [b, s] = batch.input.input_ids.dims();
+    assert_eq!(b, 16);
+    assert!(s <= 48);
+    let types = batch.input.token_type_ids.clone().unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    assert!(types.iter().all(|&t| t == 0), "RoBERTa inputs are single sequences");
+    // FULL-SENTENCES: sequences are filled with whole sentences (one that does not fit starts the next).
+    let lengths: Vec<usize> = task.train_examples().iter().map(Example::len).collect();
+    assert!(lengths.iter().all(|&l| l <= 48));
+    let mean = lengths.iter().sum::<usize>() as f64 / lengths.len() as f64;
+    assert!(mean > 0.6 * 48.0, "mean packed length {mean:.1} of 48");
+
+    let mut config = RobertaConfig::preset("tiny", tokenizer.vocab_size(), 64, tokenizer.special_tokens().pad.1 as usize).unwrap();
+    (config.hidden_size, config.num_attention_heads, config.intermediate_size) = (64, 2, 128);
+    let device = Backend::Flex.device().unwrap().autodiff();
+    let (start, end, held_out) = learn::<Roberta>(&task, sesame_roberta::RobertaForMaskedLM::new_hf(&config, &device), "roberta-learn");
+    let chance = (tokenizer.vocab_size() as f64).ln();
+    assert!((start - chance).abs() < 1.0, "initial MLM loss {start:.3}, chance is {chance:.3}");
+    assert!(end < start - 0.75, "held-out MLM loss went from {start:.3} to {end:.3}");
+    assert!(!held_out.keys().any(|k| k.starts_with("nsp") || k.starts_with("sop")), "no sentence task: {held_out:?}");
+}
+
+#[test]
+fn a_tiny_albert_learns_with_ngram_masks_and_sentence_order() {
+    let (task, tokenizer) = task::<Albert>(20, 1000, 48, 16);
+    // SOP: both segments from one document, half of them swapped.
+    let pairs: Vec<_> = task.train_examples().iter().map(|e| match e {
+        Example::Pair(p) => p,
+        other => panic!("ALBERT trains on pairs, got {other:?}"),
+    }).collect();
+    let swapped = pairs.iter().filter(|p| p.is_negative).count() as f64 / pairs.len() as f64;
+    assert!((0.4..0.6).contains(&swapped), "swapped fraction {swapped}");
+    let batch = task.train_batch(0, &Device::flex());
+    let labels = batch.mlm_labels.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    let masked = labels.iter().filter(|&&l| l != -100).count() as f64 / batch.tokens as f64;
+    assert!((0.08..0.2).contains(&masked), "masked fraction {masked}");
+
+    let mut config = AlbertConfig::preset("tiny", tokenizer.vocab_size(), 64, tokenizer.special_tokens().pad.1 as usize).unwrap();
+    (config.hidden_size, config.num_attention_heads, config.intermediate_size) = (64, 2, 128);
+    assert_eq!((config.hidden_dropout_prob, config.attention_probs_dropout_prob), (0.0, 0.0), "no dropout by default");
+    let device = Backend::Flex.device().unwrap().autodiff();
+    let (start, end, held_out) = learn::<Albert>(&task, sesame_albert::AlbertForPreTraining::new_hf(&config, &device), "albert-learn");
+    let chance = (tokenizer.vocab_size() as f64).ln();
+    assert!((start - chance).abs() < 1.0, "initial MLM loss {start:.3}, chance is {chance:.3}");
+    assert!(end < start - 0.75, "held-out MLM loss went from {start:.3} to {end:.3}");
+    assert!(held_out.contains_key("sop_accuracy") && held_out.contains_key("sop_loss"), "{held_out:?}");
+}
