@@ -1,14 +1,13 @@
-//! `cargo xtask train bert` end to end, through the real binary: train on the shipped corpus,
-//! get killed, resume, export; the export works with `fill-mask` and loads in transformers
-//! with the same logits.
+//! `cargo xtask train bert|roberta|albert` end to end, through the real binary: train on the
+//! shipped corpus with the family's objective and tokenizer, get killed, resume, export; the
+//! export works with `fill-mask`, and transformers loads it with the same tokens and logits.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use sesame_bert::{BertForPreTraining, BertInput};
-use sesame_layers::{OutputOptions, PretrainedModel};
+use sesame_layers::{Backbone, EncoderInput, ForMaskedLM, OutputOptions, PretrainedModel};
 use sesame_text::Tokenizer;
 
 fn repo() -> PathBuf {
@@ -21,9 +20,9 @@ fn xtask(args: &[&str]) -> Command {
     cmd
 }
 
-fn train_args(out: &Path, steps: &str) -> Vec<String> {
+fn train_args(family: &str, out: &Path, steps: &str) -> Vec<String> {
     [
-        "train", "bert", "--steps", steps, "--batch-size", "8", "--seq-len", "32", "--vocab-size", "600",
+        "train", family, "--steps", steps, "--batch-size", "8", "--seq-len", "32", "--vocab-size", "600",
         "--checkpoint-every", "2", "--eval-every", "4", "--log-every", "1", "--quiet", "--out",
     ]
     .iter()
@@ -33,10 +32,33 @@ fn train_args(out: &Path, steps: &str) -> Vec<String> {
 }
 
 #[test]
-fn train_is_killed_resumes_and_exports_a_model_transformers_loads() {
-    let out = std::env::temp_dir().join(format!("sesame-cli-train-{}", std::process::id()));
+fn bert_is_killed_resumes_and_exports_a_model_transformers_loads() {
+    round_trip::<sesame_bert::BertModel>("bert", "[MASK]", "BertForPreTraining", "output.prediction_logits", &["nsp_accuracy"]);
+}
+
+#[test]
+fn roberta_is_killed_resumes_and_exports_a_model_transformers_loads() {
+    round_trip::<sesame_roberta::RobertaModel>("roberta", "<mask>", "RobertaForMaskedLM", "output.logits", &[]);
+}
+
+#[test]
+fn albert_is_killed_resumes_and_exports_a_model_transformers_loads() {
+    round_trip::<sesame_albert::AlbertModel>("albert", "[MASK]", "AlbertForPreTraining", "output.prediction_logits", &["sop_accuracy"]);
+}
+
+/// MLM logits of the model saved in `export`, on `batch`.
+fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec<f32> {
+    let device = Device::flex();
+    let model = ForMaskedLM::<B>::from_pretrained(export, &device).unwrap().model;
+    let (ids, mask, types) = batch.tensors(&device);
+    let input = EncoderInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
+    model.forward(input, None, OutputOptions::default()).logits.into_data().convert::<f32>().try_to_vec().unwrap()
+}
+
+fn round_trip<B: Backbone>(family: &str, mask: &str, hf_arch: &str, hf_logits: &str, sentence_metrics: &[&str]) {
+    let out = std::env::temp_dir().join(format!("sesame-cli-train-{family}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let args = train_args(&out, "12");
+    let args = train_args(family, &out, "12");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
     // Start a run and kill it (SIGKILL) once a checkpoint exists.
@@ -69,13 +91,14 @@ fn train_is_killed_resumes_and_exports_a_model_transformers_loads() {
         .collect();
     assert_eq!(steps, (1..=12).collect::<Vec<_>>(), "each step logged exactly once across the kill");
     assert!(std::fs::read_to_string(out.join("loss.svg")).unwrap().contains("<polyline"));
-    for key in ["mlm_loss", "perplexity", "mlm_accuracy", "nsp_accuracy"] {
+    for key in ["mlm_loss", "perplexity", "mlm_accuracy"].iter().chain(sentence_metrics) {
         assert!(summary["held_out"][key].is_number(), "held-out {key} in {summary}");
     }
 
     // The export works with fill-mask.
     let export = out.join("export");
-    let output = xtask(&["fill-mask", "--model", export.to_str().unwrap(), "--top-k", "2", "the [MASK] ."]).output().unwrap();
+    let text = format!("the {mask} .");
+    let output = xtask(&["fill-mask", "--model", export.to_str().unwrap(), "--top-k", "2", &text]).output().unwrap();
     assert!(output.status.success(), "fill-mask: {}", String::from_utf8_lossy(&output.stderr));
     let predictions: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(predictions.as_array().unwrap()[0].as_array().unwrap().len(), 2);
@@ -95,7 +118,14 @@ fn train_is_killed_resumes_and_exports_a_model_transformers_loads() {
         None => return eprintln!("skipped the transformers check: set SESAME_PYTHON"),
     };
     let tokenizer = Tokenizer::from_dir(&export).unwrap();
-    let batch = tokenizer.encode_pairs(&[("call me ishmael .", "the whale .")], 32, true).unwrap();
+    let (first, second) = ("Call me Ishmael, said  the naïve sailor.", "The whale!");
+    let batch = tokenizer.encode_pairs(&[(first, second)], 32, true).unwrap();
+    let script = "import json, sys\nfrom transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained(sys.argv[1])\n\
+                  print(json.dumps(t(sys.argv[2], sys.argv[3], truncation=True, max_length=32)['input_ids']))";
+    let output = Command::new(&python).args(["-c", script]).arg(&export).arg(first).arg(second).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    assert!(output.status.success(), "transformers could not load the tokenizer: {}", String::from_utf8_lossy(&output.stderr));
+    let theirs: Vec<i64> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(batch.input_ids, theirs, "transformers tokenizes the exported tokenizer differently: {:?}", batch.tokens);
     let tensors = [("input.input_ids", &batch.input_ids), ("input.attention_mask", &batch.attention_mask), ("input.token_type_ids", &batch.token_type_ids)];
     let bytes: Vec<Vec<u8>> = tensors.iter().map(|(_, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
     let views: Vec<(&str, safetensors::tensor::TensorView)> = tensors.iter().zip(&bytes)
@@ -104,21 +134,16 @@ fn train_is_killed_resumes_and_exports_a_model_transformers_loads() {
     let inputs = out.join("inputs.safetensors");
     std::fs::write(&inputs, safetensors::serialize(views, None).unwrap()).unwrap();
     let hf_out = out.join("hf.safetensors");
-    let status = Command::new(python)
-        .arg(repo().join("scripts/hf_forward.py")).arg(&export).arg("BertForPreTraining").arg(&inputs).arg(&hf_out)
+    let status = Command::new(&python)
+        .arg(repo().join("scripts/hf_forward.py")).arg(&export).arg(hf_arch).arg(&inputs).arg(&hf_out)
         .env("HF_HUB_OFFLINE", "1")
         .status().unwrap();
     assert!(status.success(), "transformers could not load the export");
     let hf_bytes = std::fs::read(&hf_out).unwrap();
     let hf = safetensors::SafeTensors::deserialize(&hf_bytes).unwrap();
-    let theirs: Vec<f32> = hf.tensor("output.prediction_logits").unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let theirs: Vec<f32> = hf.tensor(hf_logits).unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
 
-    let device = Device::flex();
-    let model = BertForPreTraining::from_pretrained(&export, &device).unwrap().model;
-    let (ids, mask, types) = batch.tensors(&device);
-    let ours: Vec<f32> = model
-        .forward(BertInput::new(ids).with_attention_mask(mask).with_token_type_ids(types), None, OutputOptions::default())
-        .prediction_logits.into_data().convert::<f32>().try_to_vec().unwrap();
+    let ours = sesame_logits::<B>(&export, &batch);
     let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     assert_eq!(ours.len(), theirs.len());
     assert!(diff <= 1e-4, "transformers and Sesame differ by {diff:e} on the exported model");
