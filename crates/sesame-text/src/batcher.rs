@@ -35,13 +35,12 @@ impl Example {
     }
 
     /// Tokens, special tokens included.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
-        1 + self.segments().iter().map(|(s, _)| s.ids.len() + 1).sum::<usize>()
-    }
-
-    /// Whether it holds no text.
-    pub fn is_empty(&self) -> bool {
-        self.segments().iter().all(|(s, _)| s.ids.is_empty())
+        match self {
+            Example::Pair(p) => p.a.ids.len() + p.b.ids.len() + 3,
+            Example::Packed(p) => p.len(),
+        }
     }
 
     /// The sentence-task label (0 for packed sequences, which have none).

@@ -309,7 +309,24 @@ impl Tokenizer {
         let specials: Vec<AddedToken> = kind.specials(config).into_iter().map(|t| AddedToken::from(t, true)).collect();
         let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training a {kind:?} tokenizer failed: {e}"));
         let mut inner = match kind {
-            TokenizerKind::WordPiece => return Self::train_wordpiece(texts, vocab_size, config),
+            TokenizerKind::WordPiece => {
+                use tokenizers::models::wordpiece::WordPieceTrainer;
+                let model = WordPiece::builder().unk_token(config.unk_token.clone()).build().map_err(fail)?;
+                let mut inner = tokenizers::Tokenizer::new(model);
+                inner
+                    .with_normalizer(Some(BertNormalizer::new(true, config.tokenize_chinese_chars, config.strip_accents, config.do_lower_case)))
+                    .with_pre_tokenizer(Some(BertPreTokenizer))
+                    .with_decoder(Some(WordPieceDecoder::default()));
+                let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
+                    .vocab_size(vocab_size)
+                    .min_frequency(2)
+                    .show_progress(false)
+                    .special_tokens(specials)
+                    .build()
+                    .into();
+                inner.train(&mut trainer, texts).map_err(fail)?;
+                inner
+            }
             TokenizerKind::ByteLevelBpe => {
                 let mut inner = tokenizers::Tokenizer::new(BPE::default());
                 byte_level_pipeline(&mut inner, config);
@@ -353,28 +370,7 @@ impl Tokenizer {
         vocab_size: usize,
         config: &TokenizerConfig,
     ) -> Result<Self, TokenizerError> {
-        use tokenizers::models::wordpiece::WordPieceTrainer;
-        use tokenizers::models::TrainerWrapper;
-        let specials = [&config.pad_token, &config.unk_token, &config.cls_token, &config.sep_token, &config.mask_token];
-        let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
-            .vocab_size(vocab_size)
-            .min_frequency(2)
-            .show_progress(false)
-            .special_tokens(specials.iter().map(|t| AddedToken::from((*t).clone(), true)).collect())
-            .build()
-            .into();
-        let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training WordPiece failed: {e}"));
-        let model = WordPiece::builder().unk_token(config.unk_token.clone()).build().map_err(fail)?;
-        let mut inner = tokenizers::Tokenizer::new(model);
-        inner
-            .with_normalizer(Some(BertNormalizer::new(true, config.tokenize_chinese_chars, config.strip_accents, config.do_lower_case)))
-            .with_pre_tokenizer(Some(BertPreTokenizer))
-            .with_decoder(Some(WordPieceDecoder::default()));
-        inner.train(&mut trainer, texts).map_err(fail)?;
-        let id = |t: &str| inner.token_to_id(t).ok_or_else(|| TokenizerError::MissingSpecialToken { token: t.to_string() });
-        let processor = BertProcessing::new((config.sep_token.clone(), id(&config.sep_token)?), (config.cls_token.clone(), id(&config.cls_token)?));
-        inner.with_post_processor(Some(processor));
-        Self::new(inner, config)
+        Self::train(TokenizerKind::WordPiece, texts, vocab_size, config)
     }
 
     /// Write `tokenizer.json`, the model's own vocabulary files (`vocab.txt` for WordPiece,
