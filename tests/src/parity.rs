@@ -157,15 +157,31 @@ pub fn multiple_choice<B: Backbone>(family: &str, shapes: &[&str]) {
 /// fixture's inputs and compare `output.{key}` with what `ours` returns. Skipped (with a note)
 /// without `SESAME_PYTHON`, except under CI.
 pub fn transformers_reproduces<M: PretrainedModel>(fixture: &str, key: &str, ours: impl Fn(&M, EncoderInput) -> Tensor<3>) {
+    let device = devices()[0].1.clone();
+    let loaded = M::from_pretrained(&Fixture::open(fixture).dir, &device).unwrap();
+    transformers_reproduces_model(&loaded.model, &loaded.config, fixture, key, ours);
+}
+
+/// [`transformers_reproduces`] for a model built by the test (on the first backend), run on the
+/// inputs of `fixture`.
+pub fn transformers_reproduces_model<M: PretrainedModel>(
+    model: &M,
+    config: &M::Config,
+    fixture: &str,
+    key: &str,
+    ours: impl Fn(&M, EncoderInput) -> Tensor<3>,
+) {
     let Some(python) = crate::python() else { return };
     let script = crate::fixtures_dir().join("../scripts/hf_forward.py");
     let device = devices()[0].1.clone();
     let f = Fixture::open(fixture);
     let arch = M::architecture();
-    let dir = std::env::temp_dir().join(format!("sesame-hf-{}-{}", std::process::id(), fixture.replace('/', "-")));
-    let loaded = M::from_pretrained(&f.dir, &device).unwrap();
-    loaded.model.save_pretrained(&loaded.config, &dir).unwrap();
-    let ours = crate::values(ours(&loaded.model, input(&f, &device)));
+    // One directory per call: tests run in parallel and may save models of the same fixture.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sesame-hf-{}-{call}-{}", std::process::id(), fixture.replace('/', "-")));
+    model.save_pretrained(config, &dir).unwrap();
+    let ours = crate::values(ours(model, input(&f, &device)));
     let out = dir.join("hf_out.safetensors");
     let status = std::process::Command::new(&python)
         .arg(&script).arg(&dir).arg(&arch).arg(f.dir.join("io.safetensors")).arg(&out)

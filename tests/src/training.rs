@@ -52,6 +52,12 @@ impl ModuleMapper for ToGrads<'_> {
     }
 }
 
+/// A model's gradients by HF name (the model saved with every parameter replaced by its
+/// gradient; a parameter without one counts as zero).
+pub fn hf_gradients<M: PretrainedModel>(model: &M, config: &M::Config, grads: &GradientsParams, dir: &Path) -> HashMap<String, Vec<f32>> {
+    hf_tensors(&model.clone().map(&mut ToGrads(grads)), config, dir)
+}
+
 /// HF-named tensors of a model, via `save_pretrained`.
 pub fn hf_tensors<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path) -> HashMap<String, Vec<f32>> {
     model.save_pretrained(config, dir).unwrap();
@@ -100,8 +106,7 @@ pub fn first_step_failures<M: PretrainedModel, B: Clone>(
     if (norm - f.get("output.grad_norm").f32[0]).abs() >= 1e-3 {
         failures.push(format!("grad norm {norm}, PyTorch {}", f.get("output.grad_norm").f32[0]));
     }
-    let grad_model = model.clone().map(&mut ToGrads(&grads));
-    let ours = hf_tensors(&grad_model, config, &run_dir(&format!("grads-{name}")));
+    let ours = hf_gradients(&model, config, &grads, &run_dir(&format!("grads-{name}")));
     failures.extend(differing(&ours, &reference(f, "grad."), 1e-4).into_iter().map(|d| format!("gradient of {d}")));
 
     // One trainer step: global-norm clipping, AdamW with no-decay groups.

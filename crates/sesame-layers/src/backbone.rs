@@ -164,6 +164,11 @@ pub trait Backbone: Module + ModuleDisplay + Sized {
     /// The top-level names of the base model's HF tensors (`embeddings`, `encoder`, `pooler`).
     fn base_roots() -> Vec<String>;
 
+    /// The equivalent model and config in the form HF stores (see [`crate::PretrainedModel::hf_form`]).
+    fn hf_form(&self, _config: &Self::Config) -> Option<(Self, Self::Config)> {
+        None
+    }
+
     /// The device the model lives on.
     fn device(&self) -> Device {
         self.word_embeddings().device()

@@ -75,10 +75,56 @@ impl EncoderLayer {
         mask: &AttentionMask,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>) {
+        self.parts().forward(x, mask, return_probs)
+    }
+
+    /// The layer's sub-blocks, borrowed.
+    pub fn parts(&self) -> LayerParts<'_> {
+        LayerParts {
+            attention: &self.attention,
+            attention_norm: &self.attention_norm,
+            feed_forward: &self.feed_forward,
+            output_norm: &self.output_norm,
+            dropout: &self.dropout,
+        }
+    }
+}
+
+/// The sub-blocks of one post-LN layer, borrowed from wherever they live: one
+/// [`EncoderLayer`], or several owners when a family shares only part of a layer across depths
+/// (ALBERT's attention-only or FFN-only sharing).
+#[derive(Clone, Copy, Debug)]
+pub struct LayerParts<'a> {
+    /// Self-attention.
+    pub attention: &'a MultiHeadAttention,
+    /// LayerNorm after attention.
+    pub attention_norm: &'a LayerNorm,
+    /// Feed-forward block.
+    pub feed_forward: &'a FeedForward,
+    /// LayerNorm after the feed-forward block.
+    pub output_norm: &'a LayerNorm,
+    /// Dropout on both sub-layer outputs.
+    pub dropout: &'a Dropout,
+}
+
+impl LayerParts<'_> {
+    /// `x = LN(x + Attn(x)); x = LN(x + FFN(x))`, plus attention probabilities when asked.
+    pub fn forward(self, x: Tensor<3>, mask: &AttentionMask, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let (attended, probs) = self.attention.forward(x.clone(), x.clone(), mask, return_probs);
         let x = self.attention_norm.forward(x + self.dropout.forward(attended));
         let x = self.output_norm.forward(x.clone() + self.dropout.forward(self.feed_forward.forward(x)));
         (x, probs)
+    }
+
+    /// An owned layer of these sub-blocks (their parameters keep their ids).
+    pub fn to_layer(self) -> EncoderLayer {
+        EncoderLayer {
+            attention: self.attention.clone(),
+            attention_norm: self.attention_norm.clone(),
+            feed_forward: self.feed_forward.clone(),
+            output_norm: self.output_norm.clone(),
+            dropout: self.dropout.clone(),
+        }
     }
 }
 
@@ -119,14 +165,14 @@ pub struct Encoder {
 impl Encoder {
     /// Run every layer over `x` `[batch, seq, d]`.
     pub fn forward(&self, x: Tensor<3>, mask: &AttentionMask, options: OutputOptions) -> EncoderOutput {
-        run_layers(self.layers.iter(), x, mask, options)
+        run_layers(self.layers.iter().map(EncoderLayer::parts), x, mask, options)
     }
 }
 
 /// Run `layers` in order, collecting what `options` asks for. Families that share one layer
-/// across depths (ALBERT) pass the same layer several times.
+/// across depths (ALBERT) pass the same layer, or the same sub-blocks, several times.
 pub fn run_layers<'a>(
-    layers: impl Iterator<Item = &'a EncoderLayer>,
+    layers: impl Iterator<Item = LayerParts<'a>>,
     mut x: Tensor<3>,
     mask: &AttentionMask,
     options: OutputOptions,

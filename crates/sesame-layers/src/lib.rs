@@ -27,7 +27,7 @@ pub use bert_like::{BertLikeConfig, BertLikeFamily, BertLikeModel};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use embeddings::{Embeddings, EmbeddingsConfig};
-pub use encoder::{Encoder, EncoderConfig, EncoderLayer, EncoderOutput, OutputOptions};
+pub use encoder::{Encoder, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,

@@ -80,8 +80,18 @@ pub trait PretrainedModel: Module + Sized {
         Ok(Pretrained { model, config, report })
     }
 
+    /// The equivalent model and config in the form HF stores, when Sesame's form has no HF
+    /// counterpart (ALBERT sharing only part of a layer is written out per depth); `None`: the
+    /// model is saved as it is.
+    fn hf_form(&self, _config: &Self::Config) -> Option<(Self, Self::Config)> {
+        None
+    }
+
     /// Save as an HF directory (`config.json` + `model.safetensors`) that transformers loads.
     fn save_pretrained(&self, config: &Self::Config, dir: &Path) -> Result<(), CheckpointError> {
+        if let Some((model, config)) = self.hf_form(config) {
+            return model.save_pretrained(&config, dir);
+        }
         save_pretrained(self, dir, &Self::checkpoint_spec(config).keys, &config.to_json(&Self::architecture()))
     }
 }

@@ -30,6 +30,16 @@ fn classifier(sizes: &HeadSizes, num_labels: usize, dropout: f64, device: &Devic
     ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(dropout).init(device)
 }
 
+/// `PretrainedModel::hf_form` of a head model (field `base`): its base model's, heads as they are.
+macro_rules! hf_form_of_base {
+    () => {
+        fn hf_form(&self, config: &B::Config) -> Option<(Self, B::Config)> {
+            let (base, config) = self.base.hf_form(config)?;
+            Some((Self { base, ..self.clone() }, config))
+        }
+    };
+}
+
 /// Labels for [`ForPreTraining`].
 #[derive(Clone, Debug)]
 pub struct PreTrainingLabels {
@@ -106,6 +116,8 @@ impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &[])
     }
+
+    hf_form_of_base!();
 }
 
 /// The base model with the MLM head only (HF `BertForMaskedLM`; no pooler).
@@ -141,6 +153,8 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["lm_head."])
     }
+
+    hf_form_of_base!();
 }
 
 /// What a pre-training forward pass returns.
@@ -239,6 +253,8 @@ impl<B: Backbone, H: SequenceHead> PretrainedModel for ForSequenceClassification
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head.", "base.pooler."])
     }
+
+    hf_form_of_base!();
 }
 
 /// The base model with a classifier on every token (HF `BertForTokenClassification`; no pooler).
@@ -276,6 +292,8 @@ impl<B: Backbone> PretrainedModel for ForTokenClassification<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head."])
     }
+
+    hf_form_of_base!();
 }
 
 /// What [`ForQuestionAnswering`] returns.
@@ -331,6 +349,8 @@ impl<B: Backbone> PretrainedModel for ForQuestionAnswering<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head."])
     }
+
+    hf_form_of_base!();
 }
 
 /// The base model scoring each choice's pooled output (HF `BertForMultipleChoice`).
@@ -376,4 +396,6 @@ impl<B: Backbone> PretrainedModel for ForMultipleChoice<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head.", "base.pooler."])
     }
+
+    hf_form_of_base!();
 }

@@ -10,6 +10,9 @@
 //!   depth `i` of `num_hidden_layers` runs group `floor(i / (layers / groups))`, every layer of it
 //!   (HF's rule, float division included). One group (the default) shares everything: a
 //!   12-layer ALBERT has the parameters of one layer, and its gradient is the sum over depths.
+//!   The paper's ablation (table 4) shares only attention or only the feed-forward block:
+//!   `parameter_sharing` (Sesame only), each depth owning the other sub-block; saving writes
+//!   such a model out per depth, the form transformers loads.
 //! - **Sentence-order prediction** replaces NSP in [`AlbertForPreTraining`] (same two-way head
 //!   on the pooled output, with dropout); no dropout by default; `gelu_new`.
 //!
@@ -21,7 +24,7 @@ pub mod pretraining;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
-use burn::nn::{Linear, LinearConfig};
+use burn::nn::{LayerNorm, Linear, LinearConfig};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use sesame_layers::bert_like::{family_json, read_family_config};
@@ -29,9 +32,9 @@ use sesame_layers::config::ensure;
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
     AttentionMask, Backbone, BackboneOutput, BertLikeConfig, BertLikeFamily, CheckpointSpec, Classifier, ConfigError, Embeddings,
-    EncoderInput, EncoderLayer, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
-    ForSequenceClassification, ForTokenClassification, HeadSizes, HfConfig, InputLimits, KeyMap, MaskedLmHeadConfig,
-    OutputOptions, Pooler, PoolerConfig, PretrainedModel,
+    EncoderInput, EncoderLayer, FeedForward, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
+    ForSequenceClassification, ForTokenClassification, HeadSizes, HfConfig, InputLimits, KeyMap, LayerParts,
+    MaskedLmHeadConfig, MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel,
 };
 
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
@@ -80,12 +83,35 @@ pub struct AlbertConfig {
     /// Layers in each group, applied in turn at every depth that uses the group.
     #[serde(default = "d::one")]
     pub inner_group_num: usize,
+    /// What the depths that run a group share (Sesame only; HF shares whole layers).
+    #[serde(default, skip_serializing_if = "ParameterSharing::is_all")]
+    pub parameter_sharing: ParameterSharing,
     /// Dropout before the classifiers (SOP, sequence, token, choice).
     #[serde(default = "d::classifier_dropout_prob")]
     pub classifier_dropout_prob: f64,
     /// The fields ALBERT shares with BERT.
     #[serde(flatten)]
     pub bert: BertLikeConfig<Albert>,
+}
+
+/// What the depths running one layer group share (Lan et al. 2020, table 4: "all-shared",
+/// "shared-attention", "shared-FFN"; "not-shared" is a group per depth).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParameterSharing {
+    /// The whole layer: ALBERT, and the only form HF has.
+    #[default]
+    All,
+    /// Attention and its LayerNorm; every depth has its own feed-forward block and LayerNorm.
+    Attention,
+    /// The feed-forward block and its LayerNorm; every depth has its own attention and LayerNorm.
+    FeedForward,
+}
+
+impl ParameterSharing {
+    fn is_all(&self) -> bool {
+        *self == Self::All
+    }
 }
 
 mod d {
@@ -163,6 +189,35 @@ impl HfConfig for AlbertConfig {
     }
 }
 
+/// Attention and the LayerNorm after it: what a depth owns when only feed-forward blocks are shared.
+#[derive(Module, Debug)]
+pub struct AttentionSublayer {
+    /// Self-attention.
+    pub attention: MultiHeadAttention,
+    /// LayerNorm after attention.
+    pub attention_norm: LayerNorm,
+}
+
+/// The feed-forward block and the LayerNorm after it: what a depth owns when only attention is shared.
+#[derive(Module, Debug)]
+pub struct FeedForwardSublayer {
+    /// Feed-forward block.
+    pub feed_forward: FeedForward,
+    /// LayerNorm after it.
+    pub output_norm: LayerNorm,
+}
+
+/// The sub-blocks one depth owns instead of taking them from its group, one per layer of the
+/// group. Empty under whole-layer sharing, and at the first depth of every group (which uses
+/// the group's own layers), so every parameter is used and counted once.
+#[derive(Module, Debug)]
+pub struct AlbertDepthLayers {
+    /// Own attention sub-blocks ([`ParameterSharing::FeedForward`]).
+    pub attention: Vec<AttentionSublayer>,
+    /// Own feed-forward sub-blocks ([`ParameterSharing::Attention`]).
+    pub feed_forward: Vec<FeedForwardSublayer>,
+}
+
 /// One group of layers (HF `AlbertLayerGroup`).
 #[derive(Module, Debug)]
 pub struct AlbertLayerGroup {
@@ -177,17 +232,72 @@ pub struct AlbertTransformer {
     pub embedding_hidden_mapping_in: Linear,
     /// The distinct layer groups.
     pub albert_layer_groups: Vec<AlbertLayerGroup>,
+    /// What each depth owns under partial sharing (empty entries otherwise).
+    pub depth_layers: Vec<AlbertDepthLayers>,
     /// The group run at each depth.
     #[module(skip)]
     pub schedule: Vec<usize>,
 }
 
 impl AlbertTransformer {
-    /// Project `embeddings` `[batch, seq, E]` and run every depth's group over it.
+    /// The transformer for `config`: its groups, and each depth's own sub-blocks.
+    pub fn new(config: &AlbertConfig, device: &Device) -> Self {
+        let layer = config.encoder();
+        let groups = (0..config.num_hidden_groups)
+            .map(|_| AlbertLayerGroup { albert_layers: (0..config.inner_group_num).map(|_| layer.init_layer(device)).collect() })
+            .collect();
+        let schedule: Vec<usize> = (0..config.num_hidden_layers).map(|depth| config.group_of(depth)).collect();
+        let depth_layers = (0..config.num_hidden_layers)
+            .map(|depth| {
+                let first_of_group = depth == 0 || schedule[depth - 1] != schedule[depth];
+                let owned = if first_of_group { 0 } else { config.inner_group_num };
+                let layers = (0..owned).map(|_| layer.init_layer(device));
+                let (mut attention, mut feed_forward) = (Vec::new(), Vec::new());
+                match config.parameter_sharing {
+                    ParameterSharing::All => {}
+                    ParameterSharing::Attention => {
+                        feed_forward = layers.map(|l| FeedForwardSublayer { feed_forward: l.feed_forward, output_norm: l.output_norm }).collect()
+                    }
+                    ParameterSharing::FeedForward => {
+                        attention = layers.map(|l| AttentionSublayer { attention: l.attention, attention_norm: l.attention_norm }).collect()
+                    }
+                }
+                AlbertDepthLayers { attention, feed_forward }
+            })
+            .collect();
+        Self {
+            embedding_hidden_mapping_in: LinearConfig::new(config.embedding_size, config.hidden_size).init(device),
+            albert_layer_groups: groups,
+            depth_layers,
+            schedule,
+        }
+    }
+
+    /// The layers run at each depth: the group's, with the depth's own sub-blocks in place of
+    /// the group's where it has them.
+    pub fn depths(&self) -> Vec<Vec<LayerParts<'_>>> {
+        let mut depths = Vec::with_capacity(self.schedule.len());
+        for (&group, own) in self.schedule.iter().zip(&self.depth_layers) {
+            let mut layers = Vec::new();
+            for (i, layer) in self.albert_layer_groups[group].albert_layers.iter().enumerate() {
+                let mut parts = layer.parts();
+                if let Some(a) = own.attention.get(i) {
+                    (parts.attention, parts.attention_norm) = (&a.attention, &a.attention_norm);
+                }
+                if let Some(f) = own.feed_forward.get(i) {
+                    (parts.feed_forward, parts.output_norm) = (&f.feed_forward, &f.output_norm);
+                }
+                layers.push(parts);
+            }
+            depths.push(layers);
+        }
+        depths
+    }
+
+    /// Project `embeddings` `[batch, seq, E]` and run every depth's layers over it.
     pub fn forward(&self, embeddings: Tensor<3>, mask: &AttentionMask, options: OutputOptions) -> sesame_layers::EncoderOutput {
         let x = self.embedding_hidden_mapping_in.forward(embeddings);
-        let layers = self.schedule.iter().flat_map(|&g| self.albert_layer_groups[g].albert_layers.iter());
-        run_layers(layers, x, mask, options)
+        run_layers(self.depths().into_iter().flatten(), x, mask, options)
     }
 }
 
@@ -205,19 +315,11 @@ pub struct AlbertModel {
 impl AlbertModel {
     /// A freshly initialised model; `add_pooling_layer` as in HF.
     pub fn new(config: &AlbertConfig, add_pooling_layer: bool, device: &Device) -> Self {
-        let layer = config.encoder();
-        let groups = (0..config.num_hidden_groups)
-            .map(|_| AlbertLayerGroup { albert_layers: (0..config.inner_group_num).map(|_| layer.init_layer(device)).collect() })
-            .collect();
         let mut embeddings = config.embeddings();
         embeddings.d_model = config.embedding_size;
         Self {
             embeddings: embeddings.init(device),
-            encoder: AlbertTransformer {
-                embedding_hidden_mapping_in: LinearConfig::new(config.embedding_size, config.hidden_size).init(device),
-                albert_layer_groups: groups,
-                schedule: (0..config.num_hidden_layers).map(|depth| config.group_of(depth)).collect(),
-            },
+            encoder: AlbertTransformer::new(config, device),
             pooler: add_pooling_layer.then(|| PoolerConfig::new(config.hidden_size).init(device)),
         }
     }
@@ -229,6 +331,27 @@ impl AlbertModel {
         let encoder = self.encoder.forward(x, &mask, options);
         let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
         BackboneOutput { encoder, pooler_output }
+    }
+
+    /// Under partial sharing, the same model in HF's form: a group per depth holding that
+    /// depth's layers (shared sub-blocks repeated), `parameter_sharing` back to `all`.
+    pub fn hf_form(&self, config: &AlbertConfig) -> Option<(Self, AlbertConfig)> {
+        if config.parameter_sharing == ParameterSharing::All {
+            return None;
+        }
+        let mut hf = config.clone();
+        hf.parameter_sharing = ParameterSharing::All;
+        hf.num_hidden_groups = hf.num_hidden_layers;
+        let groups: Vec<AlbertLayerGroup> = (self.encoder.depths().into_iter())
+            .map(|layers| AlbertLayerGroup { albert_layers: layers.into_iter().map(LayerParts::to_layer).collect() })
+            .collect();
+        let encoder = AlbertTransformer {
+            embedding_hidden_mapping_in: self.encoder.embedding_hidden_mapping_in.clone(),
+            depth_layers: groups.iter().map(|_| AlbertDepthLayers { attention: vec![], feed_forward: vec![] }).collect(),
+            schedule: (0..groups.len()).collect(),
+            albert_layer_groups: groups,
+        };
+        Some((Self { encoder, embeddings: self.embeddings.clone(), pooler: self.pooler.clone() }, hf))
     }
 }
 
@@ -247,6 +370,10 @@ impl Backbone for AlbertModel {
 
     fn word_embeddings(&self) -> Tensor<2> {
         self.embeddings.word_embeddings.weight.val()
+    }
+
+    fn hf_form(&self, config: &AlbertConfig) -> Option<(Self, AlbertConfig)> {
+        self.hf_form(config)
     }
 
     fn input_limits(config: &AlbertConfig) -> InputLimits {
@@ -304,6 +431,10 @@ impl PretrainedModel for AlbertModel {
     fn checkpoint_spec(config: &AlbertConfig) -> CheckpointSpec {
         Self::spec(config, false, &["pooler."])
     }
+
+    fn hf_form(&self, config: &AlbertConfig) -> Option<(Self, AlbertConfig)> {
+        self.hf_form(config)
+    }
 }
 
 /// One batch of ALBERT input (HF argument names).
@@ -335,5 +466,20 @@ mod tests {
         let back: AlbertConfig = serde_json::from_value(json).unwrap();
         assert_eq!((back.embedding_size, back.hidden_size, back.num_hidden_groups), (64, 128, 1));
         assert!(back.bert.extra.keys().all(|k| !k.starts_with("embedding")), "{:?}", back.bert.extra.keys());
+    }
+
+    #[test]
+    fn partial_sharing_is_written_to_config_json_only_when_chosen() {
+        let mut config = AlbertConfig::preset("tiny", 100, 32, 0).unwrap();
+        assert!(config.to_json("AlbertModel").get("parameter_sharing").is_none(), "HF's form stays HF's");
+        config.parameter_sharing = ParameterSharing::FeedForward;
+        let json = config.to_json("AlbertModel");
+        assert_eq!(json["parameter_sharing"], "feed_forward");
+        let back: AlbertConfig = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back.parameter_sharing, ParameterSharing::FeedForward);
+        let mut bad = json;
+        bad["parameter_sharing"] = "ffn".into();
+        let err = serde_json::from_value::<AlbertConfig>(bad).unwrap_err().to_string();
+        assert!(err.contains("unknown variant `ffn`") && err.contains("attention"), "{err}");
     }
 }
