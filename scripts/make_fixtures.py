@@ -317,9 +317,9 @@ TOKENIZER_CASES = [
 ]
 
 
-def write_encodings(tok, out: Path):
+def write_encodings(tok, out: Path, cases=TOKENIZER_CASES):
     encodings = []
-    for first, second in TOKENIZER_CASES:
+    for first, second in cases:
         e = tok(first, second, return_token_type_ids=True) if second else tok(first, return_token_type_ids=True)
         t = tok(first, second, truncation=True, max_length=12) if second else tok(first, truncation=True, max_length=12)
         encodings.append({
@@ -367,6 +367,32 @@ def make_family_tokenizers():
     out.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out)
     write_encodings(tok, out)
+
+
+def make_spiece():
+    """A bare `spiece.model` as ALBERT ships it: trained by Google's sentencepiece (`<pad>`,
+    `<unk>`, control `[CLS]` `[SEP]` `[MASK]`, a user-defined `--`, nmt_nfkc normalisation, so
+    the file carries a precompiled charsmap), loaded by transformers' AlbertTokenizer from the
+    file alone (lower-cased, accents stripped) and with a tokenizer_config.json keeping case and
+    accents."""
+    import io
+    import sentencepiece as spm
+    lines = [l for l in (ROOT / "data" / "moby-dick.txt").read_text().splitlines() if l.strip()][:1500]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=700, model_type="unigram",
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        user_defined_symbols=["--"], num_threads=1, minloglevel=2)
+    out = OUT / "albert" / "spiece"
+    cased = out / "cased"
+    cased.mkdir(parents=True, exist_ok=True)
+    (out / "spiece.model").write_bytes(model.getvalue())
+    # Compatibility forms only the file's nmt_nfkc table folds when accents are kept (no NFKD).
+    cases = TOKENIZER_CASES + [("Ｆｕｌｌ-width ＷＨＡＬＥ ﬁsh ① ™ …", None)]
+    write_encodings(transformers.AlbertTokenizer.from_pretrained(out), out, cases)
+    settings = {"do_lower_case": False, "keep_accents": True}
+    (cased / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "AlbertTokenizer", **settings}, indent=1) + "\n")
+    write_encodings(transformers.AlbertTokenizer.from_pretrained(out, **settings), cased, cases)
 
 
 def make_minilm(model_dir: Path):
@@ -460,6 +486,7 @@ def main():
         return
     if args.only == "tokenizers":
         make_family_tokenizers()
+        make_spiece()
         return
     torch.set_default_dtype(torch.float32)
     for family in args.families or FAMILIES:
@@ -469,6 +496,7 @@ def main():
     make_bert_checkpoint_formats()
     make_tokenizer_and_fill_mask()
     make_family_tokenizers()
+    make_spiece()
     make_train_step("bert")
     make_train_step("albert")
     if args.minilm:

@@ -1,6 +1,7 @@
 //! Tokenization matches transformers: BERT's WordPiece (from `tokenizer.json` or `vocab.txt`),
 //! RoBERTa's byte-level BPE (from `tokenizer.json` or `vocab.json` + `merges.txt`) and ALBERT's
-//! Unigram; tokenizers trained by Sesame have transformers' pipelines.
+//! Unigram (from `tokenizer.json` or a bare SentencePiece `spiece.model`); tokenizers trained by
+//! Sesame have transformers' pipelines.
 
 use std::path::Path;
 
@@ -76,6 +77,33 @@ fn unigram_encodings_match_transformers() {
     let tok = Tokenizer::from_dir(&dir).unwrap();
     check_encodings("tokenizer.json", &tok, &dir);
     assert_eq!((tok.special_tokens().pad.1, tok.special_tokens().cls.as_str(), tok.mask_token_id().unwrap()), (0, "[CLS]", 4));
+}
+
+#[test]
+fn a_bare_spiece_model_encodes_as_transformers_albert_tokenizer() {
+    // A file of Google's sentencepiece alone: control [CLS] [SEP] [MASK], a user-defined `--`,
+    // the compiled nmt_nfkc table; then with a tokenizer_config.json keeping case and accents.
+    let dir = fixtures_dir().join("albert/spiece");
+    let tok = Tokenizer::from_dir(&dir).unwrap();
+    check_encodings("spiece.model", &tok, &dir);
+    let s = tok.special_tokens();
+    assert_eq!((s.pad.1, s.unk.as_str(), s.cls.as_str(), tok.mask_token_id().unwrap()), (0, "<unk>", "[CLS]", 4));
+    let cased = TokenizerConfig::read(&dir.join("cased/tokenizer_config.json")).unwrap();
+    assert!(cased.keep_accents && !cased.do_lower_case);
+    let cased_tok = Tokenizer::from_sentencepiece(&dir.join("spiece.model"), &cased).unwrap();
+    check_encodings("spiece.model, cased", &cased_tok, &dir.join("cased"));
+    // Saved, it reloads from tokenizer.json and tokenizer_config.json unchanged.
+    let out = std::env::temp_dir().join(format!("sesame-spiece-{}", std::process::id()));
+    cased_tok.save(&out, &cased).unwrap();
+    check_encodings("spiece.model, cased, saved", &Tokenizer::from_dir(&out).unwrap(), &dir.join("cased"));
+    std::fs::remove_dir_all(&out).unwrap();
+
+    let err = Tokenizer::from_sentencepiece(&dir.join("encodings.json"), &TokenizerConfig::default()).unwrap_err();
+    assert!(matches!(err, TokenizerError::Load { .. }) && err.to_string().contains("not a SentencePiece model"), "{err}");
+    let mut roberta = TokenizerConfig::default();
+    roberta.tokenizer_class = Some("RobertaTokenizer".into());
+    let err = Tokenizer::from_sentencepiece(&dir.join("spiece.model"), &roberta).unwrap_err();
+    assert!(err.to_string().contains("RobertaTokenizer"), "{err}");
 }
 
 /// A tokenizer trained by Sesame writes the normalizer, pre-tokenizer, post-processor, decoder

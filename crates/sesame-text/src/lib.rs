@@ -4,6 +4,7 @@ pub mod batcher;
 pub mod corpus;
 pub mod masking;
 pub mod pretraining;
+pub mod sentencepiece;
 pub mod tokenizer;
 
 pub use corpus::{Corpus, CorpusError};

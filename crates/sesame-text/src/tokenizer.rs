@@ -1,9 +1,12 @@
-//! Tokenizers: load an HF `tokenizer.json`, build BERT's WordPiece from `vocab.txt` or
-//! RoBERTa's byte-level BPE from `vocab.json` + `merges.txt`; train WordPiece, byte-level BPE
+//! Tokenizers: load an HF `tokenizer.json`, build BERT's WordPiece from `vocab.txt`,
+//! RoBERTa's byte-level BPE from `vocab.json` + `merges.txt` or ALBERT's Unigram from a
+//! SentencePiece `spiece.model`; train WordPiece, byte-level BPE
 //! or Unigram (ALBERT's SentencePiece model) on a corpus; batch encoding with padding,
 //! truncation, attention masks, token types and sentence pairs.
 
 use std::path::{Path, PathBuf};
+
+use crate::sentencepiece::{PieceType, SentencePieceModel};
 
 use burn::prelude::*;
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
@@ -22,7 +25,7 @@ use tokenizers::{
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
     /// No tokenizer file Sesame reads is in the directory.
-    #[error("no tokenizer in {dir}: expected tokenizer.json, vocab.json + merges.txt or vocab.txt")]
+    #[error("no tokenizer in {dir}: expected tokenizer.json, vocab.json + merges.txt, spiece.model or vocab.txt")]
     NotFound {
         /// The model directory.
         dir: PathBuf,
@@ -122,17 +125,20 @@ impl EncodedBatch {
 
 impl Tokenizer {
     /// Load the tokenizer of an HF model directory: `tokenizer.json` if present, else
-    /// byte-level BPE from `vocab.json` + `merges.txt`, else WordPiece from `vocab.txt`, with
-    /// the settings of `tokenizer_config.json`.
+    /// byte-level BPE from `vocab.json` + `merges.txt`, else Unigram from `spiece.model`, else
+    /// WordPiece from `vocab.txt`, with the settings of `tokenizer_config.json`.
     pub fn from_dir(dir: &Path) -> Result<Self, TokenizerError> {
         let json = dir.join("tokenizer.json");
         let vocab = dir.join("vocab.txt");
         let (bpe_vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
+        let spiece = dir.join("spiece.model");
         let config = TokenizerConfig::read(&dir.join("tokenizer_config.json"))?;
         if json.is_file() {
             Self::from_tokenizer_json(&json, &config)
         } else if bpe_vocab.is_file() && merges.is_file() {
             Self::from_bpe_files(&bpe_vocab, &merges, &config)
+        } else if spiece.is_file() {
+            Self::from_sentencepiece(&spiece, &config)
         } else if vocab.is_file() {
             Self::from_vocab_txt(&vocab, &config)
         } else {
@@ -183,6 +189,34 @@ impl Tokenizer {
         byte_level_pipeline(&mut inner, config);
         add_specials(&mut inner, config, TokenizerKind::ByteLevelBpe);
         let processor = post_processor(&inner, config, TokenizerKind::ByteLevelBpe)?;
+        inner.with_post_processor(Some(processor));
+        Self::new(inner, config)
+    }
+
+    /// Build ALBERT's tokenizer from a SentencePiece Unigram model file (`spiece.model`), as
+    /// transformers' `AlbertTokenizer` converts one: the pieces and scores, ALBERT's text
+    /// handling followed by the file's own normalisation table, control pieces as special
+    /// tokens and user-defined pieces as tokens never split.
+    pub fn from_sentencepiece(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        use tokenizers::models::unigram::Unigram;
+        let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
+        if let Some(class) = config.tokenizer_class.as_deref().filter(|c| TokenizerKind::of_class(c) != Some(TokenizerKind::Unigram)) {
+            return Err(load(format!("tokenizer_class {class}: Sesame reads SentencePiece models as ALBERT's (AlbertTokenizer)")));
+        }
+        let model = SentencePieceModel::read(path)?;
+        let vocab = model.pieces.iter().map(|(piece, score, _)| (piece.clone(), *score)).collect();
+        let unigram = Unigram::from(vocab, Some(model.unk_id), model.byte_fallback).map_err(|e| load(e.to_string()))?;
+        let mut inner = tokenizers::Tokenizer::new(unigram);
+        let config = &config.resolve(&inner);
+        sentencepiece_pipeline(&mut inner, config, model.precompiled_charsmap.as_deref()).map_err(|e| load(e.to_string()))?;
+        let added = |kind: PieceType| -> Vec<AddedToken> {
+            let pieces = model.pieces.iter().filter(|(_, _, k)| *k == kind);
+            pieces.map(|(piece, _, _)| AddedToken::from(piece.clone(), kind == PieceType::Control).normalized(false)).collect()
+        };
+        inner.add_special_tokens(&added(PieceType::Control));
+        inner.add_tokens(&added(PieceType::UserDefined));
+        add_specials(&mut inner, config, TokenizerKind::Unigram);
+        let processor = post_processor(&inner, config, TokenizerKind::Unigram)?;
         inner.with_post_processor(Some(processor));
         Self::new(inner, config)
     }
@@ -344,7 +378,7 @@ impl Tokenizer {
             }
             TokenizerKind::Unigram => {
                 let mut inner = tokenizers::Tokenizer::new(Unigram::default());
-                sentencepiece_pipeline(&mut inner, config).map_err(fail)?;
+                sentencepiece_pipeline(&mut inner, config, None).map_err(fail)?;
                 let mut trainer: TrainerWrapper = UnigramTrainer::builder()
                     .vocab_size(vocab_size as u32)
                     .show_progress(false)
@@ -412,6 +446,9 @@ impl Tokenizer {
             cfg["bos_token"] = s.cls.clone().into();
             cfg["eos_token"] = s.sep.clone().into();
         }
+        if kind == TokenizerKind::Unigram {
+            cfg["keep_accents"] = config.keep_accents.into();
+        }
         if kind == TokenizerKind::ByteLevelBpe {
             cfg["add_prefix_space"] = config.add_prefix_space.into();
             cfg.as_object_mut().expect("object").remove("do_lower_case");
@@ -445,19 +482,25 @@ fn byte_level_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerConf
 }
 
 /// ALBERT's SentencePiece text handling, as transformers' `AlbertTokenizer` builds it: quotes
-/// normalised, NFKD without accents, lower-cased (when configured), split at whitespace,
-/// words marked with `▁`.
-fn sentencepiece_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig) -> tokenizers::Result<()> {
+/// normalised, NFKD without accents (unless `keep_accents`), lower-cased (when configured), the
+/// model file's compiled normalisation table (when loaded from one), split at whitespace, words
+/// marked with `▁`.
+fn sentencepiece_pipeline(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig, precompiled: Option<&[u8]>) -> tokenizers::Result<()> {
     use tokenizers::decoders::metaspace::Metaspace as MetaspaceDecoder;
-    use tokenizers::normalizers::{Lowercase, Replace, Sequence, StripAccents, NFKD};
+    use tokenizers::normalizers::{Lowercase, Precompiled, Replace, Sequence, StripAccents, NFKD};
     use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
     use tokenizers::pre_tokenizers::sequence::Sequence as PreSequence;
     use tokenizers::pre_tokenizers::whitespace::WhitespaceSplit;
     use tokenizers::NormalizerWrapper;
-    let mut steps: Vec<NormalizerWrapper> =
-        vec![Replace::new("``", "\"")?.into(), Replace::new("''", "\"")?.into(), NFKD.into(), StripAccents.into()];
+    let mut steps: Vec<NormalizerWrapper> = vec![Replace::new("``", "\"")?.into(), Replace::new("''", "\"")?.into()];
+    if !config.keep_accents {
+        steps.extend([NFKD.into(), StripAccents.into()]);
+    }
     if config.do_lower_case {
         steps.push(Lowercase.into());
+    }
+    if let Some(map) = precompiled {
+        steps.push(Precompiled::from(map).map_err(|e| format!("bad precompiled_charsmap: {e}"))?.into());
     }
     let words = PreSequence::new(vec![WhitespaceSplit.into(), Metaspace::new('▁', PrependScheme::Always, true).into()]);
     inner
@@ -584,6 +627,8 @@ pub struct TokenizerConfig {
     pub do_lower_case: bool,
     /// Strip accents (defaults to following `do_lower_case`).
     pub strip_accents: Option<bool>,
+    /// SentencePiece (ALBERT): keep accents instead of NFKD + stripping them.
+    pub keep_accents: bool,
     /// Split CJK characters into single tokens.
     pub tokenize_chinese_chars: bool,
     /// Unknown token.
@@ -614,6 +659,7 @@ impl Default for TokenizerConfig {
             mask_lstrip: false,
             do_lower_case: true,
             strip_accents: None,
+            keep_accents: false,
             tokenize_chinese_chars: true,
             unk_token: "[UNK]".into(),
             sep_token: "[SEP]".into(),

@@ -1,0 +1,116 @@
+//! Reading a SentencePiece model file (`spiece.model`, the `ModelProto` protobuf of Google's
+//! sentencepiece): the pieces with their scores and types, the unknown id, and the
+//! precompiled normalisation table — what transformers' `SentencePieceExtractor` takes from it.
+//! Only the fields Sesame uses are declared; protobuf skips the others.
+
+use std::path::Path;
+
+use prost::Message;
+
+use crate::tokenizer::TokenizerError;
+
+/// `ModelProto` (sentencepiece_model.proto).
+#[derive(Clone, PartialEq, Message)]
+struct ModelProto {
+    #[prost(message, repeated, tag = "1")]
+    pieces: Vec<PieceProto>,
+    #[prost(message, optional, tag = "2")]
+    trainer_spec: Option<TrainerSpec>,
+    #[prost(message, optional, tag = "3")]
+    normalizer_spec: Option<NormalizerSpec>,
+}
+
+/// `ModelProto.SentencePiece`.
+#[derive(Clone, PartialEq, Message)]
+struct PieceProto {
+    #[prost(string, optional, tag = "1")]
+    piece: Option<String>,
+    #[prost(float, optional, tag = "2")]
+    score: Option<f32>,
+    #[prost(int32, optional, tag = "3")]
+    r#type: Option<i32>,
+}
+
+/// `TrainerSpec` (the fields that shape the model).
+#[derive(Clone, PartialEq, Message)]
+struct TrainerSpec {
+    #[prost(int32, optional, tag = "3")]
+    model_type: Option<i32>,
+    #[prost(bool, optional, tag = "35")]
+    byte_fallback: Option<bool>,
+    #[prost(int32, optional, tag = "40")]
+    unk_id: Option<i32>,
+}
+
+/// `NormalizerSpec` (the compiled normalisation rules).
+#[derive(Clone, PartialEq, Message)]
+struct NormalizerSpec {
+    #[prost(bytes = "vec", optional, tag = "2")]
+    precompiled_charsmap: Option<Vec<u8>>,
+}
+
+/// What a piece is (`ModelProto.SentencePiece.Type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PieceType {
+    /// An ordinary piece.
+    Normal,
+    /// The unknown piece.
+    Unknown,
+    /// A control symbol (`[CLS]`): never produced from text, a special token.
+    Control,
+    /// A user-defined symbol: always one piece where it appears in the text.
+    UserDefined,
+    /// A byte piece (`<0x41>`) or an unused slot.
+    Other,
+}
+
+/// The content of a SentencePiece Unigram model file.
+#[derive(Clone, Debug)]
+pub struct SentencePieceModel {
+    /// Pieces in id order, with their log-probability scores and types.
+    pub pieces: Vec<(String, f64, PieceType)>,
+    /// Id of the unknown piece.
+    pub unk_id: usize,
+    /// Whether unknown characters fall back to byte pieces.
+    pub byte_fallback: bool,
+    /// The compiled normalisation table (`nmt_nfkc` and the like); `None` for identity.
+    pub precompiled_charsmap: Option<Vec<u8>>,
+}
+
+impl SentencePieceModel {
+    /// Read `path`; only Unigram models (ALBERT's, XLNet's, T5's) are accepted.
+    pub fn read(path: &Path) -> Result<Self, TokenizerError> {
+        let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
+        let bytes = std::fs::read(path).map_err(|e| load(e.to_string()))?;
+        let proto = ModelProto::decode(bytes.as_slice()).map_err(|e| load(format!("not a SentencePiece model: {e}")))?;
+        let trainer = proto.trainer_spec.unwrap_or_default();
+        match trainer.model_type.unwrap_or(1) {
+            1 => {}
+            2 => return Err(load("a SentencePiece BPE model; only Unigram models are supported".into())),
+            other => return Err(load(format!("SentencePiece model type {other} (word or char); only Unigram models are supported"))),
+        }
+        if proto.pieces.is_empty() {
+            return Err(load("the model has no pieces".into()));
+        }
+        let pieces: Vec<(String, f64, PieceType)> = proto
+            .pieces
+            .into_iter()
+            .map(|p| {
+                let kind = match p.r#type.unwrap_or(1) {
+                    1 => PieceType::Normal,
+                    2 => PieceType::Unknown,
+                    3 => PieceType::Control,
+                    4 => PieceType::UserDefined,
+                    _ => PieceType::Other,
+                };
+                (p.piece.unwrap_or_default(), f64::from(p.score.unwrap_or(0.0)), kind)
+            })
+            .collect();
+        let unk_id = trainer.unk_id.unwrap_or(0);
+        let unk_id = usize::try_from(unk_id).ok().filter(|&i| i < pieces.len()).ok_or_else(|| {
+            load(format!("unk_id {unk_id} is outside the {} pieces", pieces.len()))
+        })?;
+        let precompiled_charsmap = proto.normalizer_spec.and_then(|n| n.precompiled_charsmap).filter(|m| !m.is_empty());
+        Ok(Self { pieces, unk_id, byte_fallback: trainer.byte_fallback.unwrap_or(false), precompiled_charsmap })
+    }
+}
