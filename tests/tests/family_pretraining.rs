@@ -9,19 +9,23 @@ use sesame_layers::PretrainedModel;
 use sesame_roberta::{Roberta, RobertaConfig};
 use sesame_tests::training::run_dir;
 use sesame_tests::{fixtures_dir, Backend};
-use sesame_text::{Corpus, Example, Tokenizer};
-use sesame_train::pretraining::{Pretraining, PretrainingFamily};
+use sesame_text::{Corpus, Example, Packing, Tokenizer};
+use sesame_train::pretraining::{Layout, Pretraining, PretrainingFamily};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// The shipped corpus's first `docs` chapters, a tokenizer of the family's kind trained on
 /// them, and the family's pre-training task.
 fn task<F: PretrainingFamily>(docs: usize, vocab: usize, seq_len: usize, batch: usize) -> (Pretraining<F::Model>, Tokenizer) {
+    task_with::<F>(docs, vocab, F::layout().with_max_seq_len(seq_len), batch)
+}
+
+/// [`task`] with another data layout.
+fn task_with<F: PretrainingFamily>(docs: usize, vocab: usize, layout: Layout, batch: usize) -> (Pretraining<F::Model>, Tokenizer) {
     let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
     let corpus = Corpus { documents: corpus.documents.into_iter().take(docs).collect() };
     let (train, held_out) = corpus.split_held_out(0.05);
     let kind = F::tokenizer();
     let tokenizer = Tokenizer::train(kind, train.sentences(), vocab, &kind.config()).unwrap();
-    let layout = F::layout().with_max_seq_len(seq_len);
     let task = Pretraining::new(&train, &held_out, &tokenizer, tokenizer.vocab_size(), layout, F::masking().strategy(), batch, 7).unwrap();
     (task, tokenizer)
 }
@@ -86,4 +90,37 @@ fn a_tiny_albert_learns_with_ngram_masks_and_sentence_order() {
     assert!((start - chance).abs() < 1.0, "initial MLM loss {start:.3}, chance is {chance:.3}");
     assert!(end < start - 0.75, "held-out MLM loss went from {start:.3} to {end:.3}");
     assert!(held_out.contains_key("sop_accuracy") && held_out.contains_key("sop_loss"), "{held_out:?}");
+}
+
+#[test]
+fn doc_sentences_batches_grow_where_documents_end_short() {
+    // DOC-SENTENCES never crosses a document, so sequences at document ends are short; as in
+    // RoBERTa, batches then take more of them, within the padded size of batch × max_seq_len.
+    let layout = Layout::Packed { packing: Packing::DocSentences, max_seq_len: 48 };
+    let (task, _) = task_with::<Roberta>(20, 1000, layout, 8);
+    let n = task.num_train_examples();
+    let short = task.train_examples().iter().filter(|e| e.len() < 24).count();
+    assert!(short > n / 10, "{short} of {n} sequences are short");
+    let device = Device::flex();
+    let ids = |index| task.train_batch(index, &device).input.input_ids.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    let (mut rows, mut index, mut grown, mut small) = (0, 0, 0, 0);
+    while rows < n {
+        let [b, s] = task.train_batch(index, &device).input.input_ids.dims();
+        assert!(b * s <= 8 * 48, "batch {index}: {b} x {s} exceeds the budget");
+        grown += usize::from(b > 8);
+        small += usize::from(b < 8);
+        (rows, index) = (rows + b, index + 1);
+    }
+    assert_eq!(rows, n, "an epoch takes every sequence once");
+    assert!(grown as u64 > index / 4, "only {grown} of {index} batches grew beyond 8 rows");
+    assert!(small <= 1, "{small} batches below 8 rows (only the epoch's remainder may be)");
+    let tokens = task.train_examples().iter().map(Example::len).sum::<usize>() as f64 / index as f64;
+    assert!(tokens > 0.6 * 8.0 * 48.0, "{tokens:.0} tokens per batch, FULL-SENTENCES has about {}", 8 * 48);
+    // Batches are a function of their index: a fresh task (a resumed run) asked for a batch of
+    // the second epoch first gives the same one.
+    let (fresh, _) = task_with::<Roberta>(20, 1000, layout, 8);
+    let later = index + 2;
+    let fresh_ids = fresh.train_batch(later, &device).input.input_ids.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    assert_eq!(fresh_ids, ids(later));
+    assert_ne!(ids(later), ids(2), "the second epoch is shuffled anew");
 }

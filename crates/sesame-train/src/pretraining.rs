@@ -158,9 +158,15 @@ pub struct Pretraining<M> {
     masking: Arc<dyn MaskingStrategy>,
     sentence_metric: Option<&'static str>,
     batch_size: usize,
+    /// DOC-SENTENCES: batches grow until their padded size reaches this many tokens.
+    token_budget: Option<usize>,
     seed: u64,
     /// The shuffled example order of the epoch last asked for (one shuffle per epoch).
     order: Arc<Mutex<Option<(u64, Arc<Vec<usize>>)>>>,
+    /// Under a token budget: the batches of the epoch last asked for.
+    batches: Arc<Mutex<Option<(u64, Arc<Vec<Vec<usize>>>)>>>,
+    /// Under a token budget: the index of the first batch of each epoch so far (and one past).
+    epoch_starts: Arc<Mutex<Vec<u64>>>,
     model: PhantomData<fn() -> M>,
 }
 
@@ -174,8 +180,11 @@ impl<M> Clone for Pretraining<M> {
             masking: self.masking.clone(),
             sentence_metric: self.sentence_metric,
             batch_size: self.batch_size,
+            token_budget: self.token_budget,
             seed: self.seed,
             order: self.order.clone(),
+            batches: self.batches.clone(),
+            epoch_starts: self.epoch_starts.clone(),
             model: PhantomData,
         }
     }
@@ -188,6 +197,7 @@ impl<M> std::fmt::Debug for Pretraining<M> {
             .field("held_out_examples", &self.held_out.len())
             .field("masking", &self.masking)
             .field("batch_size", &self.batch_size)
+            .field("token_budget", &self.token_budget)
             .finish()
     }
 }
@@ -209,6 +219,9 @@ fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut S
 
 impl<M: MaskedLmObjective> Pretraining<M> {
     /// Build examples from `train` and `held_out` text, once; masks are drawn per batch.
+    /// Batches hold `batch_size` examples, except under DOC-SENTENCES packing, where sequences
+    /// cut short at a document's end would leave steps with fewer tokens: as RoBERTa does, the
+    /// batch grows instead, while its padded size stays within `batch_size × max_seq_len`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         train: &Corpus,
@@ -237,7 +250,25 @@ impl<M: MaskedLmObjective> Pretraining<M> {
             return Err(DataError::TooSmall { examples: train.len(), batch_size });
         }
         let sentence_metric = if M::SENTENCE_TASK { layout.sentence_metric() } else { None };
-        Ok(Self { train, held_out, format, vocab, masking, sentence_metric, batch_size, seed, order: Default::default(), model: PhantomData })
+        let token_budget = match layout {
+            Layout::Packed { packing: Packing::DocSentences, max_seq_len } => Some(batch_size * max_seq_len),
+            _ => None,
+        };
+        Ok(Self {
+            train,
+            held_out,
+            format,
+            vocab,
+            masking,
+            sentence_metric,
+            batch_size,
+            token_budget,
+            seed,
+            order: Default::default(),
+            batches: Default::default(),
+            epoch_starts: Arc::new(Mutex::new(vec![0])),
+            model: PhantomData,
+        })
     }
 
     /// Number of training examples (one epoch).
@@ -271,6 +302,47 @@ impl<M: MaskedLmObjective> Pretraining<M> {
         *cached = Some((epoch, order.clone()));
         order
     }
+
+    /// The batches of `epoch` under a token budget, as fairseq builds RoBERTa's: the epoch's
+    /// examples sorted by length (ties in shuffled order), cut into batches that grow while
+    /// `rows × longest` stays within `budget`, the batches then shuffled. Computed once per epoch.
+    fn budget_batches(&self, epoch: u64, budget: usize) -> Arc<Vec<Vec<usize>>> {
+        let mut cached = self.batches.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((e, batches)) = cached.as_ref() {
+            if *e == epoch {
+                return batches.clone();
+            }
+        }
+        let mut order = self.epoch_order(epoch).to_vec();
+        order.sort_by_key(|&i| self.train[i].len());
+        let (mut batches, mut current, mut longest) = (Vec::new(), Vec::new(), 0);
+        for i in order {
+            let len = self.train[i].len();
+            if !current.is_empty() && (current.len() + 1) * longest.max(len) > budget {
+                batches.push(std::mem::take(&mut current));
+                longest = 0;
+            }
+            longest = longest.max(len);
+            current.push(i);
+        }
+        batches.push(current);
+        batches.shuffle(&mut StdRng::seed_from_u64(self.seed ^ epoch.wrapping_mul(0x5851_F42D_4C95_7F2D)));
+        let batches = Arc::new(batches);
+        *cached = Some((epoch, batches.clone()));
+        batches
+    }
+
+    /// The examples of training batch `index` under a token budget.
+    fn budget_batch(&self, index: u64, budget: usize) -> Vec<usize> {
+        let mut starts = self.epoch_starts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while *starts.last().expect("starts at 0") <= index {
+            let epoch = starts.len() as u64 - 1;
+            let next = starts.last().expect("starts at 0") + self.budget_batches(epoch, budget).len() as u64;
+            starts.push(next);
+        }
+        let epoch = starts.partition_point(|&s| s <= index) - 1;
+        self.budget_batches(epoch as u64, budget)[(index - starts[epoch]) as usize].clone()
+    }
 }
 
 impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
@@ -278,6 +350,11 @@ impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
     type Batch = PretrainingBatch;
 
     fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
+        let seed = self.seed.wrapping_add(index.wrapping_mul(0x9E37_79B9));
+        if let Some(budget) = self.token_budget {
+            let examples: Vec<&Example> = self.budget_batch(index, budget).into_iter().map(|i| &self.train[i]).collect();
+            return PretrainingBatch::new(&self.collate(&examples, seed), device);
+        }
         let n = self.train.len() as u64;
         let first = index * self.batch_size as u64;
         let mut examples = Vec::with_capacity(self.batch_size);
@@ -288,7 +365,7 @@ impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
             }
             examples.push(&self.train[order.1[(k % n) as usize]]);
         }
-        PretrainingBatch::new(&self.collate(&examples, self.seed.wrapping_add(index.wrapping_mul(0x9E37_79B9))), device)
+        PretrainingBatch::new(&self.collate(&examples, seed), device)
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
