@@ -134,6 +134,15 @@ struct RunSpec {
     held_out: f64,
 }
 
+impl RunSpec {
+    /// The settings of the run in `dir` (its `run.json`).
+    fn read(dir: &Path) -> Result<Self, String> {
+        let path = dir.join("run.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{} is not a run of `cargo xtask train`: {e}", dir.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("cannot read {}: {e} (a run of an older Sesame; start a new one)", path.display()))
+    }
+}
+
 /// Run `train` and return a JSON summary.
 pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     match args.family {
@@ -173,9 +182,7 @@ fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Dev
     };
     let spec_path = out.join("run.json");
     if args.resume {
-        let saved: RunSpec = std::fs::read_to_string(&spec_path)
-            .map_err(|e| format!("nothing to resume in {}: {e}", out.display()))
-            .and_then(|t| serde_json::from_str(&t).map_err(err))?;
+        let saved = RunSpec::read(out)?;
         if saved != spec {
             return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
         }
@@ -303,9 +310,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     if !checkpoint.join("model.bpk").is_file() {
         return Err(format!("no checkpoint {} (see {})", name, checkpoints.display()));
     }
-    let spec: RunSpec = std::fs::read_to_string(run.join("run.json"))
-        .map_err(|e| format!("{} is not a run of `cargo xtask train`: {e}", run.display()))
-        .and_then(|t| serde_json::from_str(&t).map_err(err))?;
+    let spec = RunSpec::read(run)?;
     let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
     let checkpoint_file = checkpoint.join("model.bpk");
     match spec.family {
