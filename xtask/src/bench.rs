@@ -1,18 +1,29 @@
-//! `cargo xtask bench`: training throughput (tokens/s) of BERT pre-training steps, timed with
-//! warm-up and medians on the chosen backend.
+//! `cargo xtask bench`: training throughput (tokens/s) of a family's pre-training step
+//! (forward, its objective's loss, backward, AdamW), timed with warm-up and medians on the
+//! chosen backend.
 
 use std::time::Instant;
 
 use burn::optim::GradientsParams;
 use burn::prelude::*;
-use sesame_bert::pretraining::{pretraining_step, PretrainingBatch};
-use sesame_bert::{BertConfig, BertForPreTraining, BertInput};
-use sesame_layers::PretrainedModel;
+use sesame_albert::Albert;
+use sesame_bert::Bert;
+use sesame_layers::{EncoderInput, PretrainedModel};
+use sesame_roberta::Roberta;
+use sesame_train::pretraining::{pretraining_step, PretrainingBatch, PretrainingFamily};
 use sesame_train::TrainConfig;
+
+use crate::train::Family;
 
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
+    /// The family whose pre-training step is timed.
+    #[arg(long, value_enum, default_value = "bert")]
+    pub family: Family,
+    /// Vocabulary size (BERT's by default; RoBERTa's is 50265, ALBERT's 30000).
+    #[arg(long, default_value_t = 30522)]
+    pub vocab_size: usize,
     /// Size presets to time (tiny, mini, small, base).
     #[arg(long, value_delimiter = ',', default_value = "mini,base")]
     pub presets: Vec<String>,
@@ -30,31 +41,44 @@ pub struct BenchArgs {
     pub steps: usize,
 }
 
-fn batch(config: &BertConfig, b: usize, s: usize, device: &Device) -> PretrainingBatch {
-    let ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (config.vocab_size as i64 - 5)).collect();
+/// A full batch of `b × s` tokens with every seventh one masked.
+fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingBatch {
+    let ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
     let labels: Vec<i64> = ids.iter().enumerate().map(|(i, &id)| if i % 7 == 3 { id } else { -100 }).collect();
     let t = |v: Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, s]), device);
     PretrainingBatch {
-        input: BertInput::new(t(ids)).with_attention_mask(t(vec![1; b * s])).with_token_type_ids(t(vec![0; b * s])),
+        input: EncoderInput::new(t(ids)).with_attention_mask(t(vec![1; b * s])).with_token_type_ids(t(vec![0; b * s])),
         mlm_labels: t(labels),
         sentence_labels: Tensor::from_data(TensorData::new((0..b as i64).map(|i| i % 2).collect::<Vec<_>>(), [b]), device),
         tokens: b * s,
     }
 }
 
-/// Time full training steps (forward, backward, AdamW) and print one JSON line per preset.
+/// Time full training steps of `args.family` and return one JSON row per preset.
 pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
+    match args.family {
+        Family::Bert => bench_family::<Bert>(args, device, backend),
+        Family::Roberta => bench_family::<Roberta>(args, device, backend),
+        Family::Albert => bench_family::<Albert>(args, device, backend),
+    }
+}
+
+fn bench_family<F: PretrainingFamily>(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
+    if args.vocab_size <= 5 || args.batch_size == 0 || args.seq_len == 0 || args.steps == 0 {
+        return Err("--vocab-size must exceed 5 and --batch-size, --seq-len and --steps be at least 1".into());
+    }
     let device = device.autodiff();
+    let family = F::NAME;
     let mut rows = Vec::new();
     for preset in &args.presets {
-        let config = BertConfig::preset(preset, 30522, 512, 0).map_err(|e| e.to_string())?;
-        let mut model = BertForPreTraining::new_hf(&config, &device);
+        let config = F::preset(preset, args.vocab_size, args.seq_len.max(512), 0).map_err(|e| e.to_string())?;
+        let mut model = F::Model::new_hf(&config, &device);
         let mut optim = TrainConfig::default().optimizer();
-        let data = batch(&config, args.batch_size, args.seq_len, &device);
+        let data = batch(args.vocab_size, args.batch_size, args.seq_len, &device);
         let mut times = Vec::new();
         for i in 0..args.warmup + args.steps {
             let start = Instant::now();
-            let out = pretraining_step(&model, data.clone(), Some("nsp"));
+            let out = pretraining_step(&model, data.clone(), None);
             let grads = GradientsParams::from_grads(out.loss.backward(), &model);
             model = optim.step(1e-4, model, grads);
             device.sync().map_err(|e| format!("{e:?}"))?;
@@ -65,9 +89,10 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
         times.sort_by(f64::total_cmp);
         let median = times[times.len() / 2];
         let tokens_per_s = (args.batch_size * args.seq_len) as f64 / median;
-        eprintln!("{backend} {preset}: {:.3} s/step, {tokens_per_s:.0} tokens/s (batch {}x{})", median, args.batch_size, args.seq_len);
+        eprintln!("{backend} {family} {preset}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {}x{})", args.batch_size, args.seq_len);
         rows.push(serde_json::json!({
-            "backend": backend, "preset": preset, "batch_size": args.batch_size, "seq_len": args.seq_len,
+            "backend": backend, "family": family, "preset": preset, "vocab_size": args.vocab_size,
+            "batch_size": args.batch_size, "seq_len": args.seq_len,
             "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         }));
     }

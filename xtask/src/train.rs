@@ -230,7 +230,8 @@ fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Dev
             (F::Model::new_hf(&config, &train_device), config)
         }
         (None, None) => {
-            let config = F::preset(&args.preset, &tokenizer, args.seq_len.max(64)).map_err(err)?;
+            let pad = tokenizer.special_tokens().pad.1 as usize;
+            let config = F::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), pad).map_err(err)?;
             (F::Model::new_hf(&config, &train_device), config)
         }
     };

@@ -148,3 +148,21 @@ fn round_trip<B: Backbone>(family: &str, mask: &str, hf_arch: &str, hf_logits: &
     assert_eq!(ours.len(), theirs.len());
     assert!(diff <= 1e-4, "transformers and Sesame differ by {diff:e} on the exported model");
 }
+
+#[test]
+fn bench_times_each_family_s_pretraining_step() {
+    for family in ["bert", "roberta", "albert"] {
+        let args = ["bench", "--family", family, "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "1", "--steps", "3"];
+        let out = xtask(&args).output().unwrap();
+        assert!(out.status.success(), "{family}: {}", String::from_utf8_lossy(&out.stderr));
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = &rows[0];
+        assert_eq!((row["family"].as_str(), row["preset"].as_str()), (Some(family), Some("tiny")));
+        assert!(row["backend"].is_string(), "{row}");
+        let (tokens_per_s, step_s) = (row["tokens_per_s"].as_f64().unwrap(), row["median_step_s"].as_f64().unwrap());
+        assert!(tokens_per_s > 0.0 && (tokens_per_s * step_s - 32.0).abs() < 1e-6, "{row}");
+    }
+    let bad = xtask(&["bench", "--family", "albert", "--presets", "huge"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("huge"), "{}", String::from_utf8_lossy(&bad.stderr));
+}

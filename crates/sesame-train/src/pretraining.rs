@@ -118,9 +118,10 @@ pub trait PretrainingFamily {
     fn masking() -> MaskingKind;
     /// The tokenizer trained when none is given.
     fn tokenizer() -> TokenizerKind;
-    /// A fresh model configuration of size `preset` (`tiny`, `mini`, `small`, `base`) for
-    /// the tokenizer's vocabulary and special ids, with `max_len` positions.
-    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<<Self::Model as sesame_layers::PretrainedModel>::Config, ConfigError>;
+    /// A fresh model configuration of size `preset` (`tiny`, `mini`, `small`, `base`, with the
+    /// family's own choices) for a vocabulary of `vocab_size` with padding id `pad_token_id`,
+    /// with `max_len` positions.
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<<Self::Model as sesame_layers::PretrainedModel>::Config, ConfigError>;
 }
 
 /// One pre-training batch on a device.

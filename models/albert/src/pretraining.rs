@@ -4,7 +4,7 @@
 //! dropout (the preset), a SentencePiece-style Unigram vocabulary.
 
 use sesame_layers::ConfigError;
-use sesame_text::{PairConfig, SentenceTask, Tokenizer, TokenizerKind};
+use sesame_text::{PairConfig, SentenceTask, TokenizerKind};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
 
 use crate::{Albert, AlbertConfig, AlbertForPreTraining};
@@ -28,7 +28,7 @@ impl PretrainingFamily for Albert {
         TokenizerKind::Unigram
     }
 
-    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<AlbertConfig, ConfigError> {
-        AlbertConfig::preset(preset, tokenizer.vocab_size(), max_len, tokenizer.special_tokens().pad.1 as usize)
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<AlbertConfig, ConfigError> {
+        AlbertConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }

@@ -3,7 +3,7 @@
 //! token-level 15% masking with 80/10/10, masks drawn anew for every batch, WordPiece.
 
 use sesame_layers::ConfigError;
-use sesame_text::{PairConfig, Tokenizer, TokenizerKind};
+use sesame_text::{PairConfig, TokenizerKind};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
 
 pub use sesame_train::pretraining::{pretraining_step, DataError, PretrainingBatch};
@@ -29,7 +29,7 @@ impl PretrainingFamily for Bert {
         TokenizerKind::WordPiece
     }
 
-    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<BertConfig, ConfigError> {
-        BertConfig::preset(preset, tokenizer.vocab_size(), max_len, tokenizer.special_tokens().pad.1 as usize)
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<BertConfig, ConfigError> {
+        BertConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }

@@ -5,7 +5,7 @@
 //! byte-level BPE.
 
 use sesame_layers::ConfigError;
-use sesame_text::{Packing, Tokenizer, TokenizerKind};
+use sesame_text::{Packing, TokenizerKind};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
 
 use crate::{Roberta, RobertaConfig, RobertaForMaskedLM};
@@ -29,7 +29,7 @@ impl PretrainingFamily for Roberta {
         TokenizerKind::ByteLevelBpe
     }
 
-    fn preset(preset: &str, tokenizer: &Tokenizer, max_len: usize) -> Result<RobertaConfig, ConfigError> {
-        RobertaConfig::preset(preset, tokenizer.vocab_size(), max_len, tokenizer.special_tokens().pad.1 as usize)
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<RobertaConfig, ConfigError> {
+        RobertaConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }
