@@ -150,6 +150,22 @@ impl PretrainingBatch {
     }
 }
 
+/// A value computed once per epoch, kept for the epoch last asked for.
+type EpochCache<T> = Arc<Mutex<Option<(u64, Arc<T>)>>>;
+
+/// `cache`'s value for `epoch`, computed by `compute` when it holds another epoch's.
+fn per_epoch<T>(cache: &EpochCache<T>, epoch: u64, compute: impl FnOnce() -> T) -> Arc<T> {
+    let mut cached = cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    match cached.as_ref() {
+        Some((e, value)) if *e == epoch => value.clone(),
+        _ => {
+            let value = Arc::new(compute());
+            *cached = Some((epoch, value.clone()));
+            value
+        }
+    }
+}
+
 /// Masked-LM pre-training of `M` for the shared trainer.
 pub struct Pretraining<M> {
     train: Vec<Example>,
@@ -163,9 +179,9 @@ pub struct Pretraining<M> {
     token_budget: Option<usize>,
     seed: u64,
     /// The shuffled example order of the epoch last asked for (one shuffle per epoch).
-    order: Arc<Mutex<Option<(u64, Arc<Vec<usize>>)>>>,
+    order: EpochCache<Vec<usize>>,
     /// Under a token budget: the batches of the epoch last asked for.
-    batches: Arc<Mutex<Option<(u64, Arc<Vec<Vec<usize>>>)>>>,
+    batches: EpochCache<Vec<Vec<usize>>>,
     /// Under a token budget: the index of the first batch of each epoch so far (and one past).
     epoch_starts: Arc<Mutex<Vec<u64>>>,
     model: PhantomData<fn() -> M>,
@@ -290,30 +306,22 @@ impl<M: MaskedLmObjective> Pretraining<M> {
 
     /// The order of training examples in `epoch`: a seeded shuffle, computed once per epoch.
     fn epoch_order(&self, epoch: u64) -> Arc<Vec<usize>> {
-        let mut cached = self.order.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((e, order)) = cached.as_ref() {
-            if *e == epoch {
-                return order.clone();
-            }
-        }
-        let mut rng = StdRng::seed_from_u64(self.seed ^ (epoch.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407));
-        let mut order: Vec<usize> = (0..self.train.len()).collect();
-        order.shuffle(&mut rng);
-        let order = Arc::new(order);
-        *cached = Some((epoch, order.clone()));
-        order
+        per_epoch(&self.order, epoch, || {
+            let mut rng = StdRng::seed_from_u64(self.seed ^ (epoch.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407));
+            let mut order: Vec<usize> = (0..self.train.len()).collect();
+            order.shuffle(&mut rng);
+            order
+        })
     }
 
     /// The batches of `epoch` under a token budget, as fairseq builds RoBERTa's: the epoch's
     /// examples sorted by length (ties in shuffled order), cut into batches that grow while
     /// `rows × longest` stays within `budget`, the batches then shuffled. Computed once per epoch.
     fn budget_batches(&self, epoch: u64, budget: usize) -> Arc<Vec<Vec<usize>>> {
-        let mut cached = self.batches.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((e, batches)) = cached.as_ref() {
-            if *e == epoch {
-                return batches.clone();
-            }
-        }
+        per_epoch(&self.batches, epoch, || self.cut_into_batches(epoch, budget))
+    }
+
+    fn cut_into_batches(&self, epoch: u64, budget: usize) -> Vec<Vec<usize>> {
         let mut order = self.epoch_order(epoch).to_vec();
         order.sort_by_key(|&i| self.train[i].len());
         let (mut batches, mut current, mut longest) = (Vec::new(), Vec::new(), 0);
@@ -328,8 +336,6 @@ impl<M: MaskedLmObjective> Pretraining<M> {
         }
         batches.push(current);
         batches.shuffle(&mut StdRng::seed_from_u64(self.seed ^ epoch.wrapping_mul(0x5851_F42D_4C95_7F2D)));
-        let batches = Arc::new(batches);
-        *cached = Some((epoch, batches.clone()));
         batches
     }
 

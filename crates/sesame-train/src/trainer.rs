@@ -300,7 +300,7 @@ impl Trainer {
                     Ok(v) => v as f64,
                     Err(e) => {
                         bar.abandon();
-                        let reason = format!("{e:?}").lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").trim().to_string();
+                        let reason = format!("{e:?}").lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
                         return Err(TrainError::Device { step: step + 1, reason });
                     }
                 };

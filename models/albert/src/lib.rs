@@ -144,8 +144,7 @@ impl AlbertConfig {
     /// A size preset (see [`BertLikeConfig::preset`]) with `embedding_size` 128 (64 for `tiny`
     /// and `mini`), all layers in one shared group and no dropout, as the paper trains.
     pub fn preset(name: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<Self, ConfigError> {
-        let mut config = Self::default();
-        config.bert = BertLikeConfig::preset(name, vocab_size, max_len, pad_token_id)?;
+        let mut config = Self { bert: BertLikeConfig::preset(name, vocab_size, max_len, pad_token_id)?, ..Self::default() };
         config.bert.hidden_dropout_prob = 0.0;
         config.bert.attention_probs_dropout_prob = 0.0;
         config.bert.hidden_act = sesame_layers::Activation::GeluNew;
