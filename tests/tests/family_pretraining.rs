@@ -124,3 +124,37 @@ fn doc_sentences_batches_grow_where_documents_end_short() {
     assert_eq!(fresh_ids, ids(later));
     assert_ne!(ids(later), ids(2), "the second epoch is shuffled anew");
 }
+
+/// Every example of epoch `epoch` of a task of batch size 1, as (original ids, masked ids,
+/// labels), sorted, so epochs compare whatever their order.
+fn masked_epoch<M: sesame_layers::MaskedLmObjective>(task: &Pretraining<M>, epoch: u64) -> Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+    let n = task.num_train_examples() as u64;
+    let ints = |t: Tensor<2, Int>| t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    let mut rows: Vec<_> = (epoch * n..(epoch + 1) * n)
+        .map(|index| {
+            let batch = task.train_batch(index, &Device::flex());
+            let (ids, labels) = (ints(batch.input.input_ids), ints(batch.mlm_labels));
+            let original = ids.iter().zip(&labels).map(|(&i, &l)| if l == -100 { i } else { l }).collect();
+            (original, ids, labels)
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn static_masks_come_back_every_n_epochs_and_dynamic_ones_do_not() {
+    // BERT's original static masking keeps N masks per example (epoch e uses e mod N);
+    // RoBERTa's dynamic masking draws a new one each time an example is seen.
+    let (dynamic, _) = task::<sesame_bert::Bert>(6, 400, 32, 1);
+    let fixed = dynamic.clone().with_static_masks(Some(2));
+    let epochs = |t| -> Vec<_> { (0..3).map(|e| masked_epoch(t, e)).collect() };
+    let (f, d) = (epochs(&fixed), epochs(&dynamic));
+    let originals = |rows: &Vec<(Vec<i64>, Vec<i64>, Vec<i64>)>| rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>();
+    assert_eq!(originals(&f[0]), originals(&f[1]), "every epoch holds the same examples");
+    assert_eq!(f[0], f[2], "static: epoch 2 repeats epoch 0's masks");
+    assert_ne!(f[0], f[1], "static: epoch 1 uses the second mask");
+    assert_ne!(d[0], d[2], "dynamic: new masks every epoch");
+    let masked = |rows: &Vec<(Vec<i64>, Vec<i64>, Vec<i64>)>| rows.iter().flat_map(|r| &r.2).filter(|&&l| l != -100).count();
+    assert!(masked(&f[0]) > 0 && masked(&d[1]) > 0);
+}

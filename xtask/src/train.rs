@@ -88,6 +88,10 @@ pub struct TrainArgs {
     /// How packed families (RoBERTa) fill sequences (default: full).
     #[arg(long, value_enum)]
     pub packing: Option<PackingKind>,
+    /// Static masking with N masks per example, epoch e using mask e mod N (BERT's original
+    /// recipe, dupe_factor 10); default: dynamic, a new mask every time an example is seen.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub static_masks: Option<u32>,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -130,6 +134,8 @@ struct RunSpec {
     batch_size: usize,
     masking: MaskingKind,
     layout: String,
+    #[serde(default)]
+    static_masks: Option<u32>,
     seed: u64,
     held_out: f64,
 }
@@ -177,6 +183,7 @@ fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Dev
         batch_size: args.batch_size,
         masking,
         layout: format!("{layout:?}"),
+        static_masks: args.static_masks,
         seed: args.seed,
         held_out: args.held_out,
     };
@@ -242,10 +249,13 @@ fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Dev
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
     }
     let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
-        .map_err(err)?;
+        .map_err(err)?
+        .with_static_masks(args.static_masks);
     eprintln!(
-        "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking); {} steps of {} x {}",
-        F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(), args.steps, args.grad_accum, args.batch_size
+        "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking, {}); {} steps of {} x {}",
+        F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
+        args.static_masks.map_or("dynamic".to_string(), |n| format!("{n} static masks per example")),
+        args.steps, args.grad_accum, args.batch_size
     );
     let train_config = TrainConfig {
         steps: args.steps,

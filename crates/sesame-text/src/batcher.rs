@@ -1,6 +1,7 @@
 //! Collating pre-training examples into padded, masked batches (host-side arrays).
 
 use rand::rngs::StdRng;
+use rand::SeedableRng;
 
 use crate::masking::{MaskVocab, MaskingInput, MaskingStrategy, NOT_PREDICTED};
 use crate::pretraining::{PackedExample, PairExample, Segment};
@@ -70,14 +71,16 @@ pub struct MaskedBatch {
     pub tokens: usize,
 }
 
-/// Lay out, mask and pad `examples`.
+/// Lay out, mask and pad `examples`; row `i`'s mask is drawn from `mask_seeds[i]`, so a
+/// caller can give an example the same mask again (static masking) or a new one each time.
 pub fn collate(
     examples: &[&Example],
     format: SequenceFormat,
     masking: &dyn MaskingStrategy,
     vocab: &MaskVocab,
-    rng: &mut StdRng,
+    mask_seeds: &[u64],
 ) -> MaskedBatch {
+    assert_eq!(examples.len(), mask_seeds.len(), "one mask seed per example");
     let seq = examples.iter().map(|e| e.len()).max().unwrap_or(0);
     let batch = examples.len();
     let mut out = MaskedBatch {
@@ -105,7 +108,8 @@ pub fn collate(
             word_start.push(true);
             types.push(kind);
         }
-        let masked = masking.mask(MaskingInput { ids: &ids, maskable: &maskable, word_start: &word_start }, vocab, rng);
+        let mut rng = StdRng::seed_from_u64(mask_seeds[row]);
+        let masked = masking.mask(MaskingInput { ids: &ids, maskable: &maskable, word_start: &word_start }, vocab, &mut rng);
         let base = row * seq;
         for i in 0..ids.len() {
             out.input_ids[base + i] = masked.input_ids[i] as i64;
@@ -123,7 +127,6 @@ mod tests {
     use super::*;
     use crate::masking::TokenMasking;
     use crate::pretraining::Segment;
-    use rand::SeedableRng;
 
     #[test]
     fn pairs_are_laid_out_padded_and_labelled() {
@@ -133,8 +136,7 @@ mod tests {
         let format = SequenceFormat { cls: 2, sep: 3, pad: 0 };
         let vocab = MaskVocab { mask_id: 4, vocab_size: 100, special_ids: vec![0, 1, 2, 3, 4] };
         let no_masking = TokenMasking { config: crate::masking::MaskingConfig { probability: 0.0, ..Default::default() } };
-        let mut rng = StdRng::seed_from_u64(0);
-        let b = collate(&[&long, &short], format, &no_masking, &vocab, &mut rng);
+        let b = collate(&[&long, &short], format, &no_masking, &vocab, &[1, 2]);
         assert_eq!((b.batch, b.seq, b.tokens), (2, 8, 13));
         assert_eq!(b.input_ids, [2, 10, 11, 12, 3, 13, 14, 3, 2, 20, 3, 21, 3, 0, 0, 0]);
         assert_eq!(b.token_type_ids, [0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0]);
@@ -143,13 +145,13 @@ mod tests {
         assert!(b.mlm_labels.iter().all(|&l| l == NOT_PREDICTED));
         // With masking on, only `a` and `b` tokens are ever chosen, never [CLS], [SEP] or padding.
         let all = TokenMasking { config: crate::masking::MaskingConfig { probability: 1.0, ..Default::default() } };
-        let b = collate(&[&long, &short], format, &all, &vocab, &mut rng);
+        let b = collate(&[&long, &short], format, &all, &vocab, &[1, 2]);
         let predicted: Vec<usize> = (0..16).filter(|&i| b.mlm_labels[i] != NOT_PREDICTED).collect();
         assert_eq!(predicted, [1, 2, 3, 5, 6, 9, 11]);
 
         // A packed sequence: one type, a separator after each document, no sentence label.
         let packed = Example::Packed(PackedExample { segments: vec![seg(&[30, 31]), seg(&[40])] });
-        let b = collate(&[&packed, &short], format, &no_masking, &vocab, &mut rng);
+        let b = collate(&[&packed, &short], format, &no_masking, &vocab, &[1, 2]);
         assert_eq!(b.input_ids, [2, 30, 31, 3, 40, 3, 2, 20, 3, 21, 3, 0]);
         assert_eq!(b.token_type_ids, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0]);
         assert_eq!(b.pair_labels, [0, 1]);

@@ -1,6 +1,7 @@
 //! Masked-LM pre-training for any family: examples built once from a corpus (sentence pairs
-//! for NSP/SOP, or packed single sequences), masks drawn anew for every batch (dynamic
-//! masking) by a pluggable strategy, and MLM (+ sentence-task) loss and metrics.
+//! for NSP/SOP, or packed single sequences), masks drawn anew every time an example is seen
+//! (dynamic masking; static masking with N copies as an option) by a pluggable strategy, and
+//! MLM (+ sentence-task) loss and metrics.
 //!
 //! A family plugs in with [`PretrainingFamily`]: its model, the data layout and masking of its
 //! paper, its tokenizer and its size presets. Nothing here names a family.
@@ -150,6 +151,14 @@ impl PretrainingBatch {
     }
 }
 
+/// A 64-bit mix of two values (SplitMix64's finaliser), for independent per-row seeds.
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// A value computed once per epoch, kept for the epoch last asked for.
 type EpochCache<T> = Arc<Mutex<Option<(u64, Arc<T>)>>>;
 
@@ -177,6 +186,8 @@ pub struct Pretraining<M> {
     batch_size: usize,
     /// DOC-SENTENCES: batches grow until their padded size reaches this many tokens.
     token_budget: Option<usize>,
+    /// Static masking: masks kept per example (`None`: a new mask every time).
+    static_masks: Option<u64>,
     seed: u64,
     /// The shuffled example order of the epoch last asked for (one shuffle per epoch).
     order: EpochCache<Vec<usize>>,
@@ -198,6 +209,7 @@ impl<M> Clone for Pretraining<M> {
             sentence_metric: self.sentence_metric,
             batch_size: self.batch_size,
             token_budget: self.token_budget,
+            static_masks: self.static_masks,
             seed: self.seed,
             order: self.order.clone(),
             batches: self.batches.clone(),
@@ -215,6 +227,7 @@ impl<M> std::fmt::Debug for Pretraining<M> {
             .field("masking", &self.masking)
             .field("batch_size", &self.batch_size)
             .field("token_budget", &self.token_budget)
+            .field("static_masks", &self.static_masks)
             .finish()
     }
 }
@@ -280,6 +293,7 @@ impl<M: MaskedLmObjective> Pretraining<M> {
             sentence_metric,
             batch_size,
             token_budget,
+            static_masks: None,
             seed,
             order: Default::default(),
             batches: Default::default(),
@@ -298,10 +312,23 @@ impl<M: MaskedLmObjective> Pretraining<M> {
         &self.train
     }
 
-    /// Collate `examples` with masks drawn from `rng_seed`.
-    fn collate(&self, examples: &[&Example], rng_seed: u64) -> MaskedBatch {
-        let mut rng = StdRng::seed_from_u64(rng_seed);
-        collate(examples, self.format, self.masking.as_ref(), &self.vocab, &mut rng)
+    /// Keep `copies` masks per example instead of drawing a new one every time (`None`, the
+    /// default): BERT's static masking (`dupe_factor`), epoch `e` using copy `e mod copies`.
+    /// `Some(1)` is one fixed mask per example; RoBERTa compares both (its table 1).
+    pub fn with_static_masks(mut self, copies: Option<u32>) -> Self {
+        self.static_masks = copies.filter(|&c| c > 0).map(u64::from);
+        self
+    }
+
+    /// Collate training examples `(index, epoch)` as batch `batch`: each row's mask seed
+    /// follows the example and epoch under static masking, the batch and row otherwise.
+    fn collate_train(&self, rows: &[(usize, u64)], batch: u64) -> MaskedBatch {
+        let examples: Vec<&Example> = rows.iter().map(|&(i, _)| &self.train[i]).collect();
+        let seeds: Vec<u64> = match self.static_masks {
+            Some(copies) => rows.iter().map(|&(i, epoch)| mix(mix(self.seed, i as u64), epoch % copies)).collect(),
+            None => (0..rows.len() as u64).map(|row| mix(mix(self.seed, batch), row)).collect(),
+        };
+        collate(&examples, self.format, self.masking.as_ref(), &self.vocab, &seeds)
     }
 
     /// The order of training examples in `epoch`: a seeded shuffle, computed once per epoch.
@@ -339,8 +366,8 @@ impl<M: MaskedLmObjective> Pretraining<M> {
         batches
     }
 
-    /// The examples of training batch `index` under a token budget.
-    fn budget_batch(&self, index: u64, budget: usize) -> Vec<usize> {
+    /// The examples of training batch `index` under a token budget, with their epoch.
+    fn budget_batch(&self, index: u64, budget: usize) -> Vec<(usize, u64)> {
         let mut starts = self.epoch_starts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while *starts.last().expect("starts at 0") <= index {
             let epoch = starts.len() as u64 - 1;
@@ -348,7 +375,8 @@ impl<M: MaskedLmObjective> Pretraining<M> {
             starts.push(next);
         }
         let epoch = starts.partition_point(|&s| s <= index) - 1;
-        self.budget_batches(epoch as u64, budget)[(index - starts[epoch]) as usize].clone()
+        let batch = &self.budget_batches(epoch as u64, budget)[(index - starts[epoch]) as usize];
+        batch.iter().map(|&i| (i, epoch as u64)).collect()
     }
 }
 
@@ -357,22 +385,24 @@ impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
     type Batch = PretrainingBatch;
 
     fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
-        let seed = self.seed.wrapping_add(index.wrapping_mul(0x9E37_79B9));
-        if let Some(budget) = self.token_budget {
-            let examples: Vec<&Example> = self.budget_batch(index, budget).into_iter().map(|i| &self.train[i]).collect();
-            return PretrainingBatch::new(&self.collate(&examples, seed), device);
-        }
-        let n = self.train.len() as u64;
-        let first = index * self.batch_size as u64;
-        let mut examples = Vec::with_capacity(self.batch_size);
-        let mut order = (first / n, self.epoch_order(first / n));
-        for k in first..first + self.batch_size as u64 {
-            if k / n != order.0 {
-                order = (k / n, self.epoch_order(k / n));
+        let rows = match self.token_budget {
+            Some(budget) => self.budget_batch(index, budget),
+            None => {
+                // A stream of epochs, each in its own shuffled order; a batch may span two.
+                let n = self.train.len() as u64;
+                let first = index * self.batch_size as u64;
+                let mut order = (first / n, self.epoch_order(first / n));
+                let mut rows = Vec::with_capacity(self.batch_size);
+                for k in first..first + self.batch_size as u64 {
+                    if k / n != order.0 {
+                        order = (k / n, self.epoch_order(k / n));
+                    }
+                    rows.push((order.1[(k % n) as usize], order.0));
+                }
+                rows
             }
-            examples.push(&self.train[order.1[(k % n) as usize]]);
-        }
-        PretrainingBatch::new(&self.collate(&examples, seed), device)
+        };
+        PretrainingBatch::new(&self.collate_train(&rows, index), device)
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
@@ -380,8 +410,10 @@ impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
             .chunks(self.batch_size.max(1))
             .enumerate()
             .map(|(i, chunk)| {
+                // Held-out masks are fixed, so evaluations compare.
                 let refs: Vec<&Example> = chunk.iter().collect();
-                PretrainingBatch::new(&self.collate(&refs, u64::MAX - i as u64), device)
+                let seeds: Vec<u64> = (0..refs.len() as u64).map(|row| mix(u64::MAX - i as u64, row)).collect();
+                PretrainingBatch::new(&collate(&refs, self.format, self.masking.as_ref(), &self.vocab, &seeds), device)
             })
             .collect()
     }
