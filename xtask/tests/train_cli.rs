@@ -166,3 +166,22 @@ fn bench_times_each_family_s_pretraining_step() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("huge"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
+
+#[test]
+fn static_masking_is_a_data_setting_a_resume_must_keep() {
+    let out = std::env::temp_dir().join(format!("sesame-cli-static-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut args = train_args("bert", &out, "2");
+    args.extend(["--static-masks".to_string(), "3".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = xtask(&args).output().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && log.contains("3 static masks per example"), "{log}");
+    // Resuming with dynamic masks would change the data: refused.
+    let dynamic: Vec<&str> = args[..args.len() - 2].iter().copied().chain(["--resume"]).collect();
+    let refused = xtask(&dynamic).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("different data settings"));
+    let zero: Vec<&str> = args[..args.len() - 1].iter().copied().chain(["0"]).collect();
+    assert!(!xtask(&zero).output().unwrap().status.success(), "--static-masks 0 is refused");
+    std::fs::remove_dir_all(&out).unwrap();
+}
