@@ -147,7 +147,7 @@ fn static_masks_come_back_every_n_epochs_and_dynamic_ones_do_not() {
     // BERT's original static masking keeps N masks per example (epoch e uses e mod N);
     // RoBERTa's dynamic masking draws a new one each time an example is seen.
     let (dynamic, _) = task::<sesame_bert::Bert>(6, 400, 32, 1);
-    let fixed = dynamic.clone().with_static_masks(Some(2));
+    let fixed = dynamic.clone().with_static_masks(std::num::NonZeroU32::new(2));
     let epochs = |t| -> Vec<_> { (0..3).map(|e| masked_epoch(t, e)).collect() };
     let (f, d) = (epochs(&fixed), epochs(&dynamic));
     let originals = |rows: &Vec<(Vec<i64>, Vec<i64>, Vec<i64>)>| rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>();

@@ -8,8 +8,9 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use sesame_albert::Albert;
 use sesame_bert::Bert;
-use sesame_layers::{EncoderInput, PretrainedModel};
+use sesame_layers::PretrainedModel;
 use sesame_roberta::Roberta;
+use sesame_text::MaskedBatch;
 use sesame_train::pretraining::{pretraining_step, PretrainingBatch, PretrainingFamily};
 use sesame_train::TrainConfig;
 
@@ -43,15 +44,19 @@ pub struct BenchArgs {
 
 /// A full batch of `b × s` tokens with every seventh one masked.
 fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingBatch {
-    let ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
-    let labels: Vec<i64> = ids.iter().enumerate().map(|(i, &id)| if i % 7 == 3 { id } else { -100 }).collect();
-    let t = |v: Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, s]), device);
-    PretrainingBatch {
-        input: EncoderInput::new(t(ids)).with_attention_mask(t(vec![1; b * s])).with_token_type_ids(t(vec![0; b * s])),
-        mlm_labels: t(labels),
-        sentence_labels: Tensor::from_data(TensorData::new((0..b as i64).map(|i| i % 2).collect::<Vec<_>>(), [b]), device),
+    let input_ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
+    let mlm_labels = input_ids.iter().enumerate().map(|(i, &id)| if i % 7 == 3 { id } else { -100 }).collect();
+    let batch = MaskedBatch {
+        batch: b,
+        seq: s,
+        input_ids,
+        token_type_ids: vec![0; b * s],
+        attention_mask: vec![1; b * s],
+        mlm_labels,
+        pair_labels: (0..b as i64).map(|i| i % 2).collect(),
         tokens: b * s,
-    }
+    };
+    PretrainingBatch::new(&batch, device)
 }
 
 /// Time full training steps of `args.family` and return one JSON row per preset.

@@ -250,7 +250,7 @@ fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Dev
     }
     let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
         .map_err(err)?
-        .with_static_masks(args.static_masks);
+        .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
         "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking, {}); {} steps of {} x {}",
         F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),

@@ -187,10 +187,7 @@ impl Tokenizer {
         let mut inner = tokenizers::Tokenizer::new(model);
         let config = &config.resolve(&inner);
         byte_level_pipeline(&mut inner, config);
-        add_specials(&mut inner, config, TokenizerKind::ByteLevelBpe);
-        let processor = post_processor(&inner, config, TokenizerKind::ByteLevelBpe)?;
-        inner.with_post_processor(Some(processor));
-        Self::new(inner, config)
+        Self::with_family_specials(inner, config, TokenizerKind::ByteLevelBpe)
     }
 
     /// Build ALBERT's tokenizer from a SentencePiece Unigram model file (`spiece.model`), as
@@ -215,8 +212,13 @@ impl Tokenizer {
         };
         inner.add_special_tokens(&added(PieceType::Control));
         inner.add_tokens(&added(PieceType::UserDefined));
-        add_specials(&mut inner, config, TokenizerKind::Unigram);
-        let processor = post_processor(&inner, config, TokenizerKind::Unigram)?;
+        Self::with_family_specials(inner, config, TokenizerKind::Unigram)
+    }
+
+    /// `inner` with `kind`'s special tokens registered and its special-token layout.
+    fn with_family_specials(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) -> Result<Self, TokenizerError> {
+        add_specials(&mut inner, config, kind);
+        let processor = post_processor(&inner, config, kind)?;
         inner.with_post_processor(Some(processor));
         Self::new(inner, config)
     }
@@ -342,7 +344,7 @@ impl Tokenizer {
         use tokenizers::models::TrainerWrapper;
         let specials: Vec<AddedToken> = kind.specials(config).into_iter().map(|t| AddedToken::from(t, true)).collect();
         let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training a {kind:?} tokenizer failed: {e}"));
-        let mut inner = match kind {
+        let inner = match kind {
             TokenizerKind::WordPiece => {
                 use tokenizers::models::wordpiece::WordPieceTrainer;
                 let model = WordPiece::builder().unk_token(config.unk_token.clone()).build().map_err(fail)?;
@@ -385,16 +387,13 @@ impl Tokenizer {
                     .special_tokens(specials)
                     .unk_token(Some(config.unk_token.clone()))
                     .build()
-                    .map_err(|e| TokenizerError::Encode(format!("training a Unigram tokenizer failed: {e}")))?
+                    .map_err(|e| fail(Box::new(e)))?
                     .into();
                 inner.train(&mut trainer, texts).map_err(fail)?;
                 inner
             }
         };
-        add_specials(&mut inner, config, kind);
-        let processor = post_processor(&inner, config, kind)?;
-        inner.with_post_processor(Some(processor));
-        Self::new(inner, config)
+        Self::with_family_specials(inner, config, kind)
     }
 
     /// Train a BERT WordPiece vocabulary of `vocab_size` tokens on `texts` (lower-cased when

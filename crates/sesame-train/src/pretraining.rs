@@ -7,6 +7,7 @@
 //! paper, its tokenizer and its size presets. Nothing here names a family.
 
 use std::marker::PhantomData;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
 use burn::prelude::*;
@@ -248,7 +249,8 @@ fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut S
 }
 
 impl<M: MaskedLmObjective> Pretraining<M> {
-    /// Build examples from `train` and `held_out` text, once; masks are drawn per batch.
+    /// Build examples from `train` and `held_out` text, once; masks are drawn when a batch is
+    /// made (dynamic masking, unless [`Self::with_static_masks`]).
     /// Batches hold `batch_size` examples, except under DOC-SENTENCES packing, where sequences
     /// cut short at a document's end would leave steps with fewer tokens: as RoBERTa does, the
     /// batch grows instead, while its padded size stays within `batch_size × max_seq_len`.
@@ -315,8 +317,8 @@ impl<M: MaskedLmObjective> Pretraining<M> {
     /// Keep `copies` masks per example instead of drawing a new one every time (`None`, the
     /// default): BERT's static masking (`dupe_factor`), epoch `e` using copy `e mod copies`.
     /// `Some(1)` is one fixed mask per example; RoBERTa compares both (its table 1).
-    pub fn with_static_masks(mut self, copies: Option<u32>) -> Self {
-        self.static_masks = copies.filter(|&c| c > 0).map(u64::from);
+    pub fn with_static_masks(mut self, copies: Option<NonZeroU32>) -> Self {
+        self.static_masks = copies.map(|c| u64::from(c.get()));
         self
     }
 
