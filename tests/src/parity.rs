@@ -20,8 +20,15 @@ pub fn input(f: &Fixture, device: &Device) -> EncoderInput {
     input
 }
 
-/// Every hidden state and attention map against the reference.
-pub fn check_encoder(c: &mut Checker, f: &Fixture, out: &EncoderOutput) {
+/// Every hidden state and attention map against the reference, when `options` asked for them
+/// (the default options must return neither).
+pub fn check_encoder(c: &mut Checker, f: &Fixture, out: &EncoderOutput, options: OutputOptions) {
+    if !options.hidden_states {
+        if out.hidden_states.is_some() || out.attentions.is_some() {
+            c.fail("hidden states or attentions returned although not asked for".into());
+        }
+        return;
+    }
     let states = out.hidden_states.as_ref().expect("hidden states were requested");
     let attentions = out.attentions.as_ref().expect("attentions were requested");
     if states.len() != f.count("output.hidden_states") || attentions.len() != f.count("output.attentions") {
@@ -45,110 +52,118 @@ pub fn check_loss(c: &mut Checker, f: &Fixture, loss: Option<Tensor<1>>) {
     }
 }
 
-/// Run `check` on fixture `family/{shape}-{kind}` of every shape on every backend.
-pub fn each(family: &str, shapes: &[&str], kind: &str, check: impl Fn(&Fixture, &Device, &mut Checker)) {
+/// Run `check` on fixture `family/{shape}-{kind}` of every shape on every backend, once with
+/// the default output options (fused attention) and once with every output requested
+/// (materialised attention probabilities).
+pub fn each(family: &str, shapes: &[&str], kind: &str, check: impl Fn(&Fixture, &Device, &mut Checker, OutputOptions)) {
     for shape in shapes {
         let name = format!("{family}/{shape}-{kind}");
         let f = Fixture::open(&name);
         for (backend, device) in devices() {
-            let mut c = Checker::default();
-            check(&f, &device, &mut c);
-            c.finish(&format!("{name} on {backend}"));
+            for (options, what) in [(OutputOptions::default(), "default outputs"), (OutputOptions::all(), "all outputs")] {
+                let mut c = Checker::default();
+                check(&f, &device, &mut c, options);
+                c.finish(&format!("{name} on {backend}, {what}"));
+            }
         }
     }
 }
 
 /// The base model (`{shape}-model`): last state, pooled output, all states and attentions.
 pub fn base_model<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(family: &str, shapes: &[&str]) {
-    each(family, shapes, "model", |f, device, c| {
+    each(family, shapes, "model", |f, device, c, options| {
         let model = <B as PretrainedModel>::from_pretrained(&f.dir, device).unwrap().model;
-        let out = Backbone::forward(&model, input(f, device), OutputOptions::all());
+        let out = Backbone::forward(&model, input(f, device), options);
         c.close("last_hidden_state", out.last_hidden_state(), f.get("output.last_hidden_state"), TOLERANCE);
-        c.close("pooler_output", out.pooled("the base model"), f.get("output.pooler_output"), TOLERANCE);
-        check_encoder(c, f, &out.encoder);
+        match out.pooler_output.clone() {
+            Some(pooled) => c.close("pooler_output", pooled, f.get("output.pooler_output"), TOLERANCE),
+            None if f.has("output.pooler_output") => c.fail("no pooler output, the reference has one".into()),
+            None => {}
+        }
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 
 /// MLM + sentence-level head (`{shape}-pretraining`); the reference names its sentence logits
 /// `sentence_logits` and its sentence labels `sentence_labels`.
 pub fn pretraining<B: Backbone>(family: &str, shapes: &[&str], sentence_logits: &str, sentence_labels: &str) {
-    each(family, shapes, "pretraining", |f, device, c| {
+    each(family, shapes, "pretraining", |f, device, c, options| {
         let model = ForPreTraining::<B>::from_pretrained(&f.dir, device).unwrap().model;
         let labels = PreTrainingLabels {
             mlm: f.int("label.labels", device),
             sentence: f.int(&format!("label.{sentence_labels}"), device),
         };
-        let out = model.forward(input(f, device), Some(labels), OutputOptions::all());
+        let out = model.forward(input(f, device), Some(labels), options);
         c.close("prediction_logits", out.prediction_logits, f.get("output.prediction_logits"), TOLERANCE);
         c.close(sentence_logits, out.sentence_logits, f.get(&format!("output.{sentence_logits}")), TOLERANCE);
         check_loss(c, f, out.loss);
-        check_encoder(c, f, &out.encoder);
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 
 /// The MLM head (`{shape}-masked-lm`).
 pub fn masked_lm<B: Backbone>(family: &str, shapes: &[&str]) {
-    each(family, shapes, "masked-lm", |f, device, c| {
+    each(family, shapes, "masked-lm", |f, device, c, options| {
         let model = ForMaskedLM::<B>::from_pretrained(&f.dir, device).unwrap().model;
-        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), OutputOptions::all());
+        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), options);
         c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
         check_loss(c, f, out.loss);
-        check_encoder(c, f, &out.encoder);
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 
 /// Sequence classification for each HF problem type (`{shape}-seqcls-*`).
 pub fn sequence_classification<B: Backbone, H: SequenceHead>(family: &str, shapes: &[&str]) {
     for (kind, problem) in [("seqcls-single", 0), ("seqcls-regression", 1), ("seqcls-multilabel", 2)] {
-        each(family, shapes, kind, |f, device, c| {
+        each(family, shapes, kind, |f, device, c, options| {
             let model = ForSequenceClassification::<B, H>::from_pretrained(&f.dir, device).unwrap().model;
             let labels = match problem {
                 0 => SequenceLabels::SingleLabel(f.int("label.labels", device)),
                 1 => SequenceLabels::Regression(f.float("label.labels", device)),
                 _ => SequenceLabels::MultiLabel(f.float("label.labels", device)),
             };
-            let out = model.forward(input(f, device), Some(labels), OutputOptions::all());
+            let out = model.forward(input(f, device), Some(labels), options);
             c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
             check_loss(c, f, out.loss);
-            check_encoder(c, f, &out.encoder);
+            check_encoder(c, f, &out.encoder, options);
         });
     }
 }
 
 /// Token classification (`{shape}-token-classification`).
 pub fn token_classification<B: Backbone>(family: &str, shapes: &[&str]) {
-    each(family, shapes, "token-classification", |f, device, c| {
+    each(family, shapes, "token-classification", |f, device, c, options| {
         let model = ForTokenClassification::<B>::from_pretrained(&f.dir, device).unwrap().model;
-        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), OutputOptions::all());
+        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), options);
         c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
         check_loss(c, f, out.loss);
-        check_encoder(c, f, &out.encoder);
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 
 /// Extractive QA (`{shape}-qa`), one start position past the sequence.
 pub fn question_answering<B: Backbone>(family: &str, shapes: &[&str]) {
-    each(family, shapes, "qa", |f, device, c| {
+    each(family, shapes, "qa", |f, device, c, options| {
         let model = ForQuestionAnswering::<B>::from_pretrained(&f.dir, device).unwrap().model;
         let positions = (f.int("label.start_positions", device), f.int("label.end_positions", device));
-        let out = model.forward(input(f, device), Some(positions), OutputOptions::all());
+        let out = model.forward(input(f, device), Some(positions), options);
         c.close("start_logits", out.start_logits, f.get("output.start_logits"), TOLERANCE);
         c.close("end_logits", out.end_logits, f.get("output.end_logits"), TOLERANCE);
         check_loss(c, f, out.loss);
-        check_encoder(c, f, &out.encoder);
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 
 /// Multiple choice (`{shape}-multiple-choice`): inputs `[batch, choices, seq]` flattened.
-pub fn multiple_choice<B: Backbone>(family: &str, shapes: &[&str]) {
-    each(family, shapes, "multiple-choice", |f, device, c| {
-        let model = ForMultipleChoice::<B>::from_pretrained(&f.dir, device).unwrap().model;
+pub fn multiple_choice<B: Backbone, H: SequenceHead>(family: &str, shapes: &[&str]) {
+    each(family, shapes, "multiple-choice", |f, device, c, options| {
+        let model = ForMultipleChoice::<B, H>::from_pretrained(&f.dir, device).unwrap().model;
         // The fixture's `[batch, choices, seq]` inputs are read flattened to `[batch * choices, seq]`.
         let choices = f.get("input.input_ids").shape[1];
-        let out = model.forward(input(f, device), choices, Some(f.int("label.labels", device)), OutputOptions::all());
+        let out = model.forward(input(f, device), choices, Some(f.int("label.labels", device)), options);
         c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
         check_loss(c, f, out.loss);
-        check_encoder(c, f, &out.encoder);
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 

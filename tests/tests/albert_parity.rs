@@ -40,5 +40,5 @@ fn albert_for_question_answering_matches_transformers() {
 
 #[test]
 fn albert_for_multiple_choice_matches_transformers() {
-    parity::multiple_choice::<AlbertModel>("albert", &SHAPES);
+    parity::multiple_choice::<AlbertModel, sesame_layers::Classifier>("albert", &SHAPES);
 }

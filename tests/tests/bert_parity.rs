@@ -40,17 +40,17 @@ fn bert_for_question_answering_matches_transformers() {
 
 #[test]
 fn bert_for_multiple_choice_matches_transformers() {
-    parity::multiple_choice::<BertModel>("bert", &SHAPES);
+    parity::multiple_choice::<BertModel, sesame_layers::Classifier>("bert", &SHAPES);
 }
 
 #[test]
 fn bert_for_next_sentence_prediction_matches_transformers() {
-    each("bert", &SHAPES, "nsp", |f, device, c| {
+    each("bert", &SHAPES, "nsp", |f, device, c, options| {
         let model = BertForNextSentencePrediction::from_pretrained(&f.dir, device).unwrap().model;
-        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), OutputOptions::all());
+        let out = model.forward(input(f, device), Some(f.int("label.labels", device)), options);
         c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
         check_loss(c, f, out.loss);
-        check_encoder(c, f, &out.encoder);
+        check_encoder(c, f, &out.encoder, options);
     });
 }
 
@@ -65,7 +65,7 @@ fn a_base_model_loads_from_a_prefixed_pretraining_checkpoint() {
             assert!(loaded.report.unused.iter().all(|n| n.starts_with("cls.")), "{}", loaded.report);
             let out = loaded.model.forward(input(&f, &device), OutputOptions::all());
             let mut c = Checker::default();
-            check_encoder(&mut c, &f, &out.encoder);
+            check_encoder(&mut c, &f, &out.encoder, OutputOptions::all());
             c.finish(&format!("{shape}-pretraining into BertModel on {backend}"));
         }
     }

@@ -37,7 +37,7 @@ fn roberta_for_question_answering_matches_transformers() {
 
 #[test]
 fn roberta_for_multiple_choice_matches_transformers() {
-    parity::multiple_choice::<RobertaModel>("roberta", &SHAPES);
+    parity::multiple_choice::<RobertaModel, sesame_layers::Classifier>("roberta", &SHAPES);
 }
 
 #[test]

@@ -6,22 +6,17 @@ use std::time::Instant;
 
 use burn::optim::GradientsParams;
 use burn::prelude::*;
-use sesame_albert::Albert;
-use sesame_bert::Bert;
 use sesame_layers::PretrainedModel;
-use sesame_roberta::Roberta;
 use sesame_text::MaskedBatch;
 use sesame_train::pretraining::{pretraining_step, PretrainingBatch, PretrainingFamily};
 use sesame_train::TrainConfig;
-
-use crate::train::Family;
 
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// The family whose pre-training step is timed.
-    #[arg(long, value_enum, default_value = "bert")]
-    pub family: Family,
+    #[arg(long, default_value = "bert", value_parser = crate::families::parser())]
+    pub family: String,
     /// Vocabulary size (BERT's by default; RoBERTa's is 50265, ALBERT's 30000).
     #[arg(long, default_value_t = 30522)]
     pub vocab_size: usize,
@@ -61,14 +56,11 @@ fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingB
 
 /// Time full training steps of `args.family` and return one JSON row per preset.
 pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
-    match args.family {
-        Family::Bert => bench_family::<Bert>(args, device, backend),
-        Family::Roberta => bench_family::<Roberta>(args, device, backend),
-        Family::Albert => bench_family::<Albert>(args, device, backend),
-    }
+    (crate::families::by_name(&args.family)?.bench)(args, device, backend)
 }
 
-fn bench_family<F: PretrainingFamily>(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
+/// `bench` for a family pre-trained by the shared masked-LM task.
+pub fn bench_family<F: PretrainingFamily>(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
     if args.vocab_size <= 5 || args.batch_size == 0 || args.seq_len == 0 || args.steps == 0 {
         return Err("--vocab-size must exceed 5 and --batch-size, --seq-len and --steps be at least 1".into());
     }

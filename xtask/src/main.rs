@@ -5,18 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame_albert::AlbertModel;
-use sesame_bert::pipeline::{embed, fill_mask, EmbedOptions};
-use sesame_bert::BertModel;
-use sesame_layers::{Backbone, BertLikeFamily, ForMaskedLM, Pooling, PretrainedModel};
-use sesame_roberta::RobertaModel;
+use sesame_layers::pipeline::{embed, fill_mask, EmbedOptions};
+use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
 
 mod bench;
+mod families;
 mod train;
-
-use train::Family;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Sesame: the BERT family on Burn")]
@@ -116,41 +112,28 @@ fn run(cli: Cli) -> Result<String, String> {
             let device = backend.device()?;
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
             let options = EmbedOptions { pooling, layer, normalize };
-            match model_family(&model)? {
-                Family::Bert => embed_with::<BertModel>(&model, &device, &texts, options),
-                Family::Roberta => embed_with::<RobertaModel>(&model, &device, &texts, options),
-                Family::Albert => embed_with::<AlbertModel>(&model, &device, &texts, options),
-            }
+            (model_family(&model)?.embed)(&model, &device, &texts, options)
         }
         Command::FillMask { model, top_k, backend, text } => {
             let device = backend.device()?;
-            match model_family(&model)? {
-                Family::Bert => fill_mask_with::<BertModel>(&model, &device, &text, top_k),
-                Family::Roberta => fill_mask_with::<RobertaModel>(&model, &device, &text, top_k),
-                Family::Albert => fill_mask_with::<AlbertModel>(&model, &device, &text, top_k),
-            }
+            (model_family(&model)?.fill_mask)(&model, &device, &text, top_k)
         }
     }
 }
 
-/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type`.
-fn model_family(dir: &std::path::Path) -> Result<Family, String> {
+/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
+/// the file names none, as transformers' `BertModel` reads it).
+fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry, String> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let model_type = json["model_type"].as_str().unwrap_or("bert");
-    if sesame_bert::Bert::MODEL_TYPES.contains(&model_type) {
-        Ok(Family::Bert)
-    } else if sesame_roberta::Roberta::MODEL_TYPES.contains(&model_type) {
-        Ok(Family::Roberta)
-    } else if sesame_albert::Albert::MODEL_TYPES.contains(&model_type) {
-        Ok(Family::Albert)
-    } else {
-        Err(format!("{}: model_type `{model_type}` is not a family this command runs (bert, roberta, albert)", path.display()))
-    }
+    families::by_model_type(model_type).ok_or_else(|| {
+        format!("{}: model_type `{model_type}` is not a family this command runs ({})", path.display(), families::names().join(", "))
+    })
 }
 
-fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &[&str], options: EmbedOptions) -> Result<String, String> {
+pub(crate) fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &[&str], options: EmbedOptions) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = <B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     report(&loaded.report);
@@ -158,7 +141,7 @@ fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(d
     Ok(serde_json::to_string(&vectors).expect("JSON"))
 }
 
-fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, text: &str, top_k: usize) -> Result<String, String> {
+pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, text: &str, top_k: usize) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = ForMaskedLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     report(&loaded.report);

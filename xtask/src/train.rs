@@ -2,25 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use sesame_albert::Albert;
-use sesame_bert::Bert;
 use sesame_layers::{HfConfig, MaskedLmObjective, PretrainedModel};
-use sesame_roberta::Roberta;
 use sesame_text::{Corpus, Packing, Tokenizer, TokenizerConfig};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
 use sesame_train::{Decay, TrainConfig, Trainer};
-
-/// The families `train` knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    /// BERT: masked LM + next-sentence prediction on sentence pairs, WordPiece.
-    Bert,
-    /// RoBERTa: dynamic masked LM on packed full sentences, byte-level BPE.
-    Roberta,
-    /// ALBERT: n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary.
-    Albert,
-}
 
 /// RoBERTa's input packing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
@@ -35,8 +20,8 @@ pub enum PackingKind {
 #[derive(clap::Args, Debug)]
 pub struct TrainArgs {
     /// Model family.
-    #[arg(value_enum)]
-    pub family: Family,
+    #[arg(value_parser = crate::families::parser())]
+    pub family: String,
     /// Text file or directory of .txt files (documents separated by blank lines).
     #[arg(long, default_value = "data/moby-dick.txt")]
     pub corpus: PathBuf,
@@ -128,7 +113,7 @@ fn err(e: impl std::fmt::Display) -> String {
 /// Settings that must stay the same when a run is resumed.
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
 struct RunSpec {
-    family: Family,
+    family: String,
     corpus: PathBuf,
     seq_len: usize,
     batch_size: usize,
@@ -151,11 +136,7 @@ impl RunSpec {
 
 /// Run `train` and return a JSON summary.
 pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    match args.family {
-        Family::Bert => train_family::<Bert>(args, device),
-        Family::Roberta => train_family::<Roberta>(args, device),
-        Family::Albert => train_family::<Albert>(args, device),
-    }
+    (crate::families::by_name(&args.family)?.train)(args, device)
 }
 
 /// The family's data layout with the command line's choices.
@@ -171,13 +152,14 @@ fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
     }
 }
 
-fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+/// `train` for a family pre-trained by the shared masked-LM task.
+pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     let out = &args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(F::NAME));
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let masking = args.masking.unwrap_or_else(F::masking);
     let layout = layout::<F>(&args)?;
     let spec = RunSpec {
-        family: args.family,
+        family: args.family.clone(),
         corpus: args.corpus.clone(),
         seq_len: args.seq_len,
         batch_size: args.batch_size,
@@ -324,11 +306,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let spec = RunSpec::read(run)?;
     let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
     let checkpoint_file = checkpoint.join("model.bpk");
-    match spec.family {
-        Family::Bert => export_model::<Bert>(run, &checkpoint_file, &out, &device)?,
-        Family::Roberta => export_model::<Roberta>(run, &checkpoint_file, &out, &device)?,
-        Family::Albert => export_model::<Albert>(run, &checkpoint_file, &out, &device)?,
-    }
+    (crate::families::by_name(&spec.family)?.export)(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
     let tok_config = TokenizerConfig::read(&tokenizer_dir.join("tokenizer_config.json")).map_err(err)?;
@@ -337,7 +315,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
 }
 
 /// Load a checkpoint of `F`'s model (config from the run) and save it in HF layout.
-fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<(), String> {
+pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<(), String> {
     let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
     let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
     model.save_pretrained(&config, out).map_err(err)

@@ -103,6 +103,28 @@ pub struct MultiHeadAttention {
     pub head_dim: usize,
 }
 
+/// The keys and values of the positions already seen by one self-attention layer, for
+/// incremental decoding: each call appends the new positions' keys and values.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    /// Keys `[batch, heads, past, head_dim]`.
+    pub key: Tensor<4>,
+    /// Values `[batch, heads, past, head_dim]`.
+    pub value: Tensor<4>,
+}
+
+impl KvCache {
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.key.dims()[2]
+    }
+
+    /// Whether no position is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl MultiHeadAttention {
     /// Attend from `x` `[batch, s_q, d]` to `context` `[batch, s_k, d]` (pass `x` again for
     /// self-attention). Returns the projected context `[batch, s_q, d]` and, when
@@ -114,13 +136,54 @@ impl MultiHeadAttention {
         mask: &AttentionMask,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>) {
-        let [b, s_q, d] = x.dims();
         let s_k = context.dims()[1];
-        let (h, dh) = (self.n_heads, self.head_dim);
-        let split = |t: Tensor<3>, s: usize| t.reshape([b, s, h, dh]).swap_dims(1, 2);
-        let q = split(self.query.forward(x), s_q);
-        let k = split(self.key.forward(context.clone()), s_k);
-        let v = split(self.value.forward(context), s_k);
+        let q = self.split(self.query.forward(x));
+        let k = self.split(self.key.forward(context.clone()));
+        let v = self.split(self.value.forward(context));
+        debug_assert_eq!(k.dims()[2], s_k);
+        self.attend(q, k, v, mask, return_probs)
+    }
+
+    /// Self-attention of `x` `[batch, s_q, d]` over the cached positions and its own:
+    /// `past` holds earlier keys and values (none at the first call); `mask` covers
+    /// `[batch, s_q, past + s_q]` keys. Returns the projected context, the probabilities when
+    /// asked, and the cache extended by `x`'s positions.
+    pub fn forward_cached(
+        &self,
+        x: Tensor<3>,
+        mask: &AttentionMask,
+        past: Option<KvCache>,
+        return_probs: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>, KvCache) {
+        let q = self.split(self.query.forward(x.clone()));
+        let mut k = self.split(self.key.forward(x.clone()));
+        let mut v = self.split(self.value.forward(x));
+        if let Some(past) = past.filter(|p| !p.is_empty()) {
+            k = Tensor::cat(vec![past.key, k], 2);
+            v = Tensor::cat(vec![past.value, v], 2);
+        }
+        let cache = KvCache { key: k.clone(), value: v.clone() };
+        let (out, probs) = self.attend(q, k, v, mask, return_probs);
+        (out, probs, cache)
+    }
+
+    /// `[batch, s, d] -> [batch, heads, s, head_dim]`.
+    fn split(&self, t: Tensor<3>) -> Tensor<4> {
+        let [b, s, _] = t.dims();
+        t.reshape([b, s, self.n_heads, self.head_dim]).swap_dims(1, 2)
+    }
+
+    /// Scaled dot-product attention of split heads, then the output projection.
+    fn attend(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        mask: &AttentionMask,
+        return_probs: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>) {
+        let [b, h, s_q, dh] = q.dims();
+        let s_k = k.dims()[2];
         let masked = mask.masked.clone().map(|m| m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k]));
         let bias = mask.bias.clone().map(|t| t.expand([b, h, s_q, s_k]));
 
@@ -141,7 +204,7 @@ impl MultiHeadAttention {
             let (masked, bias) = fused_mask_workaround(masked, bias, &q);
             (attention(q, k, v, masked, bias, AttentionModuleOptions::default()), None)
         };
-        let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, d]);
+        let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
         (self.output.forward(ctx), probs)
     }
 }

@@ -4,10 +4,11 @@
 use burn::module::ModuleDisplay;
 use burn::prelude::*;
 
+use crate::activation::Activation;
 use crate::attention::AttentionMask;
 use crate::checkpoint::{CheckpointSpec, KeyMap};
-use crate::encoder::{EncoderOutput, OutputOptions};
-use crate::heads::MaskedLmHeadConfig;
+use crate::encoder::{EncoderCache, EncoderOutput, OutputOptions};
+use crate::heads::{ClassifierConfig, MaskedLmHeadConfig, SequenceSummaryConfig};
 use crate::pretrained::{check_ids, check_shape, HfConfig, InputError};
 
 /// One batch of encoder input (HF argument names).
@@ -19,15 +20,47 @@ pub struct EncoderInput {
     pub attention_mask: Option<Tensor<2, Int>>,
     /// Segment ids `[batch, seq]`; zeros when absent.
     pub token_type_ids: Option<Tensor<2, Int>>,
-    /// Position ids `[batch, seq]`; the family's default when absent (`0..seq`, or RoBERTa's
-    /// positions counted past the padding id).
+    /// Position ids `[batch, seq]`; the family's default when absent (`past..past + seq`, or
+    /// RoBERTa's positions counted past the padding id).
     pub position_ids: Option<Tensor<2, Int>>,
+    /// A further restriction on who attends to whom, `[batch, seq, past + seq]`, `true` where
+    /// a query may **not** see a key: UniLM's left-to-right and sequence-to-sequence masks,
+    /// later XLNet's permutation mask. Combined with the padding mask.
+    pub attention_restriction: Option<Tensor<3, Bool>>,
+    /// Keys and values of earlier positions (incremental decoding): `input_ids` then holds only
+    /// the new positions and `attention_mask` covers `past + seq` keys. `Some` (an empty cache
+    /// at the first pass) asks the model to return the extended cache.
+    pub cache: Option<EncoderCache>,
 }
 
 impl EncoderInput {
     /// Input from token ids alone.
     pub fn new(input_ids: Tensor<2, Int>) -> Self {
-        Self { input_ids, attention_mask: None, token_type_ids: None, position_ids: None }
+        Self { input_ids, attention_mask: None, token_type_ids: None, position_ids: None, attention_restriction: None, cache: None }
+    }
+
+    /// Restrict attention further: `restriction` `[batch, seq, past + seq]`, `true` = may not attend.
+    pub fn with_attention_restriction(mut self, restriction: Tensor<3, Bool>) -> Self {
+        self.attention_restriction = Some(restriction);
+        self
+    }
+
+    /// Run incrementally after the positions held in `cache` (empty at the first pass).
+    pub fn with_cache(mut self, cache: EncoderCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Number of positions already in the cache.
+    pub fn past_len(&self) -> usize {
+        self.cache.as_ref().map_or(0, EncoderCache::len)
+    }
+
+    /// Position ids `past..past + seq` for every row `[batch, seq]`.
+    pub fn default_position_ids(&self) -> Tensor<2, Int> {
+        let [b, s] = self.input_ids.dims();
+        let past = self.past_len() as i64;
+        Tensor::<1, Int>::arange(past..past + s as i64, &self.input_ids.device()).reshape([1, s]).expand([b, s])
     }
 
     /// Set the attention mask.
@@ -51,7 +84,20 @@ impl EncoderInput {
     /// Check shapes and id ranges against a model's `limits` (reads the ids back from the device).
     pub fn validate(&self, limits: &InputLimits) -> Result<(), InputError> {
         let max = limits.max_len;
-        check_shape(&self.input_ids, self.attention_mask.as_ref(), "attention_mask", max)?;
+        let past = self.past_len();
+        check_shape(&self.input_ids, None, "input_ids", max.saturating_sub(past))?;
+        let [b, s] = self.input_ids.dims();
+        if let Some(mask) = &self.attention_mask {
+            if mask.dims() != [b, past + s] {
+                return Err(InputError::ShapeMismatch { what: "attention_mask", expected: [b, past + s], found: mask.dims() });
+            }
+        }
+        if let Some(restriction) = &self.attention_restriction {
+            let [rb, rq, rk] = restriction.dims();
+            if [rb, rq, rk] != [b, s, past + s] {
+                return Err(InputError::ShapeMismatch { what: "attention_restriction", expected: [b, past + s], found: [rb, rk] });
+            }
+        }
         check_shape(&self.input_ids, self.token_type_ids.as_ref(), "token_type_ids", max)?;
         check_shape(&self.input_ids, self.position_ids.as_ref(), "position_ids", max)?;
         check_ids(&self.input_ids, limits.vocab_size, "token")?;
@@ -64,11 +110,15 @@ impl EncoderInput {
         Ok(())
     }
 
-    /// The padding mask of this batch.
+    /// The attention mask of this batch: padding, and the further restriction if any.
     pub fn mask(&self) -> AttentionMask {
-        match &self.attention_mask {
+        let mask = match &self.attention_mask {
             Some(mask) => AttentionMask::padding(mask.clone(), self.input_ids.dims()[1]),
             None => AttentionMask::none(),
+        };
+        match &self.attention_restriction {
+            Some(restriction) => mask.and_masked(restriction.clone()),
+            None => mask,
         }
     }
 
@@ -94,9 +144,11 @@ pub struct InputLimits {
 /// What a [`Backbone`] returns.
 #[derive(Clone, Debug)]
 pub struct BackboneOutput {
-    /// Encoder output and, when asked, every hidden state and attention map.
+    /// Encoder output, every hidden state and attention map when asked, and the extended
+    /// cache when the input carried one.
     pub encoder: EncoderOutput,
-    /// `tanh(dense(h[:, 0]))` `[batch, hidden]`, when the model has a pooler.
+    /// `tanh(dense(h[:, 0]))` `[batch, hidden]`, for models built with a pooler (BERT's,
+    /// ALBERT's); `None` for models without one (ELECTRA, or `add_pooling_layer = false`).
     pub pooler_output: Option<Tensor<2>>,
 }
 
@@ -105,14 +157,9 @@ impl BackboneOutput {
     pub fn last_hidden_state(&self) -> Tensor<3> {
         self.encoder.last_hidden_state.clone()
     }
-
-    /// The pooled output; `model` names the head model that needs it.
-    pub fn pooled(&self, model: &str) -> Tensor<2> {
-        self.pooler_output.clone().unwrap_or_else(|| panic!("{model} is built with a pooler"))
-    }
 }
 
-/// The sizes the task heads are built from.
+/// What a family's configuration says about the task heads on its base model.
 #[derive(Clone, Debug)]
 pub struct HeadSizes {
     /// Encoder width.
@@ -121,10 +168,12 @@ pub struct HeadSizes {
     pub num_labels: usize,
     /// Dropout before classifiers.
     pub classifier_dropout: f64,
-    /// Dropout before the sentence-level pre-training classifier (BERT's NSP has none).
-    pub sentence_dropout: f64,
-    /// Outputs of the sentence-level classifier (2; ALBERT's SOP head uses `num_labels`).
-    pub sentence_labels: usize,
+    /// Activation inside two-layer classification heads (RoBERTa's tanh, ELECTRA's GELU).
+    pub classifier_activation: Activation,
+    /// The sentence-level pre-training classifier on the pooled output (NSP, SOP).
+    pub sentence_head: ClassifierConfig,
+    /// How heads without a pooler reduce a sequence to one vector (HF `SequenceSummary`).
+    pub summary: SequenceSummaryConfig,
     /// The MLM head.
     pub lm_head: MaskedLmHeadConfig,
 }

@@ -56,3 +56,44 @@ pub fn ensure(ok: bool, field: &str, reason: impl FnOnce() -> String) -> Result<
         })
     }
 }
+
+/// Fill the keys `value` lacks from `defaults` (both JSON objects).
+pub fn with_defaults(mut value: serde_json::Value, defaults: serde_json::Value) -> serde_json::Value {
+    if let (Some(map), serde_json::Value::Object(defaults)) = (value.as_object_mut(), defaults) {
+        for (key, default) in defaults {
+            map.entry(key).or_insert(default);
+        }
+    }
+    value
+}
+
+/// Check `model_type`, when the file names one, against what a family reads.
+pub fn check_model_type(value: &serde_json::Value, accepted: &[&str]) -> Result<(), ConfigError> {
+    match value.get("model_type").and_then(|t| t.as_str()) {
+        Some(kind) => ensure(accepted.contains(&kind), "model_type", || {
+            format!("this is a `{kind}` checkpoint; this model reads {}", accepted.join(", "))
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Read `dir/config.json` of a family that reads `model_types`, filling `defaults`.
+pub fn read_family_config<T: DeserializeOwned>(
+    dir: &Path,
+    model_types: &[&str],
+    defaults: serde_json::Value,
+) -> Result<T, ConfigError> {
+    let path = dir.join("config.json");
+    let value: serde_json::Value = read_json_config(&path)?;
+    check_model_type(&value, model_types)?;
+    serde_json::from_value(with_defaults(value, defaults)).map_err(|e| ConfigError::Parse { path, reason: e.to_string() })
+}
+
+/// A config as HF `config.json`: its fields, `model_type` (unless it has one) and `architectures`.
+pub fn family_json(config: &impl serde::Serialize, model_type: &str, architecture: &str) -> serde_json::Value {
+    let mut value = serde_json::to_value(config).expect("config serialises");
+    let map = value.as_object_mut().expect("an object");
+    map.entry("model_type").or_insert(model_type.into());
+    map.insert("architectures".into(), serde_json::json!([architecture]));
+    value
+}

@@ -4,7 +4,7 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig};
 use burn::prelude::*;
 
 use crate::activation::Activation;
-use crate::attention::{AttentionMask, MultiHeadAttention, MultiHeadAttentionConfig};
+use crate::attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
 use crate::feed_forward::{FeedForward, FeedForwardConfig};
 
 /// Configuration of [`EncoderLayer`] and [`Encoder`].
@@ -111,9 +111,27 @@ impl LayerParts<'_> {
     /// `x = LN(x + Attn(x)); x = LN(x + FFN(x))`, plus attention probabilities when asked.
     pub fn forward(self, x: Tensor<3>, mask: &AttentionMask, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let (attended, probs) = self.attention.forward(x.clone(), x.clone(), mask, return_probs);
+        (self.finish(x, attended), probs)
+    }
+
+    /// The same layer run incrementally: `x` `[batch, s_new, d]` holds only new positions,
+    /// which attend to the `past` ones (none at the first pass) and to themselves; `mask`
+    /// covers `[batch, s_new, past + s_new]`. Also returns the cache extended by `x`.
+    pub fn forward_cached(
+        self,
+        x: Tensor<3>,
+        mask: &AttentionMask,
+        past: Option<KvCache>,
+        return_probs: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>, KvCache) {
+        let (attended, probs, cache) = self.attention.forward_cached(x.clone(), mask, past, return_probs);
+        (self.finish(x, attended), probs, cache)
+    }
+
+    /// The residual connections, LayerNorms and feed-forward block around attention's output.
+    fn finish(self, x: Tensor<3>, attended: Tensor<3>) -> Tensor<3> {
         let x = self.attention_norm.forward(x + self.dropout.forward(attended));
-        let x = self.output_norm.forward(x.clone() + self.dropout.forward(self.feed_forward.forward(x)));
-        (x, probs)
+        self.output_norm.forward(x.clone() + self.dropout.forward(self.feed_forward.forward(x)))
     }
 
     /// An owned layer of these sub-blocks (their parameters keep their ids).
@@ -137,6 +155,29 @@ pub struct EncoderOutput {
     pub hidden_states: Option<Vec<Tensor<3>>>,
     /// Every layer's attention probabilities `[batch, heads, seq, seq]`, when asked.
     pub attentions: Option<Vec<Tensor<4>>>,
+    /// Every layer's keys and values so far, when the input carried a cache.
+    pub cache: Option<EncoderCache>,
+}
+
+/// The keys and values of earlier positions in every layer of an encoder run incrementally
+/// (one [`KvCache`] per layer, in the order the layers run). Start with
+/// `EncoderCache::default()`; each forward pass returns the cache extended by its positions.
+#[derive(Clone, Debug, Default)]
+pub struct EncoderCache {
+    /// One cache per layer run; empty before the first pass.
+    pub layers: Vec<KvCache>,
+}
+
+impl EncoderCache {
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.layers.first().map_or(0, KvCache::len)
+    }
+
+    /// Whether no position is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// What to return besides the last hidden state.
@@ -163,24 +204,35 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Run every layer over `x` `[batch, seq, d]`.
-    pub fn forward(&self, x: Tensor<3>, mask: &AttentionMask, options: OutputOptions) -> EncoderOutput {
-        run_layers(self.layers.iter().map(EncoderLayer::parts), x, mask, options)
+    /// Run every layer over `x` `[batch, seq, d]`, incrementally when `cache` is given.
+    pub fn forward(&self, x: Tensor<3>, mask: &AttentionMask, cache: Option<EncoderCache>, options: OutputOptions) -> EncoderOutput {
+        run_layers(self.layers.iter().map(EncoderLayer::parts), x, mask, cache, options)
     }
 }
 
-/// Run `layers` in order, collecting what `options` asks for. Families that share one layer
-/// across depths (ALBERT) pass the same layer, or the same sub-blocks, several times.
+/// Run `layers` in order, collecting what `options` asks for, and extending `cache` when one
+/// is given. Families that share one layer across depths (ALBERT) pass the same layer, or the
+/// same sub-blocks, several times; every depth keeps its own cache.
 pub fn run_layers<'a>(
     layers: impl Iterator<Item = LayerParts<'a>>,
     mut x: Tensor<3>,
     mask: &AttentionMask,
+    cache: Option<EncoderCache>,
     options: OutputOptions,
 ) -> EncoderOutput {
     let mut hidden_states = options.hidden_states.then(|| vec![x.clone()]);
     let mut attentions = options.attentions.then(Vec::new);
+    // With a cache: the layers' past entries, and their extended entries as they come.
+    let mut caches = cache.map(|c| (c.layers.into_iter(), Vec::new()));
     for layer in layers {
-        let (out, probs) = layer.forward(x, mask, options.attentions);
+        let (out, probs) = match caches.as_mut() {
+            Some((past, extended)) => {
+                let (out, probs, layer_cache) = layer.forward_cached(x, mask, past.next(), options.attentions);
+                extended.push(layer_cache);
+                (out, probs)
+            }
+            None => layer.forward(x, mask, options.attentions),
+        };
         x = out;
         if let Some(states) = hidden_states.as_mut() {
             states.push(x.clone());
@@ -189,5 +241,5 @@ pub fn run_layers<'a>(
             all.push(p);
         }
     }
-    EncoderOutput { last_hidden_state: x, hidden_states, attentions }
+    EncoderOutput { last_hidden_state: x, hidden_states, attentions, cache: caches.map(|(_, layers)| EncoderCache { layers }) }
 }

@@ -9,7 +9,7 @@ use burn::tensor::activation::tanh;
 use burn::tensor::module::linear;
 
 use crate::activation::Activation;
-use crate::backbone::{BackboneOutput, HeadSizes};
+use crate::backbone::{BackboneOutput, EncoderInput, HeadSizes};
 use crate::loss::{binary_cross_entropy_with_logits, cross_entropy, cross_entropy_ignoring, mse};
 
 /// Configuration of [`MaskedLmHead`].
@@ -148,31 +148,35 @@ impl Classifier {
     }
 }
 
-/// A sequence-classification head: reads the backbone output, returns `[batch, num_labels]`.
+/// A head that gives one row of logits per sequence (sequence classification, a choice's
+/// score): reads the backbone output and, where it needs them (BART's EOS positions), the input.
 pub trait SequenceHead: Module + burn::module::ModuleDisplay {
     /// Whether the head reads the pooler output (the backbone is then built with a pooler).
     const POOLED: bool;
-    /// A fresh head of `sizes.num_labels` outputs.
-    fn new(sizes: &HeadSizes, device: &Device) -> Self;
+    /// A fresh head of `num_labels` outputs, sized and configured by `sizes`.
+    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self;
     /// Logits `[batch, num_labels]`.
-    fn forward(&self, out: &BackboneOutput) -> Tensor<2>;
+    fn forward(&self, out: &BackboneOutput, input: &EncoderInput) -> Tensor<2>;
 }
 
 /// BERT's and ALBERT's head: dropout + linear on the pooled output.
 impl SequenceHead for Classifier {
     const POOLED: bool = true;
 
-    fn new(sizes: &HeadSizes, device: &Device) -> Self {
-        ClassifierConfig::new(sizes.hidden_size, sizes.num_labels).with_dropout(sizes.classifier_dropout).init(device)
+    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
+        ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
     }
 
-    fn forward(&self, out: &BackboneOutput) -> Tensor<2> {
-        Classifier::forward(self, out.pooled("the sequence classifier"))
+    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
+        // `POOLED` heads are only built on base models with a pooler (see `ForSequenceClassification::init`).
+        let pooled = out.pooler_output.clone().expect("a POOLED head runs on a base model built with its pooler");
+        Classifier::forward(self, pooled)
     }
 }
 
-/// RoBERTa's (and ELECTRA's) two-layer head on the first token: dropout, dense, activation
-/// (tanh in RoBERTa, GELU in ELECTRA), dropout, `out_proj` (HF `RobertaClassificationHead`).
+/// RoBERTa's and ELECTRA's two-layer head on the first token: dropout, dense, activation
+/// (the config's: tanh in RoBERTa, GELU in ELECTRA), dropout, `out_proj` (HF
+/// `RobertaClassificationHead`, `ElectraClassificationHead`).
 #[derive(Module, Debug)]
 pub struct ClassificationHead {
     /// `hidden -> hidden`.
@@ -186,30 +190,151 @@ pub struct ClassificationHead {
     pub out_proj: Linear,
 }
 
-impl ClassificationHead {
-    /// A fresh head with `activation` after the dense layer.
-    pub fn init(sizes: &HeadSizes, activation: Activation, device: &Device) -> Self {
+impl SequenceHead for ClassificationHead {
+    const POOLED: bool = false;
+
+    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
         Self {
             dense: LinearConfig::new(sizes.hidden_size, sizes.hidden_size).init(device),
-            activation,
+            activation: sizes.classifier_activation,
             dropout: DropoutConfig::new(sizes.classifier_dropout).init(),
-            out_proj: LinearConfig::new(sizes.hidden_size, sizes.num_labels).init(device),
+            out_proj: LinearConfig::new(sizes.hidden_size, num_labels).init(device),
+        }
+    }
+
+    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
+        let x = self.dropout.forward(first_token(out.last_hidden_state()));
+        let x = self.dropout.forward(self.activation.forward(self.dense.forward(x)));
+        self.out_proj.forward(x)
+    }
+}
+
+/// How [`SequenceSummary`] picks one vector per sequence (HF `summary_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryType {
+    /// The first token's state (BERT's `[CLS]`).
+    First,
+    /// The last token's state (XLNet's `<cls>` at the end).
+    Last,
+    /// The mean over every position (HF averages padding too).
+    Mean,
+    /// The state at a given index per sequence (HF `cls_index`; the last one when not given).
+    ClsIndex,
+}
+
+/// Configuration of [`SequenceSummary`] (HF `summary_*` config fields).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SequenceSummaryConfig {
+    /// Encoder width.
+    pub d_model: usize,
+    /// Which vector to take.
+    pub summary_type: SummaryType,
+    /// Project it (HF `summary_use_proj`).
+    pub use_proj: bool,
+    /// Width of the projection (HF: `num_labels` when `summary_proj_to_labels`, else `d_model`).
+    pub proj_size: usize,
+    /// Activation after the projection (HF `summary_activation`), if any.
+    pub activation: Option<Activation>,
+    /// Dropout before the projection (HF `summary_first_dropout`).
+    pub first_dropout: f64,
+    /// Dropout after the activation (HF `summary_last_dropout`).
+    pub last_dropout: f64,
+}
+
+impl SequenceSummaryConfig {
+    /// The first token's state as it is: what BERT-shaped models without a pooler use.
+    pub fn first_token(d_model: usize) -> Self {
+        Self {
+            d_model,
+            summary_type: SummaryType::First,
+            use_proj: false,
+            proj_size: d_model,
+            activation: None,
+            first_dropout: 0.0,
+            last_dropout: 0.0,
         }
     }
 }
 
-impl SequenceHead for ClassificationHead {
+impl SequenceSummaryConfig {
+    /// Build the module on `device`.
+    pub fn init(&self, device: &Device) -> SequenceSummary {
+        SequenceSummary {
+            summary: self.use_proj.then(|| LinearConfig::new(self.d_model, self.proj_size).init(device)),
+            summary_type: self.summary_type,
+            activation: self.activation,
+            first_dropout: DropoutConfig::new(self.first_dropout).init(),
+            last_dropout: DropoutConfig::new(self.last_dropout).init(),
+        }
+    }
+}
+
+/// One vector per sequence from the token states, for models without a pooler (HF
+/// `SequenceSummary`): pick, dropout, optional projection and activation, dropout.
+#[derive(Module, Debug)]
+pub struct SequenceSummary {
+    /// The projection (HF `summary`), when used.
+    pub summary: Option<Linear>,
+    /// Which vector to take.
+    #[module(skip)]
+    pub summary_type: SummaryType,
+    /// Activation after the projection.
+    #[module(skip)]
+    pub activation: Option<Activation>,
+    /// Dropout before the projection.
+    pub first_dropout: Dropout,
+    /// Dropout after the activation.
+    pub last_dropout: Dropout,
+}
+
+impl SequenceSummary {
+    /// `hidden` `[batch, seq, d]` -> `[batch, proj]`; `cls_index` `[batch]` for
+    /// [`SummaryType::ClsIndex`] (the last position when `None`).
+    pub fn forward(&self, hidden: Tensor<3>, cls_index: Option<Tensor<1, Int>>) -> Tensor<2> {
+        let [b, s, d] = hidden.dims();
+        let mut x = match self.summary_type {
+            SummaryType::First => first_token(hidden),
+            SummaryType::Last => hidden.slice([0..b, s - 1..s, 0..d]).reshape([b, d]),
+            SummaryType::Mean => hidden.mean_dim(1).reshape([b, d]),
+            SummaryType::ClsIndex => {
+                let index = cls_index.unwrap_or_else(|| Tensor::full([b], s as i64 - 1, &hidden.device()));
+                hidden.gather(1, index.reshape([b, 1, 1]).expand([b, 1, d])).reshape([b, d])
+            }
+        };
+        x = self.first_dropout.forward(x);
+        if let Some(summary) = &self.summary {
+            x = summary.forward(x);
+        }
+        if let Some(activation) = self.activation {
+            x = activation.forward(x);
+        }
+        self.last_dropout.forward(x)
+    }
+}
+
+/// A sequence summary then a linear classifier: ELECTRA's (and XLNet's) multiple-choice head
+/// (HF `sequence_summary` + `classifier`).
+#[derive(Module, Debug)]
+pub struct SummaryClassifier {
+    /// The summary (HF `sequence_summary`).
+    pub sequence_summary: SequenceSummary,
+    /// `summary -> num_labels` (HF `classifier`).
+    pub classifier: Linear,
+}
+
+impl SequenceHead for SummaryClassifier {
     const POOLED: bool = false;
 
-    /// RoBERTa's head (tanh).
-    fn new(sizes: &HeadSizes, device: &Device) -> Self {
-        Self::init(sizes, Activation::Tanh, device)
+    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
+        Self {
+            sequence_summary: sizes.summary.init(device),
+            classifier: LinearConfig::new(sizes.summary.proj_size, num_labels).init(device),
+        }
     }
 
-    fn forward(&self, out: &BackboneOutput) -> Tensor<2> {
-        let x = self.dropout.forward(first_token(out.last_hidden_state()));
-        let x = self.dropout.forward(self.activation.forward(self.dense.forward(x)));
-        self.out_proj.forward(x)
+    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
+        self.classifier.forward(self.sequence_summary.forward(out.last_hidden_state(), None))
     }
 }
 

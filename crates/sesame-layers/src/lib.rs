@@ -6,13 +6,13 @@
 pub mod activation;
 pub mod attention;
 pub mod backbone;
-pub mod bert_like;
 pub mod checkpoint;
 pub mod config;
 pub mod embeddings;
 pub mod encoder;
 pub mod feed_forward;
 pub mod heads;
+pub mod hparams;
 pub mod init;
 pub mod loss;
 pub mod pipeline;
@@ -21,18 +21,19 @@ pub mod pretrained;
 pub mod tasks;
 
 pub use activation::Activation;
-pub use attention::{AttentionMask, MultiHeadAttention, MultiHeadAttentionConfig};
+pub use attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
 pub use backbone::{Backbone, BackboneOutput, EncoderInput, HeadSizes, InputLimits};
-pub use bert_like::{BertLikeConfig, BertLikeFamily, BertLikeModel};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use embeddings::{Embeddings, EmbeddingsConfig};
-pub use encoder::{Encoder, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
+pub use encoder::{Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
-    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels, SequenceSummary,
+    SequenceSummaryConfig, SummaryClassifier, SummaryType,
 };
+pub use hparams::EncoderHyperParams;
 pub use pooling::Pooling;
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 

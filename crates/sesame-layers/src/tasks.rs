@@ -26,8 +26,8 @@ pub struct HeadOutput<const D: usize> {
     pub encoder: EncoderOutput,
 }
 
-fn classifier(sizes: &HeadSizes, num_labels: usize, dropout: f64, device: &Device) -> Classifier {
-    ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(dropout).init(device)
+fn classifier(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Classifier {
+    ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
 }
 
 /// `PretrainedModel::hf_form` of a head model (field `base`): its base model's, heads as they are.
@@ -84,7 +84,8 @@ impl<B: Backbone> ForPreTraining<B> {
     pub fn forward(&self, input: EncoderInput, labels: Option<PreTrainingLabels>, options: OutputOptions) -> PreTrainingOutput {
         let out = self.base.forward(input, options);
         let prediction_logits = self.lm_head.forward(out.last_hidden_state(), self.base.word_embeddings());
-        let sentence_logits = self.sentence_head.forward(out.pooled("ForPreTraining"));
+        let pooled = out.pooler_output.clone().expect("ForPreTraining builds its base model with the pooler");
+        let sentence_logits = self.sentence_head.forward(pooled);
         let (mlm_loss, sentence_loss) = match labels {
             Some(l) => (
                 Some(per_token_cross_entropy(prediction_logits.clone(), l.mlm)),
@@ -109,7 +110,7 @@ impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
         Self {
             base: B::new(config, true, device),
             lm_head: sizes.lm_head.init(device),
-            sentence_head: classifier(&sizes, sizes.sentence_labels, sizes.sentence_dropout, device),
+            sentence_head: sizes.sentence_head.init(device),
         }
     }
 
@@ -231,8 +232,8 @@ pub struct ForSequenceClassification<B: Backbone, H: SequenceHead> {
 impl<B: Backbone, H: SequenceHead> ForSequenceClassification<B, H> {
     /// Logits `[batch, num_labels]`; the loss of `labels` (whose variant is the problem type).
     pub fn forward(&self, input: EncoderInput, labels: Option<SequenceLabels>, options: OutputOptions) -> HeadOutput<2> {
-        let out = self.base.forward(input, options);
-        let logits = self.head.forward(&out);
+        let out = self.base.forward(input.clone(), options);
+        let logits = self.head.forward(&out, &input);
         let loss = labels.map(|l| l.loss(logits.clone()));
         HeadOutput { logits, loss, encoder: out.encoder }
     }
@@ -247,7 +248,7 @@ impl<B: Backbone, H: SequenceHead> PretrainedModel for ForSequenceClassification
 
     fn init(config: &B::Config, device: &Device) -> Self {
         let sizes = B::head_sizes(config);
-        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, device) }
+        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, sizes.num_labels, device) }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
@@ -285,7 +286,7 @@ impl<B: Backbone> PretrainedModel for ForTokenClassification<B> {
 
     fn init(config: &B::Config, device: &Device) -> Self {
         let sizes = B::head_sizes(config);
-        let head = classifier(&sizes, sizes.num_labels, sizes.classifier_dropout, device);
+        let head = classifier(&sizes, sizes.num_labels, device);
         Self { base: B::new(config, false, device), head }
     }
 
@@ -353,16 +354,18 @@ impl<B: Backbone> PretrainedModel for ForQuestionAnswering<B> {
     hf_form_of_base!();
 }
 
-/// The base model scoring each choice's pooled output (HF `BertForMultipleChoice`).
+/// The base model scoring each choice with a one-output [`SequenceHead`] `H`: dropout +
+/// linear on the pooled output ([`Classifier`]: BERT, RoBERTa, ALBERT) or on a sequence
+/// summary ([`crate::heads::SummaryClassifier`]: ELECTRA) (HF `BertForMultipleChoice`).
 #[derive(Module, Debug)]
-pub struct ForMultipleChoice<B: Backbone> {
-    /// The base model, with pooler.
+pub struct ForMultipleChoice<B: Backbone, H: SequenceHead> {
+    /// The base model (with a pooler when `H` reads it).
     pub base: B,
-    /// Dropout + `hidden -> 1` (HF `classifier`).
-    pub head: Classifier,
+    /// `-> 1` score per choice.
+    pub head: H,
 }
 
-impl<B: Backbone> ForMultipleChoice<B> {
+impl<B: Backbone, H: SequenceHead> ForMultipleChoice<B, H> {
     /// `input` holds `[batch * choices, seq]` tensors, choice-major within each example.
     /// Returns logits `[batch, choices]`; the loss when `labels` `[batch]` are given.
     pub fn forward(
@@ -373,15 +376,15 @@ impl<B: Backbone> ForMultipleChoice<B> {
         options: OutputOptions,
     ) -> HeadOutput<2> {
         let rows = input.batch_size();
-        let out = self.base.forward(input, options);
-        let scores = self.head.forward(out.pooled("ForMultipleChoice"));
+        let out = self.base.forward(input.clone(), options);
+        let scores = self.head.forward(&out, &input);
         let logits = scores.reshape([rows / num_choices, num_choices]);
         let loss = labels.map(|l| cross_entropy(logits.clone(), l));
         HeadOutput { logits, loss, encoder: out.encoder }
     }
 }
 
-impl<B: Backbone> PretrainedModel for ForMultipleChoice<B> {
+impl<B: Backbone, H: SequenceHead> PretrainedModel for ForMultipleChoice<B, H> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -390,7 +393,7 @@ impl<B: Backbone> PretrainedModel for ForMultipleChoice<B> {
 
     fn init(config: &B::Config, device: &Device) -> Self {
         let sizes = B::head_sizes(config);
-        Self { base: B::new(config, true, device), head: classifier(&sizes, 1, sizes.classifier_dropout, device) }
+        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, 1, device) }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {

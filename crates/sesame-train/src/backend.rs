@@ -3,7 +3,8 @@
 use burn::tensor::Device;
 
 /// A Burn backend Sesame can run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Backend {
     /// Pure-Rust CPU backend (feature `flex`, the default).
     Flex,

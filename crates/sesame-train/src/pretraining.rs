@@ -84,7 +84,8 @@ impl Layout {
 }
 
 /// Masking strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum MaskingKind {
     /// BERT's and RoBERTa's token-level 15% with 80/10/10.
     Token,

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 /// Decay after warm-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Decay {
     /// Linear to 0 at the last step (BERT).

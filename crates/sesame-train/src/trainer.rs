@@ -217,14 +217,14 @@ impl Trainer {
     /// A trainer writing checkpoints, `metrics.jsonl` and `loss.svg` to `dir`.
     pub fn new(config: TrainConfig, dir: impl Into<PathBuf>) -> Self {
         use std::io::IsTerminal;
-        Self { config, dir: dir.into(), progress: std::io::stderr().is_terminal(), stop_after: None }
+        Self { config, dir: dir.into(), progress: cfg!(feature = "cli") && std::io::stderr().is_terminal(), stop_after: None }
     }
 
     /// Show (default) or hide the progress bar. Without a terminal on stderr (CI logs, pipes)
     /// the bar cannot draw, so a line per log step is printed instead.
     pub fn with_progress(mut self, show: bool) -> Self {
         use std::io::IsTerminal;
-        self.progress = show && std::io::stderr().is_terminal();
+        self.progress = show && cfg!(feature = "cli") && std::io::stderr().is_terminal();
         self
     }
 
@@ -401,18 +401,61 @@ impl Trainer {
         Ok(())
     }
 
-    fn progress_bar(&self, start: u64) -> indicatif::ProgressBar {
-        if !self.progress {
-            return indicatif::ProgressBar::hidden();
+    fn progress_bar(&self, start: u64) -> Progress {
+        Progress::new(self.progress, self.config.steps, start)
+    }
+}
+
+/// The terminal progress bar (indicatif, with the `cli` feature); without the feature, or
+/// when hidden, it draws nothing and log lines are printed instead.
+struct Progress {
+    #[cfg(feature = "cli")]
+    bar: indicatif::ProgressBar,
+}
+
+#[cfg(feature = "cli")]
+impl Progress {
+    fn new(show: bool, steps: u64, start: u64) -> Self {
+        if !show {
+            return Self { bar: indicatif::ProgressBar::hidden() };
         }
-        let bar = indicatif::ProgressBar::new(self.config.steps).with_position(start);
+        let bar = indicatif::ProgressBar::new(steps).with_position(start);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}] {msg}")
                 .expect("valid template"),
         );
         bar.reset_eta();
-        bar
+        Self { bar }
     }
+    fn inc(&self, n: u64) {
+        self.bar.inc(n)
+    }
+    fn set_message(&self, message: String) {
+        self.bar.set_message(message)
+    }
+    fn suspend(&self, f: impl FnOnce()) {
+        self.bar.suspend(f)
+    }
+    fn abandon(&self) {
+        self.bar.abandon()
+    }
+    fn finish(&self) {
+        self.bar.finish()
+    }
+}
+
+#[cfg(not(feature = "cli"))]
+impl Progress {
+    fn new(_show: bool, _steps: u64, _start: u64) -> Self {
+        Self {}
+    }
+    fn inc(&self, _n: u64) {}
+    fn set_message(&self, _message: String) {}
+    fn suspend(&self, f: impl FnOnce()) {
+        f()
+    }
+    fn abandon(&self) {}
+    fn finish(&self) {}
 }
 
 /// Forces lazily initialised parameters to materialise.

@@ -27,14 +27,14 @@ use std::path::Path;
 use burn::nn::{LayerNorm, Linear, LinearConfig};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
-use sesame_layers::bert_like::{family_json, read_family_config};
-use sesame_layers::config::ensure;
+use sesame_layers::config::{ensure, family_json, read_family_config};
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
-    AttentionMask, Backbone, BackboneOutput, BertLikeConfig, BertLikeFamily, CheckpointSpec, Classifier, ConfigError, Embeddings,
-    EncoderInput, EncoderLayer, FeedForward, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
-    ForSequenceClassification, ForTokenClassification, HeadSizes, HfConfig, InputLimits, KeyMap, LayerParts,
-    MaskedLmHeadConfig, MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel,
+    Activation, AttentionMask, Backbone, BackboneOutput, CheckpointSpec, Classifier, ClassifierConfig, ConfigError, EncoderCache,
+    Embeddings, EncoderHyperParams, EncoderInput, EncoderLayer, FeedForward, ForMaskedLM, ForMultipleChoice, ForPreTraining,
+    ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HeadSizes, HfConfig, InputLimits, KeyMap,
+    LayerParts, MaskedLmHeadConfig, MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel,
+    SequenceSummaryConfig,
 };
 
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
@@ -43,14 +43,18 @@ pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, Questi
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Albert;
 
-impl BertLikeFamily for Albert {
-    const MODEL_TYPES: &'static [&'static str] = &["albert"];
-    const CLASS: &'static str = "Albert";
-    const PREFIX: &'static str = "albert";
+impl Albert {
+    /// HF `model_type` values ALBERT reads.
+    pub const MODEL_TYPES: &'static [&'static str] = &["albert"];
+    /// HF class-name stem.
+    pub const CLASS: &'static str = "Albert";
+    /// HF base-model prefix inside head models.
+    pub const PREFIX: &'static str = "albert";
+    /// The tied MLM decoder's HF names, skipped when the decoder is the word embeddings.
     const TIED_DECODER: &'static str = r"^predictions\.decoder\.(weight|bias)$";
 
-    /// HF's `AlbertConfig()` defaults of the fields ALBERT shares with BERT (xxlarge sizes);
-    /// ALBERT's own fields have theirs on [`AlbertConfig`].
+    /// HF's `AlbertConfig()` defaults of the fields ALBERT shares with other encoders
+    /// (xxlarge sizes); ALBERT's own fields have theirs on [`AlbertConfig`].
     fn defaults() -> serde_json::Value {
         serde_json::json!({
             "vocab_size": 30000, "hidden_size": 4096, "num_attention_heads": 64, "intermediate_size": 16384,
@@ -59,6 +63,7 @@ impl BertLikeFamily for Albert {
         })
     }
 
+    /// HF names of the heads onto the head models' fields.
     fn head_rows() -> Vec<(&'static str, &'static str)> {
         vec![
             ("^predictions.LayerNorm", "^lm_head.layer_norm"),
@@ -70,8 +75,8 @@ impl BertLikeFamily for Albert {
     }
 }
 
-/// ALBERT hyper-parameters (HF `AlbertConfig`): BERT's fields plus the factorisation and
-/// sharing ones. Dereferences to the BERT fields.
+/// ALBERT hyper-parameters (HF `AlbertConfig`): the shared encoder fields plus the
+/// factorisation and sharing ones. Dereferences to the shared fields.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AlbertConfig {
     /// Width of the token embeddings (E).
@@ -89,9 +94,9 @@ pub struct AlbertConfig {
     /// Dropout before the classifiers (SOP, sequence, token, choice).
     #[serde(default = "d::classifier_dropout_prob")]
     pub classifier_dropout_prob: f64,
-    /// The fields ALBERT shares with BERT.
+    /// The fields ALBERT shares with other encoders (sizes, dropouts, labels).
     #[serde(flatten)]
-    pub bert: BertLikeConfig<Albert>,
+    pub hparams: EncoderHyperParams,
 }
 
 /// What the depths running one layer group share (Lan et al. 2020, table 4: "all-shared",
@@ -121,15 +126,15 @@ mod d {
 }
 
 impl Deref for AlbertConfig {
-    type Target = BertLikeConfig<Albert>;
+    type Target = EncoderHyperParams;
     fn deref(&self) -> &Self::Target {
-        &self.bert
+        &self.hparams
     }
 }
 
 impl DerefMut for AlbertConfig {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.bert
+        &mut self.hparams
     }
 }
 
@@ -141,13 +146,14 @@ impl Default for AlbertConfig {
 }
 
 impl AlbertConfig {
-    /// A size preset (see [`BertLikeConfig::preset`]) with `embedding_size` 128 (64 for `tiny`
-    /// and `mini`), all layers in one shared group and no dropout, as the paper trains.
+    /// A size preset (see [`EncoderHyperParams::set_preset`]) with `embedding_size` 128 (64
+    /// for `tiny` and `mini`), all layers in one shared group and no dropout, as the paper trains.
     pub fn preset(name: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<Self, ConfigError> {
-        let mut config = Self { bert: BertLikeConfig::preset(name, vocab_size, max_len, pad_token_id)?, ..Self::default() };
-        config.bert.hidden_dropout_prob = 0.0;
-        config.bert.attention_probs_dropout_prob = 0.0;
-        config.bert.hidden_act = sesame_layers::Activation::GeluNew;
+        let mut config = Self::default();
+        config.hparams.set_preset(name, vocab_size, max_len, pad_token_id)?;
+        config.hparams.hidden_dropout_prob = 0.0;
+        config.hparams.attention_probs_dropout_prob = 0.0;
+        config.hparams.hidden_act = Activation::GeluNew;
         config.embedding_size = if matches!(name, "tiny" | "mini") { 64 } else { 128 };
         config.validate()?;
         Ok(config)
@@ -155,7 +161,7 @@ impl AlbertConfig {
 
     /// Check that a model can be built from this config.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.bert.validate()?;
+        self.hparams.validate(0)?;
         ensure(self.embedding_size > 0, "embedding_size", || "must be at least 1".into())?;
         ensure(self.inner_group_num > 0, "inner_group_num", || "must be at least 1".into())?;
         ensure((1..=self.num_hidden_layers).contains(&self.num_hidden_groups), "num_hidden_groups", || {
@@ -241,7 +247,7 @@ pub struct AlbertTransformer {
 impl AlbertTransformer {
     /// The transformer for `config`: its groups, and each depth's own sub-blocks.
     pub fn new(config: &AlbertConfig, device: &Device) -> Self {
-        let layer = config.encoder();
+        let layer = config.hparams.encoder();
         let groups = (0..config.num_hidden_groups)
             .map(|_| AlbertLayerGroup { albert_layers: (0..config.inner_group_num).map(|_| layer.init_layer(device)).collect() })
             .collect();
@@ -294,9 +300,15 @@ impl AlbertTransformer {
     }
 
     /// Project `embeddings` `[batch, seq, E]` and run every depth's layers over it.
-    pub fn forward(&self, embeddings: Tensor<3>, mask: &AttentionMask, options: OutputOptions) -> sesame_layers::EncoderOutput {
+    pub fn forward(
+        &self,
+        embeddings: Tensor<3>,
+        mask: &AttentionMask,
+        cache: Option<EncoderCache>,
+        options: OutputOptions,
+    ) -> sesame_layers::EncoderOutput {
         let x = self.embedding_hidden_mapping_in.forward(embeddings);
-        run_layers(self.depths().into_iter().flatten(), x, mask, options)
+        run_layers(self.depths().into_iter().flatten(), x, mask, cache, options)
     }
 }
 
@@ -314,10 +326,8 @@ pub struct AlbertModel {
 impl AlbertModel {
     /// A freshly initialised model; `add_pooling_layer` as in HF.
     pub fn new(config: &AlbertConfig, add_pooling_layer: bool, device: &Device) -> Self {
-        let mut embeddings = config.embeddings();
-        embeddings.d_model = config.embedding_size;
         Self {
-            embeddings: embeddings.init(device),
+            embeddings: config.embeddings(config.embedding_size).init(device),
             encoder: AlbertTransformer::new(config, device),
             pooler: add_pooling_layer.then(|| PoolerConfig::new(config.hidden_size).init(device)),
         }
@@ -326,8 +336,9 @@ impl AlbertModel {
     /// Run the encoder over `input`.
     pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
         let mask = input.mask();
-        let x = self.embeddings.forward(input.input_ids, input.token_type_ids, input.position_ids);
-        let encoder = self.encoder.forward(x, &mask, options);
+        let positions = input.position_ids.clone().unwrap_or_else(|| input.default_position_ids());
+        let x = self.embeddings.forward(input.input_ids, input.token_type_ids, Some(positions));
+        let encoder = self.encoder.forward(x, &mask, input.cache, options);
         let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
         BackboneOutput { encoder, pooler_output }
     }
@@ -376,7 +387,12 @@ impl Backbone for AlbertModel {
     }
 
     fn input_limits(config: &AlbertConfig) -> InputLimits {
-        <sesame_layers::BertLikeModel<Albert> as Backbone>::input_limits(&config.bert)
+        InputLimits {
+            vocab_size: config.vocab_size,
+            type_vocab_size: config.type_vocab_size,
+            positions: config.max_position_embeddings,
+            max_len: config.max_position_embeddings,
+        }
     }
 
     fn head_sizes(config: &AlbertConfig) -> HeadSizes {
@@ -387,8 +403,10 @@ impl Backbone for AlbertModel {
             hidden_size: config.hidden_size,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout_prob,
-            sentence_dropout: config.classifier_dropout_prob,
-            sentence_labels: config.num_labels(),
+            classifier_activation: Activation::Tanh,
+            // SOP: dropout, then as many outputs as labels (HF's `AlbertSOPHead`).
+            sentence_head: ClassifierConfig::new(config.hidden_size, config.num_labels()).with_dropout(config.classifier_dropout_prob),
+            summary: SequenceSummaryConfig::first_token(config.hidden_size),
             lm_head,
         }
     }
@@ -408,7 +426,11 @@ impl Backbone for AlbertModel {
     }
 
     fn ignored(config: &AlbertConfig) -> Vec<String> {
-        <sesame_layers::BertLikeModel<Albert> as Backbone>::ignored(&config.bert)
+        let mut ignored = vec![r"(^|\.)position_ids$".to_string(), r"(^|\.)token_type_ids$".to_string()];
+        if config.tie_word_embeddings {
+            ignored.push(Albert::TIED_DECODER.to_string());
+        }
+        ignored
     }
 
     fn base_roots() -> Vec<String> {
@@ -449,7 +471,7 @@ pub type AlbertForTokenClassification = ForTokenClassification<AlbertModel>;
 /// Extractive QA span head (HF `AlbertForQuestionAnswering`).
 pub type AlbertForQuestionAnswering = ForQuestionAnswering<AlbertModel>;
 /// Scores per choice (HF `AlbertForMultipleChoice`).
-pub type AlbertForMultipleChoice = ForMultipleChoice<AlbertModel>;
+pub type AlbertForMultipleChoice = ForMultipleChoice<AlbertModel, Classifier>;
 
 #[cfg(test)]
 mod tests {
@@ -464,7 +486,7 @@ mod tests {
         assert_eq!(json["model_type"], "albert");
         let back: AlbertConfig = serde_json::from_value(json).unwrap();
         assert_eq!((back.embedding_size, back.hidden_size, back.num_hidden_groups), (64, 128, 1));
-        assert!(back.bert.extra.keys().all(|k| !k.starts_with("embedding")), "{:?}", back.bert.extra.keys());
+        assert!(back.hparams.extra.keys().all(|k| !k.starts_with("embedding")), "{:?}", back.hparams.extra.keys());
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! - sequence classification uses a two-layer head on `<s>` (dense, tanh, `out_proj`) instead of
 //!   the pooler.
 //!
-//! Everything else (configuration fields, encoder, task heads, checkpoint IO) is the shared
-//! BERT-shaped code of `sesame-layers`.
+//! Everything else is BERT's: the configuration and forward pass of `sesame-bert`, through the
+//! [`Roberta`] family marker, and the task heads of `sesame-layers`.
 //!
 //! ```no_run
 //! use burn::prelude::*;
@@ -26,9 +26,10 @@
 
 pub mod pretraining;
 
+use sesame_bert::{BertLikeConfig, BertLikeFamily, BertLikeModel};
 use sesame_layers::{
-    Activation, BertLikeConfig, BertLikeFamily, BertLikeModel, ClassificationHead, EncoderInput, ForMaskedLM,
-    ForMultipleChoice, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification,
+    Activation, ClassificationHead, Classifier, EncoderInput, ForMaskedLM, ForMultipleChoice, ForQuestionAnswering,
+    ForSequenceClassification, ForTokenClassification,
 };
 
 pub use sesame_layers::{HeadOutput, QuestionAnsweringOutput};
@@ -80,4 +81,4 @@ pub type RobertaForTokenClassification = ForTokenClassification<RobertaModel>;
 /// Extractive QA span head (HF `RobertaForQuestionAnswering`).
 pub type RobertaForQuestionAnswering = ForQuestionAnswering<RobertaModel>;
 /// Scores per choice from the pooled output (HF `RobertaForMultipleChoice`).
-pub type RobertaForMultipleChoice = ForMultipleChoice<RobertaModel>;
+pub type RobertaForMultipleChoice = ForMultipleChoice<RobertaModel, Classifier>;

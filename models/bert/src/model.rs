@@ -1,0 +1,152 @@
+//! The BERT encoder (HF `BertModel`): embeddings, a stack of post-LN layers, an optional
+//! pooler. RoBERTa runs the same model with its own position ids.
+
+use std::marker::PhantomData;
+
+use burn::prelude::*;
+use sesame_layers::{
+    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, EncoderInput, HeadSizes, InputLimits, KeyMap,
+    MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
+};
+use sesame_layers::{Embeddings, Encoder};
+
+use crate::checkpoint::encoder_rows;
+use crate::config::{BertLikeConfig, BertLikeFamily};
+
+/// A BERT-shaped base model (HF `BertModel`, `RobertaModel`): embeddings, post-LN encoder and
+/// optional pooler.
+#[derive(Module, Debug)]
+pub struct BertLikeModel<F: BertLikeFamily> {
+    /// Word + position + token-type embeddings.
+    pub embeddings: Embeddings,
+    /// The transformer layers.
+    pub encoder: Encoder,
+    /// The pooler, absent in models that do not use it (HF `add_pooling_layer=False`).
+    pub pooler: Option<Pooler>,
+    /// RoBERTa's padding id, from which position ids are counted.
+    #[module(skip)]
+    padding_idx: Option<i64>,
+    #[module(skip)]
+    family: PhantomData<F>,
+}
+
+impl<F: BertLikeFamily> BertLikeModel<F> {
+    /// A freshly initialised model; `add_pooling_layer` as in HF.
+    pub fn new(config: &BertLikeConfig<F>, add_pooling_layer: bool, device: &Device) -> Self {
+        Self {
+            embeddings: config.embeddings(config.hidden_size).init(device),
+            encoder: config.encoder().init(device),
+            pooler: add_pooling_layer.then(|| PoolerConfig::new(config.hidden_size).init(device)),
+            padding_idx: F::POSITIONS_AFTER_PADDING.then(|| config.pad_token_id.unwrap_or(0) as i64),
+            family: PhantomData,
+        }
+    }
+
+    /// Run the encoder over `input`: embed, attend under the padding mask (and the input's
+    /// further restriction), pool. With a cache in `input`, only its new positions are run.
+    pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        let x = self.embed(&input);
+        let encoder = self.encoder.forward(x, &input.mask(), input.cache, options);
+        let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
+        BackboneOutput { encoder, pooler_output }
+    }
+
+    /// The embeddings of `input` `[batch, seq, hidden]`, with the family's default position ids.
+    pub fn embed(&self, input: &EncoderInput) -> Tensor<3> {
+        let positions = input.position_ids.clone().unwrap_or_else(|| self.position_ids(input));
+        self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), Some(positions))
+    }
+
+    /// The word-embedding table `[vocab, hidden]` (the tied MLM decoder).
+    pub fn word_embeddings(&self) -> Tensor<2> {
+        self.embeddings.word_embeddings.weight.val()
+    }
+
+    /// Default position ids: `past + i`; RoBERTa's are `padding_idx + past + i` for the i-th
+    /// non-padding token and `padding_idx` for padding (HF `create_position_ids_from_input_ids`).
+    fn position_ids(&self, input: &EncoderInput) -> Tensor<2, Int> {
+        match self.padding_idx {
+            None => input.default_position_ids(),
+            Some(pad) => {
+                let tokens = input.input_ids.clone().not_equal_elem(pad).int();
+                ((tokens.clone().cumsum(1).add_scalar(input.past_len() as i64)) * tokens).add_scalar(pad)
+            }
+        }
+    }
+}
+
+impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
+    type Config = BertLikeConfig<F>;
+    const CLASS: &'static str = F::CLASS;
+    const PREFIX: &'static str = F::PREFIX;
+
+    fn new(config: &Self::Config, add_pooling_layer: bool, device: &Device) -> Self {
+        Self::new(config, add_pooling_layer, device)
+    }
+
+    fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        self.forward(input, options)
+    }
+
+    fn word_embeddings(&self) -> Tensor<2> {
+        self.word_embeddings()
+    }
+
+    fn input_limits(config: &Self::Config) -> InputLimits {
+        InputLimits {
+            vocab_size: config.vocab_size,
+            type_vocab_size: config.type_vocab_size,
+            positions: config.max_position_embeddings,
+            max_len: config.max_position_embeddings - config.position_offset(),
+        }
+    }
+
+    fn head_sizes(config: &Self::Config) -> HeadSizes {
+        let hidden = config.hidden_size;
+        let lm_head = MaskedLmHeadConfig::new(hidden, hidden, config.vocab_size, F::lm_head_activation(config))
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings);
+        HeadSizes {
+            hidden_size: hidden,
+            num_labels: config.num_labels(),
+            classifier_dropout: config.classifier_dropout(),
+            classifier_activation: Activation::Tanh,
+            // BERT's NSP head has no dropout.
+            sentence_head: ClassifierConfig::new(hidden, 2).with_dropout(0.0),
+            summary: SequenceSummaryConfig::first_token(hidden),
+            lm_head,
+        }
+    }
+
+    fn key_map(_config: &Self::Config) -> KeyMap {
+        KeyMap::new(&encoder_rows()).with(&F::head_rows())
+    }
+
+    fn ignored(config: &Self::Config) -> Vec<String> {
+        let mut ignored = vec![r"(^|\.)position_ids$".to_string(), r"(^|\.)token_type_ids$".to_string()];
+        if config.tie_word_embeddings {
+            ignored.push(F::TIED_DECODER.to_string());
+        }
+        ignored
+    }
+
+    fn base_roots() -> Vec<String> {
+        vec!["embeddings".into(), "encoder".into(), "pooler".into()]
+    }
+}
+
+impl<F: BertLikeFamily> PretrainedModel for BertLikeModel<F> {
+    type Config = BertLikeConfig<F>;
+
+    fn architecture() -> String {
+        format!("{}Model", F::CLASS)
+    }
+
+    fn init(config: &Self::Config, device: &Device) -> Self {
+        <Self as Backbone>::new(config, true, device)
+    }
+
+    fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec {
+        <Self as Backbone>::spec(config, false, &["pooler."])
+    }
+}
