@@ -34,6 +34,7 @@ from transformers import (
     BertForPreTraining,
     BertModel,
     BertTokenizerFast,
+    ElectraConfig,
     RobertaConfig,
 )
 
@@ -88,6 +89,18 @@ FAMILIES = {
         "square": dict(embedding_size=24, hidden_size=24, num_hidden_layers=2, num_hidden_groups=2,
                        inner_group_num=1, num_attention_heads=2, intermediate_size=16, vocab_size=50,
                        max_position_embeddings=16, type_vocab_size=1, hidden_act="relu"),
+    }),
+    "electra": dict(config=ElectraConfig, stem="Electra", special=(2, 3, 0), shapes={
+        # Embeddings narrower than the encoder (embeddings_project), tied generator head,
+        # HF's summary (first token, projection, GELU).
+        "base": dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=37, vocab_size=60, max_position_embeddings=16, type_vocab_size=2,
+                     hidden_act="gelu"),
+        # E == H (no projection), three token types, gelu_new in the encoder and the
+        # discriminator head (the generator head stays GELU), a mean summary with tanh.
+        "wide": dict(embedding_size=48, hidden_size=48, num_hidden_layers=3, num_attention_heads=6,
+                     intermediate_size=64, vocab_size=80, max_position_embeddings=24, type_vocab_size=3,
+                     hidden_act="gelu_new", layer_norm_eps=1e-7, summary_type="mean", summary_activation="tanh"),
     }),
 }
 
@@ -225,6 +238,10 @@ def make_family(family: str):
         elif family == "albert":
             write("pretraining", build(head("ForPreTraining"), cfg, seed + 1), cfg,
                   {"labels": mlm, "sentence_order_label": nsp}, "ForPreTraining")
+        elif family == "electra":
+            # The discriminator: 1 = replaced, on every token (padding is masked by the loss).
+            replaced = (torch.rand(inputs["input_ids"].shape, generator=g) < 0.3).long()
+            write("pretraining", build(head("ForPreTraining"), cfg, seed + 1), cfg, {"labels": replaced}, "ForPreTraining")
         write("masked-lm", build(head("ForMaskedLM"), cfg, seed + 2), cfg, {"labels": mlm}, "ForMaskedLM")
         if family == "bert":
             write("nsp", build(head("ForNextSentencePrediction"), cfg, seed + 3), cfg, {"labels": nsp},

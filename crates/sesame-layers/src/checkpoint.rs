@@ -459,6 +459,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// HF names an encoder's files hold but the model does not load: the `position_ids` and
+/// `token_type_ids` buffers, and the tied MLM decoder (`tied_decoder`, a regex) when tied.
+pub fn encoder_ignored(tied_decoder: Option<&str>) -> Vec<String> {
+    let mut ignored = vec![r"(^|\.)position_ids$".to_string(), r"(^|\.)token_type_ids$".to_string()];
+    ignored.extend(tied_decoder.map(str::to_string));
+    ignored
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

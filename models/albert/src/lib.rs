@@ -426,11 +426,7 @@ impl Backbone for AlbertModel {
     }
 
     fn ignored(config: &AlbertConfig) -> Vec<String> {
-        let mut ignored = vec![r"(^|\.)position_ids$".to_string(), r"(^|\.)token_type_ids$".to_string()];
-        if config.tie_word_embeddings {
-            ignored.push(Albert::TIED_DECODER.to_string());
-        }
-        ignored
+        sesame_layers::checkpoint::encoder_ignored(config.tie_word_embeddings.then_some(Albert::TIED_DECODER))
     }
 
     fn base_roots() -> Vec<String> {

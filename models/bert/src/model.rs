@@ -8,6 +8,7 @@ use sesame_layers::{
     Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, EncoderInput, HeadSizes, InputLimits, KeyMap,
     MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
+use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{Embeddings, Encoder};
 
 use crate::checkpoint::encoder_rows;
@@ -123,11 +124,7 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
     }
 
     fn ignored(config: &Self::Config) -> Vec<String> {
-        let mut ignored = vec![r"(^|\.)position_ids$".to_string(), r"(^|\.)token_type_ids$".to_string()];
-        if config.tie_word_embeddings {
-            ignored.push(F::TIED_DECODER.to_string());
-        }
-        ignored
+        encoder_ignored(config.tie_word_embeddings.then_some(F::TIED_DECODER))
     }
 
     fn base_roots() -> Vec<String> {

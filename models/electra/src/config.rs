@@ -1,0 +1,144 @@
+//! ELECTRA's configuration (HF `ElectraConfig`): the shared encoder fields, the embedding
+//! width, and the sequence-summary fields of its multiple-choice head.
+
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sesame_layers::config::{ensure, family_json, read_family_config};
+use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, SequenceSummaryConfig, SummaryType};
+
+/// HF `model_type` values ELECTRA reads.
+pub const MODEL_TYPES: &[&str] = &["electra"];
+
+/// HF's `ElectraConfig()` values of the shared fields (ELECTRA-small's discriminator).
+fn defaults() -> serde_json::Value {
+    serde_json::json!({ "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024, "pad_token_id": 0 })
+}
+
+/// ELECTRA hyper-parameters (HF `ElectraConfig`). Dereferences to the shared fields.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ElectraConfig {
+    /// Width of the token embeddings; projected to `hidden_size` by `embeddings_project` when
+    /// they differ.
+    #[serde(default = "d::embedding_size")]
+    pub embedding_size: usize,
+    /// Which vector the multiple-choice head summarises (HF `summary_type`).
+    #[serde(default = "d::summary_type")]
+    pub summary_type: SummaryType,
+    /// Project the summary (HF `summary_use_proj`).
+    #[serde(default = "d::yes")]
+    pub summary_use_proj: bool,
+    /// Activation after the projection (HF `summary_activation`).
+    #[serde(default = "d::summary_activation")]
+    pub summary_activation: Option<Activation>,
+    /// Dropout after the summary (HF `summary_last_dropout`).
+    #[serde(default = "d::summary_last_dropout")]
+    pub summary_last_dropout: f64,
+    /// Project the summary to `num_labels` instead of `hidden_size` (absent from HF's
+    /// `ElectraConfig`, honoured when a file sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_proj_to_labels: Option<bool>,
+    /// Dropout before the summary projection (absent from HF's `ElectraConfig`, honoured when set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_first_dropout: Option<f64>,
+    /// The fields ELECTRA shares with other encoders.
+    #[serde(flatten)]
+    pub hparams: EncoderHyperParams,
+}
+
+mod d {
+    use sesame_layers::{Activation, SummaryType};
+    pub fn embedding_size() -> usize { 128 }
+    pub fn summary_type() -> SummaryType { SummaryType::First }
+    pub fn yes() -> bool { true }
+    pub fn summary_activation() -> Option<Activation> { Some(Activation::Gelu) }
+    pub fn summary_last_dropout() -> f64 { 0.1 }
+}
+
+impl Deref for ElectraConfig {
+    type Target = EncoderHyperParams;
+    fn deref(&self) -> &EncoderHyperParams {
+        &self.hparams
+    }
+}
+
+impl DerefMut for ElectraConfig {
+    fn deref_mut(&mut self) -> &mut EncoderHyperParams {
+        &mut self.hparams
+    }
+}
+
+impl Default for ElectraConfig {
+    /// HF's `ElectraConfig()`.
+    fn default() -> Self {
+        serde_json::from_value(defaults()).expect("family defaults deserialise")
+    }
+}
+
+impl ElectraConfig {
+    /// A discriminator of size `preset` (see [`EncoderHyperParams::set_preset`]) with
+    /// embeddings at most 128 wide, as ELECTRA-small's (`base`: as wide as the encoder, as
+    /// ELECTRA-base's).
+    pub fn preset(name: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        config.hparams.set_preset(name, vocab_size, max_len, pad_token_id)?;
+        config.embedding_size = if name == "base" { config.hidden_size } else { config.hidden_size.min(128) };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The generator's configuration for this discriminator (google-research/electra's
+    /// `get_generator_config`): `hidden_size × width` wide (heads of 64, at least one; FFN 4×),
+    /// the same depth and embeddings, which the two models share.
+    pub fn generator(&self, width: f64) -> Result<Self, ConfigError> {
+        ensure(width > 0.0 && width <= 1.0, "generator width", || format!("{width} is not in (0, 1]"))?;
+        let mut generator = self.clone();
+        let hidden = ((self.hidden_size as f64 * width).round() as usize).max(1);
+        generator.hparams.hidden_size = hidden;
+        generator.hparams.num_attention_heads = (hidden / 64).max(1);
+        generator.hparams.intermediate_size = 4 * hidden;
+        generator.validate()?;
+        Ok(generator)
+    }
+
+    /// Check that a model can be built from this config.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.hparams.validate(0)?;
+        ensure(self.embedding_size > 0, "embedding_size", || "must be at least 1".into())?;
+        let p = self.summary_last_dropout;
+        ensure((0.0..1.0).contains(&p), "summary_last_dropout", || format!("{p} is not a probability in [0, 1)"))?;
+        let p = self.summary_first_dropout.unwrap_or(0.0);
+        ensure((0.0..1.0).contains(&p), "summary_first_dropout", || format!("{p} is not a probability in [0, 1)"))
+    }
+
+    /// The multiple-choice head's sequence summary (HF `ElectraSequenceSummary`).
+    pub fn summary(&self) -> SequenceSummaryConfig {
+        let to_labels = self.summary_proj_to_labels.unwrap_or(false) && self.num_labels() > 0;
+        SequenceSummaryConfig {
+            d_model: self.hidden_size,
+            summary_type: self.summary_type,
+            use_proj: self.summary_use_proj,
+            proj_size: if !self.summary_use_proj { self.hidden_size } else if to_labels { self.num_labels() } else { self.hidden_size },
+            activation: self.summary_activation,
+            first_dropout: self.summary_first_dropout.unwrap_or(0.0),
+            last_dropout: self.summary_last_dropout,
+        }
+    }
+}
+
+impl HfConfig for ElectraConfig {
+    fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
+        let config: Self = read_family_config(dir, MODEL_TYPES, defaults())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn to_json(&self, architecture: &str) -> serde_json::Value {
+        family_json(self, MODEL_TYPES[0], architecture)
+    }
+
+    fn initializer_range(&self) -> f64 {
+        self.initializer_range
+    }
+}

@@ -1,0 +1,137 @@
+//! The ELECTRA encoder (HF `ElectraModel`): BERT's embeddings `embedding_size` wide, a
+//! projection to the hidden size when the two differ, BERT's encoder, and no pooler.
+
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+use sesame_bert::checkpoint::encoder_rows;
+use sesame_layers::checkpoint::encoder_ignored;
+use sesame_layers::{
+    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, Encoder, EncoderInput, HeadSizes,
+    InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
+};
+
+use crate::checkpoint::{ELECTRA_HEAD_ROWS, ELECTRA_TIED_DECODER};
+use crate::config::ElectraConfig;
+
+/// The ELECTRA encoder (HF `ElectraModel`), the body of both the generator and the discriminator.
+#[derive(Module, Debug)]
+pub struct ElectraModel {
+    /// Word + position + token-type embeddings, `embedding_size` wide.
+    pub embeddings: Embeddings,
+    /// `embedding_size -> hidden_size`, when they differ.
+    pub embeddings_project: Option<Linear>,
+    /// The transformer layers.
+    pub encoder: Encoder,
+}
+
+impl ElectraModel {
+    /// A freshly initialised model.
+    pub fn new(config: &ElectraConfig, device: &Device) -> Self {
+        Self {
+            embeddings: config.embeddings(config.embedding_size).init(device),
+            embeddings_project: (config.embedding_size != config.hidden_size)
+                .then(|| LinearConfig::new(config.embedding_size, config.hidden_size).init(device)),
+            encoder: config.encoder().init(device),
+        }
+    }
+
+    /// Embed `input`, project, and run the encoder. No pooler: `pooler_output` is `None`.
+    pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        let mut x = self.embed(&input);
+        if let Some(project) = &self.embeddings_project {
+            x = project.forward(x);
+        }
+        let encoder = self.encoder.forward(x, &input.mask(), input.cache, options);
+        BackboneOutput { encoder, pooler_output: None }
+    }
+
+    /// The embeddings of `input` `[batch, seq, embedding_size]` (positions `past..past + seq`
+    /// unless given).
+    pub fn embed(&self, input: &EncoderInput) -> Tensor<3> {
+        let positions = input.position_ids.clone().unwrap_or_else(|| input.default_position_ids());
+        self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), Some(positions))
+    }
+}
+
+impl Backbone for ElectraModel {
+    type Config = ElectraConfig;
+    const CLASS: &'static str = "Electra";
+    const PREFIX: &'static str = "electra";
+
+    /// ELECTRA has no pooler: `add_pooling_layer` is ignored.
+    fn new(config: &ElectraConfig, _add_pooling_layer: bool, device: &Device) -> Self {
+        Self::new(config, device)
+    }
+
+    fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        self.forward(input, options)
+    }
+
+    fn word_embeddings(&self) -> Tensor<2> {
+        self.embeddings.word_embeddings.weight.val()
+    }
+
+    fn input_limits(config: &ElectraConfig) -> InputLimits {
+        InputLimits {
+            vocab_size: config.vocab_size,
+            type_vocab_size: config.type_vocab_size,
+            positions: config.max_position_embeddings,
+            max_len: config.max_position_embeddings,
+        }
+    }
+
+    fn head_sizes(config: &ElectraConfig) -> HeadSizes {
+        // The generator's head: dense to the embedding width, GELU (always), LayerNorm, the
+        // tied word embeddings plus its own bias (HF `generator_predictions` + `generator_lm_head`).
+        let lm_head = MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, Activation::Gelu)
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings);
+        HeadSizes {
+            hidden_size: config.hidden_size,
+            num_labels: config.num_labels(),
+            classifier_dropout: config.classifier_dropout(),
+            // "although BERT uses tanh here, it seems Electra authors used gelu" (HF).
+            classifier_activation: Activation::Gelu,
+            // ELECTRA has no sentence-level pre-training task; no head model uses this.
+            sentence_head: ClassifierConfig::new(config.hidden_size, 2).with_dropout(config.classifier_dropout()),
+            summary: config.summary(),
+            lm_head,
+        }
+    }
+
+    fn key_map(config: &ElectraConfig) -> KeyMap {
+        // An untied generator has its own decoder, weight and bias (HF `generator_lm_head`).
+        let rows: Vec<(&str, &str)> = ELECTRA_HEAD_ROWS
+            .iter()
+            .map(|&(hf, burn)| match hf {
+                "^generator_lm_head" if !config.tie_word_embeddings => (hf, "^lm_head.decoder"),
+                _ => (hf, burn),
+            })
+            .collect();
+        KeyMap::new(&encoder_rows()).with(&rows)
+    }
+
+    fn ignored(config: &ElectraConfig) -> Vec<String> {
+        encoder_ignored(config.tie_word_embeddings.then_some(ELECTRA_TIED_DECODER))
+    }
+
+    fn base_roots() -> Vec<String> {
+        vec!["embeddings".into(), "embeddings_project".into(), "encoder".into()]
+    }
+}
+
+impl PretrainedModel for ElectraModel {
+    type Config = ElectraConfig;
+
+    fn architecture() -> String {
+        "ElectraModel".into()
+    }
+
+    fn init(config: &ElectraConfig, device: &Device) -> Self {
+        Self::new(config, device)
+    }
+
+    fn checkpoint_spec(config: &ElectraConfig) -> CheckpointSpec {
+        <Self as Backbone>::spec(config, false, &[])
+    }
+}
