@@ -31,6 +31,7 @@ pub struct Fixed<M, B> {
 impl<M: Module, B: Clone> TrainTask for Fixed<M, B> {
     type Model = M;
     type Batch = B;
+    type State = ();
     fn train_batch(&self, _: u64, _: &Device) -> B {
         self.batch.clone()
     }

@@ -9,9 +9,9 @@ use sesame_bert::pretraining::{pretraining_step, BertPretraining, DataError, Pre
 use sesame_bert::{BertConfig, BertForPreTraining, BertInput};
 use sesame_layers::PretrainedModel;
 use sesame_tests::training::{first_step_config, first_step_failures, hf_tensors, run_dir, Fixed};
-use sesame_tests::{devices, differing, fixtures_dir, Backend, Fixture};
+use sesame_tests::{devices, differing, fixtures_dir, max_abs_diff, Backend, Fixture};
 use sesame_text::{Corpus, CorpusError, PairConfig, TokenMasking, Tokenizer, TokenizerConfig};
-use sesame_train::{Layout, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
+use sesame_train::{CarriedState, Layout, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
 
 /// Burn's CPU backends keep one process-wide RNG (`device.seed` is global), so tests that
 /// train with dropout must not interleave: each holds this lock.
@@ -149,6 +149,7 @@ struct NanAt(Fixed<BertForPreTraining, PretrainingBatch>, u64, std::cell::Cell<u
 impl TrainTask for NanAt {
     type Model = BertForPreTraining;
     type Batch = PretrainingBatch;
+    type State = ();
     fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
         self.2.set(index);
         self.0.train_batch(index, device)
@@ -212,4 +213,74 @@ fn bad_corpora_and_settings_are_clear_errors() {
     assert!(matches!(err, TrainError::NoCheckpoint(_)), "{err}");
     let zero = TrainConfig { steps: 0, ..first_step_config() };
     assert!(matches!(Trainer::new(zero, dir.join("zero")).fit(&task, ad, false), Err(TrainError::Config(_))));
+}
+
+/// What [`Carrying`] carries: the previous step's mean output `[1, 8]`, detached (as XLNet
+/// carries the previous segment's hidden states).
+#[derive(Default, Clone)]
+struct Memory(Option<Tensor<2>>);
+
+impl CarriedState for Memory {
+    fn save(&self, dir: &Path) -> Result<(), String> {
+        let values: Option<Vec<f32>> = self.0.clone().map(|t| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap());
+        std::fs::write(dir.join("memory.json"), serde_json::to_string(&values).unwrap()).map_err(|e| e.to_string())
+    }
+    fn load(dir: &Path, device: &Device) -> Result<Self, String> {
+        let text = std::fs::read_to_string(dir.join("memory.json")).map_err(|e| e.to_string())?;
+        let values: Option<Vec<f32>> = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        Ok(Memory(values.map(|v| Tensor::from_data(TensorData::new(v, [1, 8]), device))))
+    }
+}
+
+/// A task whose loss depends on what the previous step left: `mean((W(x + memory) - x)^2)`.
+struct Carrying {
+    uses_memory: bool,
+}
+
+impl TrainTask for Carrying {
+    type Model = burn::nn::Linear;
+    type Batch = Tensor<2>;
+    type State = Memory;
+    fn train_batch(&self, index: u64, device: &Device) -> Tensor<2> {
+        let values: Vec<f32> = (0..32).map(|i| ((i as u64 * 7 + index * 13) % 11) as f32 / 11.0 - 0.5).collect();
+        Tensor::from_data(TensorData::new(values, [4, 8]), device)
+    }
+    fn held_out_batches(&self, _: &Device) -> Vec<Tensor<2>> {
+        vec![]
+    }
+    fn step(&self, model: &burn::nn::Linear, batch: Tensor<2>) -> StepOutput {
+        self.step_with_state(model, batch, &mut Memory::default())
+    }
+    fn step_with_state(&self, model: &burn::nn::Linear, x: Tensor<2>, memory: &mut Memory) -> StepOutput {
+        let input = match (&memory.0, self.uses_memory) {
+            (Some(m), true) => x.clone() + m.clone().expand([4, 8]),
+            _ => x.clone(),
+        };
+        let y = model.forward(input);
+        memory.0 = Some(y.clone().detach().mean_dim(0));
+        StepOutput { loss: (y - x).square().mean(), metrics: vec![], tokens: 32 }
+    }
+}
+
+#[test]
+fn state_an_objective_carries_between_steps_is_checkpointed_and_resumed_exactly() {
+    let _serial = serial();
+    let device = devices()[0].1.clone().autodiff();
+    let train = TrainConfig { steps: 7, lr: 1e-2, warmup: 1, checkpoint_every: 2, eval_every: 0, log_every: 1, ..TrainConfig::default() };
+    let init = burn::nn::LinearConfig::new(8, 8).init(&device);
+    let weights = |m: &burn::nn::Linear| m.weight.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+    let task = Carrying { uses_memory: true };
+    let full = Trainer::new(train.clone(), run_dir("carry-full")).with_progress(false).fit(&task, init.clone(), false).unwrap();
+
+    let dir = run_dir("carry-killed");
+    Trainer::new(train.clone(), &dir).with_progress(false).with_stop_after(5).fit(&task, init.clone(), false).unwrap();
+    assert!(dir.join("checkpoints/step-00000004/memory.json").is_file(), "the carried state is in the checkpoint");
+    let resumed = Trainer::new(train.clone(), &dir).with_progress(false).fit(&task, init.clone(), true).unwrap();
+    assert_eq!(resumed.resumed_from, 4);
+    assert_eq!(weights(&resumed.model), weights(&full.model), "resumed with the carried state: the same run");
+
+    // The state matters: a run that carries nothing ends elsewhere.
+    let forgetful = Trainer::new(train, run_dir("carry-none")).with_progress(false).fit(&Carrying { uses_memory: false }, init, false).unwrap();
+    let diff = max_abs_diff(&weights(&forgetful.model), &weights(&full.model));
+    assert!(diff > 1e-4, "the carried memory changed nothing ({diff:e})");
 }

@@ -17,4 +17,4 @@ pub use backend::{Backend, BackendNotCompiled};
 pub use metrics::{Metric, MetricTotals};
 pub use pretraining::{pretraining_step, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily};
 pub use schedule::{Decay, LrSchedule};
-pub use trainer::{StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};
+pub use trainer::{CarriedState, StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};

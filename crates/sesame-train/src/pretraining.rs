@@ -386,6 +386,7 @@ impl<M: MaskedLmObjective> Pretraining<M> {
 impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
     type Model = M;
     type Batch = PretrainingBatch;
+    type State = ();
 
     fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
         let rows = match self.token_budget {

@@ -18,12 +18,18 @@ use crate::clip::clip_global_norm;
 use crate::metrics::{LogLine, Metric, MetricLog, MetricTotals};
 use crate::schedule::{Decay, LrSchedule};
 
-/// What a model family gives the trainer.
+/// What a pre-training objective (or any training task) gives the trainer: its batches, its
+/// loss and metrics, and the data it carries from one step to the next. The trainer knows no
+/// family and no objective beyond this trait.
 pub trait TrainTask {
-    /// The model being trained.
+    /// The model being trained (one module; a task that trains several, as ELECTRA's
+    /// generator and discriminator, trains a module holding them all).
     type Model: Module;
     /// One batch, already on its device.
     type Batch: Clone;
+    /// What the objective carries between steps (XLNet's memory of the previous segment),
+    /// saved with every checkpoint so that a resumed run continues exactly; `()` for none.
+    type State: CarriedState;
 
     /// Training batch number `index`: a pure function of `index` (and the task's own seed),
     /// so that a resumed run sees the same data.
@@ -34,6 +40,33 @@ pub trait TrainTask {
 
     /// Loss (a scalar `[1]`) and metrics of `model` on `batch`.
     fn step(&self, model: &Self::Model, batch: Self::Batch) -> StepOutput;
+
+    /// [`Self::step`] for an objective that carries `state` from the previous step and updates
+    /// it for the next (the trainer starts each evaluation from a fresh state). By default
+    /// the state is not used.
+    fn step_with_state(&self, model: &Self::Model, batch: Self::Batch, state: &mut Self::State) -> StepOutput {
+        let _ = state;
+        self.step(model, batch)
+    }
+}
+
+/// Data a [`TrainTask`] carries from one step to the next, written into every step
+/// checkpoint and read back on resume.
+pub trait CarriedState: Default {
+    /// Write the state into the checkpoint directory `dir` (which exists).
+    fn save(&self, dir: &Path) -> Result<(), String>;
+    /// Read what [`Self::save`] wrote in `dir`, onto `device`.
+    fn load(dir: &Path, device: &Device) -> Result<Self, String>;
+}
+
+/// Nothing carried.
+impl CarriedState for () {
+    fn save(&self, _dir: &Path) -> Result<(), String> {
+        Ok(())
+    }
+    fn load(_dir: &Path, _device: &Device) -> Result<Self, String> {
+        Ok(())
+    }
 }
 
 /// What [`TrainTask::step`] returns.
@@ -266,15 +299,17 @@ impl Trainer {
         model.visit(&mut Materialize);
         let mut optim = config.optimizer();
         let mut start = 0;
+        let mut state = T::State::default();
         if resume {
             let checkpoint = self.latest_checkpoint().ok_or_else(|| TrainError::NoCheckpoint(self.dir.clone()))?;
             let load = |e: String| TrainError::Io { what: "cannot load checkpoint", path: checkpoint.clone(), reason: e };
-            let state: CheckpointState = std::fs::read_to_string(checkpoint.join("state.json"))
+            let saved: CheckpointState = std::fs::read_to_string(checkpoint.join("state.json"))
                 .map_err(|e| load(e.to_string()))
                 .and_then(|t| serde_json::from_str(&t).map_err(|e| load(e.to_string())))?;
             model = model.try_load_file(checkpoint.join("model.bpk")).map_err(|e| load(e.to_string()))?;
             optim = optim.load(checkpoint.join("optim.bpk")).map_err(|e| load(e.to_string()))?;
-            start = state.step;
+            state = T::State::load(&checkpoint, &device).map_err(load)?;
+            start = saved.step;
         }
         std::fs::write(self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON"))
             .map_err(io("cannot write", &self.dir))?;
@@ -295,7 +330,7 @@ impl Trainer {
             let mut step_loss = 0.0;
             for micro in 0..config.grad_accum {
                 let batch = task.train_batch(step * config.grad_accum + micro, &device);
-                let out = task.step(&model, batch);
+                let out = task.step_with_state(&model, batch, &mut state);
                 let loss = match out.loss.clone().try_into_scalar::<f32>() {
                     Ok(v) => v as f64,
                     Err(e) => {
@@ -344,7 +379,7 @@ impl Trainer {
                 return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start });
             }
             if (config.checkpoint_every > 0 && done % config.checkpoint_every == 0) || done == config.steps {
-                last_checkpoint = self.save_checkpoint(done, &model, &optim)?.display().to_string();
+                last_checkpoint = self.save_checkpoint(done, &model, &optim, &state)?.display().to_string();
             }
         }
         bar.finish();
@@ -356,8 +391,9 @@ impl Trainer {
         let device = model.devices().into_iter().next().expect("a model with parameters").without_autodiff();
         let inference = model.clone().valid().fork(&device);
         let mut totals = MetricTotals::default();
+        let mut state = T::State::default();
         for batch in batches {
-            let out = task.step(&inference, batch.clone());
+            let out = task.step_with_state(&inference, batch.clone(), &mut state);
             let loss = out.loss.try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64);
             totals.add(&out.metrics);
             totals.add(&[Metric::mean("loss", loss, 1.0)]);
@@ -365,8 +401,9 @@ impl Trainer {
         totals.summarise()
     }
 
-    /// Write `checkpoints/step-N` (model, optimizer, state) atomically and point `latest` to it.
-    fn save_checkpoint<M: Module>(&self, step: u64, model: &M, optim: &ModuleOptimizer) -> Result<PathBuf, TrainError> {
+    /// Write `checkpoints/step-N` (model, optimizer, the task's carried state, the step)
+    /// atomically and point `latest` to it.
+    fn save_checkpoint<M: Module, S: CarriedState>(&self, step: u64, model: &M, optim: &ModuleOptimizer, carried: &S) -> Result<PathBuf, TrainError> {
         let root = self.checkpoints();
         let name = format!("step-{step:08}");
         let tmp = root.join(format!(".{name}.tmp"));
@@ -376,6 +413,7 @@ impl Trainer {
         let fail = |e: String| TrainError::Io { what: "cannot write checkpoint", path: tmp.clone(), reason: e };
         model.clone().save_file(tmp.join("model.bpk")).map_err(|e| fail(e.to_string()))?;
         optim.save(tmp.join("optim.bpk")).map_err(|e| fail(e.to_string()))?;
+        carried.save(&tmp).map_err(fail)?;
         let state = CheckpointState { step, config: self.config.clone() };
         std::fs::write(tmp.join("state.json"), serde_json::to_string_pretty(&state).expect("JSON")).map_err(|e| fail(e.to_string()))?;
         let _ = std::fs::remove_dir_all(&fin);
