@@ -491,6 +491,88 @@ def make_train_step(family="bert"):
     print(f"train step: loss {loss.item():.5f}, grad norm {norm.item():.5f}")
 
 
+def make_electra_train_step():
+    """ELECTRA's joint first step: generator (1/4 wide) and discriminator sharing one
+    embeddings module, the generator's samples given, loss MLM + 50 RTD, then one clipped
+    AdamW step. Saved as the discriminator's directory with the generator in `generator/`."""
+    out = OUT / "train" / "electra-first-step"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    shape = dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                 vocab_size=60, max_position_embeddings=16, type_vocab_size=2, hidden_act="gelu",
+                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    disc_cfg = ElectraConfig(**shape)
+    gen_shape = dict(shape, hidden_size=8, num_attention_heads=1, intermediate_size=32)
+    gen_cfg = ElectraConfig(**gen_shape)
+    for c in (disc_cfg, gen_cfg):
+        c._attn_implementation = "eager"
+    disc = build(transformers.ElectraForPreTraining, disc_cfg, 8888).float()
+    gen = build(transformers.ElectraForMaskedLM, gen_cfg, 8889).float()
+    # One owner: the generator reads the discriminator's embeddings, its decoder their word table.
+    gen.electra.embeddings = disc.electra.embeddings
+    gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+    disc.save_pretrained(out)
+    gen.save_pretrained(out / "generator")
+
+    g = torch.Generator().manual_seed(3)
+    inputs = padded_batch(disc_cfg, g, [9, 7, 5, 8], 9, (2, 3, 0))
+    original = inputs["input_ids"]
+    pick = (torch.rand(original.shape, generator=g) < 0.3) & inputs["attention_mask"].bool()
+    pick[:, 1] = True
+    mlm = torch.full_like(original, -100)
+    mlm[pick] = original[pick]
+    masked_ids = original.clone()
+    to_mask = pick & (torch.rand(original.shape, generator=g) < 0.85)
+    masked_ids[to_mask] = 4
+    # The generator's samples at the masked positions; some equal the original (labelled original).
+    samples = torch.randint(5, disc_cfg.vocab_size, original.shape, generator=g)
+    samples[0, 1] = original[0, 1]
+    samples[2, 1] = original[2, 1]
+    corrupted = torch.where(pick, samples, original)
+    replaced = (corrupted != original).long()
+    masked_inputs = dict(inputs, input_ids=masked_ids)
+
+    class Pair(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.discriminator = disc
+            self.generator = gen
+    pair = Pair()
+    pair.train()
+    mlm_loss = gen(**masked_inputs, labels=mlm).loss
+    rtd_loss = disc(**dict(inputs, input_ids=corrupted), labels=replaced).loss
+    loss = mlm_loss + 50.0 * rtd_loss
+    loss.backward()
+    grads = {name: p.grad.detach().clone() for name, p in disc.named_parameters()}
+    grads.update({f"generator.{name}": p.grad.detach().clone() for name, p in gen.named_parameters()})
+    norm = torch.nn.utils.clip_grad_norm_(pair.parameters(), 0.5)
+    def no_decay(n):
+        return n.endswith("bias") or "LayerNorm.weight" in n
+    params = list(pair.named_parameters())
+    opt = torch.optim.AdamW([{"params": [p for n, p in params if not no_decay(n)], "weight_decay": 0.01},
+                             {"params": [p for n, p in params if no_decay(n)], "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-6)
+    opt.step()
+    io = {f"input.{k}": v.contiguous() for k, v in masked_inputs.items()}
+    io["label.labels"] = mlm.contiguous()
+    io["label.samples"] = samples.contiguous()
+    io["label.replaced"] = replaced.contiguous()
+    io["output.loss"] = loss.detach().reshape(1).float()
+    io["output.mlm_loss"] = mlm_loss.detach().reshape(1).float()
+    io["output.rtd_loss"] = rtd_loss.detach().reshape(1).float()
+    io["output.grad_norm"] = norm.detach().reshape(1).float()
+    io.update({f"grad.{k}": v.float().contiguous() for k, v in grads.items()})
+    io.update({f"after.{k}": p.detach().float().clone().contiguous() for k, p in disc.named_parameters()})
+    io.update({f"after.generator.{k}": p.detach().float().clone().contiguous() for k, p in gen.named_parameters()})
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "ELECTRA generator + discriminator, first AdamW step (MLM + 50 RTD, samples given)", "lr": 1e-3,
+            "betas": [0.9, 0.999], "eps": 1e-6, "weight_decay": 0.01, "max_grad_norm": 0.5,
+            "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"electra train step: loss {loss.item():.5f} (mlm {mlm_loss.item():.5f}, rtd {rtd_loss.item():.5f}), grad norm {norm.item():.5f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
@@ -500,6 +582,7 @@ def main():
     if args.only == "train":
         make_train_step("bert")
         make_train_step("albert")
+        make_electra_train_step()
         return
     if args.only == "tokenizers":
         make_family_tokenizers()
@@ -516,6 +599,7 @@ def main():
     make_spiece()
     make_train_step("bert")
     make_train_step("albert")
+    make_electra_train_step()
     if args.minilm:
         make_minilm(args.minilm)
 

@@ -59,10 +59,16 @@ pub fn hf_gradients<M: PretrainedModel>(model: &M, config: &M::Config, grads: &G
     hf_tensors(&model.clone().map(&mut ToGrads(grads)), config, dir)
 }
 
-/// HF-named tensors of a model, via `save_pretrained`.
+/// HF-named tensors of a model, via `save_pretrained`; a model saved with a second one in
+/// `generator/` (ELECTRA's pre-training pair) adds that one's under `generator.`.
 pub fn hf_tensors<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path) -> HashMap<String, Vec<f32>> {
     model.save_pretrained(config, dir).unwrap();
-    read_f32_tensors(&dir.join("model.safetensors"))
+    let mut tensors = read_f32_tensors(&dir.join("model.safetensors"));
+    let generator = dir.join("generator/model.safetensors");
+    if generator.is_file() {
+        tensors.extend(read_f32_tensors(&generator).into_iter().map(|(k, v)| (format!("generator.{k}"), v)));
+    }
+    tensors
 }
 
 /// The fixture's tensors under `prefix` (`grad.`, `after.`), by HF name.

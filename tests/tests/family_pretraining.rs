@@ -127,7 +127,7 @@ fn doc_sentences_batches_grow_where_documents_end_short() {
 
 /// Every example of epoch `epoch` of a task of batch size 1, as (original ids, masked ids,
 /// labels), sorted, so epochs compare whatever their order.
-fn masked_epoch<M: sesame_layers::MaskedLmObjective>(task: &Pretraining<M>, epoch: u64) -> Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+fn masked_epoch<M: sesame_train::PretrainingModel>(task: &Pretraining<M>, epoch: u64) -> Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> {
     let n = task.num_train_examples() as u64;
     let ints = |t: Tensor<2, Int>| t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
     let mut rows: Vec<_> = (epoch * n..(epoch + 1) * n)

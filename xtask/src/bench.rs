@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use sesame_layers::PretrainedModel;
 use sesame_text::MaskedBatch;
-use sesame_train::pretraining::{pretraining_step, PretrainingBatch, PretrainingFamily};
+use sesame_train::pretraining::{PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::TrainConfig;
 
 /// Options of `cargo xtask bench`.
@@ -75,7 +75,7 @@ pub fn bench_family<F: PretrainingFamily>(args: BenchArgs, device: Device, backe
         let mut times = Vec::new();
         for i in 0..args.warmup + args.steps {
             let start = Instant::now();
-            let out = pretraining_step(&model, data.clone(), None);
+            let out = model.pretraining_step(data.clone(), None);
             let grads = GradientsParams::from_grads(out.loss.backward(), &model);
             model = optim.step(1e-4, model, grads);
             device.sync().map_err(|e| format!("{e:?}"))?;

@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use sesame_layers::{HfConfig, MaskedLmObjective, PretrainedModel};
+use sesame_layers::{HfConfig, PretrainedModel};
 use sesame_text::{Corpus, Packing, Tokenizer, TokenizerConfig};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
+use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
 /// RoBERTa's input packing.
@@ -262,7 +262,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": out }).to_string());
     }
     let export = out.join("export");
-    burn::module::Module::valid(&outcome.model).save_pretrained(&config, &export).map_err(err)?;
+    burn::module::Module::valid(&outcome.model).export(&config, &export)?;
     tokenizer.save(&export, &tok_config).map_err(err)?;
     eprintln!("exported the model and tokenizer to {}", export.display());
     Ok(serde_json::json!({
@@ -318,5 +318,5 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
 pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<(), String> {
     let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
     let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
-    model.save_pretrained(&config, out).map_err(err)
+    model.export(&config, out)
 }

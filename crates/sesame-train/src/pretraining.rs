@@ -8,15 +8,16 @@
 
 use std::marker::PhantomData;
 use std::num::NonZeroU32;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, MaskedLmObjective};
+use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, PretrainedModel};
 use sesame_text::{
-    collate, pack_sentences, sentence_pairs, Corpus, Example, MaskVocab, MaskedBatch, MaskingStrategy, NgramMasking, Packing,
+    collate, pack_sentences, sentence_pairs, Corpus, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind,
     WholeWordMasking,
 };
@@ -95,6 +96,9 @@ pub enum MaskingKind {
     Span,
     /// ALBERT's n-grams of whole words, n <= 3 with p(n) proportional to 1/n.
     Ngram,
+    /// ELECTRA's: tokens chosen independently, 85% replaced by the mask token, 15% kept, none
+    /// by a random token (google-research/electra, `pretrain_helpers.mask`).
+    Electra,
 }
 
 impl MaskingKind {
@@ -105,14 +109,51 @@ impl MaskingKind {
             MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
             MaskingKind::Span => Arc::new(SpanMasking::default()),
             MaskingKind::Ngram => Arc::new(NgramMasking::default()),
+            MaskingKind::Electra => Arc::new(TokenMasking {
+                config: MaskingConfig { probability: 0.15, mask_fraction: 0.85, random_fraction: 0.0 },
+            }),
         }
+    }
+}
+
+/// A model trained by the shared pre-training task on masked batches: its objective (loss and
+/// metrics of a batch) and how the trained model is exported. Every masked-LM model
+/// ([`MaskedLmObjective`]: MLM, MLM + NSP/SOP) is one; ELECTRA's generator + discriminator
+/// pair is one with its own objective.
+pub trait PretrainingModel: PretrainedModel {
+    /// Whether the objective predicts a sentence-pair label (needs [`Layout::Pairs`]).
+    const SENTENCE_TASK: bool;
+
+    /// The vocabulary, type and length limits of inputs.
+    fn input_limits(config: &Self::Config) -> InputLimits;
+
+    /// Loss and metrics of one batch; `sentence_metric` names the sentence task's metrics
+    /// (`nsp`, `sop`).
+    fn pretraining_step(&self, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput;
+
+    /// Write the trained model in HF layout in `dir` (ELECTRA: the discriminator, and the
+    /// generator in `dir/generator`).
+    fn export(&self, config: &Self::Config, dir: &Path) -> Result<(), String> {
+        self.save_pretrained(config, dir).map_err(|e| e.to_string())
+    }
+}
+
+impl<M: MaskedLmObjective> PretrainingModel for M {
+    const SENTENCE_TASK: bool = M::SENTENCE_TASK;
+
+    fn input_limits(config: &Self::Config) -> InputLimits {
+        <M as MaskedLmObjective>::input_limits(config)
+    }
+
+    fn pretraining_step(&self, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput {
+        pretraining_step(self, batch, sentence_metric)
     }
 }
 
 /// A family's pre-training recipe, as its paper gives it.
 pub trait PretrainingFamily {
-    /// The model trained (`BertForPreTraining`, `RobertaForMaskedLM`, …).
-    type Model: MaskedLmObjective;
+    /// The model trained (`BertForPreTraining`, `RobertaForMaskedLM`, ELECTRA's pair, …).
+    type Model: PretrainingModel;
     /// Family name for messages and run directories.
     const NAME: &'static str;
     /// The data layout (pairs with NSP/SOP, or packed sequences).
@@ -249,7 +290,7 @@ fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut S
     }
 }
 
-impl<M: MaskedLmObjective> Pretraining<M> {
+impl<M: PretrainingModel> Pretraining<M> {
     /// Build examples from `train` and `held_out` text, once; masks are drawn when a batch is
     /// made (dynamic masking, unless [`Self::with_static_masks`]).
     /// Batches hold `batch_size` examples, except under DOC-SENTENCES packing, where sequences
@@ -383,7 +424,7 @@ impl<M: MaskedLmObjective> Pretraining<M> {
     }
 }
 
-impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
+impl<M: PretrainingModel> TrainTask for Pretraining<M> {
     type Model = M;
     type Batch = PretrainingBatch;
     type State = ();
@@ -423,7 +464,7 @@ impl<M: MaskedLmObjective> TrainTask for Pretraining<M> {
     }
 
     fn step(&self, model: &M, batch: PretrainingBatch) -> StepOutput {
-        pretraining_step(model, batch, self.sentence_metric)
+        model.pretraining_step(batch, self.sentence_metric)
     }
 }
 

@@ -42,6 +42,10 @@ pub struct ElectraConfig {
     /// Dropout before the summary projection (absent from HF's `ElectraConfig`, honoured when set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_first_dropout: Option<f64>,
+    /// Sesame's pre-training: the generator's width as a fraction of this discriminator's
+    /// (the paper's 1/4 when absent; see [`ElectraConfig::generator`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_size: Option<f64>,
     /// The fields ELECTRA shares with other encoders.
     #[serde(flatten)]
     pub hparams: EncoderHyperParams,
@@ -89,17 +93,22 @@ impl ElectraConfig {
     }
 
     /// The generator's configuration for this discriminator (google-research/electra's
-    /// `get_generator_config`): `hidden_size × width` wide (heads of 64, at least one; FFN 4×),
-    /// the same depth and embeddings, which the two models share.
-    pub fn generator(&self, width: f64) -> Result<Self, ConfigError> {
-        ensure(width > 0.0 && width <= 1.0, "generator width", || format!("{width} is not in (0, 1]"))?;
+    /// `get_generator_config`): `generator_size` (1/4 by default) of the width, heads of 64
+    /// (at least one, dividing the width), FFN 4× as wide, the same depth and embeddings,
+    /// which the two share. ([`Self::validate`] refuses a `generator_size` outside (0, 1].)
+    pub fn generator(&self) -> Self {
+        let width = self.generator_size.unwrap_or(0.25).clamp(0.0, 1.0);
         let mut generator = self.clone();
         let hidden = ((self.hidden_size as f64 * width).round() as usize).max(1);
+        let mut heads = (hidden / 64).max(1);
+        while hidden % heads != 0 {
+            heads -= 1;
+        }
+        generator.generator_size = None;
         generator.hparams.hidden_size = hidden;
-        generator.hparams.num_attention_heads = (hidden / 64).max(1);
+        generator.hparams.num_attention_heads = heads;
         generator.hparams.intermediate_size = 4 * hidden;
-        generator.validate()?;
-        Ok(generator)
+        generator
     }
 
     /// Check that a model can be built from this config.
@@ -108,6 +117,9 @@ impl ElectraConfig {
         ensure(self.embedding_size > 0, "embedding_size", || "must be at least 1".into())?;
         let p = self.summary_last_dropout;
         ensure((0.0..1.0).contains(&p), "summary_last_dropout", || format!("{p} is not a probability in [0, 1)"))?;
+        if let Some(width) = self.generator_size {
+            ensure(width > 0.0 && width <= 1.0, "generator_size", || format!("{width} is not in (0, 1]"))?;
+        }
         let p = self.summary_first_dropout.unwrap_or(0.0);
         ensure((0.0..1.0).contains(&p), "summary_first_dropout", || format!("{p} is not a probability in [0, 1)"))
     }

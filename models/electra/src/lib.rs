@@ -29,6 +29,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod heads;
 pub mod model;
+pub mod pretraining;
 
 pub use config::ElectraConfig;
 pub use heads::{
@@ -36,6 +37,7 @@ pub use heads::{
     ElectraForPreTraining, ElectraForQuestionAnswering, ElectraForSequenceClassification, ElectraForTokenClassification,
 };
 pub use model::ElectraModel;
+pub use pretraining::{Electra, ElectraGenerator, ElectraPreTrainingPair, ReplacedTokenOutput};
 pub use sesame_layers::{HeadOutput, QuestionAnsweringOutput};
 
 /// One batch of ELECTRA input (HF argument names).

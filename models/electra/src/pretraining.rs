@@ -1,0 +1,283 @@
+//! ELECTRA's pre-training (Clark et al. 2020, google-research/electra) on the shared
+//! pre-training task: a small generator learns masked LM; its samples replace the masked
+//! tokens; the discriminator learns to tell every token replaced or original (replaced-token
+//! detection, RTD). One loss trains both: `MLM + 50 · RTD`.
+//!
+//! As in the paper and the authors' code:
+//! - the generator is `generator_size` (1/4) of the discriminator's width, as deep;
+//! - the embeddings (token, position, type, LayerNorm) are shared, with one owner: the
+//!   discriminator; the generator reads them (and its MLM decoder is their word table);
+//! - masking: 15% of the tokens, 85% of those become the mask token, 15% stay (no random
+//!   tokens);
+//! - the generator's sample (Gumbel-max from its softmax) is not back-propagated through;
+//! - a sampled token equal to the original is labelled original;
+//! - the discriminator's loss covers every non-padding token.
+
+use std::path::Path;
+
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use sesame_layers::loss::per_token_cross_entropy;
+use sesame_layers::{
+    Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, OutputOptions,
+    Pretrained, PretrainedError, PretrainedModel, WeightFiles,
+};
+use sesame_text::{Packing, TokenizerKind};
+use sesame_train::pretraining::{Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
+use sesame_train::{Metric, StepOutput};
+
+use crate::config::ElectraConfig;
+use crate::heads::{ElectraForMaskedLM, ElectraForPreTraining};
+use crate::model::ElectraModel;
+
+/// The weight of the discriminator's loss in the joint loss (the paper's λ).
+pub const RTD_WEIGHT: f64 = 50.0;
+
+/// The ELECTRA family marker of the pre-training recipe.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Electra;
+
+/// The generator without embeddings of its own: it reads the discriminator's.
+#[derive(Module, Debug)]
+pub struct ElectraGenerator {
+    /// `embedding_size -> generator hidden size`, when they differ.
+    pub embeddings_project: Option<Linear>,
+    /// The generator's layers.
+    pub encoder: Encoder,
+    /// Its MLM head, decoding with the shared word embeddings.
+    pub lm_head: MaskedLmHead,
+}
+
+impl ElectraGenerator {
+    /// A fresh generator for `config` (the generator's own configuration).
+    pub fn new(config: &ElectraConfig, device: &Device) -> Self {
+        Self {
+            embeddings_project: (config.embedding_size != config.hidden_size)
+                .then(|| LinearConfig::new(config.embedding_size, config.hidden_size).init(device)),
+            encoder: config.encoder().init(device),
+            lm_head: ElectraModel::head_sizes(config).lm_head.init(device),
+        }
+    }
+}
+
+/// The generator and the discriminator trained together; the discriminator owns the shared
+/// embeddings. Saved as two HF directories: the discriminator (`ElectraForPreTraining`) and,
+/// in `generator/`, the generator (`ElectraForMaskedLM`, embeddings copied in).
+#[derive(Module, Debug)]
+pub struct ElectraPreTrainingPair {
+    /// The discriminator, with the shared embeddings.
+    pub discriminator: ElectraForPreTraining,
+    /// The generator.
+    pub generator: ElectraGenerator,
+}
+
+/// What one joint forward pass gives.
+#[derive(Clone, Debug)]
+pub struct ReplacedTokenOutput {
+    /// `mlm_loss + 50 · rtd_loss`.
+    pub loss: Tensor<1>,
+    /// The generator's masked-LM loss.
+    pub mlm_loss: Tensor<1>,
+    /// The discriminator's loss.
+    pub rtd_loss: Tensor<1>,
+    /// Generator logits `[batch, seq, vocab]`.
+    pub generator_logits: Tensor<3>,
+    /// Discriminator logits `[batch, seq]`.
+    pub discriminator_logits: Tensor<2>,
+    /// The discriminator's targets `[batch, seq]`: 1 where the token differs from the original.
+    pub replaced: Tensor<2, Int>,
+}
+
+impl ElectraPreTrainingPair {
+    /// The generator's vocabulary logits `[batch, seq, vocab]` for (masked) `input`.
+    pub fn generator_logits(&self, input: &EncoderInput) -> Tensor<3> {
+        let mut x = self.discriminator.base.embed(input);
+        if let Some(project) = &self.generator.embeddings_project {
+            x = project.forward(x);
+        }
+        let out = self.generator.encoder.forward(x, &input.mask(), None, OutputOptions::default());
+        self.generator.lm_head.forward(out.last_hidden_state, self.discriminator.base.word_embeddings())
+    }
+
+    /// The joint objective on a masked batch: the generator's MLM loss, its samples at the
+    /// masked positions (drawn here, or `samples` `[batch, seq]` when given), and the
+    /// discriminator's loss on the input with the samples in place.
+    pub fn objective(&self, batch: &PretrainingBatch, samples: Option<Tensor<2, Int>>) -> ReplacedTokenOutput {
+        let generator_logits = self.generator_logits(&batch.input);
+        let mlm_loss = per_token_cross_entropy(generator_logits.clone(), batch.mlm_labels.clone());
+        let masked = batch.mlm_labels.clone().not_equal_elem(-100);
+        let samples = samples.unwrap_or_else(|| gumbel_max(generator_logits.clone().detach()));
+        let original = batch.input.input_ids.clone().mask_where(masked.clone(), batch.mlm_labels.clone());
+        let corrupted = original.clone().mask_where(masked, samples);
+        let replaced = corrupted.clone().not_equal(original).int();
+        let input = EncoderInput { input_ids: corrupted, ..batch.input.clone() };
+        let out = self.discriminator.forward(input, Some(replaced.clone()), OutputOptions::default());
+        let rtd_loss = out.loss.expect("labels were given");
+        ReplacedTokenOutput {
+            loss: mlm_loss.clone() + rtd_loss.clone() * RTD_WEIGHT,
+            mlm_loss,
+            rtd_loss,
+            generator_logits,
+            discriminator_logits: out.logits,
+            replaced,
+        }
+    }
+
+    /// The generator as HF's `ElectraForMaskedLM`, with a copy of the shared embeddings.
+    pub fn generator_model(&self) -> ElectraForMaskedLM {
+        ElectraForMaskedLM {
+            base: ElectraModel {
+                embeddings: self.discriminator.base.embeddings.clone(),
+                embeddings_project: self.generator.embeddings_project.clone(),
+                encoder: self.generator.encoder.clone(),
+            },
+            lm_head: self.generator.lm_head.clone(),
+        }
+    }
+}
+
+/// One sample per position from the softmax of `logits` `[batch, seq, vocab]` (Gumbel-max:
+/// the argmax of the logits plus Gumbel noise) `[batch, seq]`. Drawn from the device's
+/// generator, which the trainer seeds per step.
+pub fn gumbel_max(logits: Tensor<3>) -> Tensor<2, Int> {
+    let [b, s, _] = logits.dims();
+    let uniform = Tensor::<3>::random(logits.dims(), Distribution::Uniform(1e-9, 1.0), &logits.device());
+    let gumbel = uniform.log().neg().log().neg();
+    (logits + gumbel).argmax(2).reshape([b, s])
+}
+
+impl PretrainedModel for ElectraPreTrainingPair {
+    type Config = ElectraConfig;
+
+    fn architecture() -> String {
+        "ElectraForPreTraining".into()
+    }
+
+    fn init(config: &ElectraConfig, device: &Device) -> Self {
+        let generator = config.generator();
+        Self { discriminator: ElectraForPreTraining::init(config, device), generator: ElectraGenerator::new(&generator, device) }
+    }
+
+    /// The discriminator's tensors; the generator is stored beside it (see `save_pretrained`).
+    fn checkpoint_spec(config: &ElectraConfig) -> CheckpointSpec {
+        ElectraForPreTraining::checkpoint_spec(config)
+    }
+
+    /// The discriminator from `dir` and the generator from `dir/generator` when there is one
+    /// (a fresh generator otherwise, as when continuing from a released discriminator).
+    fn from_pretrained(dir: &Path, device: &Device) -> Result<Pretrained<Self, ElectraConfig>, PretrainedError> {
+        let config = ElectraConfig::from_dir(dir)?;
+        let files = WeightFiles::find(dir)?;
+        let generator_dir = dir.join("generator");
+        if !generator_dir.join("config.json").is_file() {
+            return Self::from_weights(config, &files, device);
+        }
+        let discriminator = ElectraForPreTraining::from_weights(config.clone(), &files, device)?;
+        let generator = ElectraForMaskedLM::from_pretrained(&generator_dir, device)?;
+        let mut report = discriminator.report;
+        report.applied += generator.report.applied;
+        report.unused.extend(generator.report.unused.into_iter().map(|n| format!("generator/{n}")));
+        report.initialized.extend(generator.report.initialized.into_iter().map(|n| format!("generator/{n}")));
+        let generator = ElectraGenerator {
+            embeddings_project: generator.model.base.embeddings_project,
+            encoder: generator.model.base.encoder,
+            lm_head: generator.model.lm_head,
+        };
+        Ok(Pretrained { model: Self { discriminator: discriminator.model, generator }, config, report })
+    }
+
+    /// The discriminator from `files`, and a fresh generator (reported as initialised).
+    fn from_weights(config: ElectraConfig, files: &WeightFiles, device: &Device) -> Result<Pretrained<Self, ElectraConfig>, PretrainedError> {
+        let discriminator = ElectraForPreTraining::from_weights(config.clone(), files, device)?;
+        let generator_config = config.generator();
+        let generator = ElectraGenerator::new(&generator_config, device);
+        let generator = sesame_layers::init::hf_init(generator, config.initializer_range);
+        let mut report = discriminator.report;
+        report.initialized.push(format!("generator ({} wide, fresh)", generator_config.hidden_size));
+        Ok(Pretrained { model: Self { discriminator: discriminator.model, generator }, config, report })
+    }
+
+    /// The discriminator in `dir`, the generator in `dir/generator`.
+    fn save_pretrained(&self, config: &ElectraConfig, dir: &Path) -> Result<(), CheckpointError> {
+        self.discriminator.save_pretrained(config, dir)?;
+        self.generator_model().save_pretrained(&config.generator(), &dir.join("generator"))
+    }
+}
+
+impl PretrainingModel for ElectraPreTrainingPair {
+    const SENTENCE_TASK: bool = false;
+
+    fn input_limits(config: &ElectraConfig) -> sesame_layers::InputLimits {
+        ElectraModel::input_limits(config)
+    }
+
+    /// The joint loss; metrics of both models: the generator's `mlm_loss` and `mlm_accuracy`
+    /// over the masked tokens, the discriminator's `rtd_loss` and `rtd_accuracy` over every
+    /// non-padding token, and its precision and recall on the replaced ones.
+    fn pretraining_step(&self, batch: PretrainingBatch, _sentence_metric: Option<&str>) -> StepOutput {
+        let out = self.objective(&batch, None);
+        let masked = batch.mlm_labels.clone().not_equal_elem(-100);
+        let keep = match &batch.input.attention_mask {
+            Some(mask) => mask.clone().equal_elem(1),
+            None => batch.input.input_ids.clone().greater_equal_elem(0),
+        };
+        let [b, s] = batch.mlm_labels.dims();
+        let predicted = out.generator_logits.clone().argmax(2).reshape([b, s]);
+        let said_replaced = out.discriminator_logits.clone().greater_elem(0.0).bool_and(keep.clone());
+        let replaced = out.replaced.clone().equal_elem(1).bool_and(keep.clone());
+        let counts = [
+            masked.clone().int().sum(),
+            predicted.equal(batch.mlm_labels.clone()).bool_and(masked).int().sum(),
+            keep.clone().int().sum(),
+            said_replaced.clone().equal(replaced.clone()).bool_and(keep).int().sum(),
+            said_replaced.clone().bool_and(replaced.clone()).int().sum(),
+            said_replaced.int().sum(),
+            replaced.int().sum(),
+        ];
+        let counts = read(Tensor::cat(counts.to_vec(), 0).float(), 0.0);
+        let losses = read(Tensor::cat(vec![out.mlm_loss.clone(), out.rtd_loss.clone()], 0), f64::NAN);
+        let [masked, generator_right, tokens, discriminator_right, true_positives, said, replaced] = counts[..] else {
+            unreachable!("seven counts")
+        };
+        let metrics = vec![
+            Metric::mean("mlm_loss", losses[0] * masked, masked),
+            Metric::mean("mlm_accuracy", generator_right, masked),
+            Metric::mean("rtd_loss", losses[1] * tokens, tokens),
+            Metric::mean("rtd_accuracy", discriminator_right, tokens),
+            Metric::mean("rtd_precision", true_positives, said),
+            Metric::mean("rtd_recall", true_positives, replaced),
+        ];
+        StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
+    }
+}
+
+/// The values of `t`, or `fallback` for each when the device fails (the trainer reports the
+/// error when it reads the loss).
+fn read(t: Tensor<1>, fallback: f64) -> Vec<f64> {
+    let n = t.dims()[0];
+    t.try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![fallback; n])
+}
+
+impl PretrainingFamily for Electra {
+    type Model = ElectraPreTrainingPair;
+    const NAME: &'static str = "electra";
+
+    /// Single sequences of consecutive sentences (google-research/electra's
+    /// `build_pretraining_dataset.py` fills each example with whole sentences up to the length).
+    fn layout() -> Layout {
+        Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
+    }
+
+    fn masking() -> MaskingKind {
+        MaskingKind::Electra
+    }
+
+    fn tokenizer() -> TokenizerKind {
+        TokenizerKind::WordPiece
+    }
+
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<ElectraConfig, ConfigError> {
+        ElectraConfig::preset(preset, vocab_size, max_len, pad_token_id)
+    }
+}
