@@ -2,11 +2,12 @@
 //! `fill-mask`) finds a family here, by name or by a checkpoint's `model_type`. Adding a
 //! family is one entry in [`FAMILIES`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use sesame_albert::{Albert, AlbertModel};
 use sesame_bert::{Bert, BertLikeFamily, BertModel};
+use sesame_electra::{Electra, ElectraModel};
 use sesame_layers::pipeline::EmbedOptions;
 use sesame_layers::{Backbone, PretrainedModel};
 use sesame_roberta::{Roberta, RobertaModel};
@@ -26,8 +27,9 @@ pub struct FamilyEntry {
     pub model_types: &'static [&'static str],
     /// `cargo xtask train <name>`.
     pub train: fn(TrainArgs, Device) -> Result<String, String>,
-    /// Save the model of a training checkpoint (`run`, `checkpoint`) in HF layout at `out`.
-    pub export: fn(&Path, &Path, &Path, &Device) -> Result<(), String>,
+    /// Save the model of a training checkpoint (`run`, `checkpoint`) in HF layout at `out`;
+    /// returns the model directories written.
+    pub export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
     /// `cargo xtask bench --family <name>`.
     pub bench: fn(BenchArgs, Device, &str) -> Result<String, String>,
     /// `cargo xtask embed` on a checkpoint of this family.
@@ -37,7 +39,8 @@ pub struct FamilyEntry {
 }
 
 impl FamilyEntry {
-    /// A family pre-trained with masked LM by the shared task (`F`), whose base model is `B`.
+    /// A family pre-trained on masked batches by the shared task with `F`'s objective, whose
+    /// base model is `B`.
     const fn masked_lm<F, B>(name: &'static str, about: &'static str, model_types: &'static [&'static str]) -> Self
     where
         F: PretrainingFamily,
@@ -57,7 +60,7 @@ impl FamilyEntry {
 }
 
 /// Every family the command line knows.
-pub static FAMILIES: [FamilyEntry; 3] = [
+pub static FAMILIES: [FamilyEntry; 4] = [
     FamilyEntry::masked_lm::<Bert, BertModel>(
         "bert",
         "masked LM + next-sentence prediction on sentence pairs, WordPiece",
@@ -72,6 +75,11 @@ pub static FAMILIES: [FamilyEntry; 3] = [
         "albert",
         "n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary",
         Albert::MODEL_TYPES,
+    ),
+    FamilyEntry::masked_lm::<Electra, ElectraModel>(
+        "electra",
+        "replaced-token detection: a 1/4-wide generator's samples, a discriminator on every token, WordPiece",
+        sesame_electra::config::MODEL_TYPES,
     ),
 ];
 

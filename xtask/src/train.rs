@@ -262,8 +262,9 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": out }).to_string());
     }
     let export = out.join("export");
-    burn::module::Module::valid(&outcome.model).export(&config, &export)?;
-    tokenizer.save(&export, &tok_config).map_err(err)?;
+    for dir in burn::module::Module::valid(&outcome.model).export(&config, &export)? {
+        tokenizer.save(&dir, &tok_config).map_err(err)?;
+    }
     eprintln!("exported the model and tokenizer to {}", export.display());
     Ok(serde_json::json!({
         "run": out,
@@ -306,16 +307,18 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let spec = RunSpec::read(run)?;
     let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
     let checkpoint_file = checkpoint.join("model.bpk");
-    (crate::families::by_name(&spec.family)?.export)(run, &checkpoint_file, &out, &device)?;
+    let written = (crate::families::by_name(&spec.family)?.export)(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
     let tok_config = TokenizerConfig::read(&tokenizer_dir.join("tokenizer_config.json")).map_err(err)?;
-    tokenizer.save(&out, &tok_config).map_err(err)?;
+    for dir in written {
+        tokenizer.save(&dir, &tok_config).map_err(err)?;
+    }
     Ok(serde_json::json!({ "checkpoint": checkpoint, "export": out }).to_string())
 }
 
 /// Load a checkpoint of `F`'s model (config from the run) and save it in HF layout.
-pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<(), String> {
+pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
     let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
     let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
     model.export(&config, out)

@@ -8,7 +8,7 @@
 
 use std::marker::PhantomData;
 use std::num::NonZeroU32;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use burn::prelude::*;
@@ -132,9 +132,11 @@ pub trait PretrainingModel: PretrainedModel {
     fn pretraining_step(&self, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput;
 
     /// Write the trained model in HF layout in `dir` (ELECTRA: the discriminator, and the
-    /// generator in `dir/generator`).
-    fn export(&self, config: &Self::Config, dir: &Path) -> Result<(), String> {
-        self.save_pretrained(config, dir).map_err(|e| e.to_string())
+    /// generator in `dir/generator`); returns every model directory written, each of which
+    /// gets the tokenizer.
+    fn export(&self, config: &Self::Config, dir: &Path) -> Result<Vec<PathBuf>, String> {
+        self.save_pretrained(config, dir).map_err(|e| e.to_string())?;
+        Ok(vec![dir.to_path_buf()])
     }
 }
 

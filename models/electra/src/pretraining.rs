@@ -212,6 +212,11 @@ impl PretrainingModel for ElectraPreTrainingPair {
         ElectraModel::input_limits(config)
     }
 
+    fn export(&self, config: &ElectraConfig, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+        self.save_pretrained(config, dir).map_err(|e| e.to_string())?;
+        Ok(vec![dir.to_path_buf(), dir.join("generator")])
+    }
+
     /// The joint loss; metrics of both models: the generator's `mlm_loss` and `mlm_accuracy`
     /// over the masked tokens, the discriminator's `rtd_loss` and `rtd_accuracy` over every
     /// non-padding token, and its precision and recall on the replaced ones.
