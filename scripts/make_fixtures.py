@@ -573,16 +573,111 @@ def make_electra_train_step():
     print(f"electra train step: loss {loss.item():.5f} (mlm {mlm_loss.item():.5f}, rtd {rtd_loss.item():.5f}), grad norm {norm.item():.5f}")
 
 
+UNILM_MASKS = ["bidirectional", "left-to-right", "right-to-left", "seq-to-seq"]
+
+
+def unilm_blocked(mask: str, source_len, b: int, s: int):
+    """UniLM's restriction [b, s, s]: True where query i may not see key j."""
+    i = torch.arange(s).view(1, s, 1)
+    j = torch.arange(s).view(1, 1, s)
+    if mask == "bidirectional":
+        return torch.zeros(b, s, s, dtype=torch.bool)
+    if mask == "left-to-right":
+        return (j > i).expand(b, s, s).clone()
+    if mask == "right-to-left":
+        return (j < i).expand(b, s, s).clone()
+    src = torch.tensor(source_len).view(b, 1, 1)
+    return (j >= src) & ((i < src) | (j > i))
+
+
+def make_unilm():
+    """UniLM (BERT weights, six token types, LayerNorm eps 1e-5) under each of its four
+    self-attention masks, run by transformers' BertForMaskedLM with the equivalent 4-D
+    additive mask (padding included); and a UniLM v1-style checkpoint (Google-format
+    config.json, legacy `gamma`/`beta` names, a 2-row token-type table) that Sesame widens."""
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, vocab_size=60,
+                     max_position_embeddings=16, type_vocab_size=6, layer_norm_eps=1e-5, hidden_act="gelu")
+    cfg._attn_implementation = "eager"
+    model = build(BertForMaskedLM, cfg, 5151).float()
+    g = torch.Generator().manual_seed(51)
+    lengths, source_len = [9, 6, 4], [4, 3, 2]
+    base = padded_batch(cfg, g, lengths, 9, (2, 3, 0))
+    b, s = base["input_ids"].shape
+    pad = base["attention_mask"].bool()
+    mlm = torch.full_like(base["input_ids"], -100)
+    pick = (torch.rand(b, s, generator=g) < 0.4) & pad
+    pick[:, 1] = True
+    mlm[pick] = torch.randint(0, cfg.vocab_size, (int(pick.sum()),), generator=g)
+    for mask in UNILM_MASKS:
+        first, second = {"bidirectional": (0, 1), "left-to-right": (2, 2), "right-to-left": (3, 3), "seq-to-seq": (4, 5)}[mask]
+        types = torch.where(torch.arange(s).view(1, s) < torch.tensor(source_len).view(b, 1), first, second)
+        types = types * pad
+        blocked = unilm_blocked(mask, source_len, b, s)
+        allowed = ~blocked & pad.view(b, 1, s)
+        additive = torch.zeros(b, 1, s, s, dtype=torch.float64)
+        additive[~allowed.view(b, 1, s, s)] = torch.finfo(torch.float64).min
+        out_dir = OUT / "unilm" / mask
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
+        model.save_pretrained(out_dir)
+        reference = run(model, {"input_ids": base["input_ids"], "token_type_ids": types, "attention_mask": additive}, {"labels": mlm})
+        model.float()
+        io = {"input.input_ids": base["input_ids"], "input.attention_mask": base["attention_mask"],
+              "input.token_type_ids": types.contiguous(), "input.restriction": blocked.long().contiguous(),
+              "input.source_len": torch.tensor(source_len), "label.labels": mlm}
+        io.update({f"output.{k}": v for k, v in reference.items()})
+        save_file(io, out_dir / "io.safetensors")
+        meta = {"kind": "BertForMaskedLM with a 4-D additive UniLM mask", "mask": mask, "source_len": source_len,
+                "transformers": transformers.__version__, "torch": torch.__version__}
+        (out_dir / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+        print(f"unilm {mask}: outputs {sorted(reference)}")
+
+    # A UniLM v1 checkpoint as microsoft/unilm publishes them: Google's config format,
+    # `gamma`/`beta`, two token types (widened to six when loaded).
+    v1 = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, vocab_size=60,
+                    max_position_embeddings=16, type_vocab_size=2, layer_norm_eps=1e-5, hidden_act="gelu")
+    v1._attn_implementation = "eager"
+    v1_model = build(BertForMaskedLM, v1, 5252).float()
+    out_dir = OUT / "unilm" / "v1-checkpoint"
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    google = {k: getattr(v1, k) for k in ("attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "hidden_size",
+                                          "initializer_range", "intermediate_size", "max_position_embeddings",
+                                          "num_attention_heads", "num_hidden_layers", "type_vocab_size", "vocab_size")}
+    (out_dir / "config.json").write_text(json.dumps(google, indent=2) + "\n")
+    state = {}
+    for k, v in v1_model.state_dict().items():
+        if k == "cls.predictions.decoder.weight":
+            continue
+        k = k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        state[k] = v.contiguous()
+    torch.save(state, out_dir / "pytorch_model.bin")
+    types = (torch.arange(s).view(1, s) >= torch.tensor(source_len).view(b, 1)).long() * pad
+    inputs = {"input_ids": base["input_ids"], "token_type_ids": types, "attention_mask": base["attention_mask"]}
+    reference = run(v1_model, inputs, {"labels": mlm})
+    io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+    io["label.labels"] = mlm
+    io.update({f"output.{k}": v for k, v in reference.items()})
+    save_file(io, out_dir / "io.safetensors")
+    (out_dir / "fixture.json").write_text(json.dumps({"kind": "UniLM v1 checkpoint (BertForMaskedLM, 2 token types)",
+                                                       "transformers": transformers.__version__}, indent=2) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
         make_train_step("bert")
         make_train_step("albert")
         make_electra_train_step()
+        return
+    if args.only == "unilm":
+        make_unilm()
         return
     if args.only == "tokenizers":
         make_family_tokenizers()
@@ -600,6 +695,7 @@ def main():
     make_train_step("bert")
     make_train_step("albert")
     make_electra_train_step()
+    make_unilm()
     if args.minilm:
         make_minilm(args.minilm)
 

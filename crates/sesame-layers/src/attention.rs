@@ -17,12 +17,17 @@ pub struct AttentionMask {
     pub masked: Option<Tensor<3, Bool>>,
     /// `[batch or 1, heads or 1, s_q, s_k]`, added to the scaled scores before the softmax.
     pub bias: Option<Tensor<4>>,
+    /// Whether `masked` restricts more than padding keys, so that a query may have no key
+    /// left (a padding query under a right-to-left mask). Such rows attend uniformly to every
+    /// key, as HF's additive masks make them; the fused kernel is then given the mask as a
+    /// bias, since a boolean mask gives them zeros there.
+    pub restricted: bool,
 }
 
 impl AttentionMask {
     /// Every query attends to every key.
     pub fn none() -> Self {
-        Self { masked: None, bias: None }
+        Self { masked: None, bias: None, restricted: false }
     }
 
     /// Key padding from an HF-style `attention_mask` `[batch, s_k]` (1 = token, 0 = padding),
@@ -30,7 +35,7 @@ impl AttentionMask {
     pub fn padding(attention_mask: Tensor<2, Int>, s_q: usize) -> Self {
         let [b, s_k] = attention_mask.dims();
         let masked = attention_mask.equal_elem(0).reshape([b, 1, s_k]).expand([b, s_q, s_k]);
-        Self { masked: Some(masked), bias: None }
+        Self { masked: Some(masked), bias: None, restricted: false }
     }
 
     /// Add a further boolean restriction `[batch, s_q, s_k]` (`true` = may not attend).
@@ -39,6 +44,7 @@ impl AttentionMask {
             Some(m) => m.bool_or(masked),
             None => masked,
         });
+        self.restricted = true;
         self
     }
 
@@ -201,7 +207,7 @@ impl MultiHeadAttention {
             let ctx = self.dropout.forward(probs.clone()).matmul(v);
             (ctx, return_probs.then_some(probs))
         } else {
-            let (masked, bias) = fused_mask_workaround(masked, bias, &q);
+            let (masked, bias) = fused_mask(masked, bias, mask.restricted, &q);
             (attention(q, k, v, masked, bias, AttentionModuleOptions::default()), None)
         };
         let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
@@ -224,17 +230,21 @@ pub fn most_negative(dtype: DType) -> f64 {
     }
 }
 
-/// burn-tch 0.22.1 hands Burn's boolean mask (`true` = masked) to torch SDPA, where `true`
-/// means *attend*; outside autodiff the fused op then attends to exactly the wrong keys. On
-/// libtorch the mask therefore travels as an additive bias instead. Other backends keep the
-/// boolean mask, which lets CubeCL pick its flash kernel.
-fn fused_mask_workaround(
+/// The mask as the fused kernel takes it. burn-tch 0.22.1 hands Burn's boolean mask (`true` =
+/// masked) to torch SDPA, where `true` means *attend*; outside autodiff the fused op then
+/// attends to exactly the wrong keys. And a boolean mask that leaves a query no key gives that
+/// row zeros, where HF's additive mask (and the materialised path) attend uniformly. On
+/// libtorch, and for `restricted` masks, the mask therefore travels as an additive bias
+/// (-1e30, which absorbs the scores: a row with no key left gets equal scores). Otherwise the
+/// boolean mask stays, which lets CubeCL pick its flash kernel.
+fn fused_mask(
     masked: Option<Tensor<4, Bool>>,
     bias: Option<Tensor<4>>,
+    restricted: bool,
     query: &Tensor<4>,
 ) -> (Option<Tensor<4, Bool>>, Option<Tensor<4>>) {
     match masked {
-        Some(m) if is_libtorch(&query.device()) => {
+        Some(m) if restricted || is_libtorch(&query.device()) => {
             let as_bias = m.float() * (-1.0e30_f64).max(most_negative(query.dtype()));
             (None, Some(match bias {
                 Some(b) => b + as_bias,

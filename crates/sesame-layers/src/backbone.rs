@@ -218,6 +218,16 @@ pub trait Backbone: Module + ModuleDisplay + Sized {
         None
     }
 
+    /// The configuration the files hold, when it differs (see [`crate::PretrainedModel::stored_config`]).
+    fn stored_config(_config: &Self::Config) -> Option<Self::Config> {
+        None
+    }
+
+    /// This model from one loaded in the stored form (see [`crate::PretrainedModel::from_stored`]).
+    fn from_stored(self, _config: &Self::Config) -> Self {
+        self
+    }
+
     /// The device the model lives on.
     fn device(&self) -> Device {
         self.word_embeddings().device()

@@ -75,9 +75,24 @@ pub trait PretrainedModel: Module + Sized {
         device: &Device,
     ) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
         // Tensors the checkpoint lacks (a new task head) keep HF's initialisation, as in transformers.
-        let mut model = Self::new_hf(&config, device);
-        let report = load_weights(&mut model, files, &Self::checkpoint_spec(&config))?;
+        // A family whose model widens what files store (UniLM's token types) loads the stored
+        // form, then converts it.
+        let stored = Self::stored_config(&config);
+        let mut model = Self::new_hf(stored.as_ref().unwrap_or(&config), device);
+        let report = load_weights(&mut model, files, &Self::checkpoint_spec(stored.as_ref().unwrap_or(&config)))?;
+        let model = if stored.is_some() { model.from_stored(&config) } else { model };
         Ok(Pretrained { model, config, report })
+    }
+
+    /// The configuration of the weights as the files store them, when this model differs
+    /// from it (UniLM widens BERT's 2-row token-type table to 6); `None`: the same.
+    fn stored_config(_config: &Self::Config) -> Option<Self::Config> {
+        None
+    }
+
+    /// This model, from one loaded in the stored form of [`Self::stored_config`].
+    fn from_stored(self, _config: &Self::Config) -> Self {
+        self
     }
 
     /// The equivalent model and config in the form HF stores, when Sesame's form has no HF

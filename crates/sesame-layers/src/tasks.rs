@@ -30,12 +30,21 @@ fn classifier(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Classifi
     ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
 }
 
-/// `PretrainedModel::hf_form` of a head model (field `base`): its base model's, heads as they are.
+/// `PretrainedModel::hf_form`, `stored_config` and `from_stored` of a head model (field
+/// `base`): its base model's, heads as they are.
 macro_rules! hf_form_of_base {
     () => {
         fn hf_form(&self, config: &B::Config) -> Option<(Self, B::Config)> {
             let (base, config) = self.base.hf_form(config)?;
             Some((Self { base, ..self.clone() }, config))
+        }
+
+        fn stored_config(config: &B::Config) -> Option<B::Config> {
+            B::stored_config(config)
+        }
+
+        fn from_stored(self, config: &B::Config) -> Self {
+            Self { base: self.base.from_stored(config), ..self }
         }
     };
 }

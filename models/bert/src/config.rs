@@ -38,6 +38,21 @@ pub trait BertLikeFamily: Clone + Copy + Debug + Default + Send + Sync + 'static
     fn lm_head_activation(config: &BertLikeConfig<Self>) -> Activation {
         config.hidden_act
     }
+
+    /// The fewest token types the family's model has (UniLM: 6). A checkpoint with fewer is
+    /// read with its own table, then widened ([`Self::widened_type_row`]).
+    const MIN_TYPE_VOCAB_SIZE: usize = 0;
+
+    /// The stored row that new row `row` of a widened token-type table starts as, for a
+    /// checkpoint holding `stored` rows.
+    fn widened_type_row(_row: usize, _stored: usize) -> usize {
+        0
+    }
+
+    /// Checks of the family's own config fields (those kept in `extra`).
+    fn validate(_config: &BertLikeConfig<Self>) -> Result<(), ConfigError> {
+        Ok(())
+    }
 }
 
 /// The BERT family marker: HF names and defaults.
@@ -64,6 +79,10 @@ pub struct BertLikeConfig<F: BertLikeFamily> {
     /// Every field of `config.json`.
     #[serde(flatten)]
     pub hparams: EncoderHyperParams,
+    /// The token types the checkpoint read holds, when the family widened the table
+    /// ([`BertLikeFamily::MIN_TYPE_VOCAB_SIZE`]); not written back.
+    #[serde(skip)]
+    pub stored_type_vocab_size: Option<usize>,
     #[serde(skip)]
     family: PhantomData<F>,
 }
@@ -122,14 +141,19 @@ impl<F: BertLikeFamily> BertLikeConfig<F> {
 
     /// Check that a model can be built from this config.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.hparams.validate(self.position_offset())
+        self.hparams.validate(self.position_offset())?;
+        F::validate(self)
     }
 }
 
 impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
-        let config: Self = read_family_config(dir, F::MODEL_TYPES, F::defaults())?;
+        let mut config: Self = read_family_config(dir, F::MODEL_TYPES, F::defaults())?;
         config.validate()?;
+        if config.type_vocab_size < F::MIN_TYPE_VOCAB_SIZE {
+            config.stored_type_vocab_size = Some(config.type_vocab_size);
+            config.hparams.type_vocab_size = F::MIN_TYPE_VOCAB_SIZE;
+        }
         Ok(config)
     }
 

@@ -3,6 +3,7 @@
 
 use std::marker::PhantomData;
 
+use burn::module::Param;
 use burn::prelude::*;
 use sesame_layers::{
     Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, EncoderInput, HeadSizes, InputLimits, KeyMap,
@@ -130,6 +131,29 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "encoder".into(), "pooler".into()]
     }
+
+    fn stored_config(config: &Self::Config) -> Option<Self::Config> {
+        let stored = config.stored_type_vocab_size?;
+        let mut config = config.clone();
+        config.hparams.type_vocab_size = stored;
+        config.stored_type_vocab_size = None;
+        Some(config)
+    }
+
+    /// Widen a stored token-type table to the config's rows, each new row a copy of the
+    /// stored row [`BertLikeFamily::widened_type_row`] names.
+    fn from_stored(mut self, config: &Self::Config) -> Self {
+        if let Some(types) = self.embeddings.token_type_embeddings.as_mut() {
+            let weight = types.weight.val();
+            let stored = weight.dims()[0];
+            let rows: Vec<i64> = (0..config.type_vocab_size)
+                .map(|row| if row < stored { row } else { F::widened_type_row(row, stored) } as i64)
+                .collect();
+            let index = Tensor::<1, Int>::from_data(TensorData::new(rows, [config.type_vocab_size]), &weight.device());
+            types.weight = Param::from_tensor(weight.select(0, index));
+        }
+        self
+    }
 }
 
 impl<F: BertLikeFamily> PretrainedModel for BertLikeModel<F> {
@@ -145,5 +169,13 @@ impl<F: BertLikeFamily> PretrainedModel for BertLikeModel<F> {
 
     fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec {
         <Self as Backbone>::spec(config, false, &["pooler."])
+    }
+
+    fn stored_config(config: &Self::Config) -> Option<Self::Config> {
+        <Self as Backbone>::stored_config(config)
+    }
+
+    fn from_stored(self, config: &Self::Config) -> Self {
+        <Self as Backbone>::from_stored(self, config)
     }
 }

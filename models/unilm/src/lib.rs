@@ -1,0 +1,37 @@
+//! UniLM for Burn (Dong et al., 2019, "Unified Language Model Pre-training for Natural Language
+//! Understanding and Generation"; microsoft/unilm v1).
+//!
+//! UniLM is BERT trained as four language models at once: the self-attention mask decides
+//! what a token may see, and so whether the model is a bidirectional, left-to-right,
+//! right-to-left or sequence-to-sequence LM. The rooms:
+//! - [`config`]: BERT's configuration with UniLM v1's defaults (six token types, one pair per
+//!   objective; LayerNorm epsilon 1e-5) and the widening of a BERT checkpoint's 2-row
+//!   token-type table;
+//! - [`model`]: BERT's forward pass, and the four masks ([`UnilmMask`]) given to it as the
+//!   input's attention restriction (key/value cache included, for decoding later);
+//! - [`heads`]: BERT's heads under their transformers names;
+//! - [`pretraining`]: the four objectives mixed per batch with the cloze task.
+//!
+//! ```no_run
+//! use burn::prelude::*;
+//! use sesame_unilm::{UnilmForMaskedLM, UnilmMask};
+//! use sesame_layers::{EncoderInput, OutputOptions, PretrainedModel};
+//!
+//! let device = Device::default();
+//! let loaded = UnilmForMaskedLM::from_pretrained("path/to/unilm".as_ref(), &device).unwrap();
+//! let ids = Tensor::<2, Int>::from_data([[101, 2023, 103, 102]], &device);
+//! let input = UnilmMask::LeftToRight.apply(EncoderInput::new(ids));
+//! let logits = loaded.model.forward(input, None, OutputOptions::default()).logits;
+//! ```
+
+pub mod config;
+pub mod heads;
+pub mod model;
+pub mod pretraining;
+
+pub use config::{Unilm, UnilmConfig};
+pub use heads::{
+    UnilmForMaskedLM, UnilmForPreTraining, UnilmForQuestionAnswering, UnilmForSequenceClassification,
+    UnilmForTokenClassification,
+};
+pub use model::{UnilmMask, UnilmModel};
