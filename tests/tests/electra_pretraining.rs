@@ -21,6 +21,7 @@ fn fixture_batch(f: &Fixture, device: &Device) -> Sampled {
         mlm_labels: f.int("label.labels", device),
         sentence_labels: Tensor::zeros([4], device),
         tokens: 0,
+        seed: 0,
     };
     (batch, f.int("label.samples", device))
 }

@@ -34,6 +34,7 @@ fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
         mlm_labels: f.int("label.labels", device),
         sentence_labels: f.int("label.next_sentence_label", device),
         tokens: 0,
+        seed: 0,
     }
 }
 

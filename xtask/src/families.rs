@@ -8,6 +8,7 @@ use burn::tensor::Device;
 use sesame_albert::{Albert, AlbertModel};
 use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
+use sesame_unilm::{Unilm, UnilmModel};
 use sesame_layers::pipeline::EmbedOptions;
 use sesame_layers::{Backbone, PretrainedModel};
 use sesame_roberta::{Roberta, RobertaModel};
@@ -60,7 +61,7 @@ impl FamilyEntry {
 }
 
 /// Every family the command line knows.
-pub static FAMILIES: [FamilyEntry; 4] = [
+pub static FAMILIES: [FamilyEntry; 5] = [
     FamilyEntry::masked_lm::<Bert, BertModel>(
         "bert",
         "masked LM + next-sentence prediction on sentence pairs, WordPiece",
@@ -80,6 +81,12 @@ pub static FAMILIES: [FamilyEntry; 4] = [
         "electra",
         "replaced-token detection: a 1/4-wide generator's samples, a discriminator on every token, WordPiece",
         sesame_electra::config::MODEL_TYPES,
+    ),
+    // UniLM exports are BERT checkpoints (`model_type: bert`, read by the `bert` entry).
+    FamilyEntry::masked_lm::<Unilm, UnilmModel>(
+        "unilm",
+        "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
+        &["unilm"],
     ),
 ];
 

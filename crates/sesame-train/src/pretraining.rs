@@ -18,7 +18,7 @@ use rand::SeedableRng;
 use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, PretrainedModel};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, Corpus, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
-    PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind,
+    PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
     WholeWordMasking,
 };
 
@@ -99,6 +99,8 @@ pub enum MaskingKind {
     /// ELECTRA's: tokens chosen independently, 85% replaced by the mask token, 15% kept, none
     /// by a random token (google-research/electra, `pretrain_helpers.mask`).
     Electra,
+    /// UniLM's cloze: one word 80% of the time, a bigram or trigram 20%, 80/10/10.
+    Unilm,
 }
 
 impl MaskingKind {
@@ -109,6 +111,7 @@ impl MaskingKind {
             MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
             MaskingKind::Span => Arc::new(SpanMasking::default()),
             MaskingKind::Ngram => Arc::new(NgramMasking::default()),
+            MaskingKind::Unilm => Arc::new(UnilmMasking::default()),
             MaskingKind::Electra => Arc::new(TokenMasking {
                 config: MaskingConfig { probability: 0.15, mask_fraction: 0.85, random_fraction: 0.0 },
             }),
@@ -181,10 +184,13 @@ pub struct PretrainingBatch {
     pub sentence_labels: Tensor<1, Int>,
     /// Non-padding tokens.
     pub tokens: usize,
+    /// A seed for what an objective draws per batch (UniLM's choice of objective), fixed by
+    /// the batch's index, so a resumed run and every evaluation draw the same.
+    pub seed: u64,
 }
 
 impl PretrainingBatch {
-    /// Move host arrays to `device`.
+    /// Move host arrays to `device` (seed 0; see [`Self::with_seed`]).
     pub fn new(b: &MaskedBatch, device: &Device) -> Self {
         let t = |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), [b.batch, b.seq]), device);
         Self {
@@ -192,7 +198,14 @@ impl PretrainingBatch {
             mlm_labels: t(&b.mlm_labels),
             sentence_labels: Tensor::from_data(TensorData::new(b.pair_labels.clone(), [b.batch]), device),
             tokens: b.tokens,
+            seed: 0,
         }
+    }
+
+    /// The same batch with `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 }
 
@@ -449,7 +462,7 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
                 rows
             }
         };
-        PretrainingBatch::new(&self.collate_train(&rows, index), device)
+        PretrainingBatch::new(&self.collate_train(&rows, index), device).with_seed(mix(self.seed ^ 0x0B1E_C71E, index))
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
@@ -461,6 +474,7 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
                 let refs: Vec<&Example> = chunk.iter().collect();
                 let seeds: Vec<u64> = (0..refs.len() as u64).map(|row| mix(u64::MAX - i as u64, row)).collect();
                 PretrainingBatch::new(&collate(&refs, self.format, self.masking.as_ref(), &self.vocab, &seeds), device)
+                    .with_seed(mix(u64::MAX - i as u64, 0x0B1E_C71E))
             })
             .collect()
     }
@@ -472,7 +486,7 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
 
 /// Loss and metrics of `model` on `batch`: MLM loss, perplexity and accuracy over the masked
 /// tokens, and, for a model with a sentence head, the sentence task's loss and accuracy named
-/// `{sentence_metric}_loss`, `{sentence_metric}_accuracy`.
+/// `{sentence_metric}_loss`, `{sentence_metric}_accuracy` (none when `sentence_metric` is `None`).
 pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput {
     let out = model.objective(batch.input, batch.mlm_labels.clone(), batch.sentence_labels.clone());
     let mlm = batch.mlm_labels.clone().not_equal_elem(-100);
@@ -495,8 +509,7 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
         Metric::exp_mean("perplexity", losses[0] * masked, masked),
         Metric::mean("mlm_accuracy", counts[1], masked),
     ];
-    if out.sentence.is_some() {
-        let name = sentence_metric.unwrap_or("sentence");
+    if let (Some(name), true) = (sentence_metric, out.sentence.is_some()) {
         let rows = batch.sentence_labels.dims()[0] as f64;
         metrics.push(Metric::mean(&format!("{name}_loss"), losses[1] * rows, rows));
         metrics.push(Metric::mean(&format!("{name}_accuracy"), counts[2], rows));

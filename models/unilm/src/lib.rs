@@ -35,3 +35,4 @@ pub use heads::{
     UnilmForTokenClassification,
 };
 pub use model::{UnilmMask, UnilmModel};
+pub use pretraining::{Objective, UnilmPreTraining};
