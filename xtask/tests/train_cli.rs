@@ -1,6 +1,7 @@
-//! `cargo xtask train bert|roberta|albert` end to end, through the real binary: train on the
-//! shipped corpus with the family's objective and tokenizer, get killed, resume, export; the
-//! export works with `fill-mask`, and transformers loads it with the same tokens and logits.
+//! `cargo xtask train bert|roberta|albert|electra|unilm` end to end, through the real binary:
+//! train on the shipped corpus with the family's objective and tokenizer, get killed, resume,
+//! export; the export works with `fill-mask`, and transformers loads it (ELECTRA: the
+//! discriminator and the generator) with the same tokens and outputs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -31,19 +32,68 @@ fn train_args(family: &str, out: &Path, steps: &str) -> Vec<String> {
     .collect()
 }
 
+/// A family's round trip: what to train, the metrics to expect, and what transformers must
+/// reproduce from the export (directory under `export/`, HF class, output key, Sesame's outputs).
+struct Expect {
+    family: &'static str,
+    mask: &'static str,
+    metrics: &'static [&'static str],
+    fill_mask_dir: &'static str,
+    checks: &'static [(&'static str, &'static str, &'static str, fn(&Path, &sesame_text::EncodedBatch) -> Vec<f32>)],
+}
+
 #[test]
 fn bert_is_killed_resumes_and_exports_a_model_transformers_loads() {
-    round_trip::<sesame_bert::BertModel>("bert", "[MASK]", "BertForPreTraining", "output.prediction_logits", &["nsp_accuracy"]);
+    round_trip(Expect {
+        family: "bert", mask: "[MASK]", metrics: &["mlm_loss", "perplexity", "mlm_accuracy", "nsp_accuracy"], fill_mask_dir: "",
+        checks: &[("", "BertForPreTraining", "output.prediction_logits", sesame_logits::<sesame_bert::BertModel>)],
+    });
 }
 
 #[test]
 fn roberta_is_killed_resumes_and_exports_a_model_transformers_loads() {
-    round_trip::<sesame_roberta::RobertaModel>("roberta", "<mask>", "RobertaForMaskedLM", "output.logits", &[]);
+    round_trip(Expect {
+        family: "roberta", mask: "<mask>", metrics: &["mlm_loss", "perplexity", "mlm_accuracy"], fill_mask_dir: "",
+        checks: &[("", "RobertaForMaskedLM", "output.logits", sesame_logits::<sesame_roberta::RobertaModel>)],
+    });
 }
 
 #[test]
 fn albert_is_killed_resumes_and_exports_a_model_transformers_loads() {
-    round_trip::<sesame_albert::AlbertModel>("albert", "[MASK]", "AlbertForPreTraining", "output.prediction_logits", &["sop_accuracy"]);
+    round_trip(Expect {
+        family: "albert", mask: "[MASK]", metrics: &["mlm_loss", "perplexity", "mlm_accuracy", "sop_accuracy"], fill_mask_dir: "",
+        checks: &[("", "AlbertForPreTraining", "output.prediction_logits", sesame_logits::<sesame_albert::AlbertModel>)],
+    });
+}
+
+#[test]
+fn electra_is_killed_resumes_and_exports_discriminator_and_generator_transformers_load() {
+    round_trip(Expect {
+        family: "electra", mask: "[MASK]", fill_mask_dir: "generator",
+        metrics: &["mlm_loss", "mlm_accuracy", "rtd_loss", "rtd_accuracy", "replaced_fraction"],
+        checks: &[
+            ("", "ElectraForPreTraining", "output.logits", discriminator_logits),
+            ("generator", "ElectraForMaskedLM", "output.logits", sesame_logits::<sesame_electra::ElectraModel>),
+        ],
+    });
+}
+
+#[test]
+fn unilm_is_killed_resumes_and_exports_a_bert_transformers_loads() {
+    round_trip(Expect {
+        family: "unilm", mask: "[MASK]", fill_mask_dir: "",
+        metrics: &["mlm_loss", "mlm_accuracy", "nsp_accuracy", "bidirectional_mlm_loss", "seq_to_seq_mlm_loss", "left_to_right_mlm_loss", "right_to_left_mlm_loss"],
+        checks: &[("", "BertForPreTraining", "output.prediction_logits", sesame_logits::<sesame_unilm::UnilmModel>)],
+    });
+}
+
+/// Replaced-token logits of the ELECTRA discriminator saved in `export`, on `batch`.
+fn discriminator_logits(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec<f32> {
+    let device = Device::flex();
+    let model = sesame_electra::ElectraForPreTraining::from_pretrained(export, &device).unwrap().model;
+    let (ids, mask, types) = batch.tensors(&device);
+    let input = EncoderInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
+    model.forward(input, None, OutputOptions::default()).logits.into_data().convert::<f32>().try_to_vec().unwrap()
 }
 
 /// MLM logits of the model saved in `export`, on `batch`.
@@ -55,7 +105,8 @@ fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) 
     model.forward(input, None, OutputOptions::default()).logits.into_data().convert::<f32>().try_to_vec().unwrap()
 }
 
-fn round_trip<B: Backbone>(family: &str, mask: &str, hf_arch: &str, hf_logits: &str, sentence_metrics: &[&str]) {
+fn round_trip(expect: Expect) {
+    let (family, mask) = (expect.family, expect.mask);
     let out = std::env::temp_dir().join(format!("sesame-cli-train-{family}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let args = train_args(family, &out, "12");
@@ -91,14 +142,15 @@ fn round_trip<B: Backbone>(family: &str, mask: &str, hf_arch: &str, hf_logits: &
         .collect();
     assert_eq!(steps, (1..=12).collect::<Vec<_>>(), "each step logged exactly once across the kill");
     assert!(std::fs::read_to_string(out.join("loss.svg")).unwrap().contains("<polyline"));
-    for key in ["mlm_loss", "perplexity", "mlm_accuracy"].iter().chain(sentence_metrics) {
+    for key in expect.metrics {
         assert!(summary["held_out"][key].is_number(), "held-out {key} in {summary}");
     }
 
     // The export works with fill-mask.
     let export = out.join("export");
+    let fill_mask_dir = export.join(expect.fill_mask_dir);
     let text = format!("the {mask} .");
-    let output = xtask(&["fill-mask", "--model", export.to_str().unwrap(), "--top-k", "2", &text]).output().unwrap();
+    let output = xtask(&["fill-mask", "--model", fill_mask_dir.to_str().unwrap(), "--top-k", "2", &text]).output().unwrap();
     assert!(output.status.success(), "fill-mask: {}", String::from_utf8_lossy(&output.stderr));
     let predictions: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(predictions.as_array().unwrap()[0].as_array().unwrap().len(), 2);
@@ -133,25 +185,27 @@ fn round_trip<B: Backbone>(family: &str, mask: &str, hf_arch: &str, hf_logits: &
         .collect();
     let inputs = out.join("inputs.safetensors");
     std::fs::write(&inputs, safetensors::serialize(views, None).unwrap()).unwrap();
-    let hf_out = out.join("hf.safetensors");
-    let status = Command::new(&python)
-        .arg(repo().join("scripts/hf_forward.py")).arg(&export).arg(hf_arch).arg(&inputs).arg(&hf_out)
-        .env("HF_HUB_OFFLINE", "1")
-        .status().unwrap();
-    assert!(status.success(), "transformers could not load the export");
-    let hf_bytes = std::fs::read(&hf_out).unwrap();
-    let hf = safetensors::SafeTensors::deserialize(&hf_bytes).unwrap();
-    let theirs: Vec<f32> = hf.tensor(hf_logits).unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-
-    let ours = sesame_logits::<B>(&export, &batch);
-    let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    assert_eq!(ours.len(), theirs.len());
-    assert!(diff <= 1e-4, "transformers and Sesame differ by {diff:e} on the exported model");
+    for (dir, hf_arch, hf_key, ours) in expect.checks {
+        let model_dir = export.join(dir);
+        let hf_out = out.join(format!("hf-{hf_arch}.safetensors"));
+        let status = Command::new(&python)
+            .arg(repo().join("scripts/hf_forward.py")).arg(&model_dir).arg(hf_arch).arg(&inputs).arg(&hf_out)
+            .env("HF_HUB_OFFLINE", "1")
+            .status().unwrap();
+        assert!(status.success(), "transformers could not load the export as {hf_arch}");
+        let hf_bytes = std::fs::read(&hf_out).unwrap();
+        let hf = safetensors::SafeTensors::deserialize(&hf_bytes).unwrap();
+        let theirs: Vec<f32> = hf.tensor(hf_key).unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let ours = ours(&model_dir, &batch);
+        assert_eq!(ours.len(), theirs.len(), "{hf_arch}");
+        let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(diff <= 1e-4, "{hf_arch}: transformers and Sesame differ by {diff:e} on the exported model");
+    }
 }
 
 #[test]
 fn bench_times_each_family_s_pretraining_step() {
-    for family in ["bert", "roberta", "albert"] {
+    for family in ["bert", "roberta", "albert", "electra", "unilm"] {
         let args = ["bench", "--family", family, "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "1", "--steps", "3"];
         let out = xtask(&args).output().unwrap();
         assert!(out.status.success(), "{family}: {}", String::from_utf8_lossy(&out.stderr));
