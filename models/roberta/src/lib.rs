@@ -24,61 +24,16 @@
 //! let logits = loaded.model.forward(RobertaInput::new(ids), None, OutputOptions::default()).logits;
 //! ```
 
+pub mod checkpoint;
+pub mod config;
+pub mod heads;
+pub mod model;
 pub mod pretraining;
 
-use sesame_bert::{BertLikeConfig, BertLikeFamily, BertLikeModel};
-use sesame_layers::{
-    Activation, ClassificationHead, Classifier, EncoderInput, ForMaskedLM, ForMultipleChoice, ForQuestionAnswering,
-    ForSequenceClassification, ForTokenClassification,
+pub use config::{Roberta, RobertaConfig};
+pub use heads::{
+    RobertaForMaskedLM, RobertaForMultipleChoice, RobertaForQuestionAnswering, RobertaForSequenceClassification,
+    RobertaForTokenClassification, RobertaInput,
 };
-
+pub use model::RobertaModel;
 pub use sesame_layers::{HeadOutput, QuestionAnsweringOutput};
-
-/// The RoBERTa family marker: HF names, defaults and position ids.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Roberta;
-
-impl BertLikeFamily for Roberta {
-    /// XLM-R and CamemBERT are RoBERTa models under other names.
-    const MODEL_TYPES: &'static [&'static str] = &["roberta", "xlm-roberta", "camembert"];
-    const CLASS: &'static str = "Roberta";
-    const PREFIX: &'static str = "roberta";
-    const POSITIONS_AFTER_PADDING: bool = true;
-    const TIED_DECODER: &'static str = r"^lm_head\.decoder\.(weight|bias)$";
-
-    fn defaults() -> serde_json::Value {
-        serde_json::json!({ "vocab_size": 50265, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2 })
-    }
-
-    /// `lm_head.*` is already Sesame's name; the classifier is two layers for sequences and
-    /// one for tokens and choices.
-    fn head_rows() -> Vec<(&'static str, &'static str)> {
-        vec![
-            ("^classifier.dense", "^head.dense"),
-            ("^classifier.out_proj", "^head.out_proj"),
-            ("^classifier", "^head.classifier"),
-            ("^qa_outputs", "^head.qa_outputs"),
-        ]
-    }
-
-    fn lm_head_activation(_config: &BertLikeConfig<Self>) -> Activation {
-        Activation::Gelu
-    }
-}
-
-/// RoBERTa hyper-parameters (HF `RobertaConfig`, same names and defaults).
-pub type RobertaConfig = BertLikeConfig<Roberta>;
-/// The RoBERTa encoder (HF `RobertaModel`).
-pub type RobertaModel = BertLikeModel<Roberta>;
-/// One batch of RoBERTa input (HF argument names; position ids are made from the ids).
-pub type RobertaInput = EncoderInput;
-/// MLM head (HF `RobertaForMaskedLM`), RoBERTa's pre-training model.
-pub type RobertaForMaskedLM = ForMaskedLM<RobertaModel>;
-/// Two-layer head on `<s>` (HF `RobertaForSequenceClassification`).
-pub type RobertaForSequenceClassification = ForSequenceClassification<RobertaModel, ClassificationHead>;
-/// A label per token (HF `RobertaForTokenClassification`).
-pub type RobertaForTokenClassification = ForTokenClassification<RobertaModel>;
-/// Extractive QA span head (HF `RobertaForQuestionAnswering`).
-pub type RobertaForQuestionAnswering = ForQuestionAnswering<RobertaModel>;
-/// Scores per choice from the pooled output (HF `RobertaForMultipleChoice`).
-pub type RobertaForMultipleChoice = ForMultipleChoice<RobertaModel, Classifier>;

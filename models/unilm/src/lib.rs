@@ -12,6 +12,8 @@
 //! - [`heads`]: BERT's heads under their transformers names;
 //! - [`pretraining`]: the four objectives mixed per batch with the cloze task.
 //!
+//! The checkpoint key table is BERT's (`sesame_bert::checkpoint`): a UniLM checkpoint is a BERT one.
+//!
 //! ```no_run
 //! use burn::prelude::*;
 //! use sesame_unilm::{UnilmForMaskedLM, UnilmMask};
