@@ -74,7 +74,7 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
     },
-    /// Time BERT pre-training steps: tokens/s per preset on the chosen backend.
+    /// Time a family's pre-training steps: tokens/s per preset on the chosen backend.
     Bench {
         #[command(flatten)]
         args: bench::BenchArgs,

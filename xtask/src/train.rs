@@ -67,10 +67,10 @@ pub struct TrainArgs {
     /// Global gradient-norm clip (0 = off).
     #[arg(long, default_value_t = 1.0)]
     pub max_grad_norm: f64,
-    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT).
+    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT, electra, unilm).
     #[arg(long, value_enum)]
     pub masking: Option<MaskingKind>,
-    /// How packed families (RoBERTa) fill sequences (default: full).
+    /// How packed families (RoBERTa, ELECTRA) fill sequences (default: full).
     #[arg(long, value_enum)]
     pub packing: Option<PackingKind>,
     /// Static masking with N masks per example, epoch e using mask e mod N (BERT's original
@@ -197,6 +197,8 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
 
     let train_device = device.autodiff();
+    // A fresh model's initial weights come from the run's seed, so `--seed` reproduces a run.
+    train_device.seed(args.seed);
     let saved_config = out.join("config.json");
     let (model, config) = match (&args.init_from, &args.config) {
         // A resumed run keeps the model configuration it started with.

@@ -239,3 +239,27 @@ fn static_masking_is_a_data_setting_a_resume_must_keep() {
     assert!(!xtask(&zero).output().unwrap().status.success(), "--static-masks 0 is refused");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn the_same_seed_and_tokenizer_give_bit_identical_runs() {
+    // flex, the default backend: two runs with the same flags, seed and tokenizer.
+    let tokenizer = repo().join("fixtures/bert/base-fill-mask");
+    let run = |name: &str| {
+        let out = std::env::temp_dir().join(format!("sesame-cli-seed-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let output = xtask(&[
+            "train", "bert", "--steps", "3", "--batch-size", "4", "--seq-len", "32", "--seed", "7", "--quiet",
+            "--tokenizer", tokenizer.to_str().unwrap(), "--out", out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let metrics: Vec<String> = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines()
+            .map(|l| { let mut v: serde_json::Value = serde_json::from_str(l).unwrap(); v["values"].as_object_mut().unwrap().remove("tokens_per_s"); v.to_string() })
+            .collect();
+        (std::fs::read(out.join("export/model.safetensors")).unwrap(), metrics)
+    };
+    let (a, b) = (run("a"), run("b"));
+    assert_eq!(a.1, b.1, "the same seed gives the same metrics");
+    assert!(a.0 == b.0, "the same seed gives bit-identical weights");
+}

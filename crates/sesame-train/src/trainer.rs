@@ -294,8 +294,9 @@ impl Trainer {
             return Err(TrainError::Config("initialise the model on `device.autodiff()` to train it".into()));
         }
         std::fs::create_dir_all(self.checkpoints()).map_err(io("cannot create", &self.dir))?;
-        // Burn initialises parameters lazily, on first use. Draw them now, so that they do not
-        // consume the per-step random streams that make dropout reproducible.
+        // Burn initialises parameters lazily, on first use. Draw them now, from the run's seed,
+        // so that they do not consume the per-step random streams that make dropout reproducible.
+        device.seed(config.seed);
         model.visit(&mut Materialize);
         let mut optim = config.optimizer();
         let mut start = 0;
