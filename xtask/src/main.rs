@@ -87,7 +87,7 @@ enum Command {
         #[arg(long)]
         model: PathBuf,
         /// Candidates per mask.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
         top_k: usize,
         #[command(flatten)]
         backend: BackendArg,
@@ -127,7 +127,14 @@ fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry,
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let model_type = json["model_type"].as_str().unwrap_or("bert");
+    if !json.is_object() {
+        return Err(format!("{}: not a JSON object", path.display()));
+    }
+    let model_type = match json.get("model_type") {
+        None => "bert",
+        Some(serde_json::Value::String(kind)) => kind.as_str(),
+        Some(other) => return Err(format!("{}: field `model_type` must be a string, found {other}", path.display())),
+    };
     families::by_model_type(model_type).ok_or_else(|| {
         format!("{}: model_type `{model_type}` is not a family this command runs ({})", path.display(), families::names().join(", "))
     })
@@ -215,6 +222,19 @@ mod tests {
         assert!(err.contains("/nonexistent"), "{err}");
         let err = cli(&["embed", "--model", &fixture("base-fill-mask"), "--layer", "7", "x"]).unwrap_err();
         assert!(err.contains("layer 7"), "{err}");
+        let err = cli(&["fill-mask", "--model", &fixture("base-fill-mask"), "--top-k", "0", "the [MASK] ."]).unwrap_err();
+        assert!(err.contains("--top-k"), "{err}");
+        for bad in ["[1, 2]", "{\"model_type\": 7}"] {
+            let dir = std::env::temp_dir().join(format!("sesame-xtask-config-{}-{}", std::process::id(), bad.len()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("config.json"), bad).unwrap();
+            let err = cli(&["embed", "--model", dir.to_str().unwrap(), "x"]).unwrap_err();
+            assert!(err.contains("config.json") && (err.contains("model_type") || err.contains("object")), "{bad}: {err}");
+        }
+        for (flag, value) in [("--batch-size", "0"), ("--seq-len", "4"), ("--steps", "0"), ("--grad-accum", "0"), ("--vocab-size", "3")] {
+            let err = cli(&["train", "bert", flag, value]).unwrap_err();
+            assert!(err.contains(flag), "{flag} {value}: {err}");
+        }
         if !Backend::Cuda.is_compiled() {
             let err = cli(&["embed", "--backend", "cuda", "--model", &fixture("base-fill-mask"), "x"]).unwrap_err();
             assert!(err.contains("--features cuda"), "{err}");

@@ -29,7 +29,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
     /// Vocabulary size when training a tokenizer.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1_000_000))]
     pub vocab_size: usize,
     /// Model size preset: tiny, mini, small or base.
     #[arg(long, default_value = "tiny")]
@@ -41,13 +41,14 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with_all = ["config", "tokenizer"])]
     pub init_from: Option<PathBuf>,
     /// Optimizer steps.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: u64,
     /// Sequences per micro-batch.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub batch_size: usize,
-    /// Maximum sequence length (tokens, special tokens included).
-    #[arg(long, default_value_t = 64)]
+    /// Maximum sequence length (tokens, special tokens included; at least 8, so that a pair of
+    /// segments has room for words).
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8..=65_536))]
     pub seq_len: usize,
     /// Peak learning rate.
     #[arg(long, default_value_t = 1e-3)]
@@ -59,7 +60,7 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value = "linear")]
     pub decay: Decay,
     /// Micro-batches per optimizer step (gradients averaged).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: u64,
     /// AdamW weight decay.
     #[arg(long, default_value_t = 0.01)]
