@@ -151,6 +151,14 @@ pub(crate) fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>:
 pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, text: &str, top_k: usize) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = ForMaskedLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    if !loaded.report.initialized.is_empty() {
+        // A head made up on the spot would predict noise.
+        return Err(format!(
+            "{} has no masked-LM head (missing: {}); fill-mask needs a checkpoint trained with one",
+            dir.display(),
+            loaded.report.initialized.join(", ")
+        ));
+    }
     report(&loaded.report);
     let predictions = fill_mask(&loaded.model, &loaded.config, &tokenizer, text, top_k).map_err(|e| e.to_string())?;
     Ok(serde_json::to_string(&predictions).expect("JSON"))
@@ -222,6 +230,15 @@ mod tests {
         assert!(err.contains("/nonexistent"), "{err}");
         let err = cli(&["embed", "--model", &fixture("base-fill-mask"), "--layer", "7", "x"]).unwrap_err();
         assert!(err.contains("layer 7"), "{err}");
+        // A checkpoint without an MLM head (ELECTRA's discriminator) is refused, not given a random head.
+        let no_head = std::env::temp_dir().join(format!("sesame-xtask-no-head-{}", std::process::id()));
+        std::fs::create_dir_all(&no_head).unwrap();
+        let discriminator = format!("{}/../fixtures/electra/base-pretraining", env!("CARGO_MANIFEST_DIR"));
+        for (from, name) in [(format!("{discriminator}/config.json"), "config.json"), (format!("{discriminator}/model.safetensors"), "model.safetensors"), (fixture("base-fill-mask/vocab.txt"), "vocab.txt")] {
+            std::fs::copy(from, no_head.join(name)).unwrap();
+        }
+        let err = cli(&["fill-mask", "--model", no_head.to_str().unwrap(), "the [MASK] ."]).unwrap_err();
+        assert!(err.contains("no masked-LM head") && err.contains("generator_predictions"), "{err}");
         let err = cli(&["fill-mask", "--model", &fixture("base-fill-mask"), "--top-k", "0", "the [MASK] ."]).unwrap_err();
         assert!(err.contains("--top-k"), "{err}");
         for bad in ["[1, 2]", "{\"model_type\": 7}"] {
