@@ -97,8 +97,11 @@ pub struct TrainArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Continue the run in `--out` from its latest checkpoint.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "overwrite")]
     pub resume: bool,
+    /// Delete what `--out` holds and start a new run there.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Stop after this step without a final checkpoint (simulates a kill; for testing resume).
     #[arg(long, hide = true)]
     pub stop_after: Option<u64>,
@@ -156,6 +159,16 @@ fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
 /// `train` for a family pre-trained by the shared masked-LM task.
 pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     let out = &args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(F::NAME));
+    let holds_something = std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_something && !args.resume {
+        if !args.overwrite {
+            return Err(format!(
+                "--out {} already holds a run: continue it with --resume, or start anew with --overwrite",
+                out.display()
+            ));
+        }
+        std::fs::remove_dir_all(out).map_err(|e| format!("--overwrite: cannot remove {}: {e}", out.display()))?;
+    }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let masking = args.masking.unwrap_or_else(F::masking);
     let layout = layout::<F>(&args)?;

@@ -237,6 +237,13 @@ fn static_masking_is_a_data_setting_a_resume_must_keep() {
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("different data settings"));
     let zero: Vec<&str> = args[..args.len() - 1].iter().copied().chain(["0"]).collect();
     assert!(!xtask(&zero).output().unwrap().status.success(), "--static-masks 0 is refused");
+    // A new run into a directory that holds one is refused, unless asked to overwrite it.
+    let again = xtask(&args).output().unwrap();
+    let log = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && log.contains("--out") && log.contains("--overwrite"), "{log}");
+    let overwrite: Vec<&str> = args.iter().copied().chain(["--overwrite"]).collect();
+    let fresh = xtask(&overwrite).output().unwrap();
+    assert!(fresh.status.success(), "{}", String::from_utf8_lossy(&fresh.stderr));
     std::fs::remove_dir_all(&out).unwrap();
 }
 
