@@ -316,6 +316,11 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
             .trim()
             .to_string(),
     };
+    // `latest` names a checkpoint of this run (`step-NNNNNNNN`), never a path elsewhere.
+    let is_step = name.strip_prefix("step-").is_some_and(|n| n.len() == 8 && n.bytes().all(|b| b.is_ascii_digit()));
+    if !is_step {
+        return Err(format!("{}: `{name}` is not a checkpoint of this run (expected step-NNNNNNNN)", checkpoints.join("latest").display()));
+    }
     let checkpoint = checkpoints.join(&name);
     if !checkpoint.join("model.bpk").is_file() {
         return Err(format!("no checkpoint {} (see {})", name, checkpoints.display()));

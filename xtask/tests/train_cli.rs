@@ -162,6 +162,13 @@ fn round_trip(expect: Expect) {
     assert!(step10.join("model.safetensors").is_file() && step10.join("tokenizer.json").is_file());
     let missing = xtask(&["export", "--run", out.to_str().unwrap(), "--step", "3"]).output().unwrap();
     assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("no checkpoint"));
+    // `latest` must name a checkpoint of the run, not a path elsewhere.
+    let latest = out.join("checkpoints/latest");
+    let kept = std::fs::read_to_string(&latest).unwrap();
+    std::fs::write(&latest, "../../elsewhere").unwrap();
+    let outside = xtask(&["export", "--run", out.to_str().unwrap(), "--out", out.join("x").to_str().unwrap()]).output().unwrap();
+    assert!(!outside.status.success() && String::from_utf8_lossy(&outside.stderr).contains("not a checkpoint of this run"));
+    std::fs::write(&latest, kept).unwrap();
 
     // ... and transformers loads it with the same logits.
     let python = match std::env::var_os("SESAME_PYTHON") {
