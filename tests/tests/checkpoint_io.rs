@@ -137,6 +137,29 @@ fn a_weight_stored_as_integers_is_a_dtype_error() {
 }
 
 #[test]
+fn non_finite_weights_are_refused_naming_the_tensor() {
+    for (value, name) in [(f32::NAN, "nan"), (f32::INFINITY, "inf"), (f32::NEG_INFINITY, "neginf")] {
+        let dir = scratch("bert/base-masked-lm", &format!("nonfinite-{name}"));
+        let path = dir.join("model.safetensors");
+        let bytes = std::fs::read(&path).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let target = "bert.encoder.layer.1.intermediate.dense.weight";
+        let view = st.tensor(target).unwrap();
+        let mut data = view.data().to_vec();
+        data[40..44].copy_from_slice(&value.to_le_bytes());
+        let shape = view.shape().to_vec();
+        let mut views: Vec<(String, safetensors::tensor::TensorView)> =
+            st.tensors().into_iter().filter(|(n, _)| n != target).collect();
+        views.push((target.to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, &data).unwrap()));
+        std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+        match load_err(&dir) {
+            PretrainedError::Checkpoint(CheckpointError::NonFinite { tensor, .. }) => assert_eq!(tensor, target, "{name}"),
+            other => panic!("{name}: expected NonFinite, got {other}"),
+        }
+    }
+}
+
+#[test]
 fn truncated_and_corrupt_files_are_errors_not_panics() {
     let dir = scratch("bert/base-masked-lm", "truncated");
     let path = dir.join("model.safetensors");

@@ -48,6 +48,14 @@ pub enum CheckpointError {
         /// What the reader reported.
         reason: String,
     },
+    /// A tensor holds NaN or infinite values.
+    #[error("tensor `{tensor}` in {path} holds NaN or infinite values")]
+    NonFinite {
+        /// The weights file (the first one for sharded checkpoints).
+        path: PathBuf,
+        /// HF name of the tensor.
+        tensor: String,
+    },
     /// Required tensors are not in the checkpoint.
     #[error("{path} lacks {} required tensor(s): {}", tensors.len(), tensors.join(", "))]
     MissingTensors {
@@ -389,11 +397,43 @@ pub fn load_weights<M: Module>(
             tensors: required.iter().map(|p| burn_to_hf(p)).collect(),
         });
     }
+    // A NaN or infinite weight would make every output garbage: refuse it, naming the tensor.
+    let mut check = NonFinite::default();
+    module.visit(&mut check);
+    if let Some(bad) = check.found.into_iter().find(|p| applied.contains(p)) {
+        return Err(CheckpointError::NonFinite { path: files.files[0].clone(), tensor: burn_to_hf(&bad) });
+    }
     Ok(LoadReport {
         applied: applied.len(),
         initialized: optional.iter().map(|p| burn_to_hf(p)).collect(),
         unused,
     })
+}
+
+/// Collects the paths of float parameters holding NaN or infinite values.
+#[derive(Default)]
+struct NonFinite {
+    path: Vec<String>,
+    found: Vec<String>,
+}
+
+impl burn::module::ModuleVisitor for NonFinite {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
+        // x - x is 0 for every finite x and NaN otherwise: one sum per tensor tells.
+        let t = param.val();
+        let finite = (t.clone() - t).sum().into_scalar::<f32>().is_finite();
+        if !finite {
+            self.found.push(self.path.join("."));
+        }
+    }
 }
 
 fn apply_error(path: &Path, error: &ApplyError, to_hf: &dyn Fn(&str) -> String) -> CheckpointError {
