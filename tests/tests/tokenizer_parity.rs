@@ -176,3 +176,34 @@ fn bad_text_input_is_a_clear_error() {
     std::fs::write(broken.join("vocab.txt"), "a\nb\n[UNK]\n").unwrap();
     assert!(matches!(Tokenizer::from_dir(&broken), Err(TokenizerError::MissingSpecialToken { .. })));
 }
+
+#[test]
+fn a_corrupt_precompiled_table_is_an_error_naming_the_file_not_a_panic() {
+    // The tokenizers crate panics on a precompiled normalisation table it cannot parse; the
+    // panic is contained and reported as a load error naming the file.
+    let source = sesame_tests::fixtures_dir().join("albert/spiece");
+    let tokenizer = sesame_text::Tokenizer::from_dir(&source).unwrap();
+    let dir = std::env::temp_dir().join(format!("sesame-corrupt-charsmap-{}", std::process::id()));
+    let config = sesame_text::TokenizerConfig::read(&source.join("tokenizer_config.json")).unwrap();
+    tokenizer.save(&dir, &config).unwrap();
+    let path = dir.join("tokenizer.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    fn cut(v: &mut serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(table)) = map.get_mut("precompiled_charsmap") {
+                    table.truncate(table.len() / 12 * 4);
+                    return true;
+                }
+                map.values_mut().any(cut)
+            }
+            serde_json::Value::Array(items) => items.iter_mut().any(cut),
+            _ => false,
+        }
+    }
+    assert!(cut(&mut json), "the ALBERT tokenizer has a precompiled table");
+    std::fs::write(&path, json.to_string()).unwrap();
+    let err = sesame_text::Tokenizer::from_dir(&dir).unwrap_err().to_string();
+    assert!(err.contains("tokenizer.json") || err.contains(dir.to_str().unwrap()), "{err}");
+    assert!(err.contains("precompiled_charsmap"), "{err}");
+}

@@ -171,6 +171,14 @@ fn report(report: &sesame_layers::LoadReport) {
 }
 
 fn main() -> ExitCode {
+    // sesame-text contains the panics of the tokenizers crate (on corrupt files) and reports
+    // them as one error line; keep the default hook from printing them as well.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.location().is_some_and(|l| l.file().contains("/tokenizers-")) {
+            default_hook(info)
+        }
+    }));
     match run(Cli::parse()) {
         Ok(json) => {
             println!("{json}");

@@ -128,6 +128,10 @@ impl Tokenizer {
     /// byte-level BPE from `vocab.json` + `merges.txt`, else Unigram from `spiece.model`, else
     /// WordPiece from `vocab.txt`, with the settings of `tokenizer_config.json`.
     pub fn from_dir(dir: &Path) -> Result<Self, TokenizerError> {
+        contain(|| Self::read_dir(dir), |reason| TokenizerError::Load { path: dir.to_path_buf(), reason })
+    }
+
+    fn read_dir(dir: &Path) -> Result<Self, TokenizerError> {
         let json = dir.join("tokenizer.json");
         let vocab = dir.join("vocab.txt");
         let (bpe_vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
@@ -148,8 +152,8 @@ impl Tokenizer {
 
     /// Load a `tokenizer.json`.
     pub fn from_tokenizer_json(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
-        let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| TokenizerError::Load { path: path.to_path_buf(), reason: e.to_string() })?;
+        let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
+        let inner = contain(|| tokenizers::Tokenizer::from_file(path).map_err(|e| load(e.to_string())), load)?;
         Self::new(inner, config)
     }
 
@@ -195,6 +199,10 @@ impl Tokenizer {
     /// handling followed by the file's own normalisation table, control pieces as special
     /// tokens and user-defined pieces as tokens never split.
     pub fn from_sentencepiece(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+        contain(|| Self::read_sentencepiece(path, config), |reason| TokenizerError::Load { path: path.to_path_buf(), reason })
+    }
+
+    fn read_sentencepiece(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
         use tokenizers::models::unigram::Unigram;
         let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
         if let Some(class) = config.tokenizer_class.as_deref().filter(|c| TokenizerKind::of_class(c) != Some(TokenizerKind::Unigram)) {
@@ -302,7 +310,10 @@ impl Tokenizer {
             pad_type_id: 0,
             pad_token: self.special.pad.0.clone(),
         }));
-        let encodings = tok.encode_batch(inputs, true).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        let encodings = contain(
+            || tok.encode_batch(inputs, true).map_err(|e| TokenizerError::Encode(e.to_string())),
+            TokenizerError::Encode,
+        )?;
         for (index, e) in encodings.iter().enumerate() {
             let len = e.get_attention_mask().iter().filter(|&&m| m == 1).count();
             if len > max_len {
@@ -325,7 +336,7 @@ impl Tokenizer {
     /// Tokenize one text without special tokens: ids, and which tokens start a word (from
     /// the tokenizer's word ids), for whole-word and span masking.
     pub fn tokenize(&self, text: &str) -> Result<crate::pretraining::Segment, TokenizerError> {
-        let e = self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        let e = contain(|| self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string())), TokenizerError::Encode)?;
         let words = e.get_word_ids();
         let word_start = (0..words.len()).map(|i| i == 0 || words[i].is_none() || words[i] != words[i - 1]).collect();
         Ok(crate::pretraining::Segment { ids: e.get_ids().to_vec(), word_start })
@@ -729,4 +740,17 @@ impl TokenizerConfig {
         pick("mask_token", &mut config.mask_token, |c| &c.mask_token);
         config
     }
+}
+
+/// Run `f`; a panic inside the tokenizers crate (a corrupt file can make it panic, e.g. a
+/// precompiled normalisation table it cannot parse) becomes `error(its message)`.
+fn contain<T>(f: impl FnOnce() -> Result<T, TokenizerError>, error: impl FnOnce(String) -> TokenizerError) -> Result<T, TokenizerError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(error(format!("the tokenizers crate failed on it: {message}")))
+    })
 }
