@@ -13,8 +13,8 @@ use sesame_tests::{devices, values, max_abs_diff, Fixture};
 /// `[batch, q, past + q]`, `true` where query `past + i` would see a later key.
 fn left_to_right(batch: usize, past: usize, q: usize, device: &Device) -> Tensor<3, Bool> {
     let k = past + q;
-    let blocked: Vec<bool> = (0..batch * q * k).map(|n| (n % k) > past + (n / k) % q).collect();
-    Tensor::from_data(TensorData::new(blocked, [batch, q, k]), device)
+    let blocked: Vec<i32> = (0..batch * q * k).map(|n| i32::from((n % k) > past + (n / k) % q)).collect();
+    Tensor::<3, Int>::from_data(TensorData::new(blocked, [batch, q, k]), device).equal_elem(1)
 }
 
 fn ids(rows: &[&[i64]], device: &Device) -> Tensor<2, Int> {

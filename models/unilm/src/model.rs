@@ -47,9 +47,11 @@ impl UnilmMask {
         if *self == UnilmMask::Bidirectional {
             return None;
         }
-        let values: Vec<bool> =
-            (0..batch * q * k).map(|n| blocked(n / (q * k), past + (n / k) % q, n % k)).collect();
-        Some(Tensor::from_data(TensorData::new(values, [batch, q, k]), device))
+        let values: Vec<i32> =
+            (0..batch * q * k).map(|n| i32::from(blocked(n / (q * k), past + (n / k) % q, n % k))).collect();
+        // Built as integers and compared on the device: boolean data does not upload to every
+        // backend (CubeCL stores bools as u32).
+        Some(Tensor::<3, Int>::from_data(TensorData::new(values, [batch, q, k]), device).equal_elem(1))
     }
 
     /// `input` run under this mask (its restriction set; a cache in `input` places the
