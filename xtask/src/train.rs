@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use sesame_layers::{HfConfig, PretrainedModel};
+use sesame_text::fs::write_atomic;
 use sesame_text::{Corpus, Packing, Tokenizer, TokenizerConfig};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel};
 use sesame_train::{Decay, TrainConfig, Trainer};
@@ -190,7 +191,8 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
             return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
         }
     } else {
-        std::fs::write(&spec_path, serde_json::to_string_pretty(&spec).expect("JSON")).map_err(err)?;
+        write_atomic(&spec_path, serde_json::to_string_pretty(&spec).expect("JSON").as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", spec_path.display()))?;
     }
 
     let corpus = Corpus::read(&args.corpus).map_err(err)?;
@@ -241,7 +243,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         }
     };
     let json = serde_json::to_string_pretty(&config.to_json(&F::Model::architecture())).expect("JSON");
-    std::fs::write(&saved_config, json).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
+    write_atomic(&saved_config, json.as_bytes()).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
     let limits = F::Model::input_limits(&config);
     if args.seq_len > limits.max_len {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));

@@ -489,14 +489,7 @@ pub fn save_pretrained<M: Module>(
 
 /// Write `bytes` to `path` through a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| CheckpointError::Io { path: p, source }
-    };
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    sesame_text::fs::write_atomic(path, bytes).map_err(|source| CheckpointError::Io { path: path.to_path_buf(), source })
 }
 
 /// HF names an encoder's files hold but the model does not load: the `position_ids` and

@@ -2,6 +2,7 @@
 
 pub mod batcher;
 pub mod corpus;
+pub mod fs;
 pub mod masking;
 pub mod pretraining;
 pub mod sentencepiece;

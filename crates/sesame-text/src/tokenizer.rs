@@ -426,7 +426,8 @@ impl Tokenizer {
         let fail = |path: PathBuf, reason: String| TokenizerError::Load { path, reason };
         std::fs::create_dir_all(dir).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
         let json = dir.join("tokenizer.json");
-        self.inner.save(&json, true).map_err(|e| fail(json.clone(), e.to_string()))?;
+        let text = self.inner.to_string(true).map_err(|e| fail(json.clone(), e.to_string()))?;
+        crate::fs::write_atomic(&json, text.as_bytes()).map_err(|e| fail(json.clone(), e.to_string()))?;
         let kind = match self.inner.get_model() {
             ModelWrapper::BPE(bpe) => {
                 bpe.save(dir, None).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
@@ -437,7 +438,7 @@ impl Tokenizer {
                 let mut vocab: Vec<(u32, String)> = self.inner.get_vocab(true).into_iter().map(|(t, i)| (i, t)).collect();
                 vocab.sort();
                 let text: String = vocab.into_iter().map(|(_, t)| t + "\n").collect();
-                std::fs::write(dir.join("vocab.txt"), text).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
+                crate::fs::write_atomic(&dir.join("vocab.txt"), text.as_bytes()).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
                 TokenizerKind::WordPiece
             }
         };
@@ -463,8 +464,8 @@ impl Tokenizer {
             cfg["add_prefix_space"] = config.add_prefix_space.into();
             cfg.as_object_mut().expect("object").remove("do_lower_case");
         }
-        std::fs::write(dir.join("tokenizer_config.json"), serde_json::to_string_pretty(&cfg).expect("JSON"))
-            .map_err(|e| fail(dir.join("tokenizer_config.json"), e.to_string()))
+        let path = dir.join("tokenizer_config.json");
+        crate::fs::write_atomic(&path, serde_json::to_string_pretty(&cfg).expect("JSON").as_bytes()).map_err(|e| fail(path.clone(), e.to_string()))
     }
 
     /// Ids of the special tokens (never picked as random replacements when masking).

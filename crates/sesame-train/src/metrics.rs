@@ -114,7 +114,7 @@ impl MetricLog {
 
     fn rewrite(&self) -> std::io::Result<()> {
         let text: String = self.lines.iter().map(|l| serde_json::to_string(l).expect("JSON") + "\n").collect();
-        std::fs::write(self.dir.join("metrics.jsonl"), text)
+        sesame_text::fs::write_atomic(&self.dir.join("metrics.jsonl"), text.as_bytes())
     }
 
     /// Append a line and redraw the plot.
@@ -122,7 +122,7 @@ impl MetricLog {
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("metrics.jsonl"))?;
         writeln!(f, "{}", serde_json::to_string(&line).expect("JSON"))?;
         self.lines.push(line);
-        std::fs::write(self.dir.join("loss.svg"), loss_svg(&self.lines))
+        sesame_text::fs::write_atomic(&self.dir.join("loss.svg"), loss_svg(&self.lines).as_bytes())
     }
 }
 

@@ -312,7 +312,7 @@ impl Trainer {
             state = T::State::load(&checkpoint, &device).map_err(load)?;
             start = saved.step;
         }
-        std::fs::write(self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON"))
+        sesame_text::fs::write_atomic(&self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON").as_bytes())
             .map_err(io("cannot write", &self.dir))?;
         let mut log = MetricLog::open(&self.dir, start).map_err(io("cannot write metrics in", &self.dir))?;
         let schedule = config.schedule();
