@@ -145,6 +145,9 @@ pub(crate) fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>:
     let loaded = <B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     report(&loaded.report);
     let vectors = embed(&loaded.model, &loaded.config, &tokenizer, texts, options).map_err(|e| e.to_string())?;
+    if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
+        return Err(format!("{}: the embedding of text {i} is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+    }
     Ok(serde_json::to_string(&vectors).expect("JSON"))
 }
 
@@ -161,6 +164,9 @@ pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::
     }
     report(&loaded.report);
     let predictions = fill_mask(&loaded.model, &loaded.config, &tokenizer, text, top_k).map_err(|e| e.to_string())?;
+    if predictions.iter().flatten().any(|p| !p.score.is_finite()) {
+        return Err(format!("{}: the predicted scores are not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+    }
     Ok(serde_json::to_string(&predictions).expect("JSON"))
 }
 
@@ -228,6 +234,35 @@ mod tests {
             let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
         }
+    }
+
+    #[test]
+    fn overflowing_outputs_are_errors_not_printed_numbers() {
+        // Finite weights so large that the outputs overflow: no NaN or inf is printed as a result.
+        let dir = std::env::temp_dir().join(format!("sesame-xtask-overflow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(fixture("base-fill-mask")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+        let path = dir.join("model.safetensors");
+        let bytes = std::fs::read(&path).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let huge: Vec<u8> = std::iter::repeat_n(3.0e38f32.to_le_bytes(), 32).flatten().collect();
+        let views: Vec<(String, safetensors::tensor::TensorView)> = st
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| match name.ends_with("LayerNorm.weight") {
+                true => (name, safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![32], &huge).unwrap()),
+                false => (name, view),
+            })
+            .collect();
+        std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+        let model = dir.to_str().unwrap();
+        let err = cli(&["embed", "--model", model, "hello world"]).unwrap_err();
+        assert!(err.contains("not finite"), "{err}");
+        let err = cli(&["fill-mask", "--model", model, "the [MASK] ."]).unwrap_err();
+        assert!(err.contains("not finite"), "{err}");
     }
 
     #[test]
