@@ -94,7 +94,12 @@ impl Corpus {
     }
 }
 
+/// Every `.txt` file under `dir`, each once: directories and files are identified by their
+/// canonical path, so symbolic links (loops included) neither repeat nor recurse forever.
 fn text_files(dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).map_err(|source| CorpusError::Io { path: p.to_path_buf(), source });
+    let mut seen_dirs = std::collections::HashSet::from([canonical(dir)?]);
+    let mut seen_files = std::collections::HashSet::new();
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -102,8 +107,10 @@ fn text_files(dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
         for entry in entries {
             let path = entry.map_err(|source| CorpusError::Io { path: d.clone(), source })?.path();
             if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "txt") {
+                if seen_dirs.insert(canonical(&path)?) {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "txt") && seen_files.insert(canonical(&path)?) {
                 out.push(path);
             }
         }
@@ -206,6 +213,19 @@ mod tests {
         assert!(matches!(Corpus::read(&dir.join("missing.txt")), Err(CorpusError::Io { .. })));
         std::fs::write(dir.join("binary.txt"), [0xff, 0xfe, 0x00]).unwrap();
         assert!(matches!(Corpus::read(&dir), Err(CorpusError::NotText { .. })));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symbolic_links_and_loops_read_each_file_once() {
+        let dir = std::env::temp_dir().join(format!("sesame-corpus-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/a.txt"), "One doc.\n\nTwo doc.\n").unwrap();
+        std::os::unix::fs::symlink(&dir, dir.join("sub/loop")).unwrap();
+        std::os::unix::fs::symlink(dir.join("sub/a.txt"), dir.join("again.txt")).unwrap();
+        let corpus = Corpus::read(&dir).unwrap();
+        assert_eq!(corpus.documents.len(), 2, "{:?}", corpus.documents);
     }
 
     #[test]
