@@ -137,6 +137,37 @@ fn a_weight_stored_as_integers_is_a_dtype_error() {
 }
 
 #[test]
+fn tensors_of_dtypes_burn_lacks_are_unused_unless_needed() {
+    let dir = scratch("bert/base-masked-lm", "odd-dtypes");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let zeros = vec![0u8; 64];
+    let mut views: Vec<(String, safetensors::tensor::TensorView)> = st.tensors();
+    views.push(("extra.quantized".into(), safetensors::tensor::TensorView::new(safetensors::Dtype::U16, vec![4], &zeros[..8]).unwrap()));
+    views.push(("extra.scales".into(), safetensors::tensor::TensorView::new(safetensors::Dtype::F8_E4M3, vec![8], &zeros[..8]).unwrap()));
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    let device = devices()[0].1.clone();
+    let loaded = BertForMaskedLM::from_pretrained(&dir, &device).unwrap();
+    let unused = loaded.report.unused.join(", ");
+    assert!(unused.contains("extra.quantized (U16") && unused.contains("extra.scales (F8_E4M3"), "{}", loaded.report);
+    // A needed tensor in such a dtype is a dtype error naming it.
+    let target = "bert.embeddings.LayerNorm.bias";
+    let shape = st.tensor(target).unwrap().shape().to_vec();
+    let data = vec![0u8; shape[0] * 2];
+    let mut views: Vec<(String, safetensors::tensor::TensorView)> = st.tensors().into_iter().filter(|(n, _)| n != target).collect();
+    views.push((target.into(), safetensors::tensor::TensorView::new(safetensors::Dtype::U16, shape, &data).unwrap()));
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    match load_err(&dir) {
+        PretrainedError::Checkpoint(CheckpointError::DTypeMismatch { tensor, found, .. }) => {
+            assert_eq!(tensor, target);
+            assert!(found.contains("U16"), "{found}");
+        }
+        other => panic!("expected DTypeMismatch, got {other}"),
+    }
+}
+
+#[test]
 fn non_finite_weights_are_refused_naming_the_tensor() {
     for (value, name) in [(f32::NAN, "nan"), (f32::INFINITY, "inf"), (f32::NEG_INFINITY, "neginf")] {
         let dir = scratch("bert/base-masked-lm", &format!("nonfinite-{name}"));

@@ -350,6 +350,7 @@ pub fn load_weights<M: Module>(
     let mut missing: Option<BTreeMap<String, ()>> = None;
     let mut applied = BTreeSet::new();
     let mut unused = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
     for path in &files.files {
         if !path.is_file() {
             return Err(CheckpointError::Io {
@@ -361,7 +362,15 @@ pub fn load_weights<M: Module>(
         let unreadable = |reason: String| CheckpointError::Unreadable { path: path.clone(), reason };
         let result: ApplyResult = match files.format {
             WeightFormat::Safetensors => {
-                let mut store = SafetensorsStore::from_file(path)
+                // Tensors of a dtype Burn lacks (U16, F8, …) would fail the whole file: leave
+                // them out, and say so below (unused, or the reason a needed one is missing).
+                let odd = unsupported_tensors(path).map_err(&unreadable)?;
+                let store = match odd.is_empty() {
+                    true => SafetensorsStore::from_file(path),
+                    false => SafetensorsStore::from_bytes(Some(without(path, &odd).map_err(&unreadable)?)),
+                };
+                skipped.extend(odd);
+                let mut store = store
                     .with_from_adapter(adapter())
                     .remap(remapper)
                     .map_indices_contiguous(false)
@@ -389,6 +398,20 @@ pub fn load_weights<M: Module>(
         });
     }
     let missing: Vec<String> = missing.unwrap_or_default().into_keys().collect();
+    for (name, dtype) in skipped {
+        match missing.iter().find(|p| burn_to_hf(p) == name) {
+            Some(_) => {
+                return Err(CheckpointError::DTypeMismatch {
+                    path: files.files[0].clone(),
+                    tensor: name,
+                    expected: "a float dtype".into(),
+                    found: format!("{dtype} (not supported by Burn)"),
+                })
+            }
+            None if !is_ignored(&name) => unused.push(format!("{name} ({dtype}, not readable by Burn)")),
+            None => {}
+        }
+    }
     let (optional, required): (Vec<String>, Vec<String>) =
         missing.into_iter().partition(|p| spec.may_be_missing(p));
     if !required.is_empty() {
@@ -434,6 +457,45 @@ impl burn::module::ModuleVisitor for NonFinite {
             self.found.push(self.path.join("."));
         }
     }
+}
+
+/// The tensors of a safetensors file whose dtype Burn cannot read, `(name, dtype)`, from the
+/// file's header alone.
+fn unsupported_tensors(path: &Path) -> Result<Vec<(String, String)>, String> {
+    use std::io::Read;
+    const READABLE: [&str; 12] = ["F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64", "U32", "U8", "BOOL"];
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut len = [0u8; 8];
+    if file.read_exact(&mut len).is_err() {
+        return Ok(Vec::new()); // too short to be safetensors: the store reports it
+    }
+    let len = u64::from_le_bytes(len);
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    if len > size.saturating_sub(8) || len > 100_000_000 {
+        return Ok(Vec::new()); // a corrupt header: the store reports it
+    }
+    let mut header = vec![0u8; len as usize];
+    file.read_exact(&mut header).map_err(|e| e.to_string())?;
+    let Ok(serde_json::Value::Object(entries)) = serde_json::from_slice::<serde_json::Value>(&header) else {
+        return Ok(Vec::new());
+    };
+    Ok(entries
+        .into_iter()
+        .filter(|(name, _)| name != "__metadata__")
+        .filter_map(|(name, info)| {
+            let dtype = info.get("dtype")?.as_str()?.to_string();
+            (!READABLE.contains(&dtype.as_str())).then_some((name, dtype))
+        })
+        .collect())
+}
+
+/// The bytes of the safetensors file at `path` without the tensors `leave_out`.
+fn without(path: &Path, leave_out: &[(String, String)]) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let file = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| e.to_string())?;
+    let kept: Vec<(String, safetensors::tensor::TensorView)> =
+        file.tensors().into_iter().filter(|(name, _)| !leave_out.iter().any(|(n, _)| n == name)).collect();
+    safetensors::serialize(kept, None).map_err(|e| e.to_string())
 }
 
 fn apply_error(path: &Path, error: &ApplyError, to_hf: &dyn Fn(&str) -> String) -> CheckpointError {
