@@ -168,6 +168,22 @@ fn tensors_of_dtypes_burn_lacks_are_unused_unless_needed() {
 }
 
 #[test]
+fn huge_sizes_in_config_json_are_shape_errors_before_anything_is_allocated() {
+    // The model is built lazily and each tensor's shape is checked before allocation: a config
+    // asking for 10^11 x 32 embeddings (or a 2^30-wide encoder) is a shape error, not an abort.
+    for (field, value) in [("vocab_size", 100_000_000_000u64), ("hidden_size", 1 << 30), ("intermediate_size", 1 << 40)] {
+        let dir = scratch("bert/base-masked-lm", &format!("huge-{field}"));
+        edit_config(&dir, |c| c[field] = value.into());
+        match load_err(&dir) {
+            PretrainedError::Checkpoint(CheckpointError::ShapeMismatch { expected, .. }) => {
+                assert!(expected.iter().any(|&d| d as u64 == value), "{field}: {expected:?}")
+            }
+            other => panic!("{field}: expected a shape mismatch, got {other}"),
+        }
+    }
+}
+
+#[test]
 fn non_finite_weights_are_refused_naming_the_tensor() {
     for (value, name) in [(f32::NAN, "nan"), (f32::INFINITY, "inf"), (f32::NEG_INFINITY, "neginf")] {
         let dir = scratch("bert/base-masked-lm", &format!("nonfinite-{name}"));

@@ -40,7 +40,7 @@ impl MaskedLmHeadConfig {
             layer_norm: LayerNormConfig::new(self.d_embedding).with_epsilon(self.layer_norm_eps).init(device),
             decoder: (!self.tie_word_embeddings)
                 .then(|| LinearConfig::new(self.d_embedding, self.vocab_size).init(device)),
-            bias: Param::from_tensor(Tensor::zeros([self.vocab_size], device)),
+            bias: burn::nn::Initializer::Zeros.init([self.vocab_size], device),
         }
     }
 }

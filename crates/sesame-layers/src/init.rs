@@ -2,12 +2,16 @@
 //! embedding tables from N(0, initializer_range), biases 0, LayerNorm scale 1 and shift 0.
 //! Burn's defaults (N(0, 1) embeddings, Kaiming-uniform linears) give a fresh BERT an initial
 //! MLM loss several times ln(vocab).
+//!
+//! Only parameters not yet set are touched, and they stay lazy: a model built, then loaded
+//! from a checkpoint, then initialised allocates and draws values only for the tensors the
+//! checkpoint lacked (a new task head), and a fresh model draws its values on first use.
 
 use burn::module::{Module, ModuleMapper, Param};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 
-/// Re-initialises every float parameter as HF does.
+/// Initialises every float parameter not yet set as HF does.
 #[derive(Debug)]
 pub struct HfInit {
     std: f64,
@@ -31,6 +35,9 @@ impl ModuleMapper for HfInit {
     }
 
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if param.is_initialized() {
+            return param; // loaded, or set by the model itself
+        }
         let name = self.path.last().map(String::as_str).unwrap_or("");
         let std = self.std;
         let kind = match (D, name) {
@@ -38,15 +45,21 @@ impl ModuleMapper for HfInit {
             (1, _) => 0.0,
             _ => f64::NAN,
         };
-        param.map(|t| {
-            let (shape, device, grad) = (t.shape(), t.device(), t.is_require_grad());
-            let value = if kind.is_nan() {
-                Tensor::random(shape, Distribution::Normal(0.0, std), &device)
+        let shape = param.lazy_shape();
+        let init_shape = shape.clone();
+        let init = move |device: &Device, require_grad: bool| {
+            let value: Tensor<D> = if kind.is_nan() {
+                Tensor::random(init_shape, Distribution::Normal(0.0, std), device)
             } else {
-                Tensor::full(shape, kind, &device)
+                Tensor::full(init_shape, kind, device)
             };
-            value.set_require_grad(grad)
-        })
+            if require_grad {
+                value.require_grad()
+            } else {
+                value
+            }
+        };
+        Param::uninitialized(param.id, init, param.lazy_device(), true, shape)
     }
 }
 

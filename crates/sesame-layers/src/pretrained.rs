@@ -74,12 +74,16 @@ pub trait PretrainedModel: Module + Sized {
         files: &WeightFiles,
         device: &Device,
     ) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
-        // Tensors the checkpoint lacks (a new task head) keep HF's initialisation, as in transformers.
-        // A family whose model widens what files store (UniLM's token types) loads the stored
-        // form, then converts it.
+        // The model is built lazily: loading checks each tensor's shape before anything is
+        // allocated, and fills the parameters without drawing values it would overwrite. Tensors
+        // the checkpoint lacks (a new task head) then get HF's initialisation, as in
+        // transformers. A family whose model widens what files store (UniLM's token types)
+        // loads the stored form, then converts it.
         let stored = Self::stored_config(&config);
-        let mut model = Self::new_hf(stored.as_ref().unwrap_or(&config), device);
-        let report = load_weights(&mut model, files, &Self::checkpoint_spec(stored.as_ref().unwrap_or(&config)))?;
+        let build = stored.as_ref().unwrap_or(&config);
+        let mut model = Self::init(build, device);
+        let report = load_weights(&mut model, files, &Self::checkpoint_spec(build))?;
+        let model = crate::init::hf_init(model, build.initializer_range());
         let model = if stored.is_some() { model.from_stored(&config) } else { model };
         Ok(Pretrained { model, config, report })
     }
