@@ -277,3 +277,70 @@ fn the_same_seed_and_tokenizer_give_bit_identical_runs() {
     assert_eq!(a.1, b.1, "the same seed gives the same metrics");
     assert!(a.0 == b.0, "the same seed gives bit-identical weights");
 }
+
+#[test]
+fn a_run_killed_and_resumed_twice_ends_with_the_uninterrupted_runs_weights() {
+    // flex, the default backend; dropout on (the tiny preset's 0.1), a fixed tokenizer.
+    let tokenizer = repo().join("fixtures/bert/base-fill-mask");
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "train", "bert", "--steps", "12", "--batch-size", "4", "--seq-len", "32", "--seed", "11", "--checkpoint-every", "2",
+            "--eval-every", "6", "--log-every", "1", "--quiet", "--tokenizer", tokenizer.to_str().unwrap(), "--out", out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let weights = |out: &Path| -> Vec<(String, Vec<u8>)> {
+        let bytes = std::fs::read(out.join("export/model.safetensors")).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let mut tensors: Vec<(String, Vec<u8>)> = st.tensors().into_iter().map(|(n, v)| (n, v.data().to_vec())).collect();
+        tensors.sort();
+        tensors
+    };
+    let full = std::env::temp_dir().join(format!("sesame-cli-kill-full-{}", std::process::id()));
+    let killed = std::env::temp_dir().join(format!("sesame-cli-kill-twice-{}", std::process::id()));
+    for dir in [&full, &killed] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let run = |a: &[String]| xtask(&a.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    let output = run(&args(&full));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // Kill with SIGKILL once the run has passed step 4, resume, kill again past step 8, resume.
+    let mut resume = false;
+    for kill_after in ["step-00000004", "step-00000008"] {
+        let mut a = args(&killed);
+        if resume {
+            a.push("--resume".into());
+        }
+        let mut child = xtask(&a.iter().map(String::as_str).collect::<Vec<_>>()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let latest = killed.join("checkpoints/latest");
+        let started = Instant::now();
+        while std::fs::read_to_string(&latest).map_or(true, |l| l.trim() < kill_after) {
+            assert!(started.elapsed() < Duration::from_secs(300), "no {kill_after} within 5 minutes");
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("training ended ({status}) before it could be killed");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        resume = true;
+    }
+    let mut a = args(&killed);
+    a.push("--resume".into());
+    let output = run(&a);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let (theirs, ours) = (weights(&full), weights(&killed));
+    assert_eq!(theirs.len(), ours.len());
+    for ((name, a), (_, b)) in theirs.iter().zip(&ours) {
+        let floats = |v: &[u8]| v.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
+        let diff = floats(a).iter().zip(floats(b)).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        assert!(diff <= 1e-6, "{name}: the killed-and-resumed run differs by {diff:e}");
+    }
+    for dir in [&full, &killed] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
