@@ -65,14 +65,25 @@ fn bad_configs_are_typed_errors() {
         ("hidden_act", serde_json::json!("sparkle")),
         ("hidden_size", serde_json::json!(0)),
         ("position_embedding_type", serde_json::json!("relative_key")),
+        // Wrong types: serde names the type; the message must name the field.
+        ("hidden_size", serde_json::json!("32")),
+        ("num_hidden_layers", serde_json::json!(37.5)),
+        ("intermediate_size", serde_json::json!(-2)),
+        ("layer_norm_eps", serde_json::json!("tiny")),
+        ("id2label", serde_json::json!([1, 2])),
+        ("tie_word_embeddings", serde_json::json!("yes")),
     ] {
         let dir = scratch("bert/base-masked-lm", "badfield");
         edit_config(&dir, |c| c[field] = value.clone());
         let err = load_err(&dir);
         let text = err.to_string();
         assert!(matches!(err, PretrainedError::Config(_)), "{field}: {text}");
-        assert!(text.contains(field) || text.contains("sparkle"), "{field}: message `{text}` names the field");
+        assert!(text.contains(&format!("`{field}`")), "{field}: message `{text}` names the field");
     }
+    // A config that is not an object.
+    let dir = scratch("bert/base-masked-lm", "notobject");
+    std::fs::write(dir.join("config.json"), "[1, 2]").unwrap();
+    assert!(load_err(&dir).to_string().contains("not a JSON object"));
 }
 
 #[test]

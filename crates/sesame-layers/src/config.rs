@@ -85,8 +85,22 @@ pub fn read_family_config<T: DeserializeOwned>(
 ) -> Result<T, ConfigError> {
     let path = dir.join("config.json");
     let value: serde_json::Value = read_json_config(&path)?;
+    if !value.is_object() {
+        return Err(ConfigError::Parse { path, reason: "not a JSON object".into() });
+    }
     check_model_type(&value, model_types)?;
-    serde_json::from_value(with_defaults(value, defaults)).map_err(|e| ConfigError::Parse { path, reason: e.to_string() })
+    let full = with_defaults(value.clone(), defaults.clone());
+    serde_json::from_value::<T>(full).map_err(|e| {
+        // serde's message names the type, not the field: find the field that fails alone.
+        let field = value.as_object().into_iter().flatten().find(|(key, v)| {
+            let alone = serde_json::json!({ key.as_str(): v });
+            serde_json::from_value::<T>(with_defaults(alone, defaults.clone())).is_err()
+        });
+        match field {
+            Some((key, v)) => ConfigError::Invalid { field: key.clone(), reason: format!("{v} is not valid here: {e}") },
+            None => ConfigError::Parse { path, reason: e.to_string() },
+        }
+    })
 }
 
 /// A config as HF `config.json`: its fields, `model_type` (unless it has one) and `architectures`.
