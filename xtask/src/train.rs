@@ -186,7 +186,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     };
     let spec_path = out.join("run.json");
     if args.resume {
-        let saved = RunSpec::read(out)?;
+        let saved = RunSpec::read(out).map_err(|e| format!("--resume: {e}"))?;
         if saved != spec {
             return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
         }

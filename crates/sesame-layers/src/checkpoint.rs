@@ -399,7 +399,12 @@ pub fn load_weights<M: Module>(
     }
     let missing: Vec<String> = missing.unwrap_or_default().into_keys().collect();
     for (name, dtype) in skipped {
-        match missing.iter().find(|p| burn_to_hf(p) == name) {
+        // The file's name may carry the base-model prefix (`bert.`) that the model's lacks.
+        let is_it = |p: &String| {
+            let hf = burn_to_hf(p);
+            name == hf || name.strip_suffix(hf.as_str()).is_some_and(|prefix| prefix.ends_with('.'))
+        };
+        match missing.iter().find(|p| is_it(p)) {
             Some(_) => {
                 return Err(CheckpointError::DTypeMismatch {
                     path: files.files[0].clone(),

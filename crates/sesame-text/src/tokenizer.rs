@@ -691,6 +691,9 @@ impl TokenizerConfig {
         let text = std::fs::read_to_string(path).map_err(|e| load(e.to_string()))?;
         // Special tokens may be strings or {"content": ...} objects; normalise to strings.
         let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| load(e.to_string()))?;
+        if !value.is_object() {
+            return Err(load("not a JSON object".into()));
+        }
         let mask_lstrip = value.pointer("/mask_token/lstrip").and_then(|v| v.as_bool()).unwrap_or(false);
         if let Some(map) = value.as_object_mut() {
             for v in map.values_mut() {

@@ -159,16 +159,21 @@ impl TrainConfig {
     fn check(&self) -> Result<(), TrainError> {
         let bad = |what: &str| Err(TrainError::Config(what.to_string()));
         if self.steps == 0 {
-            return bad("steps must be at least 1");
+            return bad("steps (--steps) must be at least 1");
         }
         if self.grad_accum == 0 {
-            return bad("grad_accum must be at least 1");
+            return bad("grad_accum (--grad-accum) must be at least 1");
         }
         if !(self.lr > 0.0 && self.lr.is_finite()) {
-            return bad("the learning rate must be positive");
+            return bad("the learning rate (--lr) must be positive and finite");
         }
         if self.warmup > self.steps {
-            return bad("warmup is longer than the run");
+            return bad("warmup (--warmup) is longer than the run (--steps)");
+        }
+        for (value, name) in [(self.weight_decay, "weight_decay (--weight-decay)"), (self.max_grad_norm, "max_grad_norm (--max-grad-norm)")] {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(TrainError::Config(format!("{name} must be a finite number >= 0")));
+            }
         }
         Ok(())
     }

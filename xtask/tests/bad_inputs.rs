@@ -1,0 +1,263 @@
+//! The bad-input suite: broken checkpoints, configs, tokenizers, corpora, run directories and
+//! flags, through the real binary. Every case must exit with status 1 and one `error:` line
+//! naming the file, tensor, field or flag at fault — never a panic, an abort or a hang.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A scratch directory holding a copy of fixture `fixture` (or nothing when `None`).
+fn scratch(name: &str, fixture: Option<&str>) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-bad-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Some(fixture) = fixture {
+        for entry in std::fs::read_dir(repo().join("fixtures").join(fixture)).unwrap() {
+            let entry = entry.unwrap();
+            if entry.path().is_file() {
+                std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+/// A copy of the fill-mask fixture (BERT with a WordPiece tokenizer) with `edit` applied to its
+/// config.json.
+fn model_with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let dir = scratch(name, Some("bert/base-fill-mask"));
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(path, config.to_string()).unwrap();
+    dir
+}
+
+/// A copy of the fill-mask fixture whose weights are rewritten by `edit` (name, dtype, shape,
+/// bytes) -> kept tensors.
+fn model_with_weights(name: &str, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> PathBuf {
+    let dir = scratch(name, Some("bert/base-fill-mask"));
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let owned: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = st.tensors().into_iter().filter_map(|(n, v)| edit(n, v)).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = owned
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    dir
+}
+
+fn keep(n: String, v: safetensors::tensor::TensorView) -> (String, safetensors::Dtype, Vec<usize>, Vec<u8>) {
+    (n, v.dtype(), v.shape().to_vec(), v.data().to_vec())
+}
+
+/// Run the CLI; assert it fails cleanly with one error line containing every `expect`.
+fn fails(args: &[&str], expect: &[&str]) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("{args:?} hangs");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let code = out.status.code();
+    assert!(code == Some(1) || code == Some(2), "{args:?}: exit {:?} (a crash?), stderr:\n{stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    let error_lines = stderr.lines().filter(|l| l.starts_with("error:") || l.starts_with("error[")).count();
+    assert_eq!(error_lines, 1, "{args:?}: one error line, got:\n{stderr}");
+    assert!(out.stdout.is_empty(), "{args:?}: printed a result although it failed");
+    for e in expect {
+        assert!(stderr.contains(e), "{args:?}: the error does not name `{e}`:\n{stderr}");
+    }
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn broken_checkpoints_and_configs() {
+    let fixture = repo().join("fixtures/bert/base-fill-mask");
+    fails(&["fill-mask", "--model", "/nonexistent/model", "the [MASK] ."], &["/nonexistent/model"]);
+
+    let d = model_with_config("not-object", |c| *c = serde_json::json!([1, 2]));
+    fails(&["embed", "--model", path(&d), "x"], &["config.json", "object"]);
+    let d = model_with_config("model-type-int", |c| c["model_type"] = 7.into());
+    fails(&["embed", "--model", path(&d), "x"], &["config.json", "model_type"]);
+    let d = model_with_config("model-type-gpt2", |c| c["model_type"] = "gpt2".into());
+    fails(&["fill-mask", "--model", path(&d), "the [MASK] ."], &["config.json", "gpt2"]);
+    for (field, value) in [
+        ("hidden_size", serde_json::json!("32")),
+        ("num_hidden_layers", serde_json::json!(37.5)),
+        ("intermediate_size", serde_json::json!(-2)),
+        ("num_attention_heads", serde_json::json!(5)),
+        ("hidden_act", serde_json::json!("sparkle")),
+        ("hidden_dropout_prob", serde_json::json!(1.5)),
+        ("layer_norm_eps", serde_json::json!(0)),
+        ("position_embedding_type", serde_json::json!("relative_key")),
+    ] {
+        let d = model_with_config(&format!("field-{field}"), |c| c[field] = value.clone());
+        fails(&["embed", "--model", path(&d), "x"], &[field]);
+    }
+    // Sizes far beyond the weights: a shape error naming the tensor, not an abort.
+    let d = model_with_config("huge-vocab", |c| c["vocab_size"] = 100_000_000_000u64.into());
+    fails(&["embed", "--model", path(&d), "x"], &["word_embeddings"]);
+    let d = model_with_config("huge-hidden", |c| c["hidden_size"] = (1u64 << 30).into());
+    fails(&["fill-mask", "--model", path(&d), "the [MASK] ."], &["model.safetensors"]);
+
+    let d = scratch("no-weights", Some("bert/base-fill-mask"));
+    std::fs::remove_file(d.join("model.safetensors")).unwrap();
+    fails(&["embed", "--model", path(&d), "x"], &[path(&d)]);
+    let d = scratch("truncated", Some("bert/base-fill-mask"));
+    let bytes = std::fs::read(d.join("model.safetensors")).unwrap();
+    std::fs::write(d.join("model.safetensors"), &bytes[..bytes.len() / 3]).unwrap();
+    fails(&["embed", "--model", path(&d), "x"], &["model.safetensors"]);
+    let d = scratch("garbage", Some("bert/base-fill-mask"));
+    std::fs::write(d.join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fgarbage").unwrap();
+    fails(&["embed", "--model", path(&d), "x"], &["model.safetensors"]);
+
+    let target = "bert.encoder.layer.0.attention.self.query.weight";
+    let d = model_with_weights("missing-tensor", |n, v| (n != target).then(|| keep(n, v)));
+    fails(&["embed", "--model", path(&d), "x"], &["attention.self.query.weight"]);
+    let d = model_with_weights("nan", |n, v| {
+        let mut t = keep(n, v);
+        if t.0 == target {
+            t.3[0..4].copy_from_slice(&f32::NAN.to_le_bytes());
+        }
+        Some(t)
+    });
+    fails(&["embed", "--model", path(&d), "x"], &["attention.self.query.weight", "NaN"]);
+    let d = model_with_weights("shape", |n, v| {
+        let mut t = keep(n, v);
+        if t.0 == target {
+            t.2 = vec![t.2[0] * t.2[1]];
+        }
+        Some(t)
+    });
+    fails(&["embed", "--model", path(&d), "x"], &["attention.self.query.weight"]);
+    let d = model_with_weights("int-dtype", |n, v| {
+        let mut t = keep(n, v);
+        if t.0 == target {
+            t.1 = safetensors::Dtype::I32;
+        }
+        Some(t)
+    });
+    fails(&["embed", "--model", path(&d), "x"], &["attention.self.query.weight"]);
+    let d = model_with_weights("u16-needed", |n, v| {
+        let mut t = keep(n, v);
+        if t.0 == target {
+            t.1 = safetensors::Dtype::U16;
+            t.3.truncate(t.3.len() / 2);
+        }
+        Some(t)
+    });
+    fails(&["embed", "--model", path(&d), "x"], &["attention.self.query.weight", "U16"]);
+
+    // An ELECTRA discriminator has no masked-LM head: fill-mask refuses it.
+    let d = scratch("no-head", Some("electra/base-pretraining"));
+    std::fs::copy(fixture.join("vocab.txt"), d.join("vocab.txt")).unwrap();
+    fails(&["fill-mask", "--model", path(&d), "the [MASK] ."], &["no masked-LM head", path(&d)]);
+}
+
+#[test]
+fn broken_tokenizers_and_inputs() {
+    let d = scratch("no-tokenizer", Some("bert/base-fill-mask"));
+    for f in ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"] {
+        let _ = std::fs::remove_file(d.join(f));
+    }
+    fails(&["embed", "--model", path(&d), "x"], &[path(&d)]);
+    let d = scratch("bad-tokenizer-json", Some("bert/base-fill-mask"));
+    std::fs::write(d.join("tokenizer.json"), "{ not json").unwrap();
+    fails(&["embed", "--model", path(&d), "x"], &["tokenizer.json"]);
+    let d = scratch("bad-tokenizer-config", Some("bert/base-fill-mask"));
+    std::fs::write(d.join("tokenizer_config.json"), "[]").unwrap();
+    fails(&["embed", "--model", path(&d), "x"], &["tokenizer_config.json"]);
+
+    let model = repo().join("fixtures/bert/base-fill-mask");
+    let m = path(&model);
+    fails(&["fill-mask", "--model", m, "no mask here"], &["[MASK]"]);
+    fails(&["fill-mask", "--model", m, "--top-k", "0", "the [MASK] ."], &["--top-k"]);
+    fails(&["embed", "--model", m, "--layer", "7", "x"], &["layer 7"]);
+    fails(&["embed", "--model", m, "--pooling", "weird", "x"], &["--pooling", "weird"]);
+    fails(&["embed", "--model", m, "--backend", "nosuch", "x"], &["--backend", "nosuch"]);
+}
+
+#[test]
+fn bad_training_flags_corpora_and_run_directories() {
+    let tokenizer = repo().join("fixtures/bert/base-fill-mask");
+    let tok = path(&tokenizer);
+    let corpora = scratch("corpora", None);
+    std::fs::write(corpora.join("empty.txt"), "\n \n").unwrap();
+    std::fs::write(corpora.join("binary.txt"), [0xffu8, 0xfe, 0x00]).unwrap();
+    std::fs::write(corpora.join("tiny.txt"), "One sentence here. And another one.\n\nA second document. With two.\n").unwrap();
+    let tiny = corpora.join("tiny.txt");
+    let out = |name: &str| {
+        let d = std::env::temp_dir().join(format!("sesame-bad-run-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    };
+    let o = out("flags");
+    for (flag, value) in [("--batch-size", "0"), ("--seq-len", "4"), ("--steps", "0"), ("--grad-accum", "0"), ("--vocab-size", "3"), ("--static-masks", "0")] {
+        fails(&["train", "bert", flag, value, "--out", path(&o)], &[flag]);
+    }
+    fails(&["train", "nosuch"], &["nosuch"]);
+    fails(&["train", "bert", "--preset", "huge", "--tokenizer", tok, "--corpus", path(&tiny), "--batch-size", "1", "--out", path(&out("preset"))], &["preset", "huge"]);
+    fails(&["train", "bert", "--packing", "doc", "--out", path(&out("packing"))], &["--packing"]);
+    fails(&["train", "bert", "--corpus", "/nonexistent/corpus.txt", "--out", path(&out("corpus"))], &["/nonexistent/corpus.txt"]);
+    fails(&["train", "bert", "--corpus", path(&corpora.join("empty.txt")), "--out", path(&out("empty"))], &["empty.txt"]);
+    fails(&["train", "bert", "--corpus", path(&corpora.join("binary.txt")), "--out", path(&out("binary"))], &["binary.txt", "UTF-8"]);
+    fails(&["train", "bert", "--corpus", path(&tiny), "--tokenizer", tok, "--out", path(&out("small"))], &["--batch-size"]);
+    let small = ["--corpus", path(&tiny), "--tokenizer", tok, "--batch-size", "1"];
+    let train = |extra: &[&str], name: &str| -> Vec<String> {
+        ["train", "bert"].iter().chain(small.iter()).chain(extra).map(|s| s.to_string()).chain(["--out".into(), path(&out(name)).into()]).collect()
+    };
+    let run = |v: Vec<String>, expect: &[&str]| fails(&v.iter().map(String::as_str).collect::<Vec<_>>(), expect);
+    run(train(&["--lr=-1"], "lr"), &["--lr"]);
+    run(train(&["--steps", "10", "--warmup", "20"], "warmup"), &["--warmup"]);
+    run(train(&["--weight-decay=-0.5"], "wd"), &["--weight-decay"]);
+    fails(&["train", "bert", "--corpus", path(&tiny), "--tokenizer", "/nonexistent/tok", "--out", path(&out("tok"))], &["/nonexistent/tok"]);
+    run(train(&["--config", "/nonexistent/config.json"], "cfg-missing"), &["/nonexistent/config.json"]);
+    let cfg_dir = scratch("cfg", None);
+    std::fs::write(cfg_dir.join("settings.json"), "{}").unwrap();
+    run(train(&["--config", path(&cfg_dir.join("settings.json"))], "cfg-name"), &["--config"]);
+    std::fs::write(cfg_dir.join("config.json"), r#"{"hidden_size": "wide"}"#).unwrap();
+    run(train(&["--config", path(&cfg_dir.join("config.json"))], "cfg-field"), &["hidden_size"]);
+    std::fs::write(cfg_dir.join("config.json"), r#"{"max_position_embeddings": 16}"#).unwrap();
+    run(train(&["--config", path(&cfg_dir.join("config.json")), "--seq-len", "64"], "cfg-positions"), &["--seq-len"]);
+    fails(&["train", "bert", "--resume", "--out", path(&out("nothing"))], &["--resume", path(&out("nothing"))]);
+    fails(&["train", "bert", "--init-from", "/nonexistent/ckpt", "--out", path(&out("init"))], &["/nonexistent/ckpt"]);
+    fails(&["bench", "--batch-size", "0"], &["--batch-size"]);
+    fails(&["bench", "--family", "nosuch"], &["nosuch"]);
+
+    // A run directory: refused without --resume/--overwrite; export reads only its own checkpoints.
+    let run_dir = out("existing");
+    let ok = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["train", "bert", "--corpus", path(&tiny), "--tokenizer", tok, "--batch-size", "1", "--steps", "2", "--checkpoint-every", "1", "--quiet", "--out", path(&run_dir)])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    fails(&["train", "bert", "--corpus", path(&tiny), "--tokenizer", tok, "--batch-size", "1", "--out", path(&run_dir)], &["--out", "--resume", "--overwrite"]);
+    fails(&["export", "--run", path(&run_dir), "--step", "99"], &["no checkpoint"]);
+    std::fs::write(run_dir.join("checkpoints/latest"), "../../../etc").unwrap();
+    fails(&["export", "--run", path(&run_dir)], &["latest", "not a checkpoint of this run"]);
+    std::fs::write(run_dir.join("run.json"), "{ broken").unwrap();
+    fails(&["export", "--run", path(&run_dir), "--step", "2"], &["run.json"]);
+    fails(&["export", "--run", "/nonexistent/run"], &["/nonexistent/run"]);
+}
