@@ -574,7 +574,7 @@ pub fn encoder_ignored(tied_decoder: Option<&str>) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn bert_like() -> KeyMap {
+    fn encoder_table() -> KeyMap {
         KeyMap::new(&[
             ("encoder.layer.{n}.attention.self", "encoder.layers.{n}.attention"),
             ("encoder.layer.{n}.attention.output.dense", "encoder.layers.{n}.attention.output"),
@@ -585,7 +585,7 @@ mod tests {
 
     #[test]
     fn rows_map_both_ways_at_segment_boundaries() {
-        let keys = bert_like();
+        let keys = encoder_table();
         let hf = "bert.encoder.layer.11.attention.self.query.weight";
         let burn = "bert.encoder.layers.11.attention.query.weight";
         assert_eq!(keys.to_burn(hf), burn);
