@@ -381,7 +381,18 @@ pub fn load_weights<M: Module>(
             WeightFormat::PyTorch => {
                 // `PytorchStore::apply_to` fixes its adapter; apply its tensors with ours.
                 let mut store = PytorchStore::from_file(path).remap(remapper).map_indices_contiguous(false);
-                let tensors = store.get_all_tensors().map_err(|e| unreadable(e.to_string()))?.values().cloned().collect();
+                let tensors: Vec<_> = store.get_all_tensors().map_err(|e| unreadable(e.to_string()))?.values().cloned().collect();
+                // burn-store reads a tensor's bytes before it compares shapes; a pickle's
+                // storages may be deflated, so a declared size the model cannot take is refused
+                // from the pickle's metadata, before anything is decompressed.
+                let expected = lazy_shapes(module);
+                for t in &tensors {
+                    let want = expected.get(&t.name).or_else(|| expected.get(&norm_param_name(&t.name)));
+                    let found: Vec<usize> = t.shape.to_vec();
+                    if let Some(want) = want.filter(|w| w.iter().product::<usize>() != found.iter().product::<usize>()) {
+                        return Err(CheckpointError::ShapeMismatch { path: path.clone(), tensor: burn_to_hf(&t.name), expected: want.clone(), found });
+                    }
+                }
                 let adapter: Box<dyn ModuleAdapter> = Box::new(adapter());
                 module.apply(tensors, None, Some(adapter), false)
             }
@@ -436,6 +447,38 @@ pub fn load_weights<M: Module>(
         initialized: optional.iter().map(|p| burn_to_hf(p)).collect(),
         unused,
     })
+}
+
+/// Every float parameter's shape by Burn path, read without initialising anything.
+fn lazy_shapes<M: Module>(module: &M) -> std::collections::HashMap<String, Vec<usize>> {
+    #[derive(Default)]
+    struct Shapes {
+        path: Vec<String>,
+        shapes: std::collections::HashMap<String, Vec<usize>>,
+    }
+    impl burn::module::ModuleVisitor for Shapes {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
+            self.shapes.insert(self.path.join("."), param.lazy_shape().to_vec());
+        }
+    }
+    let mut visitor = Shapes::default();
+    module.visit(&mut visitor);
+    visitor.shapes
+}
+
+/// Burn's name of a LayerNorm parameter stored under PyTorch's (`weight` -> `gamma`, `bias` -> `beta`).
+fn norm_param_name(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((module, "weight")) => format!("{module}.gamma"),
+        Some((module, "bias")) => format!("{module}.beta"),
+        _ => name.to_string(),
+    }
 }
 
 /// Collects the paths of float parameters holding NaN or infinite values.
