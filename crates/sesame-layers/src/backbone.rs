@@ -56,6 +56,11 @@ impl EncoderInput {
         self.cache.as_ref().map_or(0, EncoderCache::len)
     }
 
+    /// The input's position ids, or `past..past + seq` for every row `[batch, seq]`.
+    pub fn positions(&self) -> Tensor<2, Int> {
+        self.position_ids.clone().unwrap_or_else(|| self.default_position_ids())
+    }
+
     /// Position ids `past..past + seq` for every row `[batch, seq]`.
     pub fn default_position_ids(&self) -> Tensor<2, Int> {
         let [b, s] = self.input_ids.dims();
@@ -89,13 +94,13 @@ impl EncoderInput {
         let [b, s] = self.input_ids.dims();
         if let Some(mask) = &self.attention_mask {
             if mask.dims() != [b, past + s] {
-                return Err(InputError::ShapeMismatch { what: "attention_mask", expected: [b, past + s], found: mask.dims() });
+                return Err(InputError::ShapeMismatch { what: "attention_mask", expected: vec![b, past + s], found: mask.dims().to_vec() });
             }
         }
         if let Some(restriction) = &self.attention_restriction {
-            let [rb, rq, rk] = restriction.dims();
-            if [rb, rq, rk] != [b, s, past + s] {
-                return Err(InputError::ShapeMismatch { what: "attention_restriction", expected: [b, past + s], found: [rb, rk] });
+            if restriction.dims() != [b, s, past + s] {
+                let found = restriction.dims().to_vec();
+                return Err(InputError::ShapeMismatch { what: "attention_restriction", expected: vec![b, s, past + s], found });
             }
         }
         check_shape(&self.input_ids, self.token_type_ids.as_ref(), "token_type_ids", max)?;

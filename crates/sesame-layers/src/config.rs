@@ -57,6 +57,11 @@ pub fn ensure(ok: bool, field: &str, reason: impl FnOnce() -> String) -> Result<
     }
 }
 
+/// Fail with [`ConfigError::Invalid`] unless `p` (field `field`, a dropout rate) lies in [0, 1).
+pub fn ensure_probability(p: f64, field: &str) -> Result<(), ConfigError> {
+    ensure((0.0..1.0).contains(&p), field, || format!("{p} is not a probability in [0, 1)"))
+}
+
 /// Fill the keys `value` lacks from `defaults` (both JSON objects).
 pub fn with_defaults(mut value: serde_json::Value, defaults: serde_json::Value) -> serde_json::Value {
     if let (Some(map), serde_json::Value::Object(defaults)) = (value.as_object_mut(), defaults) {

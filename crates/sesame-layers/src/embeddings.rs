@@ -54,19 +54,17 @@ pub struct Embeddings {
 }
 
 impl Embeddings {
-    /// Embed `input_ids` `[batch, seq]`. `token_type_ids` default to 0 and `position_ids` to
-    /// `0..seq` (RoBERTa passes its own). Returns `[batch, seq, d]`.
+    /// Embed `input_ids` `[batch, seq]` at `position_ids` `[batch, seq]` (the model's rule:
+    /// `EncoderInput::positions`, or RoBERTa's). `token_type_ids` default to 0. Returns
+    /// `[batch, seq, d]`.
     pub fn forward(
         &self,
         input_ids: Tensor<2, Int>,
         token_type_ids: Option<Tensor<2, Int>>,
-        position_ids: Option<Tensor<2, Int>>,
+        position_ids: Tensor<2, Int>,
     ) -> Tensor<3> {
         let [b, s] = input_ids.dims();
         let device = input_ids.device();
-        let position_ids = position_ids.unwrap_or_else(|| {
-            Tensor::<1, Int>::arange(0..s as i64, &device).reshape([1, s]).expand([b, s])
-        });
         let mut x = self.word_embeddings.forward(input_ids) + self.position_embeddings.forward(position_ids);
         if let Some(types) = &self.token_type_embeddings {
             let ids = token_type_ids.unwrap_or_else(|| Tensor::zeros([b, s], &device));

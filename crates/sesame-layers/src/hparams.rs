@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
-use crate::config::{ensure, ConfigError};
+use crate::config::{ensure, ensure_probability, ConfigError};
 use crate::embeddings::EmbeddingsConfig;
 use crate::encoder::EncoderConfig;
 
@@ -164,7 +164,7 @@ impl EncoderHyperParams {
             (self.attention_probs_dropout_prob, "attention_probs_dropout_prob"),
             (self.classifier_dropout(), "classifier_dropout"),
         ] {
-            ensure((0.0..1.0).contains(&p), f, || format!("{p} is not a probability in [0, 1)"))?;
+            ensure_probability(p, f)?;
         }
         ensure(self.layer_norm_eps > 0.0, "layer_norm_eps", || "must be positive".into())?;
         if let Some(kind) = &self.position_embedding_type {

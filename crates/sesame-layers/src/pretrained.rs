@@ -146,14 +146,14 @@ pub enum InputError {
         limit: usize,
     },
     /// Two input tensors disagree in shape.
-    #[error("{what} has shape {found:?}, input_ids has {expected:?}")]
+    #[error("{what} has shape {found:?}, expected {expected:?} (from input_ids and the cache)")]
     ShapeMismatch {
         /// Which tensor.
         what: &'static str,
-        /// `input_ids` shape.
-        expected: [usize; 2],
+        /// The shape `input_ids` (and the cached positions) call for.
+        expected: Vec<usize>,
         /// Its shape.
-        found: [usize; 2],
+        found: Vec<usize>,
     },
 }
 
@@ -180,7 +180,7 @@ pub fn check_shape(input_ids: &Tensor<2, Int>, other: Option<&Tensor<2, Int>>, w
     }
     if let Some(t) = other {
         if t.dims() != [b, s] {
-            return Err(InputError::ShapeMismatch { what, expected: [b, s], found: t.dims() });
+            return Err(InputError::ShapeMismatch { what, expected: vec![b, s], found: t.dims().to_vec() });
         }
     }
     Ok(())

@@ -15,6 +15,6 @@ pub mod trainer;
 
 pub use backend::{Backend, BackendNotCompiled};
 pub use metrics::{Metric, MetricTotals};
-pub use pretraining::{pretraining_step, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily, PretrainingModel};
+pub use pretraining::{pretraining_step, read_back, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily, PretrainingModel};
 pub use schedule::{Decay, LrSchedule};
 pub use trainer::{CarriedState, StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};

@@ -499,10 +499,8 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
     }
     // A failed read-back (device error) leaves NaN metrics; the trainer reports the error when
     // it reads the loss.
-    let n = counts.len();
-    let counts: Vec<f64> = Tensor::cat(counts, 0).try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![0.0; n]);
-    let n = losses.len();
-    let losses: Vec<f64> = Tensor::cat(losses, 0).try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![f64::NAN; n]);
+    let counts = read_back(Tensor::cat(counts, 0).float(), 0.0);
+    let losses = read_back(Tensor::cat(losses, 0), f64::NAN);
     let masked = counts[0];
     let mut metrics = vec![
         Metric::mean("mlm_loss", losses[0] * masked, masked),
@@ -515,4 +513,11 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
         metrics.push(Metric::mean(&format!("{name}_accuracy"), counts[2], rows));
     }
     StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
+}
+
+/// The values of `t` on the host, or `fallback` for each when the device fails to give them
+/// (the trainer then reports the device's error when it reads the loss).
+pub fn read_back(t: Tensor<1>, fallback: f64) -> Vec<f64> {
+    let n = t.dims()[0];
+    t.try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![fallback; n])
 }

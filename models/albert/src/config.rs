@@ -5,7 +5,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sesame_layers::config::{ensure, family_json, read_family_config};
+use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
 use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig};
 
 /// The ALBERT family marker: HF names and defaults.
@@ -123,8 +123,7 @@ impl AlbertConfig {
         ensure((1..=self.num_hidden_layers).contains(&self.num_hidden_groups), "num_hidden_groups", || {
             format!("{} groups for {} layers (need 1..=num_hidden_layers)", self.num_hidden_groups, self.num_hidden_layers)
         })?;
-        let p = self.classifier_dropout_prob;
-        ensure((0.0..1.0).contains(&p), "classifier_dropout_prob", || format!("{p} is not a probability in [0, 1)"))
+        ensure_probability(self.classifier_dropout_prob, "classifier_dropout_prob")
     }
 
     /// The group that runs at `depth` (HF: `int(depth / (num_hidden_layers / num_hidden_groups))`).

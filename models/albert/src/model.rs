@@ -157,8 +157,8 @@ impl AlbertModel {
     /// Run the encoder over `input`.
     pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
         let mask = input.mask();
-        let positions = input.position_ids.clone().unwrap_or_else(|| input.default_position_ids());
-        let x = self.embeddings.forward(input.input_ids, input.token_type_ids, Some(positions));
+        let positions = input.positions();
+        let x = self.embeddings.forward(input.input_ids, input.token_type_ids, positions);
         let encoder = self.encoder.forward(x, &mask, input.cache, options);
         let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
         BackboneOutput { encoder, pooler_output }

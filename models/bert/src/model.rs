@@ -56,7 +56,7 @@ impl<F: BertLikeFamily> BertLikeModel<F> {
     /// The embeddings of `input` `[batch, seq, hidden]`, with the family's default position ids.
     pub fn embed(&self, input: &EncoderInput) -> Tensor<3> {
         let positions = input.position_ids.clone().unwrap_or_else(|| self.position_ids(input));
-        self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), Some(positions))
+        self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), positions)
     }
 
     /// The word-embedding table `[vocab, hidden]` (the tied MLM decoder).

@@ -5,7 +5,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sesame_layers::config::{ensure, family_json, read_family_config};
+use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
 use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, SequenceSummaryConfig, SummaryType};
 
 /// HF `model_type` values ELECTRA reads.
@@ -115,13 +115,11 @@ impl ElectraConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.hparams.validate(0)?;
         ensure(self.embedding_size > 0, "embedding_size", || "must be at least 1".into())?;
-        let p = self.summary_last_dropout;
-        ensure((0.0..1.0).contains(&p), "summary_last_dropout", || format!("{p} is not a probability in [0, 1)"))?;
+        ensure_probability(self.summary_last_dropout, "summary_last_dropout")?;
         if let Some(width) = self.generator_size {
             ensure(width > 0.0 && width <= 1.0, "generator_size", || format!("{width} is not in (0, 1]"))?;
         }
-        let p = self.summary_first_dropout.unwrap_or(0.0);
-        ensure((0.0..1.0).contains(&p), "summary_first_dropout", || format!("{p} is not a probability in [0, 1)"))
+        ensure_probability(self.summary_first_dropout.unwrap_or(0.0), "summary_first_dropout")
     }
 
     /// The multiple-choice head's sequence summary (HF `ElectraSequenceSummary`).

@@ -6,7 +6,7 @@ use burn::prelude::*;
 use sesame_bert::checkpoint::encoder_rows;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{
-    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, Encoder, EncoderInput, HeadSizes,
+    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, Encoder, EncoderInput, EncoderOutput, HeadSizes,
     InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
 };
 
@@ -29,28 +29,46 @@ impl ElectraModel {
     pub fn new(config: &ElectraConfig, device: &Device) -> Self {
         Self {
             embeddings: config.embeddings(config.embedding_size).init(device),
-            embeddings_project: (config.embedding_size != config.hidden_size)
-                .then(|| LinearConfig::new(config.embedding_size, config.hidden_size).init(device)),
+            embeddings_project: embeddings_project(config, device),
             encoder: config.encoder().init(device),
         }
     }
 
     /// Embed `input`, project, and run the encoder. No pooler: `pooler_output` is `None`.
     pub fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
-        let mut x = self.embed(&input);
-        if let Some(project) = &self.embeddings_project {
-            x = project.forward(x);
-        }
-        let encoder = self.encoder.forward(x, &input.mask(), input.cache, options);
+        let x = self.embed(&input);
+        let encoder = project_and_encode(self.embeddings_project.as_ref(), &self.encoder, x, input, options);
         BackboneOutput { encoder, pooler_output: None }
     }
 
     /// The embeddings of `input` `[batch, seq, embedding_size]` (positions `past..past + seq`
     /// unless given).
     pub fn embed(&self, input: &EncoderInput) -> Tensor<3> {
-        let positions = input.position_ids.clone().unwrap_or_else(|| input.default_position_ids());
-        self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), Some(positions))
+        self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), input.positions())
     }
+}
+
+/// The projection from the embedding width up to `hidden_size`, when the two differ (HF
+/// `embeddings_project`).
+pub fn embeddings_project(config: &ElectraConfig, device: &Device) -> Option<Linear> {
+    (config.embedding_size != config.hidden_size).then(|| LinearConfig::new(config.embedding_size, config.hidden_size).init(device))
+}
+
+/// ELECTRA's body after the embeddings, for the discriminator and the generator alike:
+/// project `embeddings` `[batch, seq, E]` when there is a projection, then run `encoder` under
+/// `input`'s mask (and cache).
+pub fn project_and_encode(
+    project: Option<&Linear>,
+    encoder: &Encoder,
+    embeddings: Tensor<3>,
+    input: EncoderInput,
+    options: OutputOptions,
+) -> EncoderOutput {
+    let x = match project {
+        Some(project) => project.forward(embeddings),
+        None => embeddings,
+    };
+    encoder.forward(x, &input.mask(), input.cache, options)
 }
 
 impl Backbone for ElectraModel {

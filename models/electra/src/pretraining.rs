@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use burn::nn::{Linear, LinearConfig};
+use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use sesame_layers::loss::per_token_cross_entropy;
@@ -24,12 +24,12 @@ use sesame_layers::{
     Pretrained, PretrainedError, PretrainedModel, WeightFiles,
 };
 use sesame_text::{Packing, TokenizerKind};
-use sesame_train::pretraining::{Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
+use sesame_train::pretraining::{read_back, Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::{Metric, StepOutput};
 
 use crate::config::ElectraConfig;
 use crate::heads::{ElectraForMaskedLM, ElectraForPreTraining};
-use crate::model::ElectraModel;
+use crate::model::{embeddings_project, project_and_encode, ElectraModel};
 
 /// The weight of the discriminator's loss in the joint loss (the paper's λ).
 pub const RTD_WEIGHT: f64 = 50.0;
@@ -53,8 +53,7 @@ impl ElectraGenerator {
     /// A fresh generator for `config` (the generator's own configuration).
     pub fn new(config: &ElectraConfig, device: &Device) -> Self {
         Self {
-            embeddings_project: (config.embedding_size != config.hidden_size)
-                .then(|| LinearConfig::new(config.embedding_size, config.hidden_size).init(device)),
+            embeddings_project: embeddings_project(config, device),
             encoder: config.encoder().init(device),
             lm_head: ElectraModel::head_sizes(config).lm_head.init(device),
         }
@@ -92,12 +91,10 @@ pub struct ReplacedTokenOutput {
 impl ElectraPreTrainingPair {
     /// The generator's vocabulary logits `[batch, seq, vocab]` for (masked) `input`.
     pub fn generator_logits(&self, input: &EncoderInput) -> Tensor<3> {
-        let mut x = self.discriminator.base.embed(input);
-        if let Some(project) = &self.generator.embeddings_project {
-            x = project.forward(x);
-        }
-        let out = self.generator.encoder.forward(x, &input.mask(), None, OutputOptions::default());
-        self.generator.lm_head.forward(out.last_hidden_state, self.discriminator.base.word_embeddings())
+        let x = self.discriminator.base.embed(input);
+        let generator = &self.generator;
+        let out = project_and_encode(generator.embeddings_project.as_ref(), &generator.encoder, x, input.clone(), OutputOptions::default());
+        generator.lm_head.forward(out.last_hidden_state, self.discriminator.base.word_embeddings())
     }
 
     /// The joint objective on a masked batch: the generator's MLM loss, its samples at the
@@ -249,8 +246,8 @@ impl ElectraPreTrainingPair {
             said_replaced.int().sum(),
             replaced.int().sum(),
         ];
-        let counts = read(Tensor::cat(counts.to_vec(), 0).float(), 0.0);
-        let losses = read(Tensor::cat(vec![out.mlm_loss.clone(), out.rtd_loss.clone()], 0), f64::NAN);
+        let counts = read_back(Tensor::cat(counts.to_vec(), 0).float(), 0.0);
+        let losses = read_back(Tensor::cat(vec![out.mlm_loss.clone(), out.rtd_loss.clone()], 0), f64::NAN);
         let [masked, generator_right, tokens, discriminator_right, true_positives, said, replaced] = counts[..] else {
             unreachable!("seven counts")
         };
@@ -265,13 +262,6 @@ impl ElectraPreTrainingPair {
         ];
         StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
     }
-}
-
-/// The values of `t`, or `fallback` for each when the device fails (the trainer reports the
-/// error when it reads the loss).
-fn read(t: Tensor<1>, fallback: f64) -> Vec<f64> {
-    let n = t.dims()[0];
-    t.try_into_data().ok().and_then(|d| d.convert::<f64>().try_to_vec().ok()).unwrap_or(vec![fallback; n])
 }
 
 impl PretrainingFamily for Electra {
