@@ -14,15 +14,14 @@ use sesame_train::{PretrainingBatch, StepOutput};
 type Sampled = (PretrainingBatch, Tensor<2, Int>);
 
 fn fixture_batch(f: &Fixture, device: &Device) -> Sampled {
-    let batch = PretrainingBatch {
-        input: EncoderInput::new(f.int("input.input_ids", device))
+    let batch = PretrainingBatch::from_tensors(
+        EncoderInput::new(f.int("input.input_ids", device))
             .with_attention_mask(f.int("input.attention_mask", device))
             .with_token_type_ids(f.int("input.token_type_ids", device)),
-        mlm_labels: f.int("label.labels", device),
-        sentence_labels: Tensor::zeros([4], device),
-        tokens: 0,
-        seed: 0,
-    };
+        f.int("label.labels", device),
+        Tensor::zeros([4], device),
+        0,
+    );
     (batch, f.int("label.samples", device))
 }
 

@@ -27,15 +27,14 @@ fn fixed(batch: PretrainingBatch) -> Fixed<BertForPreTraining, PretrainingBatch>
 }
 
 fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
-    PretrainingBatch {
-        input: BertInput::new(f.int("input.input_ids", device))
+    PretrainingBatch::from_tensors(
+        BertInput::new(f.int("input.input_ids", device))
             .with_attention_mask(f.int("input.attention_mask", device))
             .with_token_type_ids(f.int("input.token_type_ids", device)),
-        mlm_labels: f.int("label.labels", device),
-        sentence_labels: f.int("label.next_sentence_label", device),
-        tokens: 0,
-        seed: 0,
-    }
+        f.int("label.labels", device),
+        f.int("label.next_sentence_label", device),
+        0,
+    )
 }
 
 #[test]

@@ -1,20 +1,43 @@
-//! `cargo xtask bench`: training throughput (tokens/s) of a family's pre-training step
-//! (forward, its objective's loss, backward, AdamW), timed with warm-up and medians on the
-//! chosen backend.
+//! `cargo xtask bench`: Sesame's speed, and with `--compare-pytorch` PyTorch/transformers'
+//! on the same work, run back to back in one process tree (`scripts/bench_pytorch.py`):
+//!
+//! - `train`: a family's pre-training step (forward, its objective's loss, backward, AdamW),
+//!   tokens/s per size preset;
+//! - `infer`: forward passes of the base model, tokens/s per preset;
+//! - `embed`: sentence embeddings of a checkpoint (`--model`, e.g. all-MiniLM-L6-v2) on the
+//!   first `--sentences` sentences of the corpus, sentences/s, model loading timed apart.
+//!
+//! Medians of `--steps` timed runs after `--warmup` untimed ones.
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::optim::GradientsParams;
 use burn::prelude::*;
-use sesame_layers::PretrainedModel;
-use sesame_text::MaskedBatch;
+use sesame_layers::pipeline::{embed, EmbedOptions};
+use sesame_layers::{Backbone, OutputOptions, Pooling, PretrainedModel};
+use sesame_text::{Corpus, MaskedBatch, Tokenizer};
 use sesame_train::pretraining::{PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::TrainConfig;
+
+/// What `cargo xtask bench` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchMode {
+    /// Pre-training steps.
+    Train,
+    /// Forward passes of the base model.
+    Infer,
+    /// Sentence embeddings of `--model`.
+    Embed,
+}
 
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// The family whose pre-training step is timed.
+    /// What to time.
+    #[arg(long, value_enum, default_value = "train")]
+    pub mode: BenchMode,
+    /// The family timed (train, infer; embed takes the family of `--model`).
     #[arg(long, default_value = "bert", value_parser = crate::families::parser())]
     pub family: String,
     /// Vocabulary size (BERT's by default; RoBERTa's is 50265, ALBERT's 30000).
@@ -23,21 +46,51 @@ pub struct BenchArgs {
     /// Size presets to time (tiny, mini, small, base).
     #[arg(long, value_delimiter = ',', default_value = "mini,base")]
     pub presets: Vec<String>,
-    /// Sequences per batch.
-    #[arg(long, default_value_t = 8)]
-    pub batch_size: usize,
-    /// Tokens per sequence.
-    #[arg(long, default_value_t = 128)]
+    /// Sequences per batch (default 8; 32 for embed, sentence-transformers' default).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub batch_size: Option<usize>,
+    /// Tokens per sequence (train, infer).
+    #[arg(long, default_value_t = 128, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub seq_len: usize,
-    /// Untimed warm-up steps.
+    /// Untimed warm-up runs.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-    /// Timed steps (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    /// Timed runs (the median is reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub steps: usize,
+    /// Embed: the HF / sentence-transformers model directory.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Embed: how many sentences of `--corpus` to embed.
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
+    pub sentences: usize,
+    /// Embed: the text the sentences come from.
+    #[arg(long, default_value = "data/moby-dick.txt")]
+    pub corpus: PathBuf,
+    /// Embed: pooling (sentence-transformers' MiniLM: mean, normalised).
+    #[arg(long, default_value = "mean", value_parser = crate::parse_pooling)]
+    pub pooling: Pooling,
+    /// Embed: L2-normalise.
+    #[arg(long)]
+    pub normalize: bool,
+    /// Also run the same work in PyTorch/transformers (`scripts/bench_pytorch.py`) right after,
+    /// and report the ratio Sesame / PyTorch.
+    #[arg(long)]
+    pub compare_pytorch: bool,
+    /// The Python with torch and transformers (default: $SESAME_PYTHON, set by
+    /// `eval "$(scripts/setup-python.sh)"`, else `python3`).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
 }
 
-/// A full batch of `b × s` tokens with every seventh one masked.
+impl BenchArgs {
+    fn batch_size(&self) -> usize {
+        self.batch_size.unwrap_or(if self.mode == BenchMode::Embed { 32 } else { 8 })
+    }
+}
+
+/// A full batch of `b × s` tokens with every seventh one masked (`scripts/bench_pytorch.py`
+/// builds the same).
 fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingBatch {
     let input_ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
     let mlm_labels = input_ids.iter().enumerate().map(|(i, &id)| if i % 7 == 3 { id } else { -100 }).collect();
@@ -54,44 +107,153 @@ fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingB
     PretrainingBatch::new(&batch, device)
 }
 
-/// Time full training steps of `args.family` and return one JSON row per preset.
-pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
-    (crate::families::by_name(&args.family)?.bench)(args, device, backend)
+/// Median seconds of `steps` runs of `run` after `warmup` untimed ones.
+fn median_time(warmup: usize, steps: usize, mut run: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    let mut times = Vec::new();
+    for i in 0..warmup + steps {
+        let start = Instant::now();
+        run()?;
+        if i >= warmup {
+            times.push(start.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
-/// `bench` for a family pre-trained by the shared masked-LM task.
-pub fn bench_family<F: PretrainingFamily>(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
-    if args.vocab_size <= 5 || args.batch_size == 0 || args.seq_len == 0 || args.steps == 0 {
-        return Err("--vocab-size must exceed 5 and --batch-size, --seq-len and --steps be at least 1".into());
+/// Run `scripts/bench_pytorch.py` with `args` and parse its JSON.
+fn pytorch(bench: &BenchArgs, args: &[String]) -> Result<serde_json::Value, String> {
+    let python = bench.python.clone().or_else(|| std::env::var_os("SESAME_PYTHON").map(PathBuf::from)).unwrap_or_else(|| "python3".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_pytorch.py");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args(args)
+        .args(["--warmup", &bench.warmup.to_string(), "--steps", &bench.steps.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("--compare-pytorch: cannot run {} (--python, or eval \"$(scripts/setup-python.sh)\"): {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!("--compare-pytorch: {} {} failed ({})", python.display(), script.display(), out.status));
     }
-    let device = device.autodiff();
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("--compare-pytorch: unreadable output of {}: {e}", script.display()))
+}
+
+/// Time `args.mode` and return one JSON row per preset (or one for embed).
+pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
+    if args.vocab_size <= 5 {
+        return Err("--vocab-size must exceed 5".into());
+    }
+    let family = match (&args.mode, &args.model) {
+        (BenchMode::Embed, Some(model)) => crate::model_family(model)?,
+        (BenchMode::Embed, None) => return Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
+        _ => crate::families::by_name(&args.family)?,
+    };
+    let rows = (family.bench)(&args, device, backend)?;
+    Ok(serde_json::to_string(&rows).expect("JSON"))
+}
+
+/// `bench` for the family pre-trained as `F` whose base model is `B`.
+pub fn bench_family<F, B>(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String>
+where
+    F: PretrainingFamily,
+    B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
+    F::Model: PretrainedModel<Config = <B as Backbone>::Config>,
+{
+    if args.mode == BenchMode::Embed {
+        return bench_embed::<B>(args, device, backend).map(|row| vec![row]);
+    }
     let family = F::NAME;
+    let (b, s) = (args.batch_size(), args.seq_len);
     let mut rows = Vec::new();
     for preset in &args.presets {
-        let config = F::preset(preset, args.vocab_size, args.seq_len.max(512), 0).map_err(|e| e.to_string())?;
-        let mut model = F::Model::new_hf(&config, &device);
-        let mut optim = TrainConfig::default().optimizer();
-        let data = batch(args.vocab_size, args.batch_size, args.seq_len, &device);
-        let mut times = Vec::new();
-        for i in 0..args.warmup + args.steps {
-            let start = Instant::now();
-            let out = model.pretraining_step(data.clone(), None);
-            let grads = GradientsParams::from_grads(out.loss.backward(), &model);
-            model = optim.step(1e-4, model, grads);
-            device.sync().map_err(|e| format!("{e:?}"))?;
-            if i >= args.warmup {
-                times.push(start.elapsed().as_secs_f64());
+        let config = F::preset(preset, args.vocab_size, s.max(512), 0).map_err(|e| e.to_string())?;
+        let data = batch(args.vocab_size, b, s, &device);
+        let median = match args.mode {
+            BenchMode::Train => {
+                let device = device.clone().autodiff();
+                let mut model = Some(F::Model::new_hf(&config, &device));
+                let mut optim = TrainConfig::default().optimizer();
+                let data = batch(args.vocab_size, b, s, &device);
+                median_time(args.warmup, args.steps, || {
+                    let m = model.take().expect("a model");
+                    let out = m.pretraining_step(data.clone(), None);
+                    let grads = GradientsParams::from_grads(out.loss.backward(), &m);
+                    model = Some(optim.step(1e-4, m, grads));
+                    device.sync().map_err(|e| format!("{e:?}"))
+                })?
             }
+            _ => {
+                let model = B::new_hf(&config, &device);
+                median_time(args.warmup, args.steps, || {
+                    let out = model.forward(data.input.clone(), OutputOptions::default());
+                    out.last_hidden_state().sum().try_into_scalar::<f32>().map(|_| ()).map_err(|e| format!("{e:?}"))
+                })?
+            }
+        };
+        let tokens_per_s = (b * s) as f64 / median;
+        let mode = format!("{:?}", args.mode).to_lowercase();
+        eprintln!("{backend} {family} {preset} {mode}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s})");
+        let mut row = serde_json::json!({
+            "mode": mode, "backend": backend, "family": family, "preset": preset, "vocab_size": args.vocab_size,
+            "batch_size": b, "seq_len": s, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
+        });
+        if args.compare_pytorch {
+            // The same architecture: the config.json (and ELECTRA's generator/config.json) of
+            // this preset, written by exporting a fresh model.
+            let dir = std::env::temp_dir().join(format!("sesame-bench-{family}-{preset}-{}", std::process::id()));
+            F::Model::init(&config, &device).export(&config, &dir)?;
+            let theirs = pytorch(args, &[mode.replace("train", "pretrain"), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()]);
+            let _ = std::fs::remove_dir_all(&dir);
+            let theirs = theirs?;
+            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!("pytorch {family} {preset} {mode}: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
+            row["pytorch"] = theirs;
+            row["ratio"] = ratio.into();
         }
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
-        let tokens_per_s = (args.batch_size * args.seq_len) as f64 / median;
-        eprintln!("{backend} {family} {preset}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {}x{})", args.batch_size, args.seq_len);
-        rows.push(serde_json::json!({
-            "backend": backend, "family": family, "preset": preset, "vocab_size": args.vocab_size,
-            "batch_size": args.batch_size, "seq_len": args.seq_len,
-            "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
-        }));
+        rows.push(row);
     }
-    Ok(serde_json::to_string(&rows).expect("JSON"))
+    Ok(rows)
+}
+
+/// `embed` of the first `--sentences` sentences of `--corpus` with the checkpoint `--model`.
+fn bench_embed<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
+    let dir = args.model.as_ref().expect("checked by bench");
+    let corpus = Corpus::read(&args.corpus).map_err(|e| e.to_string())?;
+    let sentences: Vec<String> = corpus.sentences().take(args.sentences).map(str::to_string).collect();
+    let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
+    let start = Instant::now();
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = <B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?;
+    device.sync().map_err(|e| format!("{e:?}"))?;
+    let load_s = start.elapsed().as_secs_f64();
+    let options = EmbedOptions { pooling: args.pooling, layer: -1, normalize: args.normalize, batch_size: args.batch_size() };
+    let median = median_time(args.warmup, args.steps, || embed(&loaded.model, &loaded.config, &tokenizer, &texts, options).map(|_| ()).map_err(|e| e.to_string()))?;
+    let per_s = texts.len() as f64 / median;
+    eprintln!("{backend} embed {}: loading {load_s:.3} s; {} sentences in {median:.3} s, {per_s:.1} sentences/s (batch {})", dir.display(), texts.len(), options.batch_size);
+    let mut row = serde_json::json!({
+        "mode": "embed", "backend": backend, "model": dir, "sentences": texts.len(), "batch_size": options.batch_size,
+        "load_s": load_s, "median_encode_s": median, "sentences_per_s": per_s, "timed_steps": args.steps,
+    });
+    if args.compare_pytorch {
+        let file = std::env::temp_dir().join(format!("sesame-bench-sentences-{}.txt", std::process::id()));
+        std::fs::write(&file, sentences.join("\n")).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        let mut py_args = vec!["embed".into(), "--model".into(), dir.display().to_string(), "--sentences".into(), file.display().to_string(), "--batch-size".into(), options.batch_size.to_string()];
+        if args.normalize {
+            py_args.push("--normalize".into());
+        }
+        let theirs = pytorch(args, &py_args);
+        let _ = std::fs::remove_file(&file);
+        let theirs = theirs?;
+        let ratio = per_s / theirs["sentences_per_s"].as_f64().unwrap_or(f64::NAN);
+        let load_ratio = theirs["load_s"].as_f64().unwrap_or(f64::NAN) / load_s;
+        eprintln!(
+            "sentence-transformers: loading {:.3} s; {:.1} sentences/s; Sesame {backend} / PyTorch = {ratio:.2}x (loading {load_ratio:.2}x)",
+            theirs["load_s"].as_f64().unwrap_or(f64::NAN),
+            theirs["sentences_per_s"].as_f64().unwrap_or(f64::NAN)
+        );
+        row["pytorch"] = theirs;
+        row["ratio"] = ratio.into();
+        row["load_ratio"] = load_ratio.into();
+    }
+    Ok(row)
 }

@@ -16,7 +16,7 @@ use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_family, BenchArgs};
 use crate::train::{export_model, train_family, TrainArgs};
-use crate::{embed_with, fill_mask_with};
+use crate::{embed_with, fill_mask_with, Texts};
 
 /// What the command line can do with one family.
 pub struct FamilyEntry {
@@ -32,11 +32,11 @@ pub struct FamilyEntry {
     /// returns the model directories written.
     pub export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
     /// `cargo xtask bench --family <name>`.
-    pub bench: fn(BenchArgs, Device, &str) -> Result<String, String>,
+    pub bench: fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>,
     /// `cargo xtask embed` on a checkpoint of this family.
-    pub embed: fn(&Path, &Device, &[&str], EmbedOptions) -> Result<String, String>,
-    /// `cargo xtask fill-mask` on a checkpoint of this family.
-    pub fill_mask: fn(&Path, &Device, &str, usize) -> Result<String, String>,
+    pub embed: fn(&Path, &Device, &mut Texts, EmbedOptions) -> Result<String, String>,
+    /// `cargo xtask fill-mask` on a checkpoint of this family (texts, top k, batch size).
+    pub fill_mask: fn(&Path, &Device, &mut Texts, usize, usize) -> Result<String, String>,
 }
 
 impl FamilyEntry {
@@ -46,6 +46,7 @@ impl FamilyEntry {
     where
         F: PretrainingFamily,
         B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
+        F::Model: PretrainedModel<Config = <B as Backbone>::Config>,
     {
         Self {
             name,
@@ -53,7 +54,7 @@ impl FamilyEntry {
             model_types,
             train: train_family::<F>,
             export: export_model::<F>,
-            bench: bench_family::<F>,
+            bench: bench_family::<F, B>,
             embed: embed_with::<B>,
             fill_mask: fill_mask_with::<B>,
         }

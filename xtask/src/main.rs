@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame_layers::pipeline::{embed, fill_mask, EmbedOptions};
+use sesame_layers::pipeline::{embed, fill_masks, EmbedOptions};
 use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
@@ -55,9 +55,11 @@ enum Command {
         #[arg(long)]
         normalize: bool,
         #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
         backend: BackendArg,
-        /// Texts to embed.
-        #[arg(required = true)]
+        /// Texts to embed (or --input).
+        #[arg(required_unless_present = "input", conflicts_with = "input")]
         texts: Vec<String>,
     },
     /// Pre-train a model on text with its family's objective; exports HF format at the end.
@@ -90,14 +92,110 @@ enum Command {
         #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
         top_k: usize,
         #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
         backend: BackendArg,
-        /// Text containing the mask token (e.g. `[MASK]`).
-        text: String,
+        /// Texts containing the mask token (e.g. `[MASK]`) (or --input).
+        #[arg(required_unless_present = "input", conflicts_with = "input")]
+        texts: Vec<String>,
     },
 }
 
 fn parse_pooling(s: &str) -> Result<Pooling, String> {
     s.parse()
+}
+
+/// Where `embed` and `fill-mask` read texts from, and how many run at a time.
+#[derive(clap::Args, Debug)]
+struct InputArgs {
+    /// Read the texts from this file (`-` for stdin): one per line, or JSON lines with a
+    /// "text" field; results are printed as JSON lines, one per text, as they are computed.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Texts per forward pass (texts are batched by length).
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    batch_size: usize,
+}
+
+/// Texts to run: from the command line (one JSON result for all), or read from `--input` a
+/// chunk at a time (a JSON line per text), so that any number of texts streams through.
+pub(crate) enum Texts {
+    /// Given as arguments.
+    Args(Vec<String>),
+    /// Lines of a file or stdin.
+    Lines { name: String, lines: std::io::Lines<Box<dyn std::io::BufRead>>, number: usize },
+}
+
+impl Texts {
+    fn new(args: Vec<String>, input: Option<PathBuf>) -> Result<Self, String> {
+        let Some(path) = input else { return Ok(Texts::Args(args)) };
+        let reader: Box<dyn std::io::BufRead> = if path.as_os_str() == "-" {
+            Box::new(std::io::BufReader::new(std::io::stdin()))
+        } else {
+            Box::new(std::io::BufReader::new(std::fs::File::open(&path).map_err(|e| format!("--input {}: {e}", path.display()))?))
+        };
+        let name = if path.as_os_str() == "-" { "stdin".to_string() } else { path.display().to_string() };
+        Ok(Texts::Lines { name, lines: std::io::BufRead::lines(reader), number: 0 })
+    }
+
+    /// Whether results stream as JSON lines.
+    pub(crate) fn streams(&self) -> bool {
+        matches!(self, Texts::Lines { .. })
+    }
+
+    /// The next (at most) `n` texts; empty at the end.
+    pub(crate) fn next_chunk(&mut self, n: usize) -> Result<Vec<String>, String> {
+        match self {
+            Texts::Args(args) => Ok(std::mem::take(args)),
+            Texts::Lines { name, lines, number } => {
+                let mut chunk = Vec::new();
+                for line in lines.by_ref().take(n) {
+                    *number += 1;
+                    let line = line.map_err(|e| format!("{name}: line {number}: {e}"))?;
+                    chunk.push(match line.trim_start().starts_with('{') {
+                        true => match serde_json::from_str::<serde_json::Value>(&line) {
+                            Ok(serde_json::Value::Object(o)) => match o.get("text") {
+                                Some(serde_json::Value::String(text)) => text.clone(),
+                                _ => return Err(format!("{name}: line {number}: a JSON line needs a string field \"text\"")),
+                            },
+                            _ => return Err(format!("{name}: line {number}: not a JSON object (a line starting with `{{` is read as JSON)")),
+                        },
+                        false => line,
+                    });
+                }
+                Ok(chunk)
+            }
+        }
+    }
+}
+
+/// Texts read per chunk from `--input`: enough for many batches, few enough to stream.
+const CHUNK: usize = 4096;
+
+/// Run `each` on `texts` chunk by chunk: with `--input`, print a JSON line per text as each
+/// chunk is done and return nothing; otherwise return the JSON array of all results.
+pub(crate) fn run_texts<T: serde::Serialize>(texts: &mut Texts, mut each: impl FnMut(&[&str]) -> Result<Vec<T>, String>) -> Result<String, String> {
+    use std::io::Write;
+    let mut all = Vec::new();
+    loop {
+        let chunk = texts.next_chunk(CHUNK)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let results = each(&refs)?;
+        if texts.streams() {
+            let mut out = std::io::stdout().lock();
+            for r in &results {
+                let line = serde_json::to_string(r).expect("JSON");
+                writeln!(out, "{line}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+            }
+            out.flush().map_err(|e| format!("cannot write to stdout: {e}"))?;
+        } else {
+            all.extend(results);
+        }
+    }
+    Ok(if texts.streams() { String::new() } else { serde_json::to_string(&all).expect("JSON") })
 }
 
 fn run(cli: Cli) -> Result<String, String> {
@@ -108,15 +206,14 @@ fn run(cli: Cli) -> Result<String, String> {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
             bench::bench(args, backend.device()?, name)
         }
-        Command::Embed { model, pooling, layer, normalize, backend, texts } => {
+        Command::Embed { model, pooling, layer, normalize, inputs, backend, texts } => {
             let device = backend.device()?;
-            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let options = EmbedOptions { pooling, layer, normalize };
-            (model_family(&model)?.embed)(&model, &device, &texts, options)
+            let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size };
+            (model_family(&model)?.embed)(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
         }
-        Command::FillMask { model, top_k, backend, text } => {
+        Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
-            (model_family(&model)?.fill_mask)(&model, &device, &text, top_k)
+            (model_family(&model)?.fill_mask)(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
         }
     }
 }
@@ -140,18 +237,22 @@ fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry,
     })
 }
 
-pub(crate) fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &[&str], options: EmbedOptions) -> Result<String, String> {
+pub(crate) fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = <B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     report(&loaded.report);
-    let vectors = embed(&loaded.model, &loaded.config, &tokenizer, texts, options).map_err(|e| e.to_string())?;
-    if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
-        return Err(format!("{}: the embedding of text {i} is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
-    }
-    Ok(serde_json::to_string(&vectors).expect("JSON"))
+    let mut done = 0;
+    run_texts(texts, |chunk| {
+        let vectors = embed(&loaded.model, &loaded.config, &tokenizer, chunk, options).map_err(|e| e.to_string())?;
+        if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
+            return Err(format!("{}: the embedding of text {} is not finite (NaN or infinite); the checkpoint overflows", dir.display(), done + i));
+        }
+        done += chunk.len();
+        Ok(vectors)
+    })
 }
 
-pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, text: &str, top_k: usize) -> Result<String, String> {
+pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, top_k: usize, batch_size: usize) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = ForMaskedLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     if !loaded.report.initialized.is_empty() {
@@ -163,11 +264,19 @@ pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::
         ));
     }
     report(&loaded.report);
-    let predictions = fill_mask(&loaded.model, &loaded.config, &tokenizer, text, top_k).map_err(|e| e.to_string())?;
-    if predictions.iter().flatten().any(|p| !p.score.is_finite()) {
-        return Err(format!("{}: the predicted scores are not finite (NaN or infinite); the checkpoint overflows", dir.display()));
-    }
-    Ok(serde_json::to_string(&predictions).expect("JSON"))
+    let single = matches!(texts, Texts::Args(args) if args.len() == 1);
+    let json = run_texts(texts, |chunk| {
+        let predictions = fill_masks(&loaded.model, &loaded.config, &tokenizer, chunk, top_k, batch_size).map_err(|e| e.to_string())?;
+        if predictions.iter().flatten().flatten().any(|p| !p.score.is_finite()) {
+            return Err(format!("{}: the predicted scores are not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(predictions)
+    })?;
+    // One text on the command line prints its masks' candidates, as before: `[[...], ...]`.
+    Ok(match single {
+        true => serde_json::to_string(&serde_json::from_str::<Vec<serde_json::Value>>(&json).expect("JSON")[0]).expect("JSON"),
+        false => json,
+    })
 }
 
 fn report(report: &sesame_layers::LoadReport) {
@@ -187,7 +296,9 @@ fn main() -> ExitCode {
     }));
     match run(Cli::parse()) {
         Ok(json) => {
-            println!("{json}");
+            if !json.is_empty() {
+                println!("{json}");
+            }
             ExitCode::SUCCESS
         }
         Err(message) => {

@@ -65,9 +65,10 @@ pub struct MaskedLmHead {
 }
 
 impl MaskedLmHead {
-    /// Vocabulary logits `[batch, seq, vocab]` from hidden states `[batch, seq, d_model]`;
+    /// Vocabulary logits `[..., vocab]` from hidden states `[..., d_model]` (`[batch, seq, _]`,
+    /// or `[masked, _]` for the gathered positions of [`crate::MaskedPositions`]);
     /// `word_embeddings` `[vocab, d_embedding]` is the tied decoder.
-    pub fn forward(&self, hidden: Tensor<3>, word_embeddings: Tensor<2>) -> Tensor<3> {
+    pub fn forward<const D: usize>(&self, hidden: Tensor<D>, word_embeddings: Tensor<2>) -> Tensor<D> {
         let x = self.layer_norm.forward(self.activation.forward(self.dense.forward(hidden)));
         match &self.decoder {
             Some(decoder) => decoder.forward(x),

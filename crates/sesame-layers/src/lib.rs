@@ -39,5 +39,5 @@ pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, Pretrain
 
 pub use tasks::{
     ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
-    ForTokenClassification, HeadOutput, MaskedLmObjective, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
+    ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
 };

@@ -20,10 +20,12 @@ pub enum PipelineError {
     #[error(transparent)]
     Input(#[from] InputError),
     /// fill-mask was given text without the mask token.
-    #[error("the text contains no `{mask}` token")]
+    #[error("the text contains no `{mask}` token: \"{text}\"")]
     NoMask {
         /// The mask token.
         mask: String,
+        /// The text (its first 60 characters).
+        text: String,
     },
     /// The requested layer does not exist.
     #[error("layer {layer} does not exist (the model has {layers} layers; use 0..={layers} or -1..=-{count})", count = layers + 1)]
@@ -61,35 +63,71 @@ pub fn fill_mask<B: Backbone>(
     text: &str,
     top_k: usize,
 ) -> Result<Vec<Vec<Prediction>>, PipelineError> {
+    Ok(fill_masks(model, config, tokenizer, &[text], top_k, 1)?.remove(0))
+}
+
+/// [`fill_mask`] for many texts, run `batch_size` at a time in batches of similar length;
+/// the results in the order of `texts`. The vocabulary projection runs on the mask tokens only.
+pub fn fill_masks<B: Backbone>(
+    model: &ForMaskedLM<B>,
+    config: &B::Config,
+    tokenizer: &Tokenizer,
+    texts: &[&str],
+    top_k: usize,
+    batch_size: usize,
+) -> Result<Vec<Vec<Vec<Prediction>>>, PipelineError> {
     let mask_id = tokenizer.mask_token_id()? as i64;
-    let batch = tokenizer.encode(&[text], B::input_limits(config).max_len, false)?;
-    let positions: Vec<usize> = batch.ids(0).iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
-    if positions.is_empty() {
-        let mask = tokenizer.special_tokens().mask.as_ref().map(|m| m.0.clone()).unwrap_or_default();
-        return Err(PipelineError::NoMask { mask });
-    }
     let device = model.base.device();
-    let logits = model.forward(to_input::<B>(&batch, config, &device)?, None, OutputOptions::default()).logits;
-    let [_, _, vocab] = logits.dims();
-    let k = top_k.clamp(1, vocab);
-    let mut all = Vec::new();
-    for pos in positions {
-        let probs = softmax(logits.clone().slice([0..1, pos..pos + 1, 0..vocab]).reshape([vocab]), 0);
-        let (scores, ids) = probs.topk_with_indices(k, 0);
+    by_length(texts, batch_size, |chunk| {
+        let batch = tokenizer.encode(chunk, B::input_limits(config).max_len, false)?;
+        let mut masks = Vec::new();
+        for (row, text) in chunk.iter().enumerate() {
+            let positions: Vec<usize> = batch.ids(row).iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
+            if positions.is_empty() {
+                let mask = tokenizer.special_tokens().mask.as_ref().map(|m| m.0.clone()).unwrap_or_default();
+                return Err(PipelineError::NoMask { mask, text: text.chars().take(60).collect() });
+            }
+            masks.push(positions.iter().map(|p| row * batch.seq + p).collect::<Vec<_>>());
+        }
+        let out = model.base.forward(to_input::<B>(&batch, config, &device)?, OutputOptions::default());
+        let flat: Vec<i64> = masks.iter().flatten().map(|&p| p as i64).collect();
+        let n = flat.len();
+        let positions = Tensor::<1, Int>::from_data(TensorData::new(flat, [n]), &device);
+        let [b, s, d] = out.last_hidden_state().dims();
+        let hidden = out.last_hidden_state().reshape([b * s, d]).select(0, positions);
+        let logits = model.lm_head.forward(hidden, model.base.word_embeddings());
+        let [_, vocab] = logits.dims();
+        let (scores, ids) = softmax(logits, 1).topk_with_indices(top_k.clamp(1, vocab), 1);
+        let k = top_k.clamp(1, vocab);
         let scores: Vec<f32> = scores.into_data().convert::<f32>().try_to_vec().unwrap_or_default();
         let ids: Vec<i64> = ids.into_data().convert::<i64>().try_to_vec().unwrap_or_default();
-        all.push(
+        let mut candidates = ids.chunks(k).zip(scores.chunks(k)).map(|(ids, scores)| {
             ids.iter()
                 .zip(scores)
-                .map(|(&id, score)| Prediction {
-                    token: tokenizer.id_to_token(id as u32).unwrap_or_default(),
-                    id: id as u32,
-                    score,
-                })
-                .collect(),
-        );
+                .map(|(&id, &score)| Prediction { token: tokenizer.id_to_token(id as u32).unwrap_or_default(), id: id as u32, score })
+                .collect::<Vec<_>>()
+        });
+        Ok(masks.iter().map(|m| candidates.by_ref().take(m.len()).collect()).collect())
+    })
+}
+
+/// `run` on `texts` in batches of at most `batch_size`, longest texts first (by characters,
+/// as sentence-transformers orders them) so that each batch pads little; the results put
+/// back in the order of `texts`.
+fn by_length<T>(texts: &[&str], batch_size: usize, mut run: impl FnMut(&[&str]) -> Result<Vec<T>, PipelineError>) -> Result<Vec<T>, PipelineError> {
+    if texts.is_empty() {
+        return Err(TokenizerError::EmptyBatch.into());
     }
-    Ok(all)
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+    let mut results: Vec<Option<T>> = (0..texts.len()).map(|_| None).collect();
+    for chunk in order.chunks(batch_size.max(1)) {
+        let chunk_texts: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+        for (&i, result) in chunk.iter().zip(run(&chunk_texts)?) {
+            results[i] = Some(result);
+        }
+    }
+    Ok(results.into_iter().map(|r| r.expect("every text is in one batch")).collect())
 }
 
 /// How [`embed`] turns token states into one vector per text.
@@ -101,17 +139,21 @@ pub struct EmbedOptions {
     pub layer: i64,
     /// L2-normalise the vectors.
     pub normalize: bool,
+    /// Texts per forward pass (batches of similar length; sentence-transformers' default 32).
+    pub batch_size: usize,
 }
 
 impl Default for EmbedOptions {
-    /// Mean pooling of the last layer, not normalised (sentence-transformers' BERT default).
+    /// Mean pooling of the last layer, not normalised, 32 texts a batch (sentence-transformers'
+    /// BERT default).
     fn default() -> Self {
-        Self { pooling: Pooling::Mean, layer: -1, normalize: false }
+        Self { pooling: Pooling::Mean, layer: -1, normalize: false, batch_size: 32 }
     }
 }
 
-/// One embedding `[hidden]` per text. Texts longer than the model are truncated, as
-/// sentence-transformers does.
+/// One embedding `[hidden]` per text, in the order of `texts`, computed `options.batch_size`
+/// texts at a time in batches of similar length. Texts longer than the model are truncated,
+/// as sentence-transformers does.
 pub fn embed<B: Backbone>(
     model: &B,
     config: &B::Config,
@@ -119,19 +161,23 @@ pub fn embed<B: Backbone>(
     texts: &[&str],
     options: EmbedOptions,
 ) -> Result<Vec<Vec<f32>>, PipelineError> {
-    let batch = tokenizer.encode(texts, B::input_limits(config).max_len, true)?;
     let device = model.device();
-    let input = to_input::<B>(&batch, config, &device)?;
-    let mask = input.attention_mask.clone().expect("encoded batches carry a mask");
-    let outputs = OutputOptions { hidden_states: options.layer != -1, attentions: false };
-    let out = model.forward(input, outputs);
-    let states = select_layer(&out.encoder, options.layer)
-        .ok_or(PipelineError::NoSuchLayer { layer: options.layer, layers: out.encoder.hidden_states.as_ref().map_or(0, |h| h.len() - 1) })?;
-    let mut pooled = options.pooling.pool(states, mask);
-    if options.normalize {
-        pooled = l2_normalize(pooled);
-    }
-    let [b, d] = pooled.dims();
-    let flat: Vec<f32> = pooled.into_data().convert::<f32>().try_to_vec().unwrap_or_default();
-    Ok((0..b).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect())
+    by_length(texts, options.batch_size, |chunk| {
+        let batch = tokenizer.encode(chunk, B::input_limits(config).max_len, true)?;
+        let input = to_input::<B>(&batch, config, &device)?;
+        let mask = input.attention_mask.clone().expect("encoded batches carry a mask");
+        let outputs = OutputOptions { hidden_states: options.layer != -1, attentions: false };
+        let out = model.forward(input, outputs);
+        let states = select_layer(&out.encoder, options.layer).ok_or(PipelineError::NoSuchLayer {
+            layer: options.layer,
+            layers: out.encoder.hidden_states.as_ref().map_or(0, |h| h.len() - 1),
+        })?;
+        let mut pooled = options.pooling.pool(states, mask);
+        if options.normalize {
+            pooled = l2_normalize(pooled);
+        }
+        let [b, d] = pooled.dims();
+        let flat: Vec<f32> = pooled.into_data().convert::<f32>().try_to_vec().unwrap_or_default();
+        Ok((0..b).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect())
+    })
 }

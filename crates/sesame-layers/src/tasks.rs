@@ -12,7 +12,7 @@ use crate::heads::{
     question_answering_loss, Classifier, ClassifierConfig, MaskedLmHead,
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels,
 };
-use crate::loss::{cross_entropy, per_token_cross_entropy};
+use crate::loss::{cross_entropy, per_token_cross_entropy, IGNORE_INDEX};
 use crate::pretrained::PretrainedModel;
 
 /// Logits of one head, the loss when labels were given, and what the encoder was asked for.
@@ -167,6 +167,49 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
     hf_form_of_base!();
 }
 
+/// The positions a masked-LM batch predicts, gathered before the vocabulary projection as
+/// Google's BERT does (`masked_lm_positions`, `masked_lm_ids`): the head then runs on the
+/// masked tokens only, a sixth or less of the batch, with the same loss and gradients as full
+/// logits over every token (the unpredicted ones carry no loss).
+#[derive(Clone, Debug)]
+pub struct MaskedPositions {
+    /// Flat indices into `[batch * seq]` `[masked]`.
+    pub positions: Tensor<1, Int>,
+    /// The original token at each position `[masked]` (-100 for the one ignored placeholder of
+    /// a batch that masks nothing).
+    pub targets: Tensor<1, Int>,
+}
+
+impl MaskedPositions {
+    /// The predicted positions of MLM labels `[batch, seq]` given row-major on the host (-100 =
+    /// not predicted).
+    pub fn from_labels(labels: &[i64], device: &Device) -> Self {
+        let (mut positions, mut targets): (Vec<i64>, Vec<i64>) =
+            labels.iter().enumerate().filter(|(_, &l)| l != IGNORE_INDEX).map(|(i, &l)| (i as i64, l)).unzip();
+        if positions.is_empty() {
+            // An empty index tensor is not portable across backends; one ignored row adds nothing.
+            (positions, targets) = (vec![0], vec![IGNORE_INDEX]);
+        }
+        let n = positions.len();
+        Self {
+            positions: Tensor::from_data(TensorData::new(positions, [n]), device),
+            targets: Tensor::from_data(TensorData::new(targets, [n]), device),
+        }
+    }
+
+    /// The predicted positions of MLM labels `[batch, seq]` on a device (reads them back).
+    pub fn of(labels: &Tensor<2, Int>) -> Self {
+        let host = labels.to_data().convert::<i64>().try_to_vec::<i64>().expect("i64 labels");
+        Self::from_labels(&host, &labels.device())
+    }
+
+    /// The rows of `hidden` `[batch, seq, d]` at the positions: `[masked, d]`.
+    pub fn gather(&self, hidden: Tensor<3>) -> Tensor<2> {
+        let [b, s, d] = hidden.dims();
+        hidden.reshape([b * s, d]).select(0, self.positions.clone())
+    }
+}
+
 /// What a pre-training forward pass returns.
 #[derive(Clone, Debug)]
 pub struct ObjectiveOutput {
@@ -174,8 +217,8 @@ pub struct ObjectiveOutput {
     pub loss: Tensor<1>,
     /// Masked-LM loss.
     pub mlm_loss: Tensor<1>,
-    /// MLM logits `[batch, seq, vocab]`.
-    pub prediction_logits: Tensor<3>,
+    /// MLM logits at the masked positions only `[masked, vocab]` (see [`MaskedPositions`]).
+    pub prediction_logits: Tensor<2>,
     /// Sentence-task loss and logits `[batch, 2]` (NSP, SOP), for models with that head.
     pub sentence: Option<(Tensor<1>, Tensor<2>)>,
 }
@@ -186,9 +229,11 @@ pub trait MaskedLmObjective: PretrainedModel {
     /// Whether the model predicts a sentence-pair label (BERT's NSP, ALBERT's SOP).
     const SENTENCE_TASK: bool;
 
-    /// Losses and logits for masked `input`, MLM targets `mlm` `[batch, seq]` (-100 = not
-    /// predicted) and sentence labels `sentence` `[batch]` (ignored without the head).
-    fn objective(&self, input: EncoderInput, mlm: Tensor<2, Int>, sentence: Tensor<1, Int>) -> ObjectiveOutput;
+    /// Losses and logits for masked `input`, the `masked` positions and their targets, and
+    /// sentence labels `sentence` `[batch]` (ignored without the head). The vocabulary
+    /// projection runs on the masked positions only; `forward` with labels gives the same
+    /// loss from full logits, as HF does.
+    fn objective(&self, input: EncoderInput, masked: &MaskedPositions, sentence: Tensor<1, Int>) -> ObjectiveOutput;
 
     /// The vocabulary, type and length limits of inputs.
     fn input_limits(config: &Self::Config) -> InputLimits;
@@ -197,14 +242,18 @@ pub trait MaskedLmObjective: PretrainedModel {
 impl<B: Backbone> MaskedLmObjective for ForPreTraining<B> {
     const SENTENCE_TASK: bool = true;
 
-    fn objective(&self, input: EncoderInput, mlm: Tensor<2, Int>, sentence: Tensor<1, Int>) -> ObjectiveOutput {
-        let out = self.forward(input, Some(PreTrainingLabels { mlm, sentence }), OutputOptions::default());
-        let (mlm_loss, sentence_loss) = (out.mlm_loss.expect("labels given"), out.sentence_loss.expect("labels given"));
+    fn objective(&self, input: EncoderInput, masked: &MaskedPositions, sentence: Tensor<1, Int>) -> ObjectiveOutput {
+        let out = self.base.forward(input, OutputOptions::default());
+        let prediction_logits = self.lm_head.forward(masked.gather(out.last_hidden_state()), self.base.word_embeddings());
+        let mlm_loss = cross_entropy(prediction_logits.clone(), masked.targets.clone());
+        let pooled = out.pooler_output.expect("ForPreTraining builds its base model with the pooler");
+        let sentence_logits = self.sentence_head.forward(pooled);
+        let sentence_loss = cross_entropy(sentence_logits.clone(), sentence);
         ObjectiveOutput {
-            loss: out.loss.expect("labels given"),
+            loss: mlm_loss.clone() + sentence_loss.clone(),
             mlm_loss,
-            prediction_logits: out.prediction_logits,
-            sentence: Some((sentence_loss, out.sentence_logits)),
+            prediction_logits,
+            sentence: Some((sentence_loss, sentence_logits)),
         }
     }
 
@@ -216,10 +265,11 @@ impl<B: Backbone> MaskedLmObjective for ForPreTraining<B> {
 impl<B: Backbone> MaskedLmObjective for ForMaskedLM<B> {
     const SENTENCE_TASK: bool = false;
 
-    fn objective(&self, input: EncoderInput, mlm: Tensor<2, Int>, _sentence: Tensor<1, Int>) -> ObjectiveOutput {
-        let out = self.forward(input, Some(mlm), OutputOptions::default());
-        let loss = out.loss.expect("labels given");
-        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits: out.logits, sentence: None }
+    fn objective(&self, input: EncoderInput, masked: &MaskedPositions, _sentence: Tensor<1, Int>) -> ObjectiveOutput {
+        let out = self.base.forward(input, OutputOptions::default());
+        let prediction_logits = self.lm_head.forward(masked.gather(out.last_hidden_state()), self.base.word_embeddings());
+        let loss = cross_entropy(prediction_logits.clone(), masked.targets.clone());
+        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits, sentence: None }
     }
 
     fn input_limits(config: &B::Config) -> InputLimits {

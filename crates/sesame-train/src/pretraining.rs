@@ -15,7 +15,7 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, PretrainedModel};
+use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, Corpus, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
@@ -180,6 +180,9 @@ pub struct PretrainingBatch {
     pub input: EncoderInput,
     /// MLM targets `[batch, seq]` (-100 = not predicted).
     pub mlm_labels: Tensor<2, Int>,
+    /// The same targets gathered: the positions predicted and their tokens, on which the
+    /// vocabulary projection runs.
+    pub masked: MaskedPositions,
     /// Sentence-task targets `[batch]` (1 = random next sentence / swapped; 0 for packed input).
     pub sentence_labels: Tensor<1, Int>,
     /// Non-padding tokens.
@@ -196,10 +199,18 @@ impl PretrainingBatch {
         Self {
             input: EncoderInput::new(t(&b.input_ids)).with_attention_mask(t(&b.attention_mask)).with_token_type_ids(t(&b.token_type_ids)),
             mlm_labels: t(&b.mlm_labels),
+            masked: MaskedPositions::from_labels(&b.mlm_labels, device),
             sentence_labels: Tensor::from_data(TensorData::new(b.pair_labels.clone(), [b.batch]), device),
             tokens: b.tokens,
             seed: 0,
         }
+    }
+
+    /// A batch from tensors already on a device (`mlm_labels` `[batch, seq]`, -100 = not
+    /// predicted; `sentence_labels` `[batch]`); reads the labels back once to gather the
+    /// masked positions.
+    pub fn from_tensors(input: EncoderInput, mlm_labels: Tensor<2, Int>, sentence_labels: Tensor<1, Int>, tokens: usize) -> Self {
+        Self { masked: MaskedPositions::of(&mlm_labels), input, mlm_labels, sentence_labels, tokens, seed: 0 }
     }
 
     /// The same batch with `seed`.
@@ -247,6 +258,8 @@ pub struct Pretraining<M> {
     /// Static masking: masks kept per example (`None`: a new mask every time).
     static_masks: Option<u64>,
     seed: u64,
+    /// -ln of each token's add-one-smoothed frequency in the training text.
+    unigram_nll: Arc<Vec<f64>>,
     /// The shuffled example order of the epoch last asked for (one shuffle per epoch).
     order: EpochCache<Vec<usize>>,
     /// Under a token budget: the batches of the epoch last asked for.
@@ -269,6 +282,7 @@ impl<M> Clone for Pretraining<M> {
             token_budget: self.token_budget,
             static_masks: self.static_masks,
             seed: self.seed,
+            unigram_nll: self.unigram_nll.clone(),
             order: self.order.clone(),
             batches: self.batches.clone(),
             epoch_starts: self.epoch_starts.clone(),
@@ -296,6 +310,20 @@ fn tokenize(corpus: &Corpus, tokenizer: &Tokenizer) -> Result<Vec<Vec<sesame_tex
         .iter()
         .map(|doc| doc.iter().map(|s| tokenizer.tokenize(s)).filter(|s| !matches!(s, Ok(seg) if seg.ids.is_empty())).collect())
         .collect()
+}
+
+/// -ln p(token) for every id below `vocab_size`, p being the token's frequency in
+/// `documents` with add-one smoothing (so that a token never seen in training costs
+/// ln(N + V), not infinity).
+fn unigram_nll(documents: &[Vec<sesame_text::Segment>], vocab_size: usize) -> Vec<f64> {
+    let mut counts = vec![1.0f64; vocab_size];
+    for id in documents.iter().flatten().flat_map(|s| s.ids.iter()) {
+        if let Some(c) = counts.get_mut(*id as usize) {
+            *c += 1.0;
+        }
+    }
+    let total: f64 = counts.iter().sum();
+    counts.iter().map(|c| (total / c).ln()).collect()
 }
 
 fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut StdRng) -> Vec<Example> {
@@ -333,7 +361,9 @@ impl<M: PretrainingModel> Pretraining<M> {
         let format = SequenceFormat { cls: id(&special.cls)?, sep: id(&special.sep)?, pad: special.pad.1 };
         let vocab = MaskVocab { mask_id: tokenizer.mask_token_id()?, vocab_size: tokenizer.vocab_size() as u32, special_ids: tokenizer.special_ids() };
         let mut rng = StdRng::seed_from_u64(seed);
-        let train = examples(&tokenize(train, tokenizer)?, layout, &mut rng);
+        let train = tokenize(train, tokenizer)?;
+        let unigram_nll = Arc::new(unigram_nll(&train, tokenizer.vocab_size()));
+        let train = examples(&train, layout, &mut rng);
         let held_out = examples(&tokenize(held_out, tokenizer)?, layout, &mut rng);
         if train.len() < batch_size.max(1) {
             return Err(DataError::TooSmall { examples: train.len(), batch_size });
@@ -354,6 +384,7 @@ impl<M: PretrainingModel> Pretraining<M> {
             token_budget,
             static_masks: None,
             seed,
+            unigram_nll,
             order: Default::default(),
             batches: Default::default(),
             epoch_starts: Arc::new(Mutex::new(vec![0])),
@@ -425,6 +456,19 @@ impl<M: PretrainingModel> Pretraining<M> {
         batches
     }
 
+    /// The held-out batches on the host, with masks fixed so that evaluations compare.
+    fn held_out_masked(&self) -> Vec<MaskedBatch> {
+        self.held_out
+            .chunks(self.batch_size.max(1))
+            .enumerate()
+            .map(|(i, chunk)| {
+                let refs: Vec<&Example> = chunk.iter().collect();
+                let seeds: Vec<u64> = (0..refs.len() as u64).map(|row| mix(u64::MAX - i as u64, row)).collect();
+                collate(&refs, self.format, self.masking.as_ref(), &self.vocab, &seeds)
+            })
+            .collect()
+    }
+
     /// The examples of training batch `index` under a token budget, with their epoch.
     fn budget_batch(&self, index: u64, budget: usize) -> Vec<(usize, u64)> {
         let mut starts = self.epoch_starts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -466,17 +510,28 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
-        self.held_out
-            .chunks(self.batch_size.max(1))
+        self.held_out_masked()
+            .iter()
             .enumerate()
-            .map(|(i, chunk)| {
-                // Held-out masks are fixed, so evaluations compare.
-                let refs: Vec<&Example> = chunk.iter().collect();
-                let seeds: Vec<u64> = (0..refs.len() as u64).map(|row| mix(u64::MAX - i as u64, row)).collect();
-                PretrainingBatch::new(&collate(&refs, self.format, self.masking.as_ref(), &self.vocab, &seeds), device)
-                    .with_seed(mix(u64::MAX - i as u64, 0x0B1E_C71E))
-            })
+            .map(|(i, batch)| PretrainingBatch::new(batch, device).with_seed(mix(u64::MAX - i as u64, 0x0B1E_C71E)))
             .collect()
+    }
+
+    /// `unigram_mlm_loss`: the held-out MLM loss of predicting every masked token by its
+    /// (add-one smoothed) frequency in the training text, the best a model that ignores the
+    /// context can do; a model that learned something from context ends below it.
+    fn baselines(&self) -> std::collections::BTreeMap<String, f64> {
+        let (mut sum, mut count) = (0.0, 0usize);
+        for batch in self.held_out_masked() {
+            for &label in batch.mlm_labels.iter().filter(|&&l| l != -100) {
+                sum += self.unigram_nll.get(label as usize).copied().unwrap_or(f64::NAN);
+                count += 1;
+            }
+        }
+        if count == 0 {
+            return Default::default();
+        }
+        [("unigram_mlm_loss".to_string(), sum / count as f64)].into()
     }
 
     fn step(&self, model: &M, batch: PretrainingBatch) -> StepOutput {
@@ -488,10 +543,11 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
 /// tokens, and, for a model with a sentence head, the sentence task's loss and accuracy named
 /// `{sentence_metric}_loss`, `{sentence_metric}_accuracy` (none when `sentence_metric` is `None`).
 pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput {
-    let out = model.objective(batch.input, batch.mlm_labels.clone(), batch.sentence_labels.clone());
-    let mlm = batch.mlm_labels.clone().not_equal_elem(-100);
-    let predicted = out.prediction_logits.argmax(2).squeeze_dim::<2>(2);
-    let mut counts = vec![mlm.clone().int().sum(), predicted.equal(batch.mlm_labels).bool_and(mlm).int().sum()];
+    let out = model.objective(batch.input, &batch.masked, batch.sentence_labels.clone());
+    let targets = batch.masked.targets;
+    let mlm = targets.clone().not_equal_elem(-100);
+    let predicted = out.prediction_logits.argmax(1).squeeze_dim::<1>(1);
+    let mut counts = vec![mlm.clone().int().sum(), predicted.equal(targets).bool_and(mlm).int().sum()];
     let mut losses = vec![out.mlm_loss];
     if let Some((loss, logits)) = &out.sentence {
         counts.push(logits.clone().argmax(1).squeeze_dim::<1>(1).equal(batch.sentence_labels.clone()).int().sum());

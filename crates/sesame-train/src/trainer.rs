@@ -48,6 +48,14 @@ pub trait TrainTask {
         let _ = state;
         self.step(model, batch)
     }
+
+    /// Held-out metrics of reference predictors that need no model (the masked-LM tasks'
+    /// `unigram_mlm_loss`: the loss of predicting every masked token by its frequency in the
+    /// training text), printed at the start and logged with every evaluation, so that a run
+    /// shows how far it got beyond them. None by default.
+    fn baselines(&self) -> std::collections::BTreeMap<String, f64> {
+        Default::default()
+    }
 }
 
 /// Data a [`TrainTask`] carries from one step to the next, written into every step
@@ -322,6 +330,10 @@ impl Trainer {
         let mut log = MetricLog::open(&self.dir, start).map_err(io("cannot write metrics in", &self.dir))?;
         let schedule = config.schedule();
         let held_out = task.held_out_batches(&device.clone().without_autodiff());
+        let baselines = task.baselines();
+        if !baselines.is_empty() {
+            eprintln!("held-out baselines: {}", format_values(&baselines));
+        }
         let bar = self.progress_bar(start);
         let mut window = MetricTotals::default();
         let (mut window_tokens, mut window_start) = (0usize, Instant::now());
@@ -376,6 +388,7 @@ impl Trainer {
             let eval_now = (config.eval_every > 0 && done % config.eval_every == 0) || done == config.steps;
             if eval_now && !held_out.is_empty() {
                 held_out_metrics = self.evaluate(task, &model, &held_out);
+                held_out_metrics.extend(baselines.clone());
                 bar.suspend(|| eprintln!("step {done}: held-out {}", format_values(&held_out_metrics)));
                 log.push(LogLine { step: done, split: "held_out".into(), values: held_out_metrics.clone() })
                     .map_err(io("cannot write metrics in", &self.dir))?;

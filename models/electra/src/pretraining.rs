@@ -17,10 +17,10 @@ use std::path::Path;
 
 use burn::nn::Linear;
 use burn::prelude::*;
-use burn::tensor::Distribution;
-use sesame_layers::loss::per_token_cross_entropy;
+use burn::tensor::{Distribution, IndexingUpdateOp};
+use sesame_layers::loss::cross_entropy;
 use sesame_layers::{
-    Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, OutputOptions,
+    Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, MaskedPositions, OutputOptions,
     Pretrained, PretrainedError, PretrainedModel, WeightFiles,
 };
 use sesame_text::{Packing, TokenizerKind};
@@ -80,8 +80,8 @@ pub struct ReplacedTokenOutput {
     pub mlm_loss: Tensor<1>,
     /// The discriminator's loss.
     pub rtd_loss: Tensor<1>,
-    /// Generator logits `[batch, seq, vocab]`.
-    pub generator_logits: Tensor<3>,
+    /// Generator logits at the masked positions `[masked, vocab]`.
+    pub generator_logits: Tensor<2>,
     /// Discriminator logits `[batch, seq]`.
     pub discriminator_logits: Tensor<2>,
     /// The discriminator's targets `[batch, seq]`: 1 where the token differs from the original.
@@ -89,24 +89,35 @@ pub struct ReplacedTokenOutput {
 }
 
 impl ElectraPreTrainingPair {
-    /// The generator's vocabulary logits `[batch, seq, vocab]` for (masked) `input`.
-    pub fn generator_logits(&self, input: &EncoderInput) -> Tensor<3> {
+    /// The generator's vocabulary logits `[masked, vocab]` at the `masked` positions of
+    /// (masked) `input`.
+    pub fn generator_logits(&self, input: &EncoderInput, masked: &MaskedPositions) -> Tensor<2> {
         let x = self.discriminator.base.embed(input);
         let generator = &self.generator;
         let out = project_and_encode(generator.embeddings_project.as_ref(), &generator.encoder, x, input.clone(), OutputOptions::default());
-        generator.lm_head.forward(out.last_hidden_state, self.discriminator.base.word_embeddings())
+        generator.lm_head.forward(masked.gather(out.last_hidden_state), self.discriminator.base.word_embeddings())
     }
 
     /// The joint objective on a masked batch: the generator's MLM loss, its samples at the
-    /// masked positions (drawn here, or `samples` `[batch, seq]` when given), and the
-    /// discriminator's loss on the input with the samples in place.
+    /// masked positions (drawn here, or taken from `samples` `[batch, seq]` when given), and
+    /// the discriminator's loss on the input with the samples in place.
     pub fn objective(&self, batch: &PretrainingBatch, samples: Option<Tensor<2, Int>>) -> ReplacedTokenOutput {
-        let generator_logits = self.generator_logits(&batch.input);
-        let mlm_loss = per_token_cross_entropy(generator_logits.clone(), batch.mlm_labels.clone());
+        let [b, s] = batch.mlm_labels.dims();
+        let generator_logits = self.generator_logits(&batch.input, &batch.masked);
+        let mlm_loss = cross_entropy(generator_logits.clone(), batch.masked.targets.clone());
+        let positions = batch.masked.positions.clone();
+        let samples = match samples {
+            Some(samples) => samples.reshape([b * s]).select(0, positions.clone()),
+            None => gumbel_max(generator_logits.clone().detach()),
+        };
         let masked = batch.mlm_labels.clone().not_equal_elem(-100);
-        let samples = samples.unwrap_or_else(|| if std::env::var("XU").is_ok() { gumbel_max(generator_logits.clone().detach().zeros_like()) } else { gumbel_max(generator_logits.clone().detach()) });
         let original = batch.input.input_ids.clone().mask_where(masked.clone(), batch.mlm_labels.clone());
-        let corrupted = original.clone().mask_where(masked, samples);
+        // The samples in place of the masked tokens (the placeholder row of a batch that masks
+        // nothing changes nothing: `masked` is false there).
+        let flat = original.clone().reshape([b * s]);
+        let at = flat.clone().select(0, positions.clone());
+        let sampled = flat.select_assign(0, positions, samples - at, IndexingUpdateOp::Add).reshape([b, s]);
+        let corrupted = original.clone().mask_where(masked, sampled);
         let replaced = corrupted.clone().not_equal(original).int();
         let input = EncoderInput { input_ids: corrupted, ..batch.input.clone() };
         let out = self.discriminator.forward(input, Some(replaced.clone()), OutputOptions::default());
@@ -134,14 +145,14 @@ impl ElectraPreTrainingPair {
     }
 }
 
-/// One sample per position from the softmax of `logits` `[batch, seq, vocab]` (Gumbel-max:
-/// the argmax of the logits plus Gumbel noise) `[batch, seq]`. Drawn from the device's
-/// generator, which the trainer seeds per step.
-pub fn gumbel_max(logits: Tensor<3>) -> Tensor<2, Int> {
-    let [b, s, _] = logits.dims();
-    let uniform = Tensor::<3>::random(logits.dims(), Distribution::Uniform(1e-9, 1.0), &logits.device());
+/// One sample per row from the softmax of `logits` `[n, vocab]` (Gumbel-max: the argmax of
+/// the logits plus Gumbel noise) `[n]`. Drawn from the device's generator, which the trainer
+/// seeds per step.
+pub fn gumbel_max(logits: Tensor<2>) -> Tensor<1, Int> {
+    let [n, _] = logits.dims();
+    let uniform = Tensor::<2>::random(logits.dims(), Distribution::Uniform(1e-9, 1.0), &logits.device());
     let gumbel = uniform.log().neg().log().neg();
-    (logits + gumbel).argmax(2).reshape([b, s])
+    (logits + gumbel).argmax(1).reshape([n])
 }
 
 impl PretrainedModel for ElectraPreTrainingPair {
@@ -228,18 +239,18 @@ impl ElectraPreTrainingPair {
     /// with the replacements `samples` `[batch, seq]` given instead of drawn from the generator.
     pub fn step_with_samples(&self, batch: PretrainingBatch, samples: Option<Tensor<2, Int>>) -> StepOutput {
         let out = self.objective(&batch, samples);
-        let masked = batch.mlm_labels.clone().not_equal_elem(-100);
+        let targets = batch.masked.targets.clone();
+        let masked = targets.clone().not_equal_elem(-100);
         let keep = match &batch.input.attention_mask {
             Some(mask) => mask.clone().equal_elem(1),
             None => batch.input.input_ids.clone().greater_equal_elem(0),
         };
-        let [b, s] = batch.mlm_labels.dims();
-        let predicted = out.generator_logits.clone().argmax(2).reshape([b, s]);
+        let predicted = out.generator_logits.clone().argmax(1).squeeze_dim::<1>(1);
         let said_replaced = out.discriminator_logits.clone().greater_elem(0.0).bool_and(keep.clone());
         let replaced = out.replaced.clone().equal_elem(1).bool_and(keep.clone());
         let counts = [
             masked.clone().int().sum(),
-            predicted.equal(batch.mlm_labels.clone()).bool_and(masked).int().sum(),
+            predicted.equal(targets).bool_and(masked).int().sum(),
             keep.clone().int().sum(),
             said_replaced.clone().equal(replaced.clone()).bool_and(keep).int().sum(),
             said_replaced.clone().bool_and(replaced.clone()).int().sum(),

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""The PyTorch / transformers side of `cargo xtask bench --compare-pytorch`.
+
+Runs the same work as Sesame's benchmark, on the same machine, with the pinned venv of
+scripts/setup-python.sh (torch 2.9.0, transformers 5.23, sentence-transformers 6.2), and
+prints one JSON object on stdout:
+
+  pretrain  --config DIR   training steps (forward with labels, backward, AdamW) of the
+                           architecture DIR/config.json names, fresh weights; batch of the same
+                           synthetic ids and labels as Sesame's (every seventh token predicted)
+  infer     --config DIR   forward passes of the base model (no head), inference mode
+  embed     --model DIR    sentence-transformers `encode` of the sentences in --sentences
+                           (one per line), model loading timed apart
+
+ELECTRA (DIR/generator/config.json present) trains generator + discriminator jointly as
+`ElectraPreTrainingPair` does: shared embeddings, Gumbel-max samples at the masked positions,
+MLM + 50 * RTD.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+
+def synthetic_batch(vocab_size, batch, seq):
+    """The batch `cargo xtask bench` builds: ids 5 + (i * 7919) mod (V - 5), every seventh
+    token (i mod 7 == 3) a target, alternating sentence labels."""
+    i = torch.arange(batch * seq, dtype=torch.int64)
+    ids = (5 + (i * 7919) % (vocab_size - 5)).reshape(batch, seq)
+    labels = torch.where((i % 7 == 3).reshape(batch, seq), ids, torch.full_like(ids, -100))
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
+        "labels": labels,
+        "sentence": torch.arange(batch, dtype=torch.int64) % 2,
+    }
+
+
+def timed(fn, warmup, steps):
+    times = []
+    for k in range(warmup + steps):
+        start = time.perf_counter()
+        fn()
+        if k >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def load_config(path):
+    import transformers
+
+    with open(os.path.join(path, "config.json")) as f:
+        raw = json.load(f)
+    return transformers.AutoConfig.for_model(**raw), raw.get("architectures", [""])[0]
+
+
+def optimizer(params):
+    # Sesame's bench: AdamW lr 1e-4, weight decay 0.01, eps 1e-6.
+    return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, eps=1e-6)
+
+
+def pretrain(args):
+    import transformers
+
+    config, architecture = load_config(args.config)
+    data = synthetic_batch(config.vocab_size, args.batch_size, args.seq_len)
+    inputs = {k: data[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    generator_dir = os.path.join(args.config, "generator")
+    if os.path.isfile(os.path.join(generator_dir, "config.json")):
+        step = electra_step(config, load_config(generator_dir)[0], data, inputs)
+    else:
+        model = getattr(transformers, architecture)(config)
+        model.train()
+        opt = optimizer(model.parameters())
+        labels = {"labels": data["labels"]}
+        if architecture.endswith("ForPreTraining"):
+            key = "sentence_order_label" if config.model_type == "albert" else "next_sentence_label"
+            labels[key] = data["sentence"]
+
+        def step():
+            loss = model(**inputs, **labels).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    median = timed(step, args.warmup, args.steps)
+    return {"median_step_s": median, "tokens_per_s": args.batch_size * args.seq_len / median}
+
+
+def electra_step(config, generator_config, data, inputs):
+    import transformers
+
+    discriminator = transformers.ElectraForPreTraining(config)
+    generator = transformers.ElectraForMaskedLM(generator_config)
+    generator.electra.embeddings = discriminator.electra.embeddings
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    discriminator.train()
+    generator.train()
+    params = {id(p): p for p in list(discriminator.parameters()) + list(generator.parameters())}
+    opt = optimizer(list(params.values()))
+    masked = data["labels"] != -100
+    original = torch.where(masked, data["labels"], data["input_ids"])
+
+    def step():
+        gen = generator(**inputs, labels=data["labels"])
+        logits = gen.logits.detach()[masked]
+        gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_min(1e-9)))
+        corrupted = original.clone()
+        corrupted[masked] = (logits + gumbel).argmax(-1)
+        replaced = (corrupted != original).long()
+        disc = discriminator(input_ids=corrupted, attention_mask=inputs["attention_mask"], token_type_ids=inputs["token_type_ids"], labels=replaced)
+        loss = gen.loss + 50.0 * disc.loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def infer(args):
+    import transformers
+
+    config, _ = load_config(args.config)
+    model = transformers.AutoModel.from_config(config, add_pooling_layer=False) if config.model_type in ("bert", "roberta") else transformers.AutoModel.from_config(config)
+    model.eval()
+    inputs = {k: v for k, v in synthetic_batch(config.vocab_size, args.batch_size, args.seq_len).items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+
+    def step():
+        with torch.inference_mode():
+            model(**inputs).last_hidden_state.sum().item()
+
+    median = timed(step, args.warmup, args.steps)
+    return {"median_step_s": median, "tokens_per_s": args.batch_size * args.seq_len / median}
+
+
+def embed(args):
+    start = time.perf_counter()
+    from sentence_transformers import SentenceTransformer
+
+    import_s = time.perf_counter() - start
+    with open(args.sentences) as f:
+        sentences = [line.rstrip("\n") for line in f if line.strip()]
+    start = time.perf_counter()
+    model = SentenceTransformer(args.model, device="cpu")
+    load_s = time.perf_counter() - start
+    times = []
+    for k in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        model.encode(sentences, batch_size=args.batch_size, normalize_embeddings=args.normalize)
+        if k >= args.warmup:
+            times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    return {"load_s": load_s, "import_s": import_s, "median_encode_s": median, "sentences_per_s": len(sentences) / median, "sentences": len(sentences)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["pretrain", "infer", "embed"])
+    parser.add_argument("--config", help="directory with config.json (pretrain, infer)")
+    parser.add_argument("--model", help="sentence-transformers model directory (embed)")
+    parser.add_argument("--sentences", help="file with one sentence per line (embed)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--normalize", action="store_true")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    if args.mode in ("pretrain", "infer") and not args.config:
+        parser.error(f"{args.mode} needs --config")
+    if args.mode == "embed" and not (args.model and args.sentences):
+        parser.error("embed needs --model and --sentences")
+    result = {"pretrain": pretrain, "infer": infer, "embed": embed}[args.mode](args)
+    result.update({"torch": torch.__version__, "threads": torch.get_num_threads()})
+    import transformers
+
+    result["transformers"] = transformers.__version__
+    json.dump(result, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
