@@ -59,7 +59,7 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
         /// Texts to embed (or --input).
-        #[arg(required_unless_present = "input", conflicts_with = "input")]
+        #[arg(conflicts_with = "input")]
         texts: Vec<String>,
     },
     /// Pre-train a model on text with its family's objective; exports HF format at the end.
@@ -96,7 +96,7 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
         /// Texts containing the mask token (e.g. `[MASK]`) (or --input).
-        #[arg(required_unless_present = "input", conflicts_with = "input")]
+        #[arg(conflicts_with = "input")]
         texts: Vec<String>,
     },
 }
@@ -128,7 +128,12 @@ pub(crate) enum Texts {
 
 impl Texts {
     fn new(args: Vec<String>, input: Option<PathBuf>) -> Result<Self, String> {
-        let Some(path) = input else { return Ok(Texts::Args(args)) };
+        let Some(path) = input else {
+            if args.is_empty() {
+                return Err("no texts: give them as arguments, or read them with --input FILE (- for stdin)".into());
+            }
+            return Ok(Texts::Args(args));
+        };
         let reader: Box<dyn std::io::BufRead> = if path.as_os_str() == "-" {
             Box::new(std::io::BufReader::new(std::io::stdin()))
         } else {

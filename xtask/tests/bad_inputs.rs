@@ -196,6 +196,25 @@ fn broken_tokenizers_and_inputs() {
     fails(&["embed", "--model", m, "--layer", "7", "x"], &["layer 7"]);
     fails(&["embed", "--model", m, "--pooling", "weird", "x"], &["--pooling", "weird"]);
     fails(&["embed", "--model", m, "--backend", "nosuch", "x"], &["--backend", "nosuch"]);
+
+    // Texts from a file: the file, and the line at fault, are named.
+    fails(&["embed", "--model", m, "--input", "/nonexistent/texts.txt"], &["--input", "/nonexistent/texts.txt"]);
+    let d = scratch("bad-input-lines", None);
+    for (name, text, expect) in [
+        ("no-text.jsonl", "hello\n{\"id\": 3}\n", "line 2"),
+        ("broken.jsonl", "{\"text\": \"a\"}\n{not json\n", "line 2"),
+        ("number.jsonl", "{\"text\": 7}\n", "line 1"),
+    ] {
+        std::fs::write(d.join(name), text).unwrap();
+        let file = d.join(name);
+        fails(&["embed", "--model", m, "--input", path(&file)], &[path(&file), expect]);
+    }
+    let file = d.join("no-mask.txt");
+    std::fs::write(&file, "the [MASK] .\nno mask in this one\n").unwrap();
+    fails(&["fill-mask", "--model", m, "--input", path(&file)], &["[MASK]", "no mask in this one"]);
+    fails(&["embed", "--model", m, "--batch-size", "0", "x"], &["--batch-size"]);
+    fails(&["embed", "--model", m, "--input", path(&file), "x"], &["--input"]);
+    fails(&["embed", "--model", m], &["--input"]);
 }
 
 #[test]

@@ -28,10 +28,13 @@ impl Activation {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         match self {
             Activation::Gelu => {
-                // burn-backend 0.22.1's default `gelu_backward` (used by every backend but
-                // flex) differentiates the tanh approximation, not the erf GELU of the forward
-                // pass. When gradients are wanted, build GELU from `erf`, whose backward is exact.
-                if x.device().is_autodiff() {
+                // burn-backend 0.22.1's default `gelu_backward` (ndarray, CubeCL) differentiates
+                // the tanh approximation, not the erf GELU of the forward pass; flex and
+                // libtorch override it with the exact derivative. Where gradients are wanted
+                // on the others, build GELU from `erf`, whose backward is exact (five ops
+                // instead of one, each kept for the backward pass).
+                let device = x.device();
+                if device.is_autodiff() && !exact_gelu_backward(&device) {
                     x.clone() * (x / std::f64::consts::SQRT_2).erf().add_scalar(1.0) * 0.5
                 } else {
                     activation::gelu(x)
@@ -56,6 +59,13 @@ impl Activation {
             Activation::Tanh => "tanh",
         }
     }
+}
+
+/// Whether `device`'s backend differentiates `gelu` exactly: flex and libtorch (the backend
+/// is only named in the device's debug form).
+fn exact_gelu_backward(device: &burn::tensor::Device) -> bool {
+    let name = format!("{device:?}");
+    name.contains("Flex") || name.contains("LibTorch")
 }
 
 impl TryFrom<String> for Activation {
@@ -90,5 +100,38 @@ impl std::str::FromStr for Activation {
 impl From<Activation> for String {
     fn from(a: Activation) -> String {
         a.name().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    use super::*;
+
+    #[test]
+    fn gelu_gradients_are_the_exact_derivative() {
+        let device = Device::flex().autodiff();
+        assert!(exact_gelu_backward(&device), "flex takes the native GELU: {device:?}");
+        let xs: Vec<f32> = (-30..=30).map(|i| i as f32 / 10.0).collect();
+        let x = Tensor::<1>::from_data(TensorData::new(xs.clone(), [xs.len()]), &device).require_grad();
+        let grads = Activation::Gelu.forward(x.clone()).sum().backward();
+        let grad: Vec<f32> = x.grad(&grads).unwrap().into_data().convert::<f32>().try_to_vec().unwrap();
+        for (x, g) in xs.iter().map(|&x| x as f64).zip(grad) {
+            let cdf = 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2));
+            let exact = cdf + x * (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            assert!((g as f64 - exact).abs() < 1e-5, "d gelu({x}) = {g}, exact {exact}");
+        }
+    }
+
+    /// erf from its Maclaurin series (converges to 1e-12 and better for |x| <= 3).
+    fn erf(x: f64) -> f64 {
+        let (mut term, mut sum, mut n) = (x, x, 0.0);
+        while term.abs() > 1e-15 {
+            n += 1.0;
+            term *= -x * x / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        2.0 / std::f64::consts::PI.sqrt() * sum
     }
 }
