@@ -8,9 +8,10 @@ prints one JSON object on stdout:
   pretrain  --config DIR   training steps (forward with labels, backward, AdamW) of the
                            architecture DIR/config.json names, fresh weights; batch of the same
                            synthetic ids and labels as Sesame's (every seventh token predicted)
-  infer     --config DIR   forward passes of the base model (no head), inference mode
+  infer     --config DIR   forward passes of the base model (with its pooler), inference mode
   embed     --model DIR    sentence-transformers `encode` of the sentences in --sentences
                            (one per line), model loading timed apart
+  gemm                     an n x n by n x n f32 matrix product (--gemm-size), GFLOP/s
 
 ELECTRA (DIR/generator/config.json present) trains generator + discriminator jointly as
 `ElectraPreTrainingPair` does: shared embeddings, Gumbel-max samples at the masked positions,
@@ -127,7 +128,8 @@ def infer(args):
     import transformers
 
     config, _ = load_config(args.config)
-    model = transformers.AutoModel.from_config(config, add_pooling_layer=False) if config.model_type in ("bert", "roberta") else transformers.AutoModel.from_config(config)
+    # The base model as Sesame builds it: with its pooler where the family has one.
+    model = transformers.AutoModel.from_config(config)
     model.eval()
     inputs = {k: v for k, v in synthetic_batch(config.vocab_size, args.batch_size, args.seq_len).items() if k in ("input_ids", "attention_mask", "token_type_ids")}
 
@@ -159,9 +161,16 @@ def embed(args):
     return {"load_s": load_s, "import_s": import_s, "median_encode_s": median, "sentences_per_s": len(sentences) / median, "sentences": len(sentences)}
 
 
+def gemm(args):
+    n = args.gemm_size
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    median = timed(lambda: (a @ b)[0, 0].item(), args.warmup, args.steps)
+    return {"median_s": median, "gflops": 2 * n**3 / median / 1e9}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["pretrain", "infer", "embed"])
+    parser.add_argument("mode", choices=["pretrain", "infer", "embed", "gemm"])
     parser.add_argument("--config", help="directory with config.json (pretrain, infer)")
     parser.add_argument("--model", help="sentence-transformers model directory (embed)")
     parser.add_argument("--sentences", help="file with one sentence per line (embed)")
@@ -170,13 +179,14 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--normalize", action="store_true")
+    parser.add_argument("--gemm-size", type=int, default=1024)
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.mode in ("pretrain", "infer") and not args.config:
         parser.error(f"{args.mode} needs --config")
     if args.mode == "embed" and not (args.model and args.sentences):
         parser.error("embed needs --model and --sentences")
-    result = {"pretrain": pretrain, "infer": infer, "embed": embed}[args.mode](args)
+    result = {"pretrain": pretrain, "infer": infer, "embed": embed, "gemm": gemm}[args.mode](args)
     result.update({"torch": torch.__version__, "threads": torch.get_num_threads()})
     import transformers
 

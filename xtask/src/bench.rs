@@ -29,6 +29,9 @@ pub enum BenchMode {
     Infer,
     /// Sentence embeddings of `--model`.
     Embed,
+    /// A square f32 matrix product of side `--gemm-size` (GFLOP/s): the kernel under every
+    /// layer, to tell a backend's GEMM rate from the costs Sesame adds.
+    Gemm,
 }
 
 /// Options of `cargo xtask bench`.
@@ -73,6 +76,9 @@ pub struct BenchArgs {
     /// Embed: L2-normalise.
     #[arg(long)]
     pub normalize: bool,
+    /// Gemm: the side of the square matrices.
+    #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub gemm_size: usize,
     /// Also run the same work in PyTorch/transformers (`scripts/bench_pytorch.py`) right after,
     /// and report the ratio Sesame / PyTorch.
     #[arg(long)]
@@ -142,6 +148,9 @@ fn pytorch(bench: &BenchArgs, args: &[String]) -> Result<serde_json::Value, Stri
 pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
     if args.vocab_size <= 5 {
         return Err("--vocab-size must exceed 5".into());
+    }
+    if args.mode == BenchMode::Gemm {
+        return bench_gemm(&args, device, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
     }
     let family = match (&args.mode, &args.model) {
         (BenchMode::Embed, Some(model)) => crate::model_family(model)?,
@@ -223,16 +232,18 @@ fn bench_embed<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let start = Instant::now();
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let tokenizer_s = start.elapsed().as_secs_f64();
     let loaded = <B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?;
     device.sync().map_err(|e| format!("{e:?}"))?;
     let load_s = start.elapsed().as_secs_f64();
+    let from_pretrained_s = load_s - tokenizer_s;
     let options = EmbedOptions { pooling: args.pooling, layer: -1, normalize: args.normalize, batch_size: args.batch_size() };
     let median = median_time(args.warmup, args.steps, || embed(&loaded.model, &loaded.config, &tokenizer, &texts, options).map(|_| ()).map_err(|e| e.to_string()))?;
     let per_s = texts.len() as f64 / median;
-    eprintln!("{backend} embed {}: loading {load_s:.3} s; {} sentences in {median:.3} s, {per_s:.1} sentences/s (batch {})", dir.display(), texts.len(), options.batch_size);
+    eprintln!("{backend} embed {}: loading {load_s:.3} s (tokenizer {tokenizer_s:.3} s, from_pretrained {from_pretrained_s:.3} s); {} sentences in {median:.3} s, {per_s:.1} sentences/s (batch {})", dir.display(), texts.len(), options.batch_size);
     let mut row = serde_json::json!({
         "mode": "embed", "backend": backend, "model": dir, "sentences": texts.len(), "batch_size": options.batch_size,
-        "load_s": load_s, "median_encode_s": median, "sentences_per_s": per_s, "timed_steps": args.steps,
+        "load_s": load_s, "tokenizer_s": tokenizer_s, "from_pretrained_s": from_pretrained_s, "median_encode_s": median, "sentences_per_s": per_s, "timed_steps": args.steps,
     });
     if args.compare_pytorch {
         let file = std::env::temp_dir().join(format!("sesame-bench-sentences-{}.txt", std::process::id()));
@@ -254,6 +265,28 @@ fn bench_embed<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(
         row["pytorch"] = theirs;
         row["ratio"] = ratio.into();
         row["load_ratio"] = load_ratio.into();
+    }
+    Ok(row)
+}
+
+/// `--mode gemm`: GFLOP/s of an `n × n` by `n × n` f32 product.
+fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
+    let n = args.gemm_size;
+    let a = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let b = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let median = median_time(args.warmup, args.steps, || {
+        a.clone().matmul(b.clone()).slice([0..1, 0..1]).into_scalar::<f32>();
+        Ok(())
+    })?;
+    let gflops = 2.0 * (n as f64).powi(3) / median / 1e9;
+    eprintln!("{backend} gemm {n}x{n}: {median:.4} s, {gflops:.1} GFLOP/s");
+    let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "n": n, "median_s": median, "gflops": gflops });
+    if args.compare_pytorch {
+        let theirs = pytorch(args, &["gemm".into(), "--gemm-size".into(), n.to_string()])?;
+        let ratio = gflops / theirs["gflops"].as_f64().unwrap_or(f64::NAN);
+        eprintln!("pytorch gemm {n}x{n}: {:.1} GFLOP/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["gflops"].as_f64().unwrap_or(f64::NAN));
+        row["pytorch"] = theirs;
+        row["ratio"] = ratio.into();
     }
     Ok(row)
 }

@@ -223,6 +223,28 @@ fn bench_times_each_family_s_pretraining_step() {
         let (tokens_per_s, step_s) = (row["tokens_per_s"].as_f64().unwrap(), row["median_step_s"].as_f64().unwrap());
         assert!(tokens_per_s > 0.0 && (tokens_per_s * step_s - 32.0).abs() < 1e-6, "{row}");
     }
+    let run = |args: &[&str]| -> serde_json::Value {
+        let out = xtask(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+    };
+    let row = run(&["bench", "--mode", "infer", "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1"]);
+    assert!(row["mode"] == "infer" && row["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    let row = run(&["bench", "--mode", "gemm", "--gemm-size", "64", "--warmup", "0", "--steps", "1"]);
+    assert!(row["gflops"].as_f64().unwrap() > 0.0, "{row}");
+    let model = format!("{}/../fixtures/bert/base-fill-mask", env!("CARGO_MANIFEST_DIR"));
+    let row = run(&["bench", "--mode", "embed", "--model", &model, "--sentences", "5", "--warmup", "0", "--steps", "1"]);
+    assert!(row["sentences"] == 5 && row["sentences_per_s"].as_f64().unwrap() > 0.0 && row["load_s"].as_f64().unwrap() > 0.0, "{row}");
+    // The PyTorch side runs the same architecture and reports a ratio.
+    if std::env::var_os("SESAME_PYTHON").is_some() {
+        for family in ["bert", "electra"] {
+            let row = run(&["bench", "--family", family, "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1", "--compare-pytorch"]);
+            let ratio = row["ratio"].as_f64().unwrap();
+            assert!(ratio.is_finite() && ratio > 0.0 && row["pytorch"]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        }
+    } else if std::env::var_os("CI").is_some() {
+        panic!("SESAME_PYTHON must be set under CI");
+    }
     let bad = xtask(&["bench", "--family", "albert", "--presets", "huge"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("huge"), "{}", String::from_utf8_lossy(&bad.stderr));
