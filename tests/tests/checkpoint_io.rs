@@ -315,3 +315,80 @@ fn transformers_loads_models_saved_by_sesame() {
         m.forward(input, None, OutputOptions::default()).logits
     });
 }
+
+/// Weights stored in f64, f16 or bf16 load as their values in the device's f32: the outputs
+/// equal those of the same values stored as f32 (on every backend; the f32 copy is rounded
+/// through the same dtype first).
+#[test]
+fn double_and_half_precision_safetensors_load_as_their_values() {
+    use burn::tensor::{bf16, f16};
+    use safetensors::Dtype;
+    let f = Fixture::open("bert/base-masked-lm");
+    let bytes = std::fs::read(f.dir.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    for dtype in [Dtype::F64, Dtype::F16, Dtype::BF16] {
+        // (file dtype, bytes) per tensor: in `dtype`, and its values rounded back to f32.
+        let encode = |values: &[f32]| -> (Vec<u8>, Vec<u8>) {
+            let (mut stored, mut rounded) = (Vec::new(), Vec::new());
+            for &x in values {
+                let back = match dtype {
+                    Dtype::F64 => {
+                        stored.extend_from_slice(&f64::from(x).to_le_bytes());
+                        x
+                    }
+                    Dtype::F16 => {
+                        stored.extend_from_slice(&f16::from_f32(x).to_le_bytes());
+                        f16::from_f32(x).to_f32()
+                    }
+                    _ => {
+                        stored.extend_from_slice(&bf16::from_f32(x).to_le_bytes());
+                        bf16::from_f32(x).to_f32()
+                    }
+                };
+                rounded.extend_from_slice(&back.to_le_bytes());
+            }
+            (stored, rounded)
+        };
+        let tensors: Vec<(String, Vec<usize>, Vec<u8>, Vec<u8>)> = st
+            .tensors()
+            .into_iter()
+            .filter(|(_, v)| v.dtype() == Dtype::F32)
+            .map(|(name, v)| {
+                let values: Vec<f32> = v.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+                let (stored, rounded) = encode(&values);
+                (name, v.shape().to_vec(), stored, rounded)
+            })
+            .collect();
+        let write = |name: &str, as_f32: bool| {
+            let dir = scratch("bert/base-masked-lm", &format!("{name}-{dtype:?}"));
+            let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+                .iter()
+                .map(|(n, shape, stored, rounded)| {
+                    let view = match as_f32 {
+                        true => safetensors::tensor::TensorView::new(Dtype::F32, shape.clone(), rounded),
+                        false => safetensors::tensor::TensorView::new(dtype, shape.clone(), stored),
+                    };
+                    (n.clone(), view.unwrap())
+                })
+                .collect();
+            std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+            dir
+        };
+        let (stored, rounded) = (write("stored", false), write("rounded", true));
+        for (backend, device) in devices() {
+            let input = || {
+                BertInput::new(f.int("input.input_ids", &device))
+                    .with_attention_mask(f.int("input.attention_mask", &device))
+                    .with_token_type_ids(f.int("input.token_type_ids", &device))
+            };
+            let logits = |dir: &Path| {
+                let loaded = BertForMaskedLM::from_pretrained(dir, &device).unwrap();
+                assert!(loaded.report.unused.is_empty() && loaded.report.initialized.is_empty(), "{}", loaded.report);
+                sesame_tests::values(loaded.model.forward(input(), None, OutputOptions::default()).logits)
+            };
+            let (ours, reference) = (logits(&stored), logits(&rounded));
+            let worst = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-6 && ours.iter().all(|x| x.is_finite()), "{dtype:?} on {backend}: logits differ by {worst}");
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The pre-training objective projects only the masked positions onto the vocabulary
 //! ([`MaskedPositions`]); HF's `forward` with labels projects every token. Both must give the
 //! same loss and the same gradient for every parameter: BERT (MLM + NSP, tied decoder),
-//! RoBERTa (MLM only) and ALBERT (factorised embeddings, SOP), on every compiled backend,
+//! RoBERTa (MLM only) and ALBERT (factorised embeddings, SOP), all without dropout, on every compiled backend,
 //! including a batch that masks nothing.
 
 use burn::optim::GradientsParams;
@@ -38,16 +38,9 @@ fn same_loss_and_gradients<M: MaskedLmObjective>(
     for (backend, device) in devices() {
         let device = device.autodiff();
         let model = M::new_hf(config, &device);
-        // Parameters are drawn on first use: draw them now, so that both paths below see the
-        // same random stream (for ALBERT's SOP-head dropout).
-        let (input, labels, sentence) = batch(&device, true);
-        let _ = full(&model, input, labels, sentence);
         for masked in [true, false] {
             let (input, labels, sentence) = batch(&device, masked);
-            // The same dropout masks on both paths (ALBERT's SOP head keeps its dropout).
-            device.seed(7);
             let reference = full(&model, input.clone(), labels.clone(), sentence.clone());
-            device.seed(7);
             let out = model.objective(input, &MaskedPositions::of(&labels), sentence);
             let ours = out.loss;
             let (r, o) = (values(reference.clone())[0], values(ours.clone())[0]);
@@ -84,7 +77,10 @@ fn roberta_masked_positions_give_the_full_logits_loss_and_gradients() {
 
 #[test]
 fn albert_masked_positions_give_the_full_logits_loss_and_gradients() {
-    let config = Albert::preset("tiny", VOCAB, 64, 0).unwrap();
+    // Without the SOP head's dropout: a backend's random stream is shared by the tests running
+    // beside this one (ndarray's is one global generator), so two draws could not be matched.
+    let mut config = Albert::preset("tiny", VOCAB, 64, 0).unwrap();
+    config.classifier_dropout_prob = 0.0;
     same_loss_and_gradients::<AlbertForPreTraining>("albert", &config, |m, input, mlm, sentence| {
         m.forward(input, Some(PreTrainingLabels { mlm, sentence }), OutputOptions::default()).loss.unwrap()
     });

@@ -2,15 +2,17 @@
 //! directory, load them into a Burn module through a per-family key table, report missing and
 //! unused tensors, and save back in HF layout (`config.json` + `model.safetensors`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::store::{
     ApplyError, ApplyResult, BurnToPyTorchAdapter, FloatCastAdapter, KeyRemapper, ModuleAdapter,
     ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
+    burn_pack::Tensor as PackTensor,
 };
-use burn::tensor::DType;
+use burn::tensor::{DType, TensorData};
 use regex::Regex;
 
 /// Why a checkpoint could not be loaded or saved.
@@ -351,6 +353,8 @@ pub fn load_weights<M: Module>(
     let mut applied = BTreeSet::new();
     let mut unused = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
+    let targets = Targets::of(module);
+    let non_finite = Arc::new(Mutex::new(Vec::new()));
     for path in &files.files {
         if !path.is_file() {
             return Err(CheckpointError::Io {
@@ -362,21 +366,15 @@ pub fn load_weights<M: Module>(
         let unreadable = |reason: String| CheckpointError::Unreadable { path: path.clone(), reason };
         let result: ApplyResult = match files.format {
             WeightFormat::Safetensors => {
-                // Tensors of a dtype Burn lacks (U16, F8, …) would fail the whole file: leave
-                // them out, and say so below (unused, or the reason a needed one is missing).
-                let odd = unsupported_tensors(path).map_err(&unreadable)?;
-                let store = match odd.is_empty() {
-                    true => SafetensorsStore::from_file(path),
-                    false => SafetensorsStore::from_bytes(Some(without(path, &odd).map_err(&unreadable)?)),
-                };
+                // The file is read once; each tensor the model takes is cast, transposed
+                // (Linear) and checked for NaN/inf in one pass, straight into the buffer the
+                // device tensor keeps (burn-store's store would copy it three times more).
+                let bytes = Arc::new(map(path).map_err(|e| unreadable(e.to_string()))?);
+                let (tensors, odd) = safetensors_tensors(&bytes, &rules, &targets, float_dtype, &non_finite).map_err(&unreadable)?;
+                // Tensors of a dtype Burn lacks (U16, F8, …): reported below (unused, or the
+                // reason a needed one is missing).
                 skipped.extend(odd);
-                let mut store = store
-                    .with_from_adapter(adapter())
-                    .remap(remapper)
-                    .map_indices_contiguous(false)
-                    .allow_partial(true)
-                    .validate(false);
-                module.load_from(&mut store).map_err(|e| unreadable(e.to_string()))?
+                module.apply(tensors, None, Some(Box::new(NormNames)), false)
             }
             WeightFormat::PyTorch => {
                 // `PytorchStore::apply_to` fixes its adapter; apply its tensors with ours.
@@ -385,7 +383,7 @@ pub fn load_weights<M: Module>(
                 // burn-store reads a tensor's bytes before it compares shapes; a pickle's
                 // storages may be deflated, so a declared size the model cannot take is refused
                 // from the pickle's metadata, before anything is decompressed.
-                let expected = lazy_shapes(module);
+                let expected = &targets.shapes;
                 for t in &tensors {
                     let want = expected.get(&t.name).or_else(|| expected.get(&norm_param_name(&t.name)));
                     let found: Vec<usize> = t.shape.to_vec();
@@ -437,9 +435,14 @@ pub fn load_weights<M: Module>(
         });
     }
     // A NaN or infinite weight would make every output garbage: refuse it, naming the tensor.
-    let mut check = NonFinite::default();
-    module.visit(&mut check);
-    if let Some(bad) = check.found.into_iter().find(|p| applied.contains(p)) {
+    // Safetensors tensors were checked as they were converted; a pickle's are checked here.
+    let mut found = std::mem::take(&mut *non_finite.lock().expect("no panic while holding it"));
+    if files.format == WeightFormat::PyTorch {
+        let mut check = NonFinite::default();
+        module.visit(&mut check);
+        found.extend(check.found);
+    }
+    if let Some(bad) = found.into_iter().find(|p| applied.contains(p)) {
         return Err(CheckpointError::NonFinite { path: files.files[0].clone(), tensor: burn_to_hf(&bad) });
     }
     Ok(LoadReport {
@@ -447,29 +450,6 @@ pub fn load_weights<M: Module>(
         initialized: optional.iter().map(|p| burn_to_hf(p)).collect(),
         unused,
     })
-}
-
-/// Every float parameter's shape by Burn path, read without initialising anything.
-fn lazy_shapes<M: Module>(module: &M) -> std::collections::HashMap<String, Vec<usize>> {
-    #[derive(Default)]
-    struct Shapes {
-        path: Vec<String>,
-        shapes: std::collections::HashMap<String, Vec<usize>>,
-    }
-    impl burn::module::ModuleVisitor for Shapes {
-        fn enter_module(&mut self, name: &str, _container_type: &str) {
-            self.path.push(name.to_string());
-        }
-        fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            self.path.pop();
-        }
-        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
-            self.shapes.insert(self.path.join("."), param.lazy_shape().to_vec());
-        }
-    }
-    let mut visitor = Shapes::default();
-    module.visit(&mut visitor);
-    visitor.shapes
 }
 
 /// Burn's name of a LayerNorm parameter stored under PyTorch's (`weight` -> `gamma`, `bias` -> `beta`).
@@ -510,43 +490,173 @@ impl burn::module::ModuleVisitor for NonFinite {
     }
 }
 
-/// The tensors of a safetensors file whose dtype Burn cannot read, `(name, dtype)`, from the
-/// file's header alone.
-fn unsupported_tensors(path: &Path) -> Result<Vec<(String, String)>, String> {
-    use std::io::Read;
-    const READABLE: [&str; 12] = ["F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64", "U32", "U8", "BOOL"];
-    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut len = [0u8; 8];
-    if file.read_exact(&mut len).is_err() {
-        return Ok(Vec::new()); // too short to be safetensors: the store reports it
-    }
-    let len = u64::from_le_bytes(len);
-    let size = file.metadata().map_err(|e| e.to_string())?.len();
-    if len > size.saturating_sub(8) || len > 100_000_000 {
-        return Ok(Vec::new()); // a corrupt header: the store reports it
-    }
-    let mut header = vec![0u8; len as usize];
-    file.read_exact(&mut header).map_err(|e| e.to_string())?;
-    let Ok(serde_json::Value::Object(entries)) = serde_json::from_slice::<serde_json::Value>(&header) else {
-        return Ok(Vec::new());
-    };
-    Ok(entries
-        .into_iter()
-        .filter(|(name, _)| name != "__metadata__")
-        .filter_map(|(name, info)| {
-            let dtype = info.get("dtype")?.as_str()?.to_string();
-            (!READABLE.contains(&dtype.as_str())).then_some((name, dtype))
-        })
-        .collect())
+/// What the module expects of each float parameter, by Burn path: read without initialising
+/// anything.
+#[derive(Default)]
+struct Targets {
+    path: Vec<String>,
+    containers: Vec<String>,
+    /// Every float parameter's shape.
+    shapes: HashMap<String, Vec<usize>>,
+    /// The `weight`s of `Linear` modules, which Burn stores `[in, out]` and PyTorch `[out, in]`.
+    linear_weights: HashSet<String>,
 }
 
-/// The bytes of the safetensors file at `path` without the tensors `leave_out`.
-fn without(path: &Path, leave_out: &[(String, String)]) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let file = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| e.to_string())?;
-    let kept: Vec<(String, safetensors::tensor::TensorView)> =
-        file.tensors().into_iter().filter(|(name, _)| !leave_out.iter().any(|(n, _)| n == name)).collect();
-    safetensors::serialize(kept, None).map_err(|e| e.to_string())
+impl Targets {
+    fn of<M: Module>(module: &M) -> Self {
+        let mut targets = Self::default();
+        module.visit(&mut targets);
+        targets
+    }
+}
+
+impl burn::module::ModuleVisitor for Targets {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.push(name.to_string());
+        self.containers.push(container_type.to_string());
+    }
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+        self.containers.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
+        let path = self.path.join(".");
+        // The innermost module type, past Vec/array wrappers (as burn-store's adapters see it).
+        let module = self.containers.iter().rev().find(|c| c.starts_with("Struct:") || c.starts_with("Enum:"));
+        if module.is_some_and(|m| m == "Struct:Linear") && path.ends_with(".weight") && D == 2 {
+            self.linear_weights.insert(path.clone());
+        }
+        self.shapes.insert(path, param.lazy_shape().to_vec());
+    }
+}
+
+/// The tensors of a safetensors file under their Burn names, each converted only when the
+/// module takes it, and the `(name, dtype)` of those in a dtype Burn cannot read.
+///
+/// A float tensor becomes `float_dtype`, a `Linear` weight is transposed to Burn's `[in, out]`,
+/// and the Burn path of one holding NaN or infinity is pushed to `non_finite`.
+fn safetensors_tensors(
+    bytes: &Arc<memmap2::Mmap>,
+    rules: &[(Regex, String)],
+    targets: &Targets,
+    float_dtype: DType,
+    non_finite: &Arc<Mutex<Vec<String>>>,
+) -> Result<(Vec<PackTensor>, Vec<(String, String)>), String> {
+    use safetensors::Dtype as S;
+    let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+    let (mut tensors, mut odd) = (Vec::new(), Vec::new());
+    for (name, view) in file.tensors() {
+        let dtype = match view.dtype() {
+            S::F64 | S::F32 | S::F16 | S::BF16 => float_dtype,
+            S::I64 => DType::I64,
+            S::I32 => DType::I32,
+            S::I16 => DType::I16,
+            S::I8 => DType::I8,
+            S::U64 => DType::U64,
+            S::U32 => DType::U32,
+            S::U8 => DType::U8,
+            S::BOOL => DType::Bool(burn::tensor::BoolStore::Native),
+            other => {
+                odd.push((name, format!("{other:?}")));
+                continue;
+            }
+        };
+        let burn_path = rename(rules, &name);
+        let transpose = view.shape().len() == 2 && targets.linear_weights.contains(&burn_path);
+        let mut shape = view.shape().to_vec();
+        if transpose {
+            shape.reverse();
+        }
+        let (source, range) = (view.dtype(), data_range(bytes, view.data()));
+        let (bytes, non_finite, file_shape) = (bytes.clone(), non_finite.clone(), view.shape().to_vec());
+        let path = burn_path.clone();
+        let declared = shape.clone();
+        tensors.push(burn::store::bridge::deferred(burn_path, dtype, shape.into(), None, move || {
+            let raw = &bytes[range.clone()];
+            let data = match float_values(source, raw, &file_shape, transpose) {
+                Some(values) => {
+                    if !values.iter().all(|v| v.is_finite()) {
+                        non_finite.lock().expect("no panic while holding it").push(path.clone());
+                    }
+                    TensorData::new(values, declared.clone()).convert_dtype(float_dtype)
+                }
+                None => TensorData::from_bytes_vec(raw.to_vec(), declared.clone(), dtype),
+            };
+            Ok(data)
+        }));
+    }
+    Ok((tensors, odd))
+}
+
+/// The bytes of the file at `path`, mapped into memory: pages are read as tensors need them,
+/// and nothing is copied before the conversion to the model's dtype.
+fn map(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: the map is only read, and only while loading. As with every loader that maps
+    // weights (burn-store, safetensors' own), another process truncating the file meanwhile is
+    // the one case left undefined.
+    unsafe { memmap2::Mmap::map(&file) }
+}
+
+/// Where `data`, a slice of `bytes`, lies in it.
+fn data_range(bytes: &[u8], data: &[u8]) -> std::ops::Range<usize> {
+    let start = data.as_ptr() as usize - bytes.as_ptr() as usize;
+    start..start + data.len()
+}
+
+/// A float tensor's little-endian values as f32, transposed from `[rows, cols]` when asked;
+/// `None` for other dtypes.
+fn float_values(dtype: safetensors::Dtype, raw: &[u8], shape: &[usize], transpose: bool) -> Option<Vec<f32>> {
+    use burn::tensor::{bf16, f16};
+    use safetensors::Dtype as S;
+    let shape = transpose.then(|| (shape[0], shape[1]));
+    Some(match dtype {
+        S::F32 => convert(raw, shape, f32::from_le_bytes),
+        S::F16 => convert(raw, shape, |b| f16::from_le_bytes(b).to_f32()),
+        S::BF16 => convert(raw, shape, |b| bf16::from_le_bytes(b).to_f32()),
+        S::F64 => convert(raw, shape, |b| f64::from_le_bytes(b) as f32),
+        _ => return None,
+    })
+}
+
+/// `raw` read as `W`-byte values through `value`, transposed from `[rows, cols]` if given.
+fn convert<const W: usize>(raw: &[u8], transpose: Option<(usize, usize)>, value: impl Fn([u8; W]) -> f32) -> Vec<f32> {
+    let at = |i: usize| value(raw[i * W..i * W + W].try_into().expect("W bytes"));
+    let Some((rows, cols)) = transpose else {
+        return raw.chunks_exact(W).map(|b| value(b.try_into().expect("W bytes"))).collect();
+    };
+    // out[c, r] = in[r, c], in tiles that stay in cache.
+    const TILE: usize = 32;
+    let mut out = vec![0.0f32; rows * cols];
+    for r0 in (0..rows).step_by(TILE) {
+        for c0 in (0..cols).step_by(TILE) {
+            for r in r0..(r0 + TILE).min(rows) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    out[c * rows + r] = at(r * cols + c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// burn-store's PyTorch naming of normalisation parameters (`weight`/`bias` for Burn's
+/// `gamma`/`beta`), without its transposition, which [`safetensors_tensors`] has done.
+#[derive(Clone)]
+struct NormNames;
+
+impl ModuleAdapter for NormNames {
+    fn adapt(&self, tensor: PackTensor, _ctx: burn::store::ModuleContext<'_>) -> PackTensor {
+        tensor
+    }
+
+    fn get_alternative_param_name(&self, param_name: &str, container_type: &str) -> Option<String> {
+        PyTorchToBurnAdapter.get_alternative_param_name(param_name, container_type)
+    }
+
+    fn clone_box(&self) -> Box<dyn ModuleAdapter> {
+        Box::new(self.clone())
+    }
 }
 
 fn apply_error(path: &Path, error: &ApplyError, to_hf: &dyn Fn(&str) -> String) -> CheckpointError {
