@@ -196,15 +196,21 @@ fn huge_sizes_in_config_json_are_shape_errors_before_anything_is_allocated() {
 
 #[test]
 fn non_finite_weights_are_refused_naming_the_tensor() {
-    for (value, name) in [(f32::NAN, "nan"), (f32::INFINITY, "inf"), (f32::NEG_INFINITY, "neginf")] {
+    // A Linear weight (transposed on loading), and a LayerNorm weight (Burn's `gamma`).
+    let cases = [
+        (f32::NAN, "nan", "bert.encoder.layer.1.intermediate.dense.weight"),
+        (f32::INFINITY, "inf", "bert.encoder.layer.1.intermediate.dense.weight"),
+        (f32::NEG_INFINITY, "neginf", "bert.encoder.layer.1.intermediate.dense.weight"),
+        (f32::NAN, "nan-norm", "bert.embeddings.LayerNorm.weight"),
+    ];
+    for (value, name, target) in cases {
         let dir = scratch("bert/base-masked-lm", &format!("nonfinite-{name}"));
         let path = dir.join("model.safetensors");
         let bytes = std::fs::read(&path).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-        let target = "bert.encoder.layer.1.intermediate.dense.weight";
         let view = st.tensor(target).unwrap();
         let mut data = view.data().to_vec();
-        data[40..44].copy_from_slice(&value.to_le_bytes());
+        data[8..12].copy_from_slice(&value.to_le_bytes());
         let shape = view.shape().to_vec();
         let mut views: Vec<(String, safetensors::tensor::TensorView)> =
             st.tensors().into_iter().filter(|(n, _)| n != target).collect();

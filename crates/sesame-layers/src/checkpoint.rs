@@ -442,7 +442,8 @@ pub fn load_weights<M: Module>(
         module.visit(&mut check);
         found.extend(check.found);
     }
-    if let Some(bad) = found.into_iter().find(|p| applied.contains(p)) {
+    // A safetensors tensor carries PyTorch's name (`weight`) of a LayerNorm's Burn `gamma`.
+    if let Some(bad) = found.into_iter().find(|p| applied.contains(p) || applied.contains(&norm_param_name(p))) {
         return Err(CheckpointError::NonFinite { path: files.files[0].clone(), tensor: burn_to_hf(&bad) });
     }
     Ok(LoadReport {
