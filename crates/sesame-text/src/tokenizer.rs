@@ -354,6 +354,7 @@ impl Tokenizer {
         use tokenizers::models::unigram::{Unigram, UnigramTrainer};
         use tokenizers::models::TrainerWrapper;
         let specials: Vec<AddedToken> = kind.specials(config).into_iter().map(|t| AddedToken::from(t, true)).collect();
+        let n_specials = specials.len();
         let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training a {kind:?} tokenizer failed: {e}"));
         let inner = match kind {
             TokenizerKind::WordPiece => {
@@ -372,6 +373,7 @@ impl Tokenizer {
                     .build()
                     .into();
                 inner.train(&mut trainer, texts).map_err(fail)?;
+                canonical_wordpiece_ids(&mut inner, n_specials, &config.unk_token).map_err(fail)?;
                 inner
             }
             TokenizerKind::ByteLevelBpe => {
@@ -757,4 +759,39 @@ fn contain<T>(f: impl FnOnce() -> Result<T, TokenizerError>, error: impl FnOnce(
             .unwrap_or_else(|| "unknown panic".into());
         Err(error(format!("the tokenizers crate failed on it: {message}")))
     })
+}
+
+/// Renumber a freshly trained WordPiece vocabulary so that its ids depend only on its tokens.
+///
+/// tokenizers' trainer gives the `##` letters their ids in the order it meets them while
+/// walking a randomly seeded hash map of words, so two trainings on the same text number the
+/// same vocabulary differently, and a `--seed` would not reproduce a run. WordPiece splits text
+/// by the set of tokens alone, so the ids are free: the special tokens keep theirs (the first
+/// `specials`), the others follow shortest first (letters, then `##` letters, then longer
+/// pieces), then by their text.
+fn canonical_wordpiece_ids(inner: &mut tokenizers::Tokenizer, specials: usize, unk: &str) -> tokenizers::Result<()> {
+    use tokenizers::Model;
+    let tokenizers::models::ModelWrapper::WordPiece(model) = inner.get_model() else {
+        return Ok(());
+    };
+    let vocab = model.get_vocab();
+    let mut tokens: Vec<(&String, &u32)> = vocab.iter().collect();
+    let prefix = model.continuing_subword_prefix.clone();
+    let key = |t: &str| {
+        let stem = t.strip_prefix(prefix.as_str());
+        (stem.unwrap_or(t).chars().count(), stem.is_some(), t.to_string())
+    };
+    tokens.sort_by_cached_key(|(t, &id)| match (id as usize) < specials {
+        true => (0, id as usize, (0, false, String::new())),
+        false => (1, 0, key(t)),
+    });
+    // The builder wants tokenizers' own hash map type; its serde form takes any map.
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens.into_iter().enumerate().map(|(id, (t, _))| (t.clone(), id.into())).collect();
+    let json = serde_json::json!({
+        "type": "WordPiece", "unk_token": unk, "continuing_subword_prefix": prefix,
+        "max_input_chars_per_word": model.max_input_chars_per_word, "vocab": vocab,
+    });
+    let rebuilt: WordPiece = serde_json::from_str(&json.to_string())?;
+    inner.with_model(rebuilt);
+    Ok(())
 }
