@@ -207,3 +207,32 @@ fn a_corrupt_precompiled_table_is_an_error_naming_the_file_not_a_panic() {
     assert!(err.contains("tokenizer.json") || err.contains(dir.to_str().unwrap()), "{err}");
     assert!(err.contains("precompiled_charsmap"), "{err}");
 }
+
+/// A trained vocabulary's ids do not depend on the order tokenizers' trainer walked its hash
+/// maps: WordPiece ids follow from the tokens alone (specials first, then shortest first, then
+/// by text), and byte-level BPE trains the same tokenizer twice.
+#[test]
+fn trained_ids_do_not_depend_on_hash_map_order() {
+    let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let corpus = Corpus { documents: corpus.documents.into_iter().take(10).collect() };
+    let vocab = |kind: TokenizerKind| {
+        let tok = Tokenizer::train(kind, corpus.sentences(), 500, &kind.config()).unwrap();
+        let out = std::env::temp_dir().join(format!("sesame-ids-{kind:?}-{}", std::process::id()));
+        tok.save(&out, &kind.config()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("tokenizer.json")).unwrap()).unwrap();
+        std::fs::remove_dir_all(&out).unwrap();
+        json["model"]["vocab"].clone()
+    };
+    let wordpiece = vocab(TokenizerKind::WordPiece);
+    let mut ids: Vec<(String, u64)> = wordpiece.as_object().unwrap().iter().map(|(t, id)| (t.clone(), id.as_u64().unwrap())).collect();
+    ids.sort_by_key(|(_, id)| *id);
+    let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+    assert_eq!(ids.iter().take(5).map(|(t, _)| t.as_str()).collect::<Vec<_>>(), specials);
+    let key = |t: &str| {
+        let stem = t.strip_prefix("##");
+        (stem.unwrap_or(t).chars().count(), stem.is_some(), t.to_string())
+    };
+    let in_order = ids[5..].windows(2).all(|w| key(&w[0].0) < key(&w[1].0));
+    assert!(in_order, "WordPiece ids are not in the canonical order: {:?}", &ids[5..60]);
+    assert_eq!(vocab(TokenizerKind::ByteLevelBpe), vocab(TokenizerKind::ByteLevelBpe), "byte-level BPE trained twice");
+}
