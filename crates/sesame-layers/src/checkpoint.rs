@@ -362,7 +362,6 @@ pub fn load_weights<M: Module>(
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "file not found"),
             });
         }
-        let remapper = KeyRemapper::from_compiled_patterns(rules.clone());
         let unreadable = |reason: String| CheckpointError::Unreadable { path: path.clone(), reason };
         let result: ApplyResult = match files.format {
             WeightFormat::Safetensors => {
@@ -378,6 +377,7 @@ pub fn load_weights<M: Module>(
             }
             WeightFormat::PyTorch => {
                 // `PytorchStore::apply_to` fixes its adapter; apply its tensors with ours.
+                let remapper = KeyRemapper::from_compiled_patterns(rules.clone());
                 let mut store = PytorchStore::from_file(path).remap(remapper).map_indices_contiguous(false);
                 let tensors: Vec<_> = store.get_all_tensors().map_err(|e| unreadable(e.to_string()))?.values().cloned().collect();
                 // burn-store reads a tensor's bytes before it compares shapes; a pickle's
