@@ -282,11 +282,7 @@ fn saved_models_reload_with_identical_outputs() {
         let f = Fixture::open(fixture);
         for (backend, device) in devices() {
             let dir = std::env::temp_dir().join(format!("sesame-save-{}-{backend}", std::process::id()));
-            let input = || {
-                BertInput::new(f.int("input.input_ids", &device))
-                    .with_attention_mask(f.int("input.attention_mask", &device))
-                    .with_token_type_ids(f.int("input.token_type_ids", &device))
-            };
+            let input = || parity::input(&f, &device);
             let mut c = Checker::default();
             if fixture.contains("pretraining") {
                 let loaded = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
@@ -382,11 +378,7 @@ fn double_and_half_precision_safetensors_load_as_their_values() {
         };
         let (stored, rounded) = (write("stored", false), write("rounded", true));
         for (backend, device) in devices() {
-            let input = || {
-                BertInput::new(f.int("input.input_ids", &device))
-                    .with_attention_mask(f.int("input.attention_mask", &device))
-                    .with_token_type_ids(f.int("input.token_type_ids", &device))
-            };
+            let input = || parity::input(&f, &device);
             let logits = |dir: &Path| {
                 let loaded = BertForMaskedLM::from_pretrained(dir, &device).unwrap();
                 assert!(loaded.report.unused.is_empty() && loaded.report.initialized.is_empty(), "{}", loaded.report);

@@ -373,7 +373,7 @@ impl Tokenizer {
                     .build()
                     .into();
                 inner.train(&mut trainer, texts).map_err(fail)?;
-                canonical_wordpiece_ids(&mut inner, n_specials, &config.unk_token).map_err(fail)?;
+                canonical_wordpiece_ids(&mut inner, n_specials).map_err(fail)?;
                 inner
             }
             TokenizerKind::ByteLevelBpe => {
@@ -769,7 +769,7 @@ fn contain<T>(f: impl FnOnce() -> Result<T, TokenizerError>, error: impl FnOnce(
 /// by the set of tokens alone, so the ids are free: the special tokens keep theirs (the first
 /// `specials`), the others follow shortest first (letters, then `##` letters, then longer
 /// pieces), then by their text.
-fn canonical_wordpiece_ids(inner: &mut tokenizers::Tokenizer, specials: usize, unk: &str) -> tokenizers::Result<()> {
+fn canonical_wordpiece_ids(inner: &mut tokenizers::Tokenizer, specials: usize) -> tokenizers::Result<()> {
     use tokenizers::Model;
     let tokenizers::models::ModelWrapper::WordPiece(model) = inner.get_model() else {
         return Ok(());
@@ -788,7 +788,7 @@ fn canonical_wordpiece_ids(inner: &mut tokenizers::Tokenizer, specials: usize, u
     // The builder wants tokenizers' own hash map type; its serde form takes any map.
     let vocab: serde_json::Map<String, serde_json::Value> = tokens.into_iter().enumerate().map(|(id, (t, _))| (t.clone(), id.into())).collect();
     let json = serde_json::json!({
-        "type": "WordPiece", "unk_token": unk, "continuing_subword_prefix": prefix,
+        "type": "WordPiece", "unk_token": model.unk_token, "continuing_subword_prefix": prefix,
         "max_input_chars_per_word": model.max_input_chars_per_word, "vocab": vocab,
     });
     let rebuilt: WordPiece = serde_json::from_str(&json.to_string())?;
