@@ -112,6 +112,28 @@ fn a_tiny_bert_learns_from_the_shipped_corpus() {
 }
 
 #[test]
+fn held_out_targets_are_all_masked_training_targets_are_80_10_10() {
+    // Held-out loss counts only what the model predicts from context: under 80/10/10 a tenth of
+    // the targets stay in the input and can be copied, which alone puts the loss ~0.5 nats below
+    // the unigram baseline. Training keeps BERT's 80/10/10.
+    let device = Backend::Flex.device().expect("flex is always compiled in");
+    let (task, tokenizer) = small_task(6, 300, 32, 8);
+    let mask = i64::from(tokenizer.mask_token_id().unwrap());
+    let shown = |batch: &PretrainingBatch| -> (usize, usize) {
+        let ids = batch.input.input_ids.to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        let labels = batch.mlm_labels.to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        let targets: Vec<usize> = (0..ids.len()).filter(|&i| labels[i] != -100).collect();
+        (targets.len(), targets.iter().filter(|&&i| ids[i] != mask).count())
+    };
+    let held_out: Vec<(usize, usize)> = task.held_out_batches(&device).iter().map(shown).collect();
+    assert!(held_out.iter().map(|c| c.0).sum::<usize>() > 0, "no held-out targets");
+    assert!(held_out.iter().all(|c| c.1 == 0), "held-out targets left visible: {held_out:?}");
+    let (targets, visible) = (0..20).map(|i| shown(&task.train_batch(i, &device))).fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
+    let fraction = visible as f64 / targets as f64;
+    assert!((fraction - 0.2).abs() < 0.07, "training shows {fraction:.3} of its targets (80/10/10: 0.2)");
+}
+
+#[test]
 fn a_killed_run_resumes_to_the_same_parameters() {
     let _serial = serial();
     for (backend, device) in devices().into_iter().filter(|(b, _)| *b != Backend::Wgpu) {
