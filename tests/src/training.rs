@@ -95,7 +95,7 @@ pub fn first_step_config() -> TrainConfig {
 
 /// Loss, gradient norm, every gradient and every parameter after one trainer step of `model`
 /// on `task`'s batch against PyTorch's, by HF name; the failures, empty when all agree.
-pub fn first_step_failures<M: PretrainedModel, B: Clone>(
+pub fn first_step_failures<M: PretrainedModel + Send + Sync, B: Clone + Sync>(
     f: &Fixture,
     task: &Fixed<M, B>,
     model: M,

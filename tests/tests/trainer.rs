@@ -167,15 +167,44 @@ fn a_killed_run_resumes_to_the_same_parameters() {
     }
 }
 
+#[test]
+fn micro_batches_on_two_threads_train_the_same_parameters_as_on_one() {
+    let _serial = serial();
+    for (backend, device) in devices().into_iter().filter(|(b, _)| *b != Backend::Wgpu) {
+        let device = device.autodiff();
+        let (task, tokenizer) = small_task(4, 300, 32, 2);
+        let mut config = tiny_config(tokenizer.vocab_size());
+        config.hidden_dropout_prob = 0.1; // each micro-batch's masks must not depend on the thread
+        config.attention_probs_dropout_prob = 0.1;
+        let train = TrainConfig { steps: 4, grad_accum: 4, lr: 1e-3, warmup: 1, eval_every: 0, ..TrainConfig::default() };
+        device.seed(1);
+        let init = BertForPreTraining::new_hf(&config, &device);
+        let runs: Vec<_> = [1, 2, 3]
+            .into_iter()
+            .map(|threads| {
+                let dir = run_dir(&format!("threads-{threads}-{backend}"));
+                let out = Trainer::new(train.clone(), &dir).with_progress(false).with_threads(threads).fit(&task, init.clone(), false).unwrap();
+                hf_tensors(&out.model, &config, &dir.join("hf"))
+            })
+            .collect();
+        let moved = differing(&runs[0], &hf_tensors(&init, &config, &run_dir(&format!("threads-init-{backend}")).join("hf")), 1e-4);
+        assert!(!moved.is_empty(), "{backend}: training changed nothing");
+        for (threads, run) in [(2, &runs[1]), (3, &runs[2])] {
+            let diff = differing(run, &runs[0], 1e-6);
+            assert!(diff.is_empty(), "{backend}: {threads} threads train other parameters than 1: {diff:?}");
+        }
+    }
+}
+
 /// A task whose loss becomes NaN at a given step.
-struct NanAt(Fixed<BertForPreTraining, PretrainingBatch>, u64, std::cell::Cell<u64>);
+struct NanAt(Fixed<BertForPreTraining, PretrainingBatch>, u64, std::sync::atomic::AtomicU64);
 
 impl TrainTask for NanAt {
     type Model = BertForPreTraining;
     type Batch = PretrainingBatch;
     type State = ();
     fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
-        self.2.set(index);
+        self.2.store(index, std::sync::atomic::Ordering::SeqCst);
         self.0.train_batch(index, device)
     }
     fn held_out_batches(&self, _: &Device) -> Vec<PretrainingBatch> {
@@ -183,7 +212,7 @@ impl TrainTask for NanAt {
     }
     fn step(&self, model: &BertForPreTraining, batch: PretrainingBatch) -> StepOutput {
         let mut out = pretraining_step(model, batch, Some("nsp"));
-        if self.2.get() + 1 == self.1 {
+        if self.2.load(std::sync::atomic::Ordering::SeqCst) + 1 == self.1 {
             out.loss = out.loss * f32::NAN;
         }
         out

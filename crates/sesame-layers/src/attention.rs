@@ -3,12 +3,14 @@
 //! Padding, causal, prefix (UniLM seq-to-seq) and relative-position attention all go through
 //! [`AttentionMask`]: a boolean "may not attend" mask plus an optional additive score bias.
 
-use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig};
+use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::DType;
+
+use crate::dropout::{Dropout, DropoutConfig};
 
 /// Which keys each query may see, and an optional additive bias on the attention scores.
 #[derive(Clone, Debug)]
@@ -191,7 +193,7 @@ impl MultiHeadAttention {
         let masked = mask.masked.clone().map(|m| m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k]));
         let bias = mask.bias.clone().map(|t| t.expand([b, h, s_q, s_k]));
 
-        let (ctx, probs) = if return_probs || dropout_active(&self.dropout, &q.device()) {
+        let (ctx, probs) = if return_probs || self.dropout.is_active(&q.device()) {
             // Materialised softmax: needed for the probabilities and for attention dropout.
             let mut scores = q.matmul(k.swap_dims(2, 3)) / (dh as f64).sqrt();
             if let Some(bias) = bias {
@@ -211,11 +213,6 @@ impl MultiHeadAttention {
         let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
         (self.output.forward(ctx), probs)
     }
-}
-
-/// Whether `dropout` changes its input on `device` (training flag, autodiff device, p > 0).
-pub fn dropout_active(dropout: &Dropout, device: &Device) -> bool {
-    dropout.prob > 0.0 && dropout.training.is_enabled() && device.is_autodiff()
 }
 
 /// The most negative finite value of a float dtype: the score of a masked position.

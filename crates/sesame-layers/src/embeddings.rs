@@ -1,7 +1,9 @@
 //! Token embeddings: word + absolute position + token type, then LayerNorm and dropout.
 
-use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
 use burn::prelude::*;
+
+use crate::dropout::{Dropout, DropoutConfig};
 
 /// Configuration of [`Embeddings`].
 #[derive(Config, Debug)]

@@ -1,8 +1,9 @@
 //! Post-LN transformer encoder layer and stack (HF `BertLayer` / `BertEncoder`).
 
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig};
+use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::prelude::*;
 
+use crate::dropout::{Dropout, DropoutConfig};
 use crate::activation::Activation;
 use crate::attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
 use crate::feed_forward::{FeedForward, FeedForwardConfig};

@@ -3,11 +3,12 @@
 //! multiple choice), each with its HF loss.
 
 use burn::module::Param;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::tanh;
 use burn::tensor::module::linear;
 
+use crate::dropout::{Dropout, DropoutConfig};
 use crate::activation::Activation;
 use crate::backbone::{BackboneOutput, EncoderInput, HeadSizes};
 use crate::loss::{binary_cross_entropy_with_logits, cross_entropy, cross_entropy_ignoring, mse};

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod backbone;
 pub mod checkpoint;
 pub mod config;
+pub mod dropout;
 pub mod embeddings;
 pub mod encoder;
 pub mod feed_forward;
@@ -25,6 +26,7 @@ pub use attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttenti
 pub use backbone::{Backbone, BackboneOutput, EncoderInput, HeadSizes, InputLimits};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
+pub use dropout::{Dropout, DropoutConfig};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use encoder::{Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};

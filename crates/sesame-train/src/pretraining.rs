@@ -158,7 +158,7 @@ impl<M: MaskedLmObjective> PretrainingModel for M {
 /// A family's pre-training recipe, as its paper gives it.
 pub trait PretrainingFamily {
     /// The model trained (`BertForPreTraining`, `RobertaForMaskedLM`, ELECTRA's pair, …).
-    type Model: PretrainingModel;
+    type Model: PretrainingModel + Send + Sync;
     /// Family name for messages and run directories.
     const NAME: &'static str;
     /// The data layout (pairs with NSP/SOP, or packed sequences).

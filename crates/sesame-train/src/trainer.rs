@@ -14,6 +14,8 @@ use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOpti
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use sesame_layers::dropout::with_mask_stream;
+
 use crate::clip::clip_global_norm;
 use crate::metrics::{LogLine, Metric, MetricLog, MetricTotals};
 use crate::schedule::{Decay, LrSchedule};
@@ -61,6 +63,9 @@ pub trait TrainTask {
 /// Data a [`TrainTask`] carries from one step to the next, written into every step
 /// checkpoint and read back on resume.
 pub trait CarriedState: Default {
+    /// True for a state that carries nothing (`()`), which lets a step's micro-batches run at
+    /// once.
+    const EMPTY: bool = false;
     /// Write the state into the checkpoint directory `dir` (which exists).
     fn save(&self, dir: &Path) -> Result<(), String>;
     /// Read what [`Self::save`] wrote in `dir`, onto `device`.
@@ -69,6 +74,7 @@ pub trait CarriedState: Default {
 
 /// Nothing carried.
 impl CarriedState for () {
+    const EMPTY: bool = true;
     fn save(&self, _dir: &Path) -> Result<(), String> {
         Ok(())
     }
@@ -251,19 +257,34 @@ struct CheckpointState {
     config: TrainConfig,
 }
 
+/// One micro-batch's loss, metrics, token count and gradients.
+struct MicroBatch {
+    loss: f64,
+    metrics: Vec<Metric>,
+    tokens: usize,
+    grads: GradientsParams,
+}
+
+/// Whether `device` computes on the host CPU (flex, ndarray, libtorch's CPU device).
+pub fn is_cpu(device: &Device) -> bool {
+    let name = format!("{device:?}");
+    ["Flex", "NdArray", "LibTorch(Cpu)", "Cpu"].iter().any(|n| name.contains(n))
+}
+
 /// Runs a [`TrainTask`] in a run directory.
 pub struct Trainer {
     config: TrainConfig,
     dir: PathBuf,
     progress: bool,
     stop_after: Option<u64>,
+    threads: usize,
 }
 
 impl Trainer {
     /// A trainer writing checkpoints, `metrics.jsonl` and `loss.svg` to `dir`.
     pub fn new(config: TrainConfig, dir: impl Into<PathBuf>) -> Self {
         use std::io::IsTerminal;
-        Self { config, dir: dir.into(), progress: cfg!(feature = "cli") && std::io::stderr().is_terminal(), stop_after: None }
+        Self { config, dir: dir.into(), progress: cfg!(feature = "cli") && std::io::stderr().is_terminal(), stop_after: None, threads: 1 }
     }
 
     /// Show (default) or hide the progress bar. Without a terminal on stderr (CI logs, pipes)
@@ -271,6 +292,13 @@ impl Trainer {
     pub fn with_progress(mut self, show: bool) -> Self {
         use std::io::IsTerminal;
         self.progress = show && cfg!(feature = "cli") && std::io::stderr().is_terminal();
+        self
+    }
+
+    /// Run up to `threads` micro-batches of a step at once on a CPU device (default 1). The
+    /// result does not depend on it; only the speed does.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
         self
     }
 
@@ -299,7 +327,11 @@ impl Trainer {
 
     /// Train `model` (initialised on an autodiff device) with `task`. With `resume`, continue
     /// from the latest checkpoint in the run directory.
-    pub fn fit<T: TrainTask>(&self, task: &T, mut model: T::Model, resume: bool) -> Result<TrainOutcome<T::Model>, TrainError> {
+    pub fn fit<T>(&self, task: &T, mut model: T::Model, resume: bool) -> Result<TrainOutcome<T::Model>, TrainError>
+    where
+        T: TrainTask + Sync,
+        T::Model: Send + Sync,
+    {
         let config = &self.config;
         config.check()?;
         let device = model.devices().into_iter().next().ok_or_else(|| TrainError::Config("the model has no parameters".into()))?;
@@ -342,30 +374,27 @@ impl Trainer {
 
         for step in start..config.steps {
             let lr = schedule.lr(step);
-            // Dropout masks depend on the step only, so resuming reproduces them.
-            device.seed(config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step));
+            // Dropout masks depend on the step (and micro-batch) only, so resuming reproduces them.
+            let step_seed = config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step);
+            device.seed(step_seed);
             let mut accumulator = GradientsAccumulator::<T::Model>::new();
             let mut step_loss = 0.0;
-            for micro in 0..config.grad_accum {
-                let batch = task.train_batch(step * config.grad_accum + micro, &device);
-                let out = task.step_with_state(&model, batch, &mut state);
-                let loss = match out.loss.clone().try_into_scalar::<f32>() {
-                    Ok(v) => v as f64,
-                    Err(e) => {
+            for result in self.micro_batches(task, &model, &mut state, step, step_seed, &device).into_iter() {
+                let micro = match result {
+                    Ok(micro) if micro.loss.is_finite() => micro,
+                    Ok(micro) => {
                         bar.abandon();
-                        let reason = format!("{e:?}").lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+                        return Err(TrainError::NonFiniteLoss { step: step + 1, value: micro.loss, last_checkpoint });
+                    }
+                    Err(reason) => {
+                        bar.abandon();
                         return Err(TrainError::Device { step: step + 1, reason });
                     }
                 };
-                if !loss.is_finite() {
-                    bar.abandon();
-                    return Err(TrainError::NonFiniteLoss { step: step + 1, value: loss, last_checkpoint });
-                }
-                step_loss += loss / config.grad_accum as f64;
-                window.add(&out.metrics);
-                window_tokens += out.tokens;
-                let grads = (out.loss / config.grad_accum as f64).backward();
-                accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
+                step_loss += micro.loss / config.grad_accum as f64;
+                window.add(&micro.metrics);
+                window_tokens += micro.tokens;
+                accumulator.accumulate(&model, micro.grads);
             }
             let mut grads = accumulator.grads();
             let grad_norm = if config.max_grad_norm > 0.0 { clip_global_norm(&model, &mut grads, config.max_grad_norm) } else { 0.0 };
@@ -403,6 +432,59 @@ impl Trainer {
         }
         bar.finish();
         Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start })
+    }
+
+    /// Forward and backward passes of step `step`'s micro-batches, in micro-batch order. On a
+    /// CPU device up to `threads` run at once, each on its own replica of `model` (the same
+    /// weights, its own autodiff graph), and dropout draws each micro-batch's masks from its
+    /// own stream: the results are the same for any number of threads. A task that carries
+    /// state from one micro-batch to the next runs them one after another.
+    fn micro_batches<T>(&self, task: &T, model: &T::Model, state: &mut T::State, step: u64, step_seed: u64, device: &Device) -> Vec<Result<MicroBatch, String>>
+    where
+        T: TrainTask + Sync,
+        T::Model: Send + Sync,
+    {
+        let accum = self.config.grad_accum;
+        let host = is_cpu(device);
+        let run = |micro: u64, model: &T::Model, state: &mut T::State| {
+            let batch = task.train_batch(step * accum + micro, device);
+            let pass = || {
+                let out = task.step_with_state(model, batch, state);
+                let loss = match out.loss.clone().try_into_scalar::<f32>() {
+                    Ok(v) => v as f64,
+                    Err(e) => return Err(format!("{e:?}").lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()),
+                };
+                if !loss.is_finite() {
+                    return Ok(MicroBatch { loss, metrics: vec![], tokens: 0, grads: GradientsParams::new() });
+                }
+                let grads = (out.loss / accum as f64).backward();
+                Ok(MicroBatch { loss, metrics: out.metrics, tokens: out.tokens, grads: GradientsParams::from_grads(grads, model) })
+            };
+            if host { with_mask_stream(step_seed ^ (micro + 1).wrapping_mul(0xD1B5_4A32_D192_ED03), pass) } else { pass() }
+        };
+        let threads = self.threads.clamp(1, accum as usize);
+        if threads == 1 || !host || !T::State::EMPTY {
+            return (0..accum).map(|micro| run(micro, model, state)).collect();
+        }
+        let mut results: Vec<Option<Result<MicroBatch, String>>> = (0..accum).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|worker| {
+                    let replica = model.clone().fork(device);
+                    let run = &run;
+                    scope.spawn(move || {
+                        let mut state = T::State::default();
+                        (worker as u64..accum).step_by(threads).map(|micro| (micro, run(micro, &replica, &mut state))).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                for (micro, result) in worker.join().expect("a training thread panicked") {
+                    results[micro as usize] = Some(result);
+                }
+            }
+        });
+        results.into_iter().map(|r| r.expect("every micro-batch ran")).collect()
     }
 
     /// Mean metrics of `model` (inference mode, no autodiff) over `batches`.
