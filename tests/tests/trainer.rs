@@ -172,6 +172,7 @@ fn micro_batches_on_two_threads_train_the_same_parameters_as_on_one() {
     let _serial = serial();
     for (backend, device) in devices().into_iter().filter(|(b, _)| *b != Backend::Wgpu) {
         let device = device.autodiff();
+        assert!(sesame_train::is_cpu(&device), "{backend} runs on the CPU here, so its micro-batches run on threads: {device:?}");
         let (task, tokenizer) = small_task(4, 300, 32, 2);
         let mut config = tiny_config(tokenizer.vocab_size());
         config.hidden_dropout_prob = 0.1; // each micro-batch's masks must not depend on the thread

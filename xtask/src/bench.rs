@@ -12,13 +12,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use burn::optim::GradientsParams;
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 use sesame_layers::pipeline::{embed, EmbedOptions};
 use sesame_layers::{Backbone, OutputOptions, Pooling, PretrainedModel};
 use sesame_text::{Corpus, MaskedBatch, Tokenizer};
 use sesame_train::pretraining::{PretrainingBatch, PretrainingFamily, PretrainingModel};
-use sesame_train::TrainConfig;
+use sesame_train::{is_cpu, run_micro_batches, TrainConfig};
 
 /// What `cargo xtask bench` times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -52,6 +52,11 @@ pub struct BenchArgs {
     /// Sequences per batch (default 8; 32 for embed, sentence-transformers' default).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub batch_size: Option<usize>,
+    /// Train: micro-batches the step's `--batch-size` sequences are split into, trained at once
+    /// on as many threads on a CPU backend, gradients averaged, as `cargo xtask train` does
+    /// (default: the number of CPU cores on a CPU backend, else 1).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub micro_batches: Option<usize>,
     /// Tokens per sequence (train, infer).
     #[arg(long, default_value_t = 128, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub seq_len: usize,
@@ -95,11 +100,12 @@ impl BenchArgs {
     }
 }
 
-/// A full batch of `b × s` tokens with every seventh one masked (`scripts/bench_pytorch.py`
-/// builds the same).
-fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingBatch {
-    let input_ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
-    let mlm_labels = input_ids.iter().enumerate().map(|(i, &id)| if i % 7 == 3 { id } else { -100 }).collect();
+/// Rows `rows` of a full batch of `b × s` tokens with every seventh one masked
+/// (`scripts/bench_pytorch.py` builds the same).
+fn batch(vocab_size: usize, rows: std::ops::Range<usize>, s: usize, device: &Device) -> PretrainingBatch {
+    let b = rows.len();
+    let input_ids: Vec<i64> = (rows.start * s..rows.end * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
+    let mlm_labels = input_ids.iter().zip(rows.start * s..).map(|(&id, i)| if i % 7 == 3 { id } else { -100 }).collect();
     let batch = MaskedBatch {
         batch: b,
         seq: s,
@@ -107,7 +113,7 @@ fn batch(vocab_size: usize, b: usize, s: usize, device: &Device) -> PretrainingB
         token_type_ids: vec![0; b * s],
         attention_mask: vec![1; b * s],
         mlm_labels,
-        pair_labels: (0..b as i64).map(|i| i % 2).collect(),
+        pair_labels: rows.map(|i| i as i64 % 2).collect(),
         tokens: b * s,
     };
     PretrainingBatch::new(&batch, device)
@@ -173,21 +179,31 @@ where
     }
     let family = F::NAME;
     let (b, s) = (args.batch_size(), args.seq_len);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let micro_batches = args.micro_batches.unwrap_or(if is_cpu(&device) { cores } else { 1 });
     let mut rows = Vec::new();
     for preset in &args.presets {
         let config = F::preset(preset, args.vocab_size, s.max(512), 0).map_err(|e| e.to_string())?;
-        let data = batch(args.vocab_size, b, s, &device);
+        let data = batch(args.vocab_size, 0..b, s, &device);
         let median = match args.mode {
             BenchMode::Train => {
                 let device = device.clone().autodiff();
                 let mut model = Some(F::Model::new_hf(&config, &device));
                 let mut optim = TrainConfig::default().optimizer();
-                let data = batch(args.vocab_size, b, s, &device);
+                // The trainer's step: micro-batches (on threads on a CPU), gradients averaged.
+                let micro = micro_batches.min(b) as u64;
+                let parts: Vec<_> = (0..micro as usize).map(|m| batch(args.vocab_size, m * b / micro as usize..(m + 1) * b / micro as usize, s, &device)).collect();
                 median_time(args.warmup, args.steps, || {
                     let m = model.take().expect("a model");
-                    let out = m.pretraining_step(data.clone(), None);
-                    let grads = GradientsParams::from_grads(out.loss.backward(), &m);
-                    model = Some(optim.step(1e-4, m, grads));
+                    let grads = run_micro_batches(&m, micro, micro as usize, 0, |i, replica| {
+                        let out = replica.pretraining_step(parts[i as usize].clone(), None);
+                        GradientsParams::from_grads((out.loss / micro as f64).backward(), replica)
+                    });
+                    let mut sum = GradientsAccumulator::<F::Model>::new();
+                    for g in grads {
+                        sum.accumulate(&m, g);
+                    }
+                    model = Some(optim.step(1e-4, m, sum.grads()));
                     device.sync().map_err(|e| format!("{e:?}"))
                 })?
             }
@@ -201,10 +217,11 @@ where
         };
         let tokens_per_s = (b * s) as f64 / median;
         let mode = format!("{:?}", args.mode).to_lowercase();
-        eprintln!("{backend} {family} {preset} {mode}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s})");
+        let micro = if args.mode == BenchMode::Train { micro_batches.min(b) } else { 1 };
+        eprintln!("{backend} {family} {preset} {mode}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
         let mut row = serde_json::json!({
             "mode": mode, "backend": backend, "family": family, "preset": preset, "vocab_size": args.vocab_size,
-            "batch_size": b, "seq_len": s, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
+            "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
         if args.compare_pytorch {
             // The same architecture: the config.json (and ELECTRA's generator/config.json) of

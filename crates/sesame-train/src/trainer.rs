@@ -265,10 +265,62 @@ struct MicroBatch {
     grads: GradientsParams,
 }
 
-/// Whether `device` computes on the host CPU (flex, ndarray, libtorch's CPU device).
+/// Whether `device` computes on the host CPU (flex, ndarray, libtorch or CubeCL on the CPU).
 pub fn is_cpu(device: &Device) -> bool {
     let name = format!("{device:?}");
-    ["Flex", "NdArray", "LibTorch(Cpu)", "Cpu"].iter().any(|n| name.contains(n))
+    ["Flex", "NdArray", "Cpu"].iter().any(|n| name.contains(n))
+}
+
+/// Run `count` micro-batches, `run(micro, model)` each, and return the results in micro-batch
+/// order. On a CPU device up to `threads` run at once, each thread on its own replica of
+/// `model` (the same weights, its own autodiff graph: Burn keeps one lock per graph), and each
+/// micro-batch draws its dropout masks from its own stream, seeded by `seed` and its number: the
+/// results do not depend on `threads`. On other devices they run one after another with the
+/// device's generator. Panics if `run` panics.
+pub fn run_micro_batches<M, R>(model: &M, count: u64, threads: usize, seed: u64, run: impl Fn(u64, &M) -> R + Sync) -> Vec<R>
+where
+    M: Module + Send + Sync,
+    R: Send,
+{
+    let device = model.devices().into_iter().next();
+    let device = match device {
+        Some(device) if is_cpu(&device) => device,
+        _ => return (0..count).map(|micro| run(micro, model)).collect(),
+    };
+    let threads = threads.clamp(1, count.max(1) as usize);
+    if threads == 1 {
+        return (0..count).map(|micro| with_micro_batch_masks(&device, seed, micro, || run(micro, model))).collect();
+    }
+    let mut results: Vec<Option<R>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|worker| {
+                let replica = model.clone().fork(&device);
+                let (run, device) = (&run, &device);
+                scope.spawn(move || {
+                    (worker as u64..count)
+                        .step_by(threads)
+                        .map(|micro| (micro, with_micro_batch_masks(device, seed, micro, || run(micro, &replica))))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            for (micro, result) in worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {
+                results[micro as usize] = Some(result);
+            }
+        }
+    });
+    results.into_iter().map(|r| r.expect("every micro-batch ran")).collect()
+}
+
+/// `f` with micro-batch `micro`'s own dropout stream on a CPU device (see [`run_micro_batches`]).
+fn with_micro_batch_masks<R>(device: &Device, seed: u64, micro: u64, f: impl FnOnce() -> R) -> R {
+    if is_cpu(device) {
+        with_mask_stream(seed ^ (micro + 1).wrapping_mul(0xD1B5_4A32_D192_ED03), f)
+    } else {
+        f()
+    }
 }
 
 /// Runs a [`TrainTask`] in a run directory.
@@ -434,57 +486,32 @@ impl Trainer {
         Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start })
     }
 
-    /// Forward and backward passes of step `step`'s micro-batches, in micro-batch order. On a
-    /// CPU device up to `threads` run at once, each on its own replica of `model` (the same
-    /// weights, its own autodiff graph), and dropout draws each micro-batch's masks from its
-    /// own stream: the results are the same for any number of threads. A task that carries
-    /// state from one micro-batch to the next runs them one after another.
+    /// Forward and backward passes of step `step`'s micro-batches, in micro-batch order,
+    /// through [`run_micro_batches`]. A task that carries state from one micro-batch to the next
+    /// runs them one after another.
     fn micro_batches<T>(&self, task: &T, model: &T::Model, state: &mut T::State, step: u64, step_seed: u64, device: &Device) -> Vec<Result<MicroBatch, String>>
     where
         T: TrainTask + Sync,
         T::Model: Send + Sync,
     {
         let accum = self.config.grad_accum;
-        let host = is_cpu(device);
-        let run = |micro: u64, model: &T::Model, state: &mut T::State| {
-            let batch = task.train_batch(step * accum + micro, device);
-            let pass = || {
-                let out = task.step_with_state(model, batch, state);
-                let loss = match out.loss.clone().try_into_scalar::<f32>() {
-                    Ok(v) => v as f64,
-                    Err(e) => return Err(format!("{e:?}").lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()),
-                };
-                if !loss.is_finite() {
-                    return Ok(MicroBatch { loss, metrics: vec![], tokens: 0, grads: GradientsParams::new() });
-                }
-                let grads = (out.loss / accum as f64).backward();
-                Ok(MicroBatch { loss, metrics: out.metrics, tokens: out.tokens, grads: GradientsParams::from_grads(grads, model) })
+        let pass = |micro: u64, model: &T::Model, state: &mut T::State| {
+            let out = task.step_with_state(model, task.train_batch(step * accum + micro, device), state);
+            let loss = match out.loss.clone().try_into_scalar::<f32>() {
+                Ok(v) => v as f64,
+                Err(e) => return Err(format!("{e:?}").lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()),
             };
-            if host { with_mask_stream(step_seed ^ (micro + 1).wrapping_mul(0xD1B5_4A32_D192_ED03), pass) } else { pass() }
-        };
-        let threads = self.threads.clamp(1, accum as usize);
-        if threads == 1 || !host || !T::State::EMPTY {
-            return (0..accum).map(|micro| run(micro, model, state)).collect();
-        }
-        let mut results: Vec<Option<Result<MicroBatch, String>>> = (0..accum).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|worker| {
-                    let replica = model.clone().fork(device);
-                    let run = &run;
-                    scope.spawn(move || {
-                        let mut state = T::State::default();
-                        (worker as u64..accum).step_by(threads).map(|micro| (micro, run(micro, &replica, &mut state))).collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for worker in workers {
-                for (micro, result) in worker.join().expect("a training thread panicked") {
-                    results[micro as usize] = Some(result);
-                }
+            if !loss.is_finite() {
+                return Ok(MicroBatch { loss, metrics: vec![], tokens: 0, grads: GradientsParams::new() });
             }
-        });
-        results.into_iter().map(|r| r.expect("every micro-batch ran")).collect()
+            let grads = (out.loss / accum as f64).backward();
+            Ok(MicroBatch { loss, metrics: out.metrics, tokens: out.tokens, grads: GradientsParams::from_grads(grads, model) })
+        };
+        if T::State::EMPTY {
+            run_micro_batches(model, accum, self.threads, step_seed, |micro, replica| pass(micro, replica, &mut T::State::default()))
+        } else {
+            (0..accum).map(|micro| with_micro_batch_masks(device, step_seed, micro, || pass(micro, model, state))).collect()
+        }
     }
 
     /// Mean metrics of `model` (inference mode, no autodiff) over `batches`.
