@@ -2,7 +2,7 @@
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
-use sesame_bert::pipeline::{fill_mask, PipelineError};
+use sesame_bert::pipeline::{fill_mask, fill_masks, PipelineError};
 use sesame_bert::BertForMaskedLM;
 use sesame_layers::PretrainedModel;
 use sesame_tests::{devices, Fixture};
@@ -34,5 +34,32 @@ fn fill_mask_follows_the_reference_logits() {
         }
         let no_mask = fill_mask(&loaded.model, &loaded.config, &tokenizer, "no mask here", 5);
         assert!(matches!(no_mask, Err(PipelineError::NoMask { .. })), "{backend}");
+    }
+}
+
+#[test]
+fn batches_run_on_threads_answer_each_text_in_order() {
+    let f = Fixture::open("bert/base-fill-mask");
+    let text = f.meta["text"].as_str().unwrap().to_string();
+    let tokenizer = Tokenizer::from_dir(&f.dir).unwrap();
+    // Five texts of different lengths, so that ordering by length reorders them.
+    let texts = [format!("so {text}"), text.clone(), format!("{text} and then"), format!("and so {text} again and again"), format!("{text}.")];
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for (backend, device) in devices() {
+        let loaded = BertForMaskedLM::from_pretrained(&f.dir, &device).unwrap();
+        let alone: Vec<_> = refs.iter().map(|t| fill_mask(&loaded.model, &loaded.config, &tokenizer, t, 3).unwrap()).collect();
+        // Batches of one: five batches, run on threads on a CPU device.
+        let threaded = fill_masks(&loaded.model, &loaded.config, &tokenizer, &refs, 3, 1).unwrap();
+        assert_eq!(threaded.len(), refs.len(), "{backend}");
+        for (i, (a, t)) in alone.iter().zip(&threaded).enumerate() {
+            let ids = |p: &Vec<Vec<sesame_bert::pipeline::Prediction>>| p.iter().flatten().map(|p| (p.id, p.score)).collect::<Vec<_>>();
+            assert_eq!(ids(a), ids(t), "{backend}: text {i} answered differently in a batch of its own on a thread");
+        }
+        assert_ne!(alone[0], alone[2], "{backend}: the texts are told apart");
+        // A failing batch among others is reported, not lost.
+        let mut with_bad = refs.clone();
+        with_bad.insert(3, "no mask here");
+        let err = fill_masks(&loaded.model, &loaded.config, &tokenizer, &with_bad, 3, 1);
+        assert!(matches!(err, Err(PipelineError::NoMask { ref text, .. }) if text == "no mask here"), "{backend}: {err:?}");
     }
 }

@@ -10,6 +10,7 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::DType;
 
+use crate::device::is_libtorch;
 use crate::dropout::{Dropout, DropoutConfig};
 
 /// Which keys each query may see, and an optional additive bias on the attention scores.
@@ -248,9 +249,4 @@ fn fused_mask(
         }
         other => (other, bias),
     }
-}
-
-/// Whether `device` is a libtorch device (the backend is only named in its debug form).
-pub fn is_libtorch(device: &Device) -> bool {
-    format!("{device:?}").contains("LibTorch")
 }

@@ -185,7 +185,7 @@ pub struct HeadSizes {
 
 /// A family's base model (HF `BertModel`, `RobertaModel`, `AlbertModel`): what the shared task
 /// heads need from it.
-pub trait Backbone: Module + ModuleDisplay + Sized {
+pub trait Backbone: Module + ModuleDisplay + Sized + Send + Sync {
     /// The family's configuration.
     type Config: HfConfig;
     /// HF class-name stem (`Bert` in `BertForMaskedLM`).

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod backbone;
 pub mod checkpoint;
 pub mod config;
+pub mod device;
 pub mod dropout;
 pub mod embeddings;
 pub mod encoder;

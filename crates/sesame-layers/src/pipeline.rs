@@ -4,7 +4,8 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, Tokenizer, TokenizerError};
 
-use crate::backbone::{Backbone, EncoderInput};
+use crate::backbone::{Backbone, EncoderInput, InputLimits};
+use crate::device::is_cpu;
 use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
 use crate::pretrained::InputError;
@@ -48,10 +49,10 @@ pub struct Prediction {
     pub score: f32,
 }
 
-fn to_input<B: Backbone>(batch: &EncodedBatch, config: &B::Config, device: &Device) -> Result<EncoderInput, InputError> {
+fn to_input(batch: &EncodedBatch, limits: &InputLimits, device: &Device) -> Result<EncoderInput, InputError> {
     let (ids, mask, types) = batch.tensors(device);
     let input = EncoderInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
-    input.validate(&B::input_limits(config))?;
+    input.validate(limits)?;
     Ok(input)
 }
 
@@ -78,8 +79,9 @@ pub fn fill_masks<B: Backbone>(
 ) -> Result<Vec<Vec<Vec<Prediction>>>, PipelineError> {
     let mask_id = tokenizer.mask_token_id()? as i64;
     let device = model.base.device();
-    by_length(texts, batch_size, |chunk| {
-        let batch = tokenizer.encode(chunk, B::input_limits(config).max_len, false)?;
+    let limits = B::input_limits(config);
+    by_length(texts, batch_size, &device, |chunk| {
+        let batch = tokenizer.encode(chunk, limits.max_len, false)?;
         let mut masks = Vec::new();
         for (row, text) in chunk.iter().enumerate() {
             let positions: Vec<usize> = batch.ids(row).iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
@@ -89,7 +91,7 @@ pub fn fill_masks<B: Backbone>(
             }
             masks.push(positions.iter().map(|p| row * batch.seq + p).collect::<Vec<_>>());
         }
-        let out = model.base.forward(to_input::<B>(&batch, config, &device)?, OutputOptions::default());
+        let out = model.base.forward(to_input(&batch, &limits, &device)?, OutputOptions::default());
         let flat: Vec<i64> = masks.iter().flatten().map(|&p| p as i64).collect();
         let n = flat.len();
         let positions = Tensor::<1, Int>::from_data(TensorData::new(flat, [n]), &device);
@@ -113,17 +115,47 @@ pub fn fill_masks<B: Backbone>(
 
 /// `run` on `texts` in batches of at most `batch_size`, longest texts first (by characters,
 /// as sentence-transformers orders them) so that each batch pads little; the results put
-/// back in the order of `texts`.
-fn by_length<T>(texts: &[&str], batch_size: usize, mut run: impl FnMut(&[&str]) -> Result<Vec<T>, PipelineError>) -> Result<Vec<T>, PipelineError> {
+/// back in the order of `texts`. On a CPU device the batches run on as many threads as there
+/// are cores, one batch per thread at a time (a small model's products use one core each);
+/// each batch's result is the same whichever thread computes it.
+fn by_length<T: Send>(
+    texts: &[&str],
+    batch_size: usize,
+    device: &Device,
+    run: impl Fn(&[&str]) -> Result<Vec<T>, PipelineError> + Sync,
+) -> Result<Vec<T>, PipelineError> {
     if texts.is_empty() {
         return Err(TokenizerError::EmptyBatch.into());
     }
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+    let chunks: Vec<&[usize]> = order.chunks(batch_size.max(1)).collect();
+    let run_chunk = |chunk: &[usize]| run(&chunk.iter().map(|&i| texts[i]).collect::<Vec<_>>());
+    let threads = if is_cpu(device) { std::thread::available_parallelism().map_or(1, |n| n.get()).min(chunks.len()) } else { 1 };
+    let outputs: Vec<Result<Vec<T>, PipelineError>> = if threads <= 1 {
+        chunks.iter().map(|chunk| run_chunk(chunk)).collect()
+    } else {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Result<Vec<T>, PipelineError>>>> = chunks.iter().map(|_| Default::default()).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(chunk) = chunks.get(i) else { break };
+                    let out = run_chunk(chunk);
+                    let failed = out.is_err();
+                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
+                    if failed {
+                        next.store(chunks.len(), std::sync::atomic::Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        slots.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner())).collect()
+    };
     let mut results: Vec<Option<T>> = (0..texts.len()).map(|_| None).collect();
-    for chunk in order.chunks(batch_size.max(1)) {
-        let chunk_texts: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
-        for (&i, result) in chunk.iter().zip(run(&chunk_texts)?) {
+    for (chunk, output) in chunks.iter().zip(outputs) {
+        for (&i, result) in chunk.iter().zip(output?) {
             results[i] = Some(result);
         }
     }
@@ -162,9 +194,10 @@ pub fn embed<B: Backbone>(
     options: EmbedOptions,
 ) -> Result<Vec<Vec<f32>>, PipelineError> {
     let device = model.device();
-    by_length(texts, options.batch_size, |chunk| {
-        let batch = tokenizer.encode(chunk, B::input_limits(config).max_len, true)?;
-        let input = to_input::<B>(&batch, config, &device)?;
+    let limits = B::input_limits(config);
+    by_length(texts, options.batch_size, &device, |chunk| {
+        let batch = tokenizer.encode(chunk, limits.max_len, true)?;
+        let input = to_input(&batch, &limits, &device)?;
         let mask = input.attention_mask.clone().expect("encoded batches carry a mask");
         let outputs = OutputOptions { hidden_states: options.layer != -1, attentions: false };
         let out = model.forward(input, outputs);

@@ -14,6 +14,7 @@ use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOpti
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use sesame_layers::device::is_cpu;
 use sesame_layers::dropout::with_mask_stream;
 
 use crate::clip::clip_global_norm;
@@ -263,12 +264,6 @@ struct MicroBatch {
     metrics: Vec<Metric>,
     tokens: usize,
     grads: GradientsParams,
-}
-
-/// Whether `device` computes on the host CPU (flex, ndarray, libtorch or CubeCL on the CPU).
-pub fn is_cpu(device: &Device) -> bool {
-    let name = format!("{device:?}");
-    ["Flex", "NdArray", "Cpu"].iter().any(|n| name.contains(n))
 }
 
 /// Run `count` micro-batches, `run(micro, model)` each, and return the results in micro-batch
