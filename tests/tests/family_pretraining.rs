@@ -274,3 +274,22 @@ fn the_electra_discriminator_finds_replacements_it_can_see() {
     assert!(rtd < prior - 0.05, "held-out RTD loss {rtd:.4}, the label prior's entropy is {prior:.4}: {held_out:?}");
     assert!(held_out["rtd_precision"] > 0.5, "most tokens it calls replaced are: {held_out:?}");
 }
+
+#[test]
+fn electra_samples_and_dropout_do_not_depend_on_the_thread_count() {
+    let (task, tokenizer) = task::<sesame_electra::Electra>(6, 400, 32, 2);
+    let mut config = sesame_electra::ElectraConfig::preset("tiny", tokenizer.vocab_size(), 64, tokenizer.special_tokens().pad.1 as usize).unwrap();
+    (config.hidden_size, config.num_attention_heads, config.intermediate_size, config.embedding_size) = (64, 2, 128, 64);
+    let device = Backend::Flex.device().unwrap().autodiff();
+    device.seed(3);
+    let init = sesame_electra::ElectraPreTrainingPair::new_hf(&config, &device);
+    let train = TrainConfig { steps: 3, grad_accum: 4, lr: 1e-3, warmup: 1, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
+    let run = |threads: usize| {
+        let dir = run_dir(&format!("electra-threads-{threads}"));
+        let out = Trainer::new(train.clone(), &dir).with_progress(false).with_threads(threads).fit(&task, init.clone(), false).unwrap();
+        sesame_tests::training::hf_tensors(&out.model, &config, &dir.join("hf"))
+    };
+    let (one, two) = (run(1), run(2));
+    let diff = sesame_tests::differing(&two, &one, 1e-6);
+    assert!(diff.is_empty(), "2 threads train other parameters than 1 (the generator's samples or dropout depend on the thread): {diff:?}");
+}

@@ -20,6 +20,7 @@ pub mod loss;
 pub mod pipeline;
 pub mod pooling;
 pub mod pretrained;
+pub mod random;
 pub mod tasks;
 
 pub use activation::Activation;

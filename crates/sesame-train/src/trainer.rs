@@ -15,7 +15,7 @@ use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use sesame_layers::device::is_cpu;
-use sesame_layers::dropout::with_mask_stream;
+use sesame_layers::random::with_stream;
 
 use crate::clip::clip_global_norm;
 use crate::metrics::{LogLine, Metric, MetricLog, MetricTotals};
@@ -269,7 +269,7 @@ struct MicroBatch {
 /// Run `count` micro-batches, `run(micro, model)` each, and return the results in micro-batch
 /// order. On a CPU device up to `threads` run at once, each thread on its own replica of
 /// `model` (the same weights, its own autodiff graph: Burn keeps one lock per graph), and each
-/// micro-batch draws its dropout masks from its own stream, seeded by `seed` and its number: the
+/// micro-batch draws its dropout masks (and samples) from its own stream, seeded by `seed` and its number: the
 /// results do not depend on `threads`. On other devices they run one after another with the
 /// device's generator. Panics if `run` panics.
 pub fn run_micro_batches<M, R>(model: &M, count: u64, threads: usize, seed: u64, run: impl Fn(u64, &M) -> R + Sync) -> Vec<R>
@@ -309,10 +309,10 @@ where
     results.into_iter().map(|r| r.expect("every micro-batch ran")).collect()
 }
 
-/// `f` with micro-batch `micro`'s own dropout stream on a CPU device (see [`run_micro_batches`]).
+/// `f` with micro-batch `micro`'s own random stream (dropout, sampling) on a CPU device (see [`run_micro_batches`]).
 fn with_micro_batch_masks<R>(device: &Device, seed: u64, micro: u64, f: impl FnOnce() -> R) -> R {
     if is_cpu(device) {
-        with_mask_stream(seed ^ (micro + 1).wrapping_mul(0xD1B5_4A32_D192_ED03), f)
+        with_stream(seed ^ (micro + 1).wrapping_mul(0xD1B5_4A32_D192_ED03), f)
     } else {
         f()
     }

@@ -17,8 +17,9 @@ use std::path::Path;
 
 use burn::nn::Linear;
 use burn::prelude::*;
-use burn::tensor::{Distribution, IndexingUpdateOp};
+use burn::tensor::IndexingUpdateOp;
 use sesame_layers::loss::cross_entropy;
+use sesame_layers::random::uniform;
 use sesame_layers::{
     Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, MaskedPositions, OutputOptions,
     Pretrained, PretrainedError, PretrainedModel, WeightFiles,
@@ -146,11 +147,11 @@ impl ElectraPreTrainingPair {
 }
 
 /// One sample per row from the softmax of `logits` `[n, vocab]` (Gumbel-max: the argmax of
-/// the logits plus Gumbel noise) `[n]`. Drawn from the device's generator, which the trainer
-/// seeds per step.
+/// the logits plus Gumbel noise) `[n]`. Drawn from the micro-batch's stream on a CPU
+/// (`sesame_layers::random`), else from the device's generator, which the trainer seeds per step.
 pub fn gumbel_max(logits: Tensor<2>) -> Tensor<1, Int> {
     let [n, _] = logits.dims();
-    let uniform = Tensor::<2>::random(logits.dims(), Distribution::Uniform(1e-9, 1.0), &logits.device());
+    let uniform = uniform(logits.dims(), 1e-9, 1.0, &logits.device());
     let gumbel = uniform.log().neg().log().neg();
     (logits + gumbel).argmax(1).reshape([n])
 }
