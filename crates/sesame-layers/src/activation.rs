@@ -83,11 +83,16 @@ fn host_gelu(device: &burn::tensor::Device) -> bool {
 fn gelu_on_host<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let device = x.device();
     let mut data = x.into_data();
-    let values = data.as_mut_slice::<f32>().expect("an f32 tensor's data is f32");
-    for v in values.iter_mut() {
-        *v = 0.5 * *v * (1.0 + erf_f32(*v * std::f32::consts::FRAC_1_SQRT_2));
+    match data.as_mut_slice::<f32>() {
+        Ok(values) => {
+            for v in values.iter_mut() {
+                *v = 0.5 * *v * (1.0 + erf_f32(*v * std::f32::consts::FRAC_1_SQRT_2));
+            }
+            Tensor::from_data(data, &device)
+        }
+        // Bytes that cannot be read as f32 in place (not aligned): the backend's own GELU.
+        Err(_) => activation::gelu(Tensor::from_data(data, &device)),
     }
-    Tensor::from_data(data, &device)
 }
 
 /// `erf` in single precision as a branch-free rational function (the odd/even minimax fit
