@@ -18,7 +18,7 @@ use sesame_layers::pipeline::{embed, EmbedOptions};
 use sesame_layers::{Backbone, OutputOptions, Pooling, PretrainedModel};
 use sesame_text::{Corpus, MaskedBatch, Tokenizer};
 use sesame_train::pretraining::{PretrainingBatch, PretrainingFamily, PretrainingModel};
-use sesame_train::{is_cpu, run_micro_batches, TrainConfig};
+use sesame_train::{run_micro_batches, TrainConfig};
 
 /// What `cargo xtask bench` times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -54,7 +54,7 @@ pub struct BenchArgs {
     pub batch_size: Option<usize>,
     /// Train: micro-batches the step's `--batch-size` sequences are split into, trained at once
     /// on as many threads on a CPU backend, gradients averaged, as `cargo xtask train` does
-    /// (default: the number of CPU cores on a CPU backend, else 1).
+    /// (default: the number of CPU cores on flex and ndarray, else 1).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub micro_batches: Option<usize>,
     /// Tokens per sequence (train, infer).
@@ -179,8 +179,7 @@ where
     }
     let family = F::NAME;
     let (b, s) = (args.batch_size(), args.seq_len);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let micro_batches = args.micro_batches.unwrap_or(if is_cpu(&device) { cores } else { 1 });
+    let micro_batches = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device));
     let mut rows = Vec::new();
     for preset in &args.presets {
         let config = F::preset(preset, args.vocab_size, s.max(512), 0).map_err(|e| e.to_string())?;

@@ -69,7 +69,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: u64,
     /// Micro-batches of a step trained at once on a CPU backend, each on its own thread
-    /// (default: the number of CPU cores, at most `--grad-accum`). The numbers do not depend
+    /// (default: the number of CPU cores on flex and ndarray, 1 on libtorch, whose operations
+    /// already use every core; at most `--grad-accum`). The numbers do not depend
     /// on it, only the speed.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub threads: Option<usize>,
@@ -281,7 +282,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         checkpoint_every: args.checkpoint_every,
         ..TrainConfig::default()
     };
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&train_device));
     let mut trainer = Trainer::new(train_config, out).with_progress(!args.quiet).with_threads(threads);
     if let Some(step) = args.stop_after {
         trainer = trainer.with_stop_after(step);

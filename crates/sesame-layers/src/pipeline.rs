@@ -5,7 +5,7 @@ use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, Tokenizer, TokenizerError};
 
 use crate::backbone::{Backbone, EncoderInput, InputLimits};
-use crate::device::is_cpu;
+use crate::device::default_threads;
 use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
 use crate::pretrained::InputError;
@@ -115,8 +115,8 @@ pub fn fill_masks<B: Backbone>(
 
 /// `run` on `texts` in batches of at most `batch_size`, longest texts first (by characters,
 /// as sentence-transformers orders them) so that each batch pads little; the results put
-/// back in the order of `texts`. On a CPU device the batches run on as many threads as there
-/// are cores, one batch per thread at a time (a small model's products use one core each);
+/// back in the order of `texts`. The batches run on [`default_threads`] threads (one per core
+/// on flex and ndarray, whose small products use one core each), one batch per thread at a time;
 /// each batch's result is the same whichever thread computes it.
 fn by_length<T: Send>(
     texts: &[&str],
@@ -131,7 +131,7 @@ fn by_length<T: Send>(
     order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
     let chunks: Vec<&[usize]> = order.chunks(batch_size.max(1)).collect();
     let run_chunk = |chunk: &[usize]| run(&chunk.iter().map(|&i| texts[i]).collect::<Vec<_>>());
-    let threads = if is_cpu(device) { std::thread::available_parallelism().map_or(1, |n| n.get()).min(chunks.len()) } else { 1 };
+    let threads = default_threads(device).min(chunks.len());
     let outputs: Vec<Result<Vec<T>, PipelineError>> = if threads <= 1 {
         chunks.iter().map(|chunk| run_chunk(chunk)).collect()
     } else {
