@@ -70,8 +70,8 @@ pub struct TrainArgs {
     pub grad_accum: u64,
     /// Micro-batches of a step trained at once on a CPU backend, each on its own thread
     /// (default: the number of CPU cores on flex and ndarray, 1 on libtorch, whose operations
-    /// already use every core; at most `--grad-accum`). The numbers do not depend
-    /// on it, only the speed.
+    /// already use every core; at most `--grad-accum`). The numbers do not depend on it, only
+    /// the speed.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub threads: Option<usize>,
     /// AdamW weight decay.
