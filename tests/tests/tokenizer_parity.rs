@@ -152,6 +152,14 @@ fn batches_are_padded_to_the_longest_with_a_mask() {
             let mask = &batch.attention_mask[row * batch.seq..(row + 1) * batch.seq];
             assert_eq!(mask.iter().sum::<i64>() as usize, n, "{source}: mask of row {row}");
         }
+        // Encoded one by one and padded in any grouping: the same batch as encoding the group.
+        let each = tok.encode_each(&texts, 512, false).unwrap();
+        let pick: Vec<usize> = (0..texts.len()).rev().step_by(2).collect();
+        let padded = tok.pad(&pick.iter().map(|&i| &each[i]).collect::<Vec<_>>()).unwrap();
+        let group: Vec<&str> = pick.iter().map(|&i| texts[i]).collect();
+        assert_eq!(padded, tok.encode(&group, 512, false).unwrap(), "{source}: a group padded from single encodings");
+        assert_eq!(padded.seq, pick.iter().map(|&i| each[i].len()).max().unwrap(), "{source}: the group pads to its own longest");
+        assert!(tok.pad(&[]).is_err(), "{source}: an empty group");
     }
 }
 

@@ -12,6 +12,7 @@ use burn::tensor::DType;
 
 use crate::device::is_libtorch;
 use crate::dropout::{Dropout, DropoutConfig};
+use crate::feed_forward::dense;
 
 /// Which keys each query may see, and an optional additive bias on the attention scores.
 #[derive(Clone, Debug)]
@@ -145,9 +146,9 @@ impl MultiHeadAttention {
         mask: &AttentionMask,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>) {
-        let q = self.split(self.query.forward(x));
-        let k = self.split(self.key.forward(context.clone()));
-        let v = self.split(self.value.forward(context));
+        let q = self.split(dense(&self.query, x));
+        let k = self.split(dense(&self.key, context.clone()));
+        let v = self.split(dense(&self.value, context));
         self.attend(q, k, v, mask, return_probs)
     }
 
@@ -162,9 +163,9 @@ impl MultiHeadAttention {
         past: Option<KvCache>,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>, KvCache) {
-        let q = self.split(self.query.forward(x.clone()));
-        let mut k = self.split(self.key.forward(x.clone()));
-        let mut v = self.split(self.value.forward(x));
+        let q = self.split(dense(&self.query, x.clone()));
+        let mut k = self.split(dense(&self.key, x.clone()));
+        let mut v = self.split(dense(&self.value, x));
         if let Some(past) = past.filter(|p| !p.is_empty()) {
             k = Tensor::cat(vec![past.key, k], 2);
             v = Tensor::cat(vec![past.value, v], 2);
@@ -191,7 +192,17 @@ impl MultiHeadAttention {
     ) -> (Tensor<3>, Option<Tensor<4>>) {
         let [b, h, s_q, dh] = q.dims();
         let s_k = k.dims()[2];
-        let masked = mask.masked.clone().map(|m| m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k]));
+        // On libtorch outside autodiff, SDPA's mask means "may attend" (see `fused_mask`); it
+        // is inverted before the expansion, which is a view there.
+        let sdpa_mask = !return_probs
+            && mask.bias.is_none()
+            && !mask.restricted
+            && is_libtorch(&q.device())
+            && !q.device().is_autodiff();
+        let masked = mask.masked.clone().map(|m| {
+            let m = if sdpa_mask { m.bool_not() } else { m };
+            m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k])
+        });
         let bias = mask.bias.clone().map(|t| t.expand([b, h, s_q, s_k]));
 
         let (ctx, probs) = if return_probs || self.dropout.is_active(&q.device()) {
@@ -208,11 +219,11 @@ impl MultiHeadAttention {
             let ctx = self.dropout.forward(probs.clone()).matmul(v);
             (ctx, return_probs.then_some(probs))
         } else {
-            let (masked, bias) = fused_mask(masked, bias, mask.restricted, &q);
+            let (masked, bias) = if sdpa_mask { (masked, bias) } else { fused_mask(masked, bias, mask.restricted, &q) };
             (attention(q, k, v, masked, bias, AttentionModuleOptions::default()), None)
         };
         let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
-        (self.output.forward(ctx), probs)
+        (dense(&self.output, ctx), probs)
     }
 }
 
@@ -226,13 +237,18 @@ pub fn most_negative(dtype: DType) -> f64 {
     }
 }
 
-/// The mask as the fused kernel takes it. burn-tch 0.22.1 hands Burn's boolean mask (`true` =
-/// masked) to torch SDPA, where `true` means *attend*; outside autodiff the fused op then
-/// attends to exactly the wrong keys. And a boolean mask that leaves a query no key gives that
-/// row zeros, where HF's additive mask (and the materialised path) attend uniformly. On
-/// libtorch, and for `restricted` masks, the mask therefore travels as an additive bias
-/// (-1e30, which absorbs the scores: a row with no key left gets equal scores). Otherwise the
-/// boolean mask stays, which lets CubeCL pick its flash kernel.
+/// The mask as the fused kernel takes it.
+///
+/// A boolean mask that leaves a query no key gives that row zeros, where HF's additive mask
+/// (and the materialised path) attend uniformly; `restricted` masks therefore travel as an
+/// additive bias (-1e30, which absorbs the scores: a row with no key left gets equal scores).
+///
+/// burn-tch 0.22.1 hands Burn's boolean mask (`true` = masked) to torch SDPA unchanged, where
+/// `true` means *attend*, and falls back to the composed attention whenever there is a bias.
+/// On libtorch outside autodiff, `attend` inverts a padding-only mask without bias before it
+/// gets here, so that SDPA runs its fused kernel; under autodiff (composed attention, Burn's
+/// meaning) and with a bias, the mask travels as a bias. Otherwise the boolean mask stays,
+/// which lets CubeCL pick its flash kernel.
 fn fused_mask(
     masked: Option<Tensor<4, Bool>>,
     bias: Option<Tensor<4>>,

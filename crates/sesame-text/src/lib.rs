@@ -10,6 +10,6 @@ pub mod tokenizer;
 
 pub use corpus::{Corpus, CorpusError};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, UnilmMasking, WholeWordMasking};
-pub use tokenizer::{EncodedBatch, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
+pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
 pub use pretraining::{pack_sentences, sentence_pairs, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
 pub use batcher::{collate, Example, MaskedBatch, SequenceFormat};

@@ -17,8 +17,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{
-    AddedToken, EncodeInput, PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
-    TruncationStrategy,
+    AddedToken, EncodeInput, TruncationDirection, TruncationParams, TruncationStrategy,
 };
 
 /// Why text could not be tokenized.
@@ -108,6 +107,29 @@ pub struct EncodedBatch {
     pub token_type_ids: Vec<i64>,
     /// The tokens of each sequence (padding included).
     pub tokens: Vec<Vec<String>>,
+}
+
+/// One text's encoding before padding (special tokens included).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedText {
+    /// Token ids.
+    pub input_ids: Vec<i64>,
+    /// Segment ids.
+    pub token_type_ids: Vec<i64>,
+    /// The tokens.
+    pub tokens: Vec<String>,
+}
+
+impl EncodedText {
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.input_ids.len()
+    }
+
+    /// Whether there are no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.input_ids.is_empty()
+    }
 }
 
 impl EncodedBatch {
@@ -288,12 +310,49 @@ impl Tokenizer {
         self.encode_inputs(inputs, max_len, truncate)
     }
 
+    /// Encode single texts one by one, unpadded (the same tokens as [`Tokenizer::encode`]);
+    /// [`Tokenizer::pad`] batches any of them. Lets a caller group texts by token count.
+    pub fn encode_each(&self, texts: &[&str], max_len: usize, truncate: bool) -> Result<Vec<EncodedText>, TokenizerError> {
+        let inputs = texts.iter().map(|t| EncodeInput::Single((*t).into())).collect();
+        self.encode_unpadded(inputs, max_len, truncate)
+    }
+
+    /// Pad `rows` to the longest of them, on the right, as HF's `padding=True` does.
+    pub fn pad(&self, rows: &[&EncodedText]) -> Result<EncodedBatch, TokenizerError> {
+        let seq = rows.iter().map(|r| r.len()).max().ok_or(TokenizerError::EmptyBatch)?;
+        let (pad_token, pad_id) = &self.special.pad;
+        let padded = |row: &[i64], pad: i64| {
+            let mut out = row.to_vec();
+            out.resize(seq, pad);
+            out
+        };
+        Ok(EncodedBatch {
+            batch: rows.len(),
+            seq,
+            input_ids: rows.iter().flat_map(|r| padded(&r.input_ids, *pad_id as i64)).collect(),
+            attention_mask: rows.iter().flat_map(|r| padded(&vec![1; r.len()], 0)).collect(),
+            token_type_ids: rows.iter().flat_map(|r| padded(&r.token_type_ids, 0)).collect(),
+            tokens: rows
+                .iter()
+                .map(|r| r.tokens.iter().cloned().chain(std::iter::repeat_n(pad_token.clone(), seq - r.len())).collect())
+                .collect(),
+        })
+    }
+
     fn encode_inputs(&self, inputs: Vec<EncodeInput>, max_len: usize, truncate: bool) -> Result<EncodedBatch, TokenizerError> {
+        let rows = self.encode_unpadded(inputs, max_len, truncate)?;
+        self.pad(&rows.iter().collect::<Vec<_>>())
+    }
+
+    fn encode_unpadded(&self, inputs: Vec<EncodeInput>, max_len: usize, truncate: bool) -> Result<Vec<EncodedText>, TokenizerError> {
         if inputs.is_empty() {
             return Err(TokenizerError::EmptyBatch);
         }
-        let mut tok = self.inner.clone();
-        if truncate {
+        let encode = |tok: &tokenizers::Tokenizer| {
+            contain(|| tok.encode_batch(inputs, true).map_err(|e| TokenizerError::Encode(e.to_string())), TokenizerError::Encode)
+        };
+        let encodings = if truncate {
+            let mut tok = self.inner.clone();
             tok.with_truncation(Some(TruncationParams {
                 direction: TruncationDirection::Right,
                 max_length: max_len,
@@ -301,36 +360,22 @@ impl Tokenizer {
                 stride: 0,
             }))
             .map_err(|e| TokenizerError::Encode(e.to_string()))?;
-        }
-        tok.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            direction: PaddingDirection::Right,
-            pad_to_multiple_of: None,
-            pad_id: self.special.pad.1,
-            pad_type_id: 0,
-            pad_token: self.special.pad.0.clone(),
-        }));
-        let encodings = contain(
-            || tok.encode_batch(inputs, true).map_err(|e| TokenizerError::Encode(e.to_string())),
-            TokenizerError::Encode,
-        )?;
-        for (index, e) in encodings.iter().enumerate() {
-            let len = e.get_attention_mask().iter().filter(|&&m| m == 1).count();
-            if len > max_len {
-                return Err(TokenizerError::TooLong { index, len, max: max_len });
-            }
-        }
-        let batch = encodings.len();
-        let seq = encodings[0].get_ids().len();
-        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> Vec<i64>| encodings.iter().flat_map(f).collect::<Vec<i64>>();
-        Ok(EncodedBatch {
-            batch,
-            seq,
-            input_ids: flat(&|e| e.get_ids().iter().map(|&i| i as i64).collect()),
-            attention_mask: flat(&|e| e.get_attention_mask().iter().map(|&i| i as i64).collect()),
-            token_type_ids: flat(&|e| e.get_type_ids().iter().map(|&i| i as i64).collect()),
-            tokens: encodings.iter().map(|e| e.get_tokens().to_vec()).collect(),
-        })
+            encode(&tok)?
+        } else {
+            encode(&self.inner)?
+        };
+        let to_i64 = |v: &[u32]| v.iter().map(|&i| i as i64).collect::<Vec<i64>>();
+        encodings
+            .iter()
+            .enumerate()
+            .map(|(index, e)| {
+                let len = e.get_ids().len();
+                if len > max_len {
+                    return Err(TokenizerError::TooLong { index, len, max: max_len });
+                }
+                Ok(EncodedText { input_ids: to_i64(e.get_ids()), token_type_ids: to_i64(e.get_type_ids()), tokens: e.get_tokens().to_vec() })
+            })
+            .collect()
     }
 
     /// Tokenize one text without special tokens: ids, and which tokens start a word (from
