@@ -437,6 +437,13 @@ def make_minilm(model_dir: Path):
         "input_ids": tok["input_ids"],
         "embeddings": [[round(float(x), 7) for x in row] for row in emb],
     }
+    # A text longer than the model's max_seq_length (sentence_bert_config.json), which
+    # sentence-transformers truncates to: its embedding, and how many tokens it kept.
+    long_text = " ".join(f"Call me Ishmael, said the sailor on day {i} of the voyage." for i in range(40))
+    ref["max_seq_length"] = st.max_seq_length
+    ref["long_sentence"] = long_text
+    ref["long_tokens"] = len(st.tokenizer(long_text)["input_ids"])
+    ref["long_embedding"] = [round(float(x), 7) for x in st.encode([long_text], convert_to_numpy=True)[0]]
     (out / "reference.json").write_text(json.dumps(ref) + "\n")
     print(f"minilm: {len(sentences)} embeddings of dim {emb.shape[1]}")
 

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use sesame_bert::pipeline::{embed, EmbedOptions};
+use sesame_bert::pipeline::{embed, sentence_transformers_max_seq_length, EmbedOptions};
 use sesame_bert::BertModel;
 use sesame_layers::PretrainedModel;
 use sesame_tests::{devices, fixtures_dir, max_abs_diff, TOLERANCE};
@@ -17,6 +17,10 @@ struct Reference {
     sentences: Vec<String>,
     input_ids: Vec<Vec<i64>>,
     embeddings: Vec<Vec<f32>>,
+    max_seq_length: usize,
+    long_sentence: String,
+    long_tokens: usize,
+    long_embedding: Vec<f32>,
 }
 
 fn model_dir() -> Option<PathBuf> {
@@ -53,4 +57,44 @@ fn minilm_embeddings_match_sentence_transformers() {
             assert!(diff <= TOLERANCE, "{backend}: sentence {i} differs by {diff:e}");
         }
     }
+}
+
+#[test]
+fn a_text_longer_than_max_seq_length_is_truncated_as_sentence_transformers_does() {
+    let Some(dir) = model_dir() else { return };
+    let reference: Reference =
+        serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("minilm/reference.json")).unwrap()).unwrap();
+    let max_tokens = sentence_transformers_max_seq_length(&dir).unwrap();
+    assert_eq!(max_tokens, Some(reference.max_seq_length), "sentence_bert_config.json");
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    let text = reference.long_sentence.as_str();
+    // Longer than max_seq_length and than the model (512), so each limit shows.
+    assert!(reference.long_tokens > 512);
+    let options = EmbedOptions { normalize: true, max_tokens, ..EmbedOptions::default() };
+    for (backend, device) in devices() {
+        let loaded = BertModel::from_pretrained(&dir, &device).unwrap();
+        let ours = embed(&loaded.model, &loaded.config, &tokenizer, &[text], options).unwrap().remove(0);
+        let diff = max_abs_diff(&ours, &reference.long_embedding);
+        assert!(diff <= TOLERANCE, "{backend}: differs by {diff:e}");
+        // Without the limit the model's 512 tokens are embedded: another vector.
+        let whole = embed(&loaded.model, &loaded.config, &tokenizer, &[text], EmbedOptions { max_tokens: None, ..options }).unwrap().remove(0);
+        assert!(max_abs_diff(&whole, &reference.long_embedding) > 1e-3, "{backend}: the limit made no difference");
+    }
+}
+
+#[test]
+fn sentence_bert_config_is_optional_and_a_bad_one_names_the_file() {
+    let dir = std::env::temp_dir().join(format!("sesame-sbert-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_eq!(sentence_transformers_max_seq_length(&dir).unwrap(), None, "no file");
+    let path = dir.join("sentence_bert_config.json");
+    for (text, expected) in [("{}", Ok(None)), (r#"{"max_seq_length": 128, "do_lower_case": false}"#, Ok(Some(128))), (r#"{"max_seq_length": "long"}"#, Err(())), (r#"{"max_seq_length": 0}"#, Err(())), ("{", Err(()))] {
+        std::fs::write(&path, text).unwrap();
+        match (sentence_transformers_max_seq_length(&dir), expected) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{text}"),
+            (Err(e), Err(())) => assert!(e.to_string().contains("sentence_bert_config.json"), "{text}: {e}"),
+            (got, want) => panic!("{text}: got {got:?}, expected {want:?}"),
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
-use sesame_layers::pipeline::{embed, EmbedOptions};
+use sesame_layers::pipeline::{embed, sentence_transformers_max_seq_length, EmbedOptions};
 use sesame_layers::{Backbone, OutputOptions, Pooling, PretrainedModel};
 use sesame_text::{Corpus, MaskedBatch, Tokenizer};
 use sesame_train::pretraining::{PretrainingBatch, PretrainingFamily, PretrainingModel};
@@ -253,7 +253,9 @@ fn bench_embed<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(
     device.sync().map_err(|e| format!("{e:?}"))?;
     let load_s = start.elapsed().as_secs_f64();
     let from_pretrained_s = load_s - tokenizer_s;
-    let options = EmbedOptions { pooling: args.pooling, layer: -1, normalize: args.normalize, batch_size: args.batch_size() };
+    // Truncated as sentence-transformers truncates (its `max_seq_length`), so both sides see the same tokens.
+    let max_tokens = sentence_transformers_max_seq_length(dir).map_err(|e| e.to_string())?;
+    let options = EmbedOptions { pooling: args.pooling, layer: -1, normalize: args.normalize, batch_size: args.batch_size(), max_tokens };
     let median = median_time(args.warmup, args.steps, || embed(&loaded.model, &loaded.config, &tokenizer, &texts, options).map(|_| ()).map_err(|e| e.to_string()))?;
     let per_s = texts.len() as f64 / median;
     eprintln!("{backend} embed {}: loading {load_s:.3} s (tokenizer {tokenizer_s:.3} s, from_pretrained {from_pretrained_s:.3} s); {} sentences in {median:.3} s, {per_s:.1} sentences/s (batch {})", dir.display(), texts.len(), options.batch_size);

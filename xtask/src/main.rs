@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame_layers::pipeline::{embed, fill_masks, EmbedOptions};
+use sesame_layers::pipeline::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions};
 use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
@@ -54,6 +54,10 @@ enum Command {
         /// L2-normalise each vector.
         #[arg(long)]
         normalize: bool,
+        /// Truncate texts to this many tokens [default: `max_seq_length` of the model's
+        /// sentence_bert_config.json, as sentence-transformers does, else the model's limit].
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=1_000_000))]
+        max_tokens: Option<usize>,
         #[command(flatten)]
         inputs: InputArgs,
         #[command(flatten)]
@@ -112,7 +116,7 @@ struct InputArgs {
     /// "text" field; results are printed as JSON lines, one per text, as they are computed.
     #[arg(long)]
     input: Option<PathBuf>,
-    /// Texts per forward pass (texts are batched by length).
+    /// At most this many texts per forward pass (texts are grouped by token count, to pad little).
     #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     batch_size: usize,
 }
@@ -211,9 +215,13 @@ fn run(cli: Cli) -> Result<String, String> {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
             bench::bench(args, backend.device()?, name)
         }
-        Command::Embed { model, pooling, layer, normalize, inputs, backend, texts } => {
+        Command::Embed { model, pooling, layer, normalize, max_tokens, inputs, backend, texts } => {
             let device = backend.device()?;
-            let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size };
+            let max_tokens = match max_tokens {
+                Some(n) => Some(n),
+                None => sentence_transformers_max_seq_length(&model).map_err(|e| e.to_string())?,
+            };
+            let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
             (model_family(&model)?.embed)(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {

@@ -5,6 +5,7 @@ use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, EncodedText, Tokenizer, TokenizerError};
 
 use crate::backbone::{Backbone, EncoderInput, InputLimits};
+use crate::config::{read_json_config, ConfigError};
 use crate::device::default_threads;
 use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
@@ -210,21 +211,45 @@ pub struct EmbedOptions {
     pub layer: i64,
     /// L2-normalise the vectors.
     pub normalize: bool,
-    /// Texts per forward pass (batches of similar length; sentence-transformers' default 32).
+    /// At most this many texts per forward pass (batches of similar length;
+    /// sentence-transformers' default 32).
     pub batch_size: usize,
+    /// Truncate each text to this many tokens, special tokens included (sentence-transformers'
+    /// `max_seq_length`, see [`sentence_transformers_max_seq_length`]); `None`, or more than
+    /// the model takes: the model's limit.
+    pub max_tokens: Option<usize>,
 }
 
 impl Default for EmbedOptions {
     /// Mean pooling of the last layer, not normalised, 32 texts a batch (sentence-transformers'
     /// BERT default).
     fn default() -> Self {
-        Self { pooling: Pooling::Mean, layer: -1, normalize: false, batch_size: 32 }
+        Self { pooling: Pooling::Mean, layer: -1, normalize: false, batch_size: 32, max_tokens: None }
     }
 }
 
+/// sentence-transformers' `max_seq_length` from `sentence_bert_config.json` in the model
+/// directory `dir`: the token count its `encode` truncates texts to (256 for
+/// all-MiniLM-L6-v2, whose model takes 512). `None` when the file or the field is absent.
+pub fn sentence_transformers_max_seq_length(dir: &std::path::Path) -> Result<Option<usize>, ConfigError> {
+    #[derive(serde::Deserialize)]
+    struct SentenceBertConfig {
+        max_seq_length: Option<usize>,
+    }
+    let path = dir.join("sentence_bert_config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let config: SentenceBertConfig = read_json_config(&path)?;
+    if config.max_seq_length == Some(0) {
+        return Err(ConfigError::Parse { path, reason: "field `max_seq_length` must be at least 1".into() });
+    }
+    Ok(config.max_seq_length)
+}
+
 /// One embedding `[hidden]` per text, in the order of `texts`, computed `options.batch_size`
-/// texts at a time in batches of similar length. Texts longer than the model are truncated,
-/// as sentence-transformers does.
+/// texts at a time in batches of similar length. Texts longer than `options.max_tokens` or
+/// than the model takes are truncated, as sentence-transformers does.
 pub fn embed<B: Backbone>(
     model: &B,
     config: &B::Config,
@@ -234,7 +259,8 @@ pub fn embed<B: Backbone>(
 ) -> Result<Vec<Vec<f32>>, PipelineError> {
     let device = model.device();
     let limits = B::input_limits(config);
-    let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
+    let max_len = options.max_tokens.map_or(limits.max_len, |n| n.clamp(1, limits.max_len));
+    let encoded = tokenizer.encode_each(texts, max_len, true)?;
     by_length(&encoded, options.batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
