@@ -42,7 +42,7 @@ pub struct TrainArgs {
     /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
     #[arg(long, conflicts_with_all = ["config", "tokenizer"])]
     pub init_from: Option<PathBuf>,
-    /// Optimizer steps (4000: 3–5 minutes of a tiny model on 2 CPU cores, by family).
+    /// Optimizer steps (4000: 2¾–4½ minutes of a tiny model on 2 CPU cores, by family).
     #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: u64,
     /// Sequences per micro-batch (32 of the default 16 tokens; with `--grad-accum 4`, 2048
