@@ -292,4 +292,12 @@ fn electra_samples_and_dropout_do_not_depend_on_the_thread_count() {
     let (one, two) = (run(1), run(2));
     let diff = sesame_tests::differing(&two, &one, 1e-6);
     assert!(diff.is_empty(), "2 threads train other parameters than 1 (the generator's samples or dropout depend on the thread): {diff:?}");
+    // Held-out evaluation samples too: the same metrics on 1 and 2 threads, and each time.
+    let held_out = task.held_out_batches(&device.clone().without_autodiff());
+    assert!(held_out.len() >= 2, "batches for two threads: {}", held_out.len());
+    let evaluate = |threads: usize| Trainer::new(train.clone(), run_dir("electra-eval")).with_progress(false).with_threads(threads).evaluate(&task, &init, &held_out);
+    let (first, second, third) = (evaluate(1), evaluate(2), evaluate(2));
+    assert!(first["replaced_fraction"] > 0.0, "{first:?}");
+    assert_eq!(first, second, "held-out metrics on 1 and 2 threads");
+    assert_eq!(second, third, "held-out metrics of two evaluations");
 }

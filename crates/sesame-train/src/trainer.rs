@@ -378,6 +378,7 @@ impl Trainer {
     where
         T: TrainTask + Sync,
         T::Model: Send + Sync,
+        T::Batch: Sync,
     {
         let config = &self.config;
         config.check()?;
@@ -509,16 +510,30 @@ impl Trainer {
         }
     }
 
-    /// Mean metrics of `model` (inference mode, no autodiff) over `batches`.
-    pub fn evaluate<T: TrainTask>(&self, task: &T, model: &T::Model, batches: &[T::Batch]) -> std::collections::BTreeMap<String, f64> {
+    /// Mean metrics of `model` (inference mode, no autodiff) over `batches`. A task that
+    /// carries no state evaluates its batches through [`run_micro_batches`]: on a CPU device on
+    /// the trainer's threads, each batch drawing its random numbers (ELECTRA's samples) from its
+    /// own stream, seeded by the run's seed and the batch's number, so that the metrics depend
+    /// neither on the thread count nor on what was drawn before.
+    pub fn evaluate<T>(&self, task: &T, model: &T::Model, batches: &[T::Batch]) -> std::collections::BTreeMap<String, f64>
+    where
+        T: TrainTask + Sync,
+        T::Model: Send + Sync,
+        T::Batch: Sync,
+    {
         let device = model.devices().into_iter().next().expect("a model with parameters").without_autodiff();
         let inference = model.clone().valid().fork(&device);
+        let scalar = |out: StepOutput| (out.loss.try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64), out.metrics);
+        let outputs: Vec<(f64, Vec<Metric>)> = if T::State::EMPTY {
+            let seed = self.config.seed ^ 0x5EED_E7A1_0000_0000;
+            run_micro_batches(&inference, batches.len() as u64, self.threads, seed, |i, m| scalar(task.step(m, batches[i as usize].clone())))
+        } else {
+            let mut state = T::State::default();
+            batches.iter().map(|batch| scalar(task.step_with_state(&inference, batch.clone(), &mut state))).collect()
+        };
         let mut totals = MetricTotals::default();
-        let mut state = T::State::default();
-        for batch in batches {
-            let out = task.step_with_state(&inference, batch.clone(), &mut state);
-            let loss = out.loss.try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64);
-            totals.add(&out.metrics);
+        for (loss, metrics) in outputs {
+            totals.add(&metrics);
             totals.add(&[Metric::mean("loss", loss, 1.0)]);
         }
         totals.summarise()
