@@ -192,20 +192,11 @@ impl MultiHeadAttention {
     ) -> (Tensor<3>, Option<Tensor<4>>) {
         let [b, h, s_q, dh] = q.dims();
         let s_k = k.dims()[2];
-        // On libtorch outside autodiff, SDPA's mask means "may attend" (see `fused_mask`); it
-        // is inverted before the expansion, which is a view there.
-        let sdpa_mask = !return_probs
-            && mask.bias.is_none()
-            && !mask.restricted
-            && is_libtorch(&q.device())
-            && !q.device().is_autodiff();
-        let masked = mask.masked.clone().map(|m| {
-            let m = if sdpa_mask { m.bool_not() } else { m };
-            m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k])
-        });
+        let expand = |m: Tensor<3, Bool>| m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k]);
         let bias = mask.bias.clone().map(|t| t.expand([b, h, s_q, s_k]));
 
         let (ctx, probs) = if return_probs || self.dropout.is_active(&q.device()) {
+            let masked = mask.masked.clone().map(expand);
             // Materialised softmax: needed for the probabilities and for attention dropout.
             let mut scores = q.matmul(k.swap_dims(2, 3)) / (dh as f64).sqrt();
             if let Some(bias) = bias {
@@ -219,7 +210,7 @@ impl MultiHeadAttention {
             let ctx = self.dropout.forward(probs.clone()).matmul(v);
             (ctx, return_probs.then_some(probs))
         } else {
-            let (masked, bias) = if sdpa_mask { (masked, bias) } else { fused_mask(masked, bias, mask.restricted, &q) };
+            let (masked, bias) = fused_mask(mask, bias, &q, expand);
             (attention(q, k, v, masked, bias, AttentionModuleOptions::default()), None)
         };
         let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
@@ -245,24 +236,27 @@ pub fn most_negative(dtype: DType) -> f64 {
 ///
 /// burn-tch 0.22.1 hands Burn's boolean mask (`true` = masked) to torch SDPA unchanged, where
 /// `true` means *attend*, and falls back to the composed attention whenever there is a bias.
-/// On libtorch outside autodiff, `attend` inverts a padding-only mask without bias before it
-/// gets here, so that SDPA runs its fused kernel; under autodiff (composed attention, Burn's
-/// meaning) and with a bias, the mask travels as a bias. Otherwise the boolean mask stays,
-/// which lets CubeCL pick its flash kernel.
+/// On libtorch outside autodiff a padding-only mask without bias is therefore inverted (before
+/// `expand`, which is a view there), so that SDPA runs its fused kernel; under autodiff
+/// (composed attention, Burn's meaning) and with a bias, the mask travels as a bias. Otherwise
+/// the boolean mask stays, which lets CubeCL pick its flash kernel.
 fn fused_mask(
-    masked: Option<Tensor<4, Bool>>,
+    mask: &AttentionMask,
     bias: Option<Tensor<4>>,
-    restricted: bool,
     query: &Tensor<4>,
+    expand: impl Fn(Tensor<3, Bool>) -> Tensor<4, Bool>,
 ) -> (Option<Tensor<4, Bool>>, Option<Tensor<4>>) {
-    match masked {
-        Some(m) if restricted || is_libtorch(&query.device()) => {
-            let as_bias = m.float() * (-1.0e30_f64).max(most_negative(query.dtype()));
+    let device = query.device();
+    let libtorch = is_libtorch(&device);
+    match mask.masked.clone() {
+        Some(m) if libtorch && !device.is_autodiff() && !mask.restricted && bias.is_none() => (Some(expand(m.bool_not())), None),
+        Some(m) if mask.restricted || libtorch => {
+            let as_bias = expand(m).float() * (-1.0e30_f64).max(most_negative(query.dtype()));
             (None, Some(match bias {
                 Some(b) => b + as_bias,
                 None => as_bias,
             }))
         }
-        other => (other, bias),
+        other => (other.map(expand), bias),
     }
 }

@@ -330,7 +330,7 @@ impl Tokenizer {
             batch: rows.len(),
             seq,
             input_ids: rows.iter().flat_map(|r| padded(&r.input_ids, *pad_id as i64)).collect(),
-            attention_mask: rows.iter().flat_map(|r| padded(&vec![1; r.len()], 0)).collect(),
+            attention_mask: rows.iter().flat_map(|r| (0..seq).map(move |p| i64::from(p < r.len()))).collect(),
             token_type_ids: rows.iter().flat_map(|r| padded(&r.token_type_ids, 0)).collect(),
             tokens: rows
                 .iter()
