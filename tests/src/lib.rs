@@ -1,6 +1,7 @@
 //! Helpers for Sesame's cross-crate tests: fixtures written by `scripts/make_fixtures.py`,
 //! the backends compiled into this build, and tolerance checks.
 
+pub mod broken;
 pub mod parity;
 pub mod training;
 

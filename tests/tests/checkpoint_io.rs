@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use sesame_bert::*;
-use sesame_layers::{Backbone, CheckpointError, ConfigError, InputError, OutputOptions, PretrainedError, PretrainedModel};
+use sesame_layers::{Backbone, CheckpointError, ConfigError, HfConfig, InputError, OutputOptions, PretrainedError, PretrainedModel};
 use sesame_tests::{devices, parity, Checker, Fixture, TOLERANCE};
 
 /// A scratch copy of a fixture directory that a test may break.
@@ -388,5 +388,21 @@ fn double_and_half_precision_safetensors_load_as_their_values() {
             let worst = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
             assert!(worst <= 1e-6 && ours.iter().all(|x| x.is_finite()), "{dtype:?} on {backend}: logits differ by {worst}");
         }
+    }
+}
+
+/// An ignore pattern of a key table that is not a valid regex is an error, not dropped.
+#[test]
+fn an_invalid_ignore_pattern_is_an_error() {
+    let device = devices()[0].1.clone();
+    let dir = sesame_tests::fixtures_dir().join("bert/base-masked-lm");
+    let config = BertConfig::from_dir(&dir).unwrap();
+    let mut spec = BertForMaskedLM::checkpoint_spec(&config);
+    spec.ignored.push("(unclosed".into());
+    let mut model = BertForMaskedLM::init(&config, &device);
+    let files = sesame_layers::WeightFiles::find(&dir).unwrap();
+    match sesame_layers::checkpoint::load_weights(&mut model, &files, &spec) {
+        Err(CheckpointError::BadPattern { pattern, .. }) => assert_eq!(pattern, "(unclosed"),
+        other => panic!("expected BadPattern, got {:?}", other.map(|r| r.to_string())),
     }
 }

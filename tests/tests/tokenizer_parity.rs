@@ -216,23 +216,42 @@ fn a_corrupt_precompiled_table_is_an_error_naming_the_file_not_a_panic() {
     assert!(err.contains("precompiled_charsmap"), "{err}");
 }
 
-/// A trained vocabulary's ids do not depend on the order tokenizers' trainer walked its hash
-/// maps: WordPiece ids follow from the tokens alone (specials first, then shortest first, then
-/// by text), and byte-level BPE trains the same tokenizer twice.
+/// A trained tokenizer depends only on the corpus and the settings: trained twice, on one
+/// thread and on four, every kind writes the same files (tokenizers' own trainers break ties
+/// in a randomly seeded hash map's order); WordPiece ids follow the canonical order (specials
+/// first, then shortest first, then by text).
 #[test]
-fn trained_ids_do_not_depend_on_hash_map_order() {
+fn trained_tokenizers_depend_only_on_the_corpus_and_settings() {
     let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
     let corpus = Corpus { documents: corpus.documents.into_iter().take(10).collect() };
-    let vocab = |kind: TokenizerKind| {
-        let tok = Tokenizer::train(kind, corpus.sentences(), 500, &kind.config()).unwrap();
-        let out = std::env::temp_dir().join(format!("sesame-ids-{kind:?}-{}", std::process::id()));
+    let files = |kind: TokenizerKind, threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let tok = pool.install(|| Tokenizer::train(kind, corpus.sentences(), 500, &kind.config()).unwrap());
+        let out = std::env::temp_dir().join(format!("sesame-trained-{kind:?}-{threads}-{}", std::process::id()));
         tok.save(&out, &kind.config()).unwrap();
-        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("tokenizer.json")).unwrap()).unwrap();
+        let mut files = std::collections::BTreeMap::new();
+        for entry in std::fs::read_dir(&out).unwrap() {
+            let path = entry.unwrap().path();
+            files.insert(path.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&path).unwrap());
+        }
         std::fs::remove_dir_all(&out).unwrap();
-        json["model"]["vocab"].clone()
+        files
     };
-    let wordpiece = vocab(TokenizerKind::WordPiece);
-    let mut ids: Vec<(String, u64)> = wordpiece.as_object().unwrap().iter().map(|(t, id)| (t.clone(), id.as_u64().unwrap())).collect();
+    for kind in [TokenizerKind::WordPiece, TokenizerKind::ByteLevelBpe, TokenizerKind::Unigram] {
+        let (one, four, again) = (files(kind, 1), files(kind, 4), files(kind, 4));
+        assert!(one.contains_key("tokenizer.json"), "{kind:?}: {:?}", one.keys());
+        assert_eq!(one, four, "{kind:?}: one thread and four train different tokenizers");
+        assert_eq!(four, again, "{kind:?}: trained twice, different tokenizers");
+        let json: serde_json::Value = serde_json::from_str(&one["tokenizer.json"]).unwrap();
+        let size = match &json["model"]["vocab"] {
+            serde_json::Value::Object(map) => map.len(),
+            serde_json::Value::Array(items) => items.len(),
+            other => panic!("{kind:?}: vocab {other}"),
+        };
+        assert!((450..=500).contains(&size), "{kind:?}: {size} tokens for 500 asked");
+    }
+    let json: serde_json::Value = serde_json::from_str(&files(TokenizerKind::WordPiece, 2)["tokenizer.json"]).unwrap();
+    let mut ids: Vec<(String, u64)> = json["model"]["vocab"].as_object().unwrap().iter().map(|(t, id)| (t.clone(), id.as_u64().unwrap())).collect();
     ids.sort_by_key(|(_, id)| *id);
     let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
     assert_eq!(ids.iter().take(5).map(|(t, _)| t.as_str()).collect::<Vec<_>>(), specials);
@@ -242,5 +261,35 @@ fn trained_ids_do_not_depend_on_hash_map_order() {
     };
     let in_order = ids[5..].windows(2).all(|w| key(&w[0].0) < key(&w[1].0));
     assert!(in_order, "WordPiece ids are not in the canonical order: {:?}", &ids[5..60]);
-    assert_eq!(vocab(TokenizerKind::ByteLevelBpe), vocab(TokenizerKind::ByteLevelBpe), "byte-level BPE trained twice");
+}
+
+#[test]
+fn a_precompiled_trie_pointing_past_its_end_is_refused_at_load() {
+    use sesame_tests::broken::*;
+    let base = std::env::temp_dir().join(format!("sesame-trie-{}", std::process::id()));
+    let json = base.join("json");
+    tokenizer_json_with_table(&json, TRIE_PAST_ITS_END);
+    let err = Tokenizer::from_dir(&json).unwrap_err().to_string();
+    assert!(err.contains("tokenizer.json") && err.contains("precompiled_charsmap") && err.contains("trie"), "{err}");
+    let spiece = base.join("spiece");
+    spiece_model_with_trie_past_its_end(&spiece);
+    let err = Tokenizer::from_dir(&spiece).unwrap_err().to_string();
+    assert!(err.contains("spiece.model") && err.contains("precompiled_charsmap") && err.contains("trie"), "{err}");
+    // The real tables pass the same check, and still encode as before.
+    let table = sesame_text::sentencepiece::SentencePieceModel::read(&fixtures_dir().join("albert/spiece/spiece.model")).unwrap().precompiled_charsmap.unwrap();
+    sesame_text::sentencepiece::check_precompiled_charsmap(&table).unwrap();
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// A panic on one of rayon's workers (where the tokenizers crate encodes a batch) is caught on
+/// the calling thread, with its message and place, and nothing is printed.
+#[test]
+fn a_panic_on_a_rayon_worker_is_caught_with_its_place() {
+    let err = sesame_text::contain::catch(|| -> usize {
+        use rayon::prelude::*;
+        (0..64).into_par_iter().map(|i| if i == 63 { panic!("index out of bounds") } else { i }).sum()
+    })
+    .unwrap_err();
+    assert_eq!(err.message, "index out of bounds");
+    assert!(err.location.as_deref().is_some_and(|l| l.contains("tokenizer_parity.rs")), "{err:?}");
 }

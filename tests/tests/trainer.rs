@@ -11,7 +11,7 @@ use sesame_layers::PretrainedModel;
 use sesame_tests::training::{first_step_config, first_step_failures, hf_tensors, run_dir, Fixed};
 use sesame_tests::{devices, differing, fixtures_dir, max_abs_diff, Backend, Fixture};
 use sesame_text::{Corpus, CorpusError, PairConfig, TokenMasking, Tokenizer, TokenizerConfig};
-use sesame_train::{CarriedState, Layout, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
+use sesame_train::{BoxError, CarriedState, Layout, StepOutput, TrainConfig, TrainError, TrainTask, Trainer};
 
 /// Burn's CPU backends keep one process-wide RNG (`device.seed` is global), so tests that
 /// train with dropout must not interleave: each holds this lock.
@@ -275,13 +275,13 @@ fn bad_corpora_and_settings_are_clear_errors() {
 struct Memory(Option<Tensor<2>>);
 
 impl CarriedState for Memory {
-    fn save(&self, dir: &Path) -> Result<(), String> {
+    fn save(&self, dir: &Path) -> Result<(), BoxError> {
         let values: Option<Vec<f32>> = self.0.clone().map(|t| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap());
-        std::fs::write(dir.join("memory.json"), serde_json::to_string(&values).unwrap()).map_err(|e| e.to_string())
+        Ok(std::fs::write(dir.join("memory.json"), serde_json::to_string(&values)?)?)
     }
-    fn load(dir: &Path, device: &Device) -> Result<Self, String> {
-        let text = std::fs::read_to_string(dir.join("memory.json")).map_err(|e| e.to_string())?;
-        let values: Option<Vec<f32>> = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    fn load(dir: &Path, device: &Device) -> Result<Self, BoxError> {
+        let text = std::fs::read_to_string(dir.join("memory.json"))?;
+        let values: Option<Vec<f32>> = serde_json::from_str(&text)?;
         Ok(Memory(values.map(|v| Tensor::from_data(TensorData::new(v, [1, 8]), device))))
     }
 }

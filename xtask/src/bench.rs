@@ -226,7 +226,7 @@ where
             // The same architecture: the config.json (and ELECTRA's generator/config.json) of
             // this preset, written by exporting a fresh model.
             let dir = std::env::temp_dir().join(format!("sesame-bench-{family}-{preset}-{}", std::process::id()));
-            F::Model::init(&config, &device).export(&config, &dir)?;
+            F::Model::init(&config, &device).export(&config, &dir).map_err(|e| e.to_string())?;
             let theirs = pytorch(args, &[mode.replace("train", "pretrain"), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()]);
             let _ = std::fs::remove_dir_all(&dir);
             let theirs = theirs?;

@@ -106,7 +106,7 @@ enum Command {
 }
 
 fn parse_pooling(s: &str) -> Result<Pooling, String> {
-    s.parse()
+    s.parse().map_err(|e: sesame_layers::pooling::UnknownPooling| e.to_string())
 }
 
 /// Where `embed` and `fill-mask` read texts from, and how many run at a time.
@@ -299,14 +299,6 @@ fn report(report: &sesame_layers::LoadReport) {
 }
 
 fn main() -> ExitCode {
-    // sesame-text contains the panics of the tokenizers crate (on corrupt files) and reports
-    // them as one error line; keep the default hook from printing them as well.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !info.location().is_some_and(|l| l.file().contains("/tokenizers-")) {
-            default_hook(info)
-        }
-    }));
     match run(Cli::parse()) {
         Ok(json) => {
             if !json.is_empty() {

@@ -292,7 +292,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": out }).to_string());
     }
     let export = out.join("export");
-    for dir in burn::module::Module::valid(&outcome.model).export(&config, &export)? {
+    for dir in burn::module::Module::valid(&outcome.model).export(&config, &export).map_err(err)? {
         tokenizer.save(&dir, &tok_config).map_err(err)?;
     }
     eprintln!("exported the model and tokenizer to {}", export.display());
@@ -356,5 +356,5 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
 pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
     let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
     let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
-    model.export(&config, out)
+    model.export(&config, out).map_err(err)
 }

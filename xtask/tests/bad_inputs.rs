@@ -169,6 +169,15 @@ fn broken_checkpoints_and_configs() {
     });
     fails(&["embed", "--model", path(&d), "x"], &["attention.self.query.weight", "U16"]);
 
+    // A deflate bomb: a pytorch_model.bin of 31 MB whose storage inflates to 3 GiB
+    // is refused from the zip's directory, before anything is inflated (without the check it
+    // loads, as zeros).
+    let d = scratch("deflate-bomb", Some("bert/base-model-bin"));
+    std::fs::copy(fixture.join("vocab.txt"), d.join("vocab.txt")).unwrap();
+    sesame_tests::broken::deflate_bomb(&repo().join("fixtures/bert/base-model-bin/pytorch_model.bin"), &d.join("pytorch_model.bin"), 3 << 30);
+    assert!(std::fs::metadata(d.join("pytorch_model.bin")).unwrap().len() < 64 << 20);
+    fails(&["embed", "--model", path(&d), "x"], &["pytorch_model.bin", "decompression bomb"]);
+
     // An ELECTRA discriminator has no masked-LM head: fill-mask refuses it.
     let d = scratch("no-head", Some("electra/base-pretraining"));
     std::fs::copy(fixture.join("vocab.txt"), d.join("vocab.txt")).unwrap();
@@ -188,6 +197,15 @@ fn broken_tokenizers_and_inputs() {
     let d = scratch("bad-tokenizer-config", Some("bert/base-fill-mask"));
     std::fs::write(d.join("tokenizer_config.json"), "[]").unwrap();
     fails(&["embed", "--model", path(&d), "x"], &["tokenizer_config.json"]);
+
+    // Tokenizers whose precompiled normalisation table points past its end (the crate that
+    // applies it panicked on the first text, on a worker thread): refused at load, by file.
+    let d = scratch("trie-json", Some("albert/base-model"));
+    sesame_tests::broken::tokenizer_json_with_table(&d, sesame_tests::broken::TRIE_PAST_ITS_END);
+    fails(&["embed", "--model", path(&d), "x"], &["tokenizer.json", "precompiled_charsmap"]);
+    let d = scratch("trie-spiece", Some("albert/base-model"));
+    sesame_tests::broken::spiece_model_with_trie_past_its_end(&d);
+    fails(&["embed", "--model", path(&d), "x"], &["spiece.model", "precompiled_charsmap"]);
 
     let model = repo().join("fixtures/bert/base-fill-mask");
     let m = path(&model);

@@ -276,28 +276,52 @@ fn static_masking_is_a_data_setting_a_resume_must_keep() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// Two default runs of each family with one seed, each training its own tokenizer on the
+/// shipped corpus, in separate processes (one of them on one thread, the other on every core),
+/// export bit-identical weights and tokenizer files, and log the same metrics.
 #[test]
-fn the_same_seed_and_tokenizer_give_bit_identical_runs() {
-    // flex, the default backend: two runs with the same flags, seed and tokenizer.
-    let tokenizer = repo().join("fixtures/bert/base-fill-mask");
-    let run = |name: &str| {
-        let out = std::env::temp_dir().join(format!("sesame-cli-seed-{name}-{}", std::process::id()));
+fn the_same_seed_gives_bit_identical_runs_tokenizer_included() {
+    let run = |family: &str, name: &str, one_thread: bool| {
+        let out = std::env::temp_dir().join(format!("sesame-cli-seed-{family}-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
-        let output = xtask(&[
-            "train", "bert", "--steps", "3", "--batch-size", "4", "--seq-len", "32", "--seed", "7", "--quiet",
-            "--tokenizer", tokenizer.to_str().unwrap(), "--out", out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let mut args = vec!["train", family, "--steps", "2", "--batch-size", "4", "--seq-len", "32", "--seed", "7", "--quiet", "--out", out.to_str().unwrap()];
+        if one_thread {
+            args.extend(["--threads", "1"]);
+        }
+        let mut cmd = xtask(&args);
+        if one_thread {
+            cmd.env("RAYON_NUM_THREADS", "1");
+        }
+        let output = cmd.output().unwrap();
+        assert!(output.status.success(), "{family}: {}", String::from_utf8_lossy(&output.stderr));
         let metrics: Vec<String> = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines()
             .map(|l| { let mut v: serde_json::Value = serde_json::from_str(l).unwrap(); v["values"].as_object_mut().unwrap().remove("tokens_per_s"); v.to_string() })
             .collect();
-        (std::fs::read(out.join("export/model.safetensors")).unwrap(), metrics)
+        // Every file of the export (ELECTRA's generator included), by its path.
+        let mut files = std::collections::BTreeMap::new();
+        let mut dirs = vec![out.join("export")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.insert(path.strip_prefix(&out).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&out);
+        (files, metrics)
     };
-    let (a, b) = (run("a"), run("b"));
-    assert_eq!(a.1, b.1, "the same seed gives the same metrics");
-    assert!(a.0 == b.0, "the same seed gives bit-identical weights");
+    for family in ["bert", "roberta", "albert", "electra", "unilm"] {
+        let (a, b) = (run(family, "a", false), run(family, "b", true));
+        assert!(a.0.keys().any(|p| p.ends_with("tokenizer.json")) && a.0.keys().any(|p| p.ends_with("model.safetensors")), "{family}: {:?}", a.0.keys());
+        assert_eq!(a.0.keys().collect::<Vec<_>>(), b.0.keys().collect::<Vec<_>>(), "{family}: the same files");
+        for (path, bytes) in &a.0 {
+            assert!(*bytes == b.0[path], "{family}: {} differs between two runs with one seed", path.display());
+        }
+        assert_eq!(a.1, b.1, "{family}: the same seed gives the same metrics");
+    }
 }
 
 #[test]

@@ -90,6 +90,14 @@ pub enum CheckpointError {
         /// The dtype in the file.
         found: String,
     },
+    /// A family's key table holds a pattern that is not a valid regex.
+    #[error("invalid ignore pattern `{pattern}` in the model's checkpoint table: {reason}")]
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// What the regex parser reported.
+        reason: String,
+    },
     /// The sharded-checkpoint index is malformed.
     #[error("invalid shard index {path}: {reason}")]
     BadIndex {
@@ -347,7 +355,11 @@ pub fn load_weights<M: Module>(
     // Compiled once: every reported name goes through them.
     let to_hf_rules = spec.keys.burn_to_hf();
     let burn_to_hf = |path: &str| hf_name(&to_hf_rules, path);
-    let ignored: Vec<Regex> = spec.ignored.iter().filter_map(|p| Regex::new(p).ok()).collect();
+    let ignored: Vec<Regex> = spec
+        .ignored
+        .iter()
+        .map(|p| Regex::new(p).map_err(|e| CheckpointError::BadPattern { pattern: p.clone(), reason: e.to_string() }))
+        .collect::<Result<_, _>>()?;
     let is_ignored = |hf: &str| ignored.iter().any(|r| r.is_match(hf));
     let mut missing: Option<BTreeMap<String, ()>> = None;
     let mut applied = BTreeSet::new();
@@ -363,7 +375,8 @@ pub fn load_weights<M: Module>(
             });
         }
         let unreadable = |reason: String| CheckpointError::Unreadable { path: path.clone(), reason };
-        let result: ApplyResult = match files.format {
+        // The readers under burn-store may panic on a corrupt file; that is this file's error.
+        let read = || -> Result<ApplyResult, CheckpointError> { Ok(match files.format {
             WeightFormat::Safetensors => {
                 // The file is read once; each tensor the model takes is cast, transposed
                 // (Linear) and checked for NaN/inf in one pass, straight into the buffer the
@@ -376,6 +389,7 @@ pub fn load_weights<M: Module>(
                 module.apply(tensors, None, Some(Box::new(NormNames)), false)
             }
             WeightFormat::PyTorch => {
+                check_inflated_sizes(path).map_err(&unreadable)?;
                 // `PytorchStore::apply_to` fixes its adapter; apply its tensors with ours.
                 let remapper = KeyRemapper::from_compiled_patterns(rules.clone());
                 let mut store = PytorchStore::from_file(path).remap(remapper).map_indices_contiguous(false);
@@ -394,7 +408,8 @@ pub fn load_weights<M: Module>(
                 let adapter: Box<dyn ModuleAdapter> = Box::new(adapter());
                 module.apply(tensors, None, Some(adapter), false)
             }
-        };
+        }) };
+        let result = sesame_text::contain::catch(read).unwrap_or_else(|panic| Err(unreadable(format!("the reader failed on it: {panic}"))))?;
         if let Some(error) = result.errors.first() {
             return Err(apply_error(path, error, &burn_to_hf));
         }
@@ -451,6 +466,32 @@ pub fn load_weights<M: Module>(
         initialized: optional.iter().map(|p| burn_to_hf(p)).collect(),
         unused,
     })
+}
+
+/// How far a deflated entry of a PyTorch zip may inflate: above both this ratio to its
+/// stored bytes and [`INFLATE_FLOOR`] bytes it is refused. `torch.save` stores every entry
+/// uncompressed, and deflate shrinks float weights by a few percent; a larger ratio is a
+/// decompression bomb (gigabytes from a few megabytes).
+const INFLATE_RATIO: u64 = 16;
+const INFLATE_FLOOR: u64 = 16 << 20;
+
+/// Refuse a PyTorch zip checkpoint whose deflated entries would inflate far beyond their size,
+/// from the archive's directory, before any of them is decompressed. Files that are not zips
+/// (PyTorch's legacy format) are left to the reader.
+fn check_inflated_sizes(path: &Path) -> Result<(), String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let Ok(mut archive) = zip::ZipArchive::new(std::io::BufReader::new(file)) else { return Ok(()) };
+    for i in 0..archive.len() {
+        let entry = archive.by_index_raw(i).map_err(|e| e.to_string())?;
+        let (size, stored) = (entry.size(), entry.compressed_size());
+        if entry.compression() != zip::CompressionMethod::Stored && size > INFLATE_FLOOR && size / stored.max(1) > INFLATE_RATIO {
+            return Err(format!(
+                "entry `{}` would inflate to {size} bytes from {stored} (over {INFLATE_RATIO} times): refused as a decompression bomb",
+                entry.name().map_or_else(|_| format!("#{i}"), |n| n.to_string())
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Burn's name of a LayerNorm parameter stored under PyTorch's (`weight` -> `gamma`, `bias` -> `beta`).

@@ -37,6 +37,9 @@ pub enum PipelineError {
         /// Number of layers.
         layers: usize,
     },
+    /// The backend, or a crate under it, panicked while running a batch.
+    #[error("running the model failed: {0}")]
+    Panicked(sesame_text::contain::Panic),
 }
 
 /// One fill-mask candidate.
@@ -132,6 +135,8 @@ fn by_length<T: Send>(
     let lengths: Vec<usize> = encoded.iter().map(EncodedText::len).collect();
     let chunks = length_batches(&lengths, batch_size);
     let threads = default_threads(device).min(chunks.len());
+    // A panic in a batch (a crate under the tokenizer or the backend) is that batch's error.
+    let run = |chunk: &[usize]| sesame_text::contain::catch(|| run(chunk)).unwrap_or_else(|panic| Err(PipelineError::Panicked(panic)));
     let outputs: Vec<Result<Vec<T>, PipelineError>> = if threads <= 1 {
         chunks.iter().map(|chunk| run(chunk)).collect()
     } else {

@@ -15,14 +15,19 @@ pub enum Pooling {
     Max,
 }
 
+/// A pooling name that is not `cls`, `mean` or `max`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown pooling `{0}` (expected cls, mean or max)")]
+pub struct UnknownPooling(pub String);
+
 impl std::str::FromStr for Pooling {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPooling;
+    fn from_str(s: &str) -> Result<Self, UnknownPooling> {
         match s {
             "cls" => Ok(Pooling::Cls),
             "mean" => Ok(Pooling::Mean),
             "max" => Ok(Pooling::Max),
-            other => Err(format!("unknown pooling `{other}` (expected cls, mean or max)")),
+            other => Err(UnknownPooling(other.to_string())),
         }
     }
 }

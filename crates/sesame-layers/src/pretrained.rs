@@ -145,6 +145,14 @@ pub enum InputError {
         /// Table size.
         limit: usize,
     },
+    /// Ids that could not be read back from the device to be checked.
+    #[error("cannot read the {what} ids back from the device to check them: {reason}")]
+    Unreadable {
+        /// Which ids.
+        what: &'static str,
+        /// What the backend reported.
+        reason: String,
+    },
     /// Two input tensors disagree in shape.
     #[error("{what} has shape {found:?}, expected {expected:?} (from input_ids and the cache)")]
     ShapeMismatch {
@@ -157,9 +165,10 @@ pub enum InputError {
     },
 }
 
-/// Check that `ids` `[batch, seq]` lie in `0..limit`.
+/// Check that `ids` `[batch, seq]` lie in `0..limit`; ids that cannot be read back from the
+/// device are an error, not a pass.
 pub fn check_ids(ids: &Tensor<2, Int>, limit: usize, what: &'static str) -> Result<(), InputError> {
-    let values: Vec<i64> = ids.to_data().convert::<i64>().try_to_vec::<i64>().unwrap_or_default();
+    let values: Vec<i64> = ids.try_to_vec_as::<i64>().map_err(|e| InputError::Unreadable { what, reason: e.to_string() })?;
     match values.iter().find(|&&id| id < 0 || id as usize >= limit) {
         Some(&id) => Err(InputError::IdOutOfRange { what, id, limit }),
         None => Ok(()),

@@ -1,12 +1,14 @@
 //! Text for Sesame: tokenizers, corpora, masking strategies and pre-training examples.
 
 pub mod batcher;
+pub mod contain;
 pub mod corpus;
 pub mod fs;
 pub mod masking;
 pub mod pretraining;
 pub mod sentencepiece;
 pub mod tokenizer;
+pub mod tokenizer_training;
 
 pub use corpus::{Corpus, CorpusError};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, UnilmMasking, WholeWordMasking};

@@ -111,6 +111,58 @@ impl SentencePieceModel {
             load(format!("unk_id {unk_id} is outside the {} pieces", pieces.len()))
         })?;
         let precompiled_charsmap = proto.normalizer_spec.and_then(|n| n.precompiled_charsmap).filter(|m| !m.is_empty());
+        if let Some(table) = &precompiled_charsmap {
+            check_precompiled_charsmap(table).map_err(|e| load(format!("bad precompiled_charsmap: {e}")))?;
+        }
         Ok(Self { pieces, unk_id, byte_fallback: trainer.byte_fallback.unwrap_or(false), precompiled_charsmap })
     }
+}
+
+/// Check a SentencePiece `precompiled_charsmap` before the `spm_precompiled` crate uses it.
+///
+/// The table is `[trie size in bytes: u32][trie: u32 units][replacement strings, each ended by
+/// \0]`; the trie is a darts-clone double array. The crate walks it for every grapheme of
+/// under 6 bytes (and every character) of a text, indexing the array and the strings without
+/// bounds checks, so a table that points past its end loads and then panics on the first
+/// text. This walks every state such a key can reach (at most 5 bytes deep) and checks that
+/// each unit read lies in the array and each replacement starts inside the strings, on a
+/// character boundary.
+pub fn check_precompiled_charsmap(table: &[u8]) -> Result<(), String> {
+    let size = table.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).ok_or("shorter than its 4-byte header")?;
+    let trie_bytes = table.get(4..4 + size / 4 * 4).ok_or_else(|| format!("its trie of {size} bytes runs past the table's {} bytes", table.len()))?;
+    let units: Vec<usize> = trie_bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).collect();
+    let strings = std::str::from_utf8(&table[4 + size / 4 * 4..]).map_err(|e| format!("its replacement strings are not UTF-8: {e}"))?;
+    // A darts-clone unit: label in bits 0-7 (and 31), leaf flag in bit 8, offset above bit 10.
+    let label = |u: usize| u & ((1 << 31) | 0xFF);
+    let has_leaf = |u: usize| (u >> 8) & 1 == 1;
+    let offset = |u: usize| (u >> 10) << ((u & (1 << 9)) >> 6);
+    let value = |u: usize| u & ((1 << 31) - 1);
+    let unit = |pos: usize| units.get(pos).copied().ok_or_else(|| format!("its trie points to unit {pos} of {}", units.len()));
+    const DEPTH: usize = 5;
+    let mut seen = std::collections::HashSet::new();
+    let mut frontier = vec![offset(unit(0)?)];
+    for _ in 0..DEPTH {
+        let mut next = Vec::new();
+        for node in frontier {
+            if !seen.insert(node) {
+                continue;
+            }
+            for c in 1..=255usize {
+                let child = unit(node ^ c)?;
+                if label(child) != c {
+                    continue;
+                }
+                let pos = node ^ c ^ offset(child);
+                if has_leaf(child) {
+                    let start = value(unit(pos)?);
+                    if !strings.is_char_boundary(start) {
+                        return Err(format!("a replacement starts at byte {start} of {} string bytes, not at a character", strings.len()));
+                    }
+                }
+                next.push(pos);
+            }
+        }
+        frontier = next;
+    }
+    Ok(())
 }

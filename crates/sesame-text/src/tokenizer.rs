@@ -56,9 +56,14 @@ pub enum TokenizerError {
         /// The maximum.
         max: usize,
     },
-    /// The tokenizer itself failed.
-    #[error("tokenization failed: {0}")]
-    Encode(String),
+    /// The tokenizer failed, or a crate under it panicked, on a text (or while training).
+    #[error("tokenizer {origin}: {reason}")]
+    Encode {
+        /// The tokenizer's file, or `trained on the corpus`.
+        origin: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Special tokens of a vocabulary (BERT's `[CLS]`/`[SEP]`, RoBERTa's `<s>`/`</s>`, …).
@@ -81,6 +86,8 @@ pub struct SpecialTokens {
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     special: SpecialTokens,
+    /// The file it was loaded from (named by its errors).
+    origin: String,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -176,7 +183,8 @@ impl Tokenizer {
     pub fn from_tokenizer_json(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
         let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
         let inner = contain(|| tokenizers::Tokenizer::from_file(path).map_err(|e| load(e.to_string())), load)?;
-        Self::new(inner, config)
+        check_precompiled_tables(&inner).map_err(load)?;
+        Self::new(inner, config, path)
     }
 
     /// Build BERT's WordPiece tokenizer from a `vocab.txt` (one token per line).
@@ -202,7 +210,7 @@ impl Tokenizer {
                 (config.cls_token.clone(), cls_id),
             )))
             .with_decoder(Some(WordPieceDecoder::default()));
-        Self::new(inner, config)
+        Self::new(inner, config, path)
     }
 
     /// Build RoBERTa's byte-level BPE tokenizer from GPT-2 style `vocab.json` + `merges.txt`
@@ -213,7 +221,7 @@ impl Tokenizer {
         let mut inner = tokenizers::Tokenizer::new(model);
         let config = &config.resolve(&inner);
         byte_level_pipeline(&mut inner, config);
-        Self::with_family_specials(inner, config, TokenizerKind::ByteLevelBpe)
+        Self::with_family_specials(inner, config, TokenizerKind::ByteLevelBpe, vocab)
     }
 
     /// Build ALBERT's tokenizer from a SentencePiece Unigram model file (`spiece.model`), as
@@ -242,18 +250,19 @@ impl Tokenizer {
         };
         inner.add_special_tokens(&added(PieceType::Control));
         inner.add_tokens(&added(PieceType::UserDefined));
-        Self::with_family_specials(inner, config, TokenizerKind::Unigram)
+        Self::with_family_specials(inner, config, TokenizerKind::Unigram, path)
     }
 
     /// `inner` with `kind`'s special tokens registered and its special-token layout.
-    fn with_family_specials(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) -> Result<Self, TokenizerError> {
+    fn with_family_specials(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind, origin: &Path) -> Result<Self, TokenizerError> {
         add_specials(&mut inner, config, kind);
-        let processor = post_processor(&inner, config, kind)?;
+        let processor = post_processor(&inner, config, kind).map_err(|reason| TokenizerError::Encode { origin: origin.display().to_string(), reason })?;
         inner.with_post_processor(Some(processor));
-        Self::new(inner, config)
+        Self::new(inner, config, origin)
     }
 
-    fn new(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
+    fn new(mut inner: tokenizers::Tokenizer, config: &TokenizerConfig, origin: &Path) -> Result<Self, TokenizerError> {
+        let origin = origin.display().to_string();
         let config = &config.resolve(&inner);
         let id = |token: &str| {
             inner.token_to_id(token).ok_or_else(|| TokenizerError::MissingSpecialToken { token: token.to_string() })
@@ -265,9 +274,24 @@ impl Tokenizer {
             sep: config.sep_token.clone(),
             mask: inner.token_to_id(&config.mask_token).map(|i| (config.mask_token.clone(), i)),
         };
-        inner.with_truncation(None).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        inner.with_truncation(None).map_err(|e| TokenizerError::Encode { origin: origin.clone(), reason: e.to_string() })?;
         inner.with_padding(None);
-        Ok(Self { inner, special })
+        Ok(Self { inner, special, origin })
+    }
+
+    /// A failure of this tokenizer on a text, naming its file.
+    fn failed(&self, reason: impl std::fmt::Display) -> TokenizerError {
+        TokenizerError::Encode { origin: self.origin.clone(), reason: reason.to_string() }
+    }
+
+    /// Run a call into the tokenizers crate; its panic becomes [`TokenizerError::Encode`].
+    fn guarded<T>(&self, f: impl FnOnce() -> tokenizers::Result<T>) -> Result<T, TokenizerError> {
+        contain(|| f().map_err(|e| self.failed(e)), |reason| self.failed(reason))
+    }
+
+    /// The file it was loaded from (`trained on the corpus` for a trained one).
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// The special tokens.
@@ -348,9 +372,7 @@ impl Tokenizer {
         if inputs.is_empty() {
             return Err(TokenizerError::EmptyBatch);
         }
-        let encode = |tok: &tokenizers::Tokenizer| {
-            contain(|| tok.encode_batch(inputs, true).map_err(|e| TokenizerError::Encode(e.to_string())), TokenizerError::Encode)
-        };
+        let encode = |tok: &tokenizers::Tokenizer| self.guarded(|| tok.encode_batch(inputs, true));
         let encodings = if truncate {
             let mut tok = self.inner.clone();
             tok.with_truncation(Some(TruncationParams {
@@ -359,7 +381,7 @@ impl Tokenizer {
                 strategy: TruncationStrategy::LongestFirst,
                 stride: 0,
             }))
-            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
+            .map_err(|e| self.failed(e))?;
             encode(&tok)?
         } else {
             encode(&self.inner)?
@@ -381,77 +403,50 @@ impl Tokenizer {
     /// Tokenize one text without special tokens: ids, and which tokens start a word (from
     /// the tokenizer's word ids), for whole-word and span masking.
     pub fn tokenize(&self, text: &str) -> Result<crate::pretraining::Segment, TokenizerError> {
-        let e = contain(|| self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string())), TokenizerError::Encode)?;
+        let e = self.guarded(|| self.inner.encode(text, false))?;
         let words = e.get_word_ids();
         let word_start = (0..words.len()).map(|i| i == 0 || words[i].is_none() || words[i] != words[i - 1]).collect();
         Ok(crate::pretraining::Segment { ids: e.get_ids().to_vec(), word_start })
     }
 
     /// Train a tokenizer of `kind` with `vocab_size` tokens on `texts`, special tokens first
-    /// (in the order of the family's released vocabularies).
+    /// (in the order of the family's released vocabularies). The result depends only on the
+    /// texts and the settings: the same files in every process and on any number of cores
+    /// (see [`crate::tokenizer_training`]).
     pub fn train<'a>(
         kind: TokenizerKind,
         texts: impl Iterator<Item = &'a str> + Send,
         vocab_size: usize,
         config: &TokenizerConfig,
     ) -> Result<Self, TokenizerError> {
-        use tokenizers::models::bpe::BpeTrainer;
-        use tokenizers::models::unigram::{Unigram, UnigramTrainer};
-        use tokenizers::models::TrainerWrapper;
-        let specials: Vec<AddedToken> = kind.specials(config).into_iter().map(|t| AddedToken::from(t, true)).collect();
-        let n_specials = specials.len();
-        let fail = |e: tokenizers::Error| TokenizerError::Encode(format!("training a {kind:?} tokenizer failed: {e}"));
-        let inner = match kind {
+        use crate::tokenizer_training::{Recipe, SortedTrainer};
+        let origin = Path::new(TRAINED);
+        let fail = |e: tokenizers::Error| TokenizerError::Encode { origin: TRAINED.into(), reason: format!("training a {kind:?} tokenizer failed: {e}") };
+        let (mut inner, recipe) = match kind {
             TokenizerKind::WordPiece => {
-                use tokenizers::models::wordpiece::WordPieceTrainer;
                 let model = WordPiece::builder().unk_token(config.unk_token.clone()).build().map_err(fail)?;
                 let mut inner = tokenizers::Tokenizer::new(model);
                 inner
                     .with_normalizer(Some(BertNormalizer::new(true, config.tokenize_chinese_chars, config.strip_accents, config.do_lower_case)))
                     .with_pre_tokenizer(Some(BertPreTokenizer))
                     .with_decoder(Some(WordPieceDecoder::default()));
-                let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
-                    .vocab_size(vocab_size)
-                    .min_frequency(2)
-                    .show_progress(false)
-                    .special_tokens(specials)
-                    .build()
-                    .into();
-                inner.train(&mut trainer, texts).map_err(fail)?;
-                canonical_wordpiece_ids(&mut inner, n_specials).map_err(fail)?;
-                inner
+                (inner, Recipe::WordPiece { unk: config.unk_token.clone() })
             }
             TokenizerKind::ByteLevelBpe => {
                 let mut inner = tokenizers::Tokenizer::new(BPE::default());
                 byte_level_pipeline(&mut inner, config);
-                let alphabet = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet().into_iter().collect();
-                let mut trainer: TrainerWrapper = BpeTrainer::builder()
-                    .vocab_size(vocab_size)
-                    .min_frequency(2)
-                    .show_progress(false)
-                    .special_tokens(specials)
-                    .initial_alphabet(alphabet)
-                    .build()
-                    .into();
-                inner.train(&mut trainer, texts).map_err(fail)?;
-                inner
+                (inner, Recipe::ByteLevelBpe)
             }
             TokenizerKind::Unigram => {
-                let mut inner = tokenizers::Tokenizer::new(Unigram::default());
+                let mut inner = tokenizers::Tokenizer::new(tokenizers::models::unigram::Unigram::default());
                 sentencepiece_pipeline(&mut inner, config, None).map_err(fail)?;
-                let mut trainer: TrainerWrapper = UnigramTrainer::builder()
-                    .vocab_size(vocab_size as u32)
-                    .show_progress(false)
-                    .special_tokens(specials)
-                    .unk_token(Some(config.unk_token.clone()))
-                    .build()
-                    .map_err(|e| fail(Box::new(e)))?
-                    .into();
-                inner.train(&mut trainer, texts).map_err(fail)?;
-                inner
+                (inner, Recipe::Unigram { unk: config.unk_token.clone() })
             }
         };
-        Self::with_family_specials(inner, config, kind)
+        let mut trainer = SortedTrainer::new(recipe, vocab_size, kind.specials(config));
+        let panicked = |reason| TokenizerError::Encode { origin: TRAINED.into(), reason };
+        contain(|| inner.train(&mut trainer, texts).map(|_| ()).map_err(fail), panicked)?;
+        Self::with_family_specials(inner, config, kind, origin)
     }
 
     /// Train a BERT WordPiece vocabulary of `vocab_size` tokens on `texts` (lower-cased when
@@ -526,7 +521,7 @@ impl Tokenizer {
 
     /// Decode ids back to text, skipping special tokens.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
-        self.inner.decode(ids, true).map_err(|e| TokenizerError::Encode(e.to_string()))
+        self.guarded(|| self.inner.decode(ids, true))
     }
 }
 
@@ -585,10 +580,10 @@ fn add_specials(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig, kin
 
 /// The family's special-token layout: BERT/ALBERT `[CLS] a [SEP] b [SEP]` (types 0, then 1),
 /// RoBERTa `<s> a </s></s> b </s>` (types all 0).
-fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) -> Result<PostProcessorWrapper, TokenizerError> {
+fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) -> Result<PostProcessorWrapper, String> {
     use tokenizers::processors::roberta::RobertaProcessing;
     use tokenizers::processors::template::TemplateProcessing;
-    let id = |t: &str| inner.token_to_id(t).ok_or_else(|| TokenizerError::MissingSpecialToken { token: t.to_string() });
+    let id = |t: &str| inner.token_to_id(t).ok_or_else(|| format!("the vocabulary has no `{t}` token"));
     let (cls, sep) = ((config.cls_token.clone(), id(&config.cls_token)?), (config.sep_token.clone(), id(&config.sep_token)?));
     Ok(match kind {
         TokenizerKind::WordPiece => BertProcessing::new(sep, cls).into(),
@@ -598,10 +593,10 @@ fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind:
             TemplateProcessing::builder()
                 .try_single(format!("{c}:0 $A:0 {s}:0"))
                 .and_then(|b| b.try_pair(format!("{c}:0 $A:0 {s}:0 $B:1 {s}:1")))
-                .map_err(|e| TokenizerError::Encode(e.to_string()))?
+                .map_err(|e| e.to_string())?
                 .special_tokens(vec![cls.clone(), sep.clone()])
                 .build()
-                .map_err(|e| TokenizerError::Encode(e.to_string()))?
+                .map_err(|e| e.to_string())?
                 .into()
         }
     })
@@ -793,50 +788,39 @@ impl TokenizerConfig {
     }
 }
 
-/// Run `f`; a panic inside the tokenizers crate (a corrupt file can make it panic, e.g. a
-/// precompiled normalisation table it cannot parse) becomes `error(its message)`.
+/// Run `f`; a panic inside the tokenizers crate or a crate under it (a corrupt file can make
+/// them panic, e.g. a precompiled normalisation table they cannot parse) becomes
+/// `error(its message and place)`, on whatever thread it was raised (see [`crate::contain`]).
 fn contain<T>(f: impl FnOnce() -> Result<T, TokenizerError>, error: impl FnOnce(String) -> TokenizerError) -> Result<T, TokenizerError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-        let message = payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(error(format!("the tokenizers crate failed on it: {message}")))
-    })
+    crate::contain::catch(f).unwrap_or_else(|panic| Err(error(format!("the tokenizers crate failed on it: {panic}"))))
 }
 
-/// Renumber a freshly trained WordPiece vocabulary so that its ids depend only on its tokens.
-///
-/// tokenizers' trainer gives the `##` letters their ids in the order it meets them while
-/// walking a randomly seeded hash map of words, so two trainings on the same text number the
-/// same vocabulary differently, and a `--seed` would not reproduce a run. WordPiece splits text
-/// by the set of tokens alone, so the ids are free: the special tokens keep theirs (the first
-/// `specials`), the others follow shortest first (letters, then `##` letters, then longer
-/// pieces), then by their text.
-fn canonical_wordpiece_ids(inner: &mut tokenizers::Tokenizer, specials: usize) -> tokenizers::Result<()> {
-    use tokenizers::Model;
-    let tokenizers::models::ModelWrapper::WordPiece(model) = inner.get_model() else {
-        return Ok(());
-    };
-    let vocab = model.get_vocab();
-    let mut tokens: Vec<(&String, &u32)> = vocab.iter().collect();
-    let prefix = model.continuing_subword_prefix.clone();
-    let key = |t: &str| {
-        let stem = t.strip_prefix(prefix.as_str());
-        (stem.unwrap_or(t).chars().count(), stem.is_some(), t.to_string())
-    };
-    tokens.sort_by_cached_key(|(t, &id)| match (id as usize) < specials {
-        true => (0, id as usize, (0, false, String::new())),
-        false => (1, 0, key(t)),
-    });
-    // The builder wants tokenizers' own hash map type; its serde form takes any map.
-    let vocab: serde_json::Map<String, serde_json::Value> = tokens.into_iter().enumerate().map(|(id, (t, _))| (t.clone(), id.into())).collect();
-    let json = serde_json::json!({
-        "type": "WordPiece", "unk_token": model.unk_token, "continuing_subword_prefix": prefix,
-        "max_input_chars_per_word": model.max_input_chars_per_word, "vocab": vocab,
-    });
-    let rebuilt: WordPiece = serde_json::from_str(&json.to_string())?;
-    inner.with_model(rebuilt);
+/// What a trained tokenizer's errors name as its origin.
+const TRAINED: &str = "trained on the corpus";
+
+/// Check every precompiled normalisation table (`Precompiled` normaliser) of a loaded
+/// `tokenizer.json` as [`crate::sentencepiece::check_precompiled_charsmap`] does: the crate
+/// that applies them indexes their trie unchecked, on the first text.
+fn check_precompiled_tables(inner: &tokenizers::Tokenizer) -> Result<(), String> {
+    use base64::Engine;
+    fn tables(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(table)) = map.get("precompiled_charsmap") {
+                    out.push(table.clone());
+                }
+                map.values().for_each(|v| tables(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| tables(v, out)),
+            _ => {}
+        }
+    }
+    let Some(normalizer) = inner.get_normalizer() else { return Ok(()) };
+    let mut found = Vec::new();
+    tables(&serde_json::to_value(normalizer).map_err(|e| e.to_string())?, &mut found);
+    for table in found {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(&table).map_err(|e| format!("bad precompiled_charsmap: {e}"))?;
+        crate::sentencepiece::check_precompiled_charsmap(&bytes).map_err(|e| format!("bad precompiled_charsmap: {e}"))?;
+    }
     Ok(())
 }

@@ -137,8 +137,8 @@ pub trait PretrainingModel: PretrainedModel {
     /// Write the trained model in HF layout in `dir` (ELECTRA: the discriminator, and the
     /// generator in `dir/generator`); returns every model directory written, each of which
     /// gets the tokenizer.
-    fn export(&self, config: &Self::Config, dir: &Path) -> Result<Vec<PathBuf>, String> {
-        self.save_pretrained(config, dir).map_err(|e| e.to_string())?;
+    fn export(&self, config: &Self::Config, dir: &Path) -> Result<Vec<PathBuf>, sesame_layers::CheckpointError> {
+        self.save_pretrained(config, dir)?;
         Ok(vec![dir.to_path_buf()])
     }
 }

@@ -12,6 +12,7 @@ use std::time::Instant;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
+use burn::tensor::TensorReadError;
 use serde::{Deserialize, Serialize};
 
 pub use sesame_layers::device::is_cpu;
@@ -68,18 +69,18 @@ pub trait CarriedState: Default {
     /// once.
     const EMPTY: bool = false;
     /// Write the state into the checkpoint directory `dir` (which exists).
-    fn save(&self, dir: &Path) -> Result<(), String>;
+    fn save(&self, dir: &Path) -> Result<(), BoxError>;
     /// Read what [`Self::save`] wrote in `dir`, onto `device`.
-    fn load(dir: &Path, device: &Device) -> Result<Self, String>;
+    fn load(dir: &Path, device: &Device) -> Result<Self, BoxError>;
 }
 
 /// Nothing carried.
 impl CarriedState for () {
     const EMPTY: bool = true;
-    fn save(&self, _dir: &Path) -> Result<(), String> {
+    fn save(&self, _dir: &Path) -> Result<(), BoxError> {
         Ok(())
     }
-    fn load(_dir: &Path, _device: &Device) -> Result<Self, String> {
+    fn load(_dir: &Path, _device: &Device) -> Result<Self, BoxError> {
         Ok(())
     }
 }
@@ -214,30 +215,41 @@ pub enum TrainError {
     #[error("no held-out data to evaluate on")]
     NoHeldOut,
     /// A run directory or checkpoint could not be read or written.
-    #[error("{what} {path}: {reason}")]
+    #[error("{what} {path}: {source}")]
     Io {
         /// What was being done.
         what: &'static str,
         /// The file or directory.
         path: PathBuf,
-        /// The underlying error.
-        reason: String,
+        /// The underlying error (IO, burn-store's, JSON's, a carried state's).
+        #[source]
+        source: BoxError,
     },
     /// The backend failed while computing a step (e.g. out of device memory).
-    #[error("the backend failed at step {step}: {reason}")]
+    #[error("the backend failed at step {step}: {}", last_line(source))]
     Device {
         /// The optimizer step (1-based).
         step: u64,
         /// What the backend reported.
-        reason: String,
+        #[source]
+        source: TensorReadError,
     },
     /// `--resume` found nothing to resume.
     #[error("nothing to resume in {0}: no checkpoint")]
     NoCheckpoint(PathBuf),
 }
 
-fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> TrainError + 'a {
-    move |e| TrainError::Io { what, path: path.to_path_buf(), reason: e.to_string() }
+/// Any error, kept as the source of a [`TrainError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn io<'a, E: Into<BoxError>>(what: &'static str, path: &'a Path) -> impl FnOnce(E) -> TrainError + 'a {
+    move |e| TrainError::Io { what, path: path.to_path_buf(), source: e.into() }
+}
+
+/// The last line of an error's text: Burn's execution errors read "An error happened during
+/// execution / Caused by: / <the reason>".
+fn last_line(error: &dyn std::fmt::Display) -> String {
+    error.to_string().lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
 }
 
 /// What a finished run gives back.
@@ -396,12 +408,12 @@ impl Trainer {
         let mut state = T::State::default();
         if resume {
             let checkpoint = self.latest_checkpoint().ok_or_else(|| TrainError::NoCheckpoint(self.dir.clone()))?;
-            let load = |e: String| TrainError::Io { what: "cannot load checkpoint", path: checkpoint.clone(), reason: e };
+            let load = |e: BoxError| TrainError::Io { what: "cannot load checkpoint", path: checkpoint.clone(), source: e };
             let saved: CheckpointState = std::fs::read_to_string(checkpoint.join("state.json"))
-                .map_err(|e| load(e.to_string()))
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| load(e.to_string())))?;
-            model = model.try_load_file(checkpoint.join("model.bpk")).map_err(|e| load(e.to_string()))?;
-            optim = optim.load(checkpoint.join("optim.bpk")).map_err(|e| load(e.to_string()))?;
+                .map_err(|e| load(e.into()))
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| load(e.into())))?;
+            model = model.try_load_file(checkpoint.join("model.bpk")).map_err(|e| load(e.into()))?;
+            optim = optim.load(checkpoint.join("optim.bpk")).map_err(|e| load(e.into()))?;
             state = T::State::load(&checkpoint, &device).map_err(load)?;
             start = saved.step;
         }
@@ -434,9 +446,9 @@ impl Trainer {
                         bar.abandon();
                         return Err(TrainError::NonFiniteLoss { step: step + 1, value: micro.loss, last_checkpoint });
                     }
-                    Err(reason) => {
+                    Err(source) => {
                         bar.abandon();
-                        return Err(TrainError::Device { step: step + 1, reason });
+                        return Err(TrainError::Device { step: step + 1, source });
                     }
                 };
                 step_loss += micro.loss / config.grad_accum as f64;
@@ -485,7 +497,7 @@ impl Trainer {
     /// Forward and backward passes of step `step`'s micro-batches, in micro-batch order,
     /// through [`run_micro_batches`]. A task that carries state from one micro-batch to the next
     /// runs them one after another.
-    fn micro_batches<T>(&self, task: &T, model: &T::Model, state: &mut T::State, step: u64, step_seed: u64, device: &Device) -> Vec<Result<MicroBatch, String>>
+    fn micro_batches<T>(&self, task: &T, model: &T::Model, state: &mut T::State, step: u64, step_seed: u64, device: &Device) -> Vec<Result<MicroBatch, TensorReadError>>
     where
         T: TrainTask + Sync,
         T::Model: Send + Sync,
@@ -493,10 +505,7 @@ impl Trainer {
         let accum = self.config.grad_accum;
         let pass = |micro: u64, model: &T::Model, state: &mut T::State| {
             let out = task.step_with_state(model, task.train_batch(step * accum + micro, device), state);
-            let loss = match out.loss.clone().try_into_scalar::<f32>() {
-                Ok(v) => v as f64,
-                Err(e) => return Err(format!("{e:?}").lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()),
-            };
+            let loss = out.loss.clone().try_into_scalar::<f32>()? as f64;
             if !loss.is_finite() {
                 return Ok(MicroBatch { loss, metrics: vec![], tokens: 0, grads: GradientsParams::new() });
             }
@@ -548,12 +557,12 @@ impl Trainer {
         let fin = root.join(&name);
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(io("cannot create", &tmp))?;
-        let fail = |e: String| TrainError::Io { what: "cannot write checkpoint", path: tmp.clone(), reason: e };
-        model.clone().save_file(tmp.join("model.bpk")).map_err(|e| fail(e.to_string()))?;
-        optim.save(tmp.join("optim.bpk")).map_err(|e| fail(e.to_string()))?;
+        let fail = |e: BoxError| TrainError::Io { what: "cannot write checkpoint", path: tmp.clone(), source: e };
+        model.clone().save_file(tmp.join("model.bpk")).map_err(|e| fail(e.into()))?;
+        optim.save(tmp.join("optim.bpk")).map_err(|e| fail(e.into()))?;
         carried.save(&tmp).map_err(fail)?;
         let state = CheckpointState { step, config: self.config.clone() };
-        std::fs::write(tmp.join("state.json"), serde_json::to_string_pretty(&state).expect("JSON")).map_err(|e| fail(e.to_string()))?;
+        std::fs::write(tmp.join("state.json"), serde_json::to_string_pretty(&state).expect("JSON")).map_err(|e| fail(e.into()))?;
         let _ = std::fs::remove_dir_all(&fin);
         std::fs::rename(&tmp, &fin).map_err(io("cannot rename", &tmp))?;
         let latest_tmp = root.join(".latest.tmp");

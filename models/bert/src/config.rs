@@ -109,8 +109,8 @@ impl<F: BertLikeFamily> Default for BertLikeConfig<F> {
 
 impl<F: BertLikeFamily> BertLikeConfig<F> {
     /// Parse a `config.json` value, filling the family's defaults.
-    pub fn from_value(value: serde_json::Value) -> Result<Self, String> {
-        serde_json::from_value(with_defaults(value, F::defaults())).map_err(|e| e.to_string())
+    pub fn from_value(value: serde_json::Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(with_defaults(value, F::defaults()))
     }
 
     /// A size preset (see [`EncoderHyperParams::set_preset`]) for inputs of up to `max_len`

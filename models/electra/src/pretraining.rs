@@ -221,8 +221,8 @@ impl PretrainingModel for ElectraPreTrainingPair {
         ElectraModel::input_limits(config)
     }
 
-    fn export(&self, config: &ElectraConfig, dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
-        self.save_pretrained(config, dir).map_err(|e| e.to_string())?;
+    fn export(&self, config: &ElectraConfig, dir: &Path) -> Result<Vec<std::path::PathBuf>, sesame_layers::CheckpointError> {
+        self.save_pretrained(config, dir)?;
         Ok(vec![dir.to_path_buf(), dir.join("generator")])
     }
 
