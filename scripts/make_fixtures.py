@@ -672,10 +672,68 @@ def make_unilm():
                                                        "transformers": transformers.__version__}, indent=2) + "\n")
 
 
+# transformers' logits processors: (fixture name, class, keyword arguments, input ids, scores).
+PROCESSORS = [
+    ("min_length", "MinLengthLogitsProcessor", dict(min_length=8, eos_token_id=[2, 5]), "input_ids", "scores"),
+    ("min_length_met", "MinLengthLogitsProcessor", dict(min_length=7, eos_token_id=[2, 5]), "input_ids", "scores"),
+    ("min_new_tokens", "MinNewTokensLengthLogitsProcessor", dict(prompt_length_to_skip=3, min_new_tokens=5, eos_token_id=2), "input_ids", "scores"),
+    ("min_new_tokens_met", "MinNewTokensLengthLogitsProcessor", dict(prompt_length_to_skip=3, min_new_tokens=4, eos_token_id=2), "input_ids", "scores"),
+    ("repetition_penalty", "RepetitionPenaltyLogitsProcessor", dict(penalty=1.3), "input_ids", "scores"),
+    ("repetition_reward", "RepetitionPenaltyLogitsProcessor", dict(penalty=0.7), "input_ids", "scores"),
+    ("no_repeat_ngram_2", "NoRepeatNGramLogitsProcessor", dict(ngram_size=2), "input_ids", "scores"),
+    ("no_repeat_ngram_3", "NoRepeatNGramLogitsProcessor", dict(ngram_size=3), "input_ids", "scores"),
+    ("no_repeat_ngram_9", "NoRepeatNGramLogitsProcessor", dict(ngram_size=9), "input_ids", "scores"),
+    ("forced_bos", "ForcedBOSTokenLogitsProcessor", dict(bos_token_id=4), "start_ids", "scores"),
+    ("forced_bos_later", "ForcedBOSTokenLogitsProcessor", dict(bos_token_id=4), "input_ids", "scores"),
+    ("forced_eos", "ForcedEOSTokenLogitsProcessor", dict(max_length=8, eos_token_id=[2, 5]), "input_ids", "scores"),
+    ("forced_eos_later", "ForcedEOSTokenLogitsProcessor", dict(max_length=9, eos_token_id=[2, 5]), "input_ids", "scores"),
+    ("bad_words", "NoBadWordsLogitsProcessor", dict(bad_words_ids=[[7], [3, 4], [9, 9, 11], [6, 1], [2]], eos_token_id=2), "input_ids", "scores"),
+    ("temperature", "TemperatureLogitsWarper", dict(temperature=0.7), "input_ids", "scores"),
+    ("top_k", "TopKLogitsWarper", dict(top_k=5), "input_ids", "scores"),
+    ("top_k_ties", "TopKLogitsWarper", dict(top_k=3), "input_ids", "tied_scores"),
+    ("top_k_min_keep", "TopKLogitsWarper", dict(top_k=2, min_tokens_to_keep=6), "input_ids", "scores"),
+    ("top_p", "TopPLogitsWarper", dict(top_p=0.8), "input_ids", "scores"),
+    ("top_p_min_keep", "TopPLogitsWarper", dict(top_p=0.1, min_tokens_to_keep=3), "input_ids", "scores"),
+]
+
+
+def make_generation_processors():
+    """Inputs and the scores each transformers logits processor makes of them: fixtures/generation/processors."""
+    import transformers.generation.logits_process as lp
+
+    g = torch.Generator().manual_seed(7)
+    vocab = 40
+    # Rows with repeated n-grams (for blocking), the prefixes of the bad words at their ends,
+    # and tokens past nothing special; 7 tokens each.
+    input_ids = torch.tensor([
+        [1, 3, 4, 1, 3, 9, 9],
+        [6, 1, 6, 1, 6, 1, 6],
+        [2, 7, 3, 2, 7, 3, 3],
+        [5, 5, 5, 5, 5, 5, 5],
+    ])
+    start_ids = input_ids[:, :1].clone()
+    scores = (torch.randn(4, vocab, generator=g) * 3).float()
+    tied_scores = scores.clone()
+    tied_scores[:, 10:14] = scores.max(dim=1, keepdim=True).values + 1.0
+    inputs = {"input_ids": input_ids, "start_ids": start_ids, "scores": scores, "tied_scores": tied_scores}
+    io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+    listed = []
+    for name, cls, kwargs, ids, source in PROCESSORS:
+        processor = getattr(lp, cls)(**kwargs)
+        io[f"output.{name}"] = processor(inputs[ids].clone(), inputs[source].clone()).contiguous()
+        listed.append({"name": name, "class": cls, "args": kwargs, "input_ids": ids, "scores": source})
+    out = OUT / "generation" / "processors"
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "logits processors", "prompt_len": 3, "processors": listed, "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"generation/processors: {len(listed)} processors")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -685,6 +743,9 @@ def main():
         return
     if args.only == "unilm":
         make_unilm()
+        return
+    if args.only == "generation":
+        make_generation_processors()
         return
     if args.only == "tokenizers":
         make_family_tokenizers()
@@ -703,6 +764,7 @@ def main():
     make_train_step("albert")
     make_electra_train_step()
     make_unilm()
+    make_generation_processors()
     if args.minilm:
         make_minilm(args.minilm)
 
