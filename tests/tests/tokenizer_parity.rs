@@ -293,3 +293,37 @@ fn a_panic_on_a_rayon_worker_is_caught_with_its_place() {
     assert_eq!(err.message, "index out of bounds");
     assert!(err.location.as_deref().is_some_and(|l| l.contains("tokenizer_parity.rs")), "{err:?}");
 }
+
+/// Where the tokenizers crate's own trainer is deterministic (byte-level BPE: every letter is
+/// in the 256-byte alphabet, so its ids come sorted), Sesame's trainer learns the same
+/// vocabulary and the same merges in the same order.
+#[test]
+fn byte_level_bpe_training_equals_the_tokenizers_crate() {
+    use tokenizers::models::bpe::{BpeTrainer, BPE};
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let corpus = Corpus { documents: corpus.documents.into_iter().take(20).collect() };
+    let kind = TokenizerKind::ByteLevelBpe;
+    let ours = Tokenizer::train(kind, corpus.sentences(), 700, &kind.config()).unwrap();
+    let out = std::env::temp_dir().join(format!("sesame-bpe-vs-crate-{}", std::process::id()));
+    ours.save(&out, &kind.config()).unwrap();
+    let ours: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("tokenizer.json")).unwrap()).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+
+    let mut theirs = tokenizers::Tokenizer::new(BPE::default());
+    theirs.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+    let specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"].map(|t| tokenizers::AddedToken::from(t, true)).to_vec();
+    let mut trainer: tokenizers::models::TrainerWrapper = BpeTrainer::builder()
+        .vocab_size(700)
+        .min_frequency(2)
+        .show_progress(false)
+        .special_tokens(specials)
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .build()
+        .into();
+    theirs.train(&mut trainer, corpus.sentences()).unwrap();
+    let theirs: serde_json::Value = serde_json::from_str(&theirs.to_string(false).unwrap()).unwrap();
+    assert_eq!(ours["model"]["vocab"], theirs["model"]["vocab"], "the same tokens with the same ids");
+    assert_eq!(ours["model"]["merges"], theirs["model"]["merges"], "the same merges in the same order");
+    assert!(ours["model"]["merges"].as_array().unwrap().len() > 400);
+}
