@@ -730,6 +730,44 @@ def make_generation_processors():
     print(f"generation/processors: {len(listed)} processors")
 
 
+def make_generation_greedy():
+    """BertLMHeadModel (is_decoder) and transformers' greedy `generate` on it, plain and with
+    processors, in float64 from float32 weights: fixtures/generation/bert-lm-head."""
+    from transformers import BertLMHeadModel
+
+    cfg = config_for("base", is_decoder=True)
+    model = build(BertLMHeadModel, cfg, seed=31).eval()
+    out = OUT / "generation" / "bert-lm-head"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    model.float().save_pretrained(out)
+    model = model.double()
+    prompts = torch.tensor([[2, 10, 11, 12, 13], [2, 20, 6, 7, 40]])
+    runs = {
+        "greedy": dict(max_new_tokens=12),
+        "processed": dict(max_new_tokens=12, repetition_penalty=1.4, no_repeat_ngram_size=2, min_new_tokens=4, eos_token_id=3),
+    }
+    io = {"input.prompts": prompts}
+    with torch.no_grad():
+        for name, kwargs in runs.items():
+            kw = dict(do_sample=False, num_beams=1, pad_token_id=0, eos_token_id=None, output_scores=True, return_dict_in_generate=True)
+            kw.update(kwargs)
+            result = model.generate(prompts, attention_mask=torch.ones_like(prompts), **kw)
+            io[f"output.{name}.sequences"] = result.sequences.contiguous()
+            io[f"output.{name}.scores"] = torch.stack(result.scores, dim=0).float().contiguous()
+        # The forward pass with HF's shifted loss on the greedy sequences.
+        sequences = io["output.greedy.sequences"]
+        forward = model(input_ids=sequences, labels=sequences)
+        io["input.input_ids"] = sequences.clone()
+        io["output.logits"] = forward.logits.float().contiguous()
+        io["output.loss"] = forward.loss.float().reshape(1)
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "greedy generation", "runs": runs, "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print("generation/bert-lm-head:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
@@ -746,6 +784,7 @@ def main():
         return
     if args.only == "generation":
         make_generation_processors()
+        make_generation_greedy()
         return
     if args.only == "tokenizers":
         make_family_tokenizers()
@@ -765,6 +804,7 @@ def main():
     make_electra_train_step()
     make_unilm()
     make_generation_processors()
+    make_generation_greedy()
     if args.minilm:
         make_minilm(args.minilm)
 

@@ -8,8 +8,10 @@
 //! (a parity test against transformers 5.23 checks every one of them).
 
 pub mod processors;
+pub mod search;
 
 pub use processors::{
     BadWords, ForcedBos, ForcedEos, LogitsProcessor, MinLength, MinNewTokens, NoRepeatNgram, ProcessorError, RepetitionPenalty,
     Row, Temperature, TopK, TopP,
 };
+pub use search::{greedy, Decoder, Generated, Stopping};

@@ -218,6 +218,11 @@ pub trait Backbone: Module + ModuleDisplay + Sized + Send + Sync {
     /// The top-level names of the base model's HF tensors (`embeddings`, `encoder`, `pooler`).
     fn base_roots() -> Vec<String>;
 
+    /// The HF class of the base model as a left-to-right language model.
+    fn causal_lm_architecture() -> String {
+        format!("{}ForCausalLM", Self::CLASS)
+    }
+
     /// The equivalent model and config in the form HF stores (see [`crate::PretrainedModel::hf_form`]).
     fn hf_form(&self, _config: &Self::Config) -> Option<(Self, Self::Config)> {
         None

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod backbone;
 pub mod checkpoint;
 pub mod config;
+pub mod decoding;
 pub mod device;
 pub mod dropout;
 pub mod embeddings;
@@ -42,6 +43,6 @@ pub use pooling::Pooling;
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 
 pub use tasks::{
-    ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
+    ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
 };

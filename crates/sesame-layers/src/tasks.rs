@@ -167,6 +167,68 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
     hf_form_of_base!();
 }
 
+/// The base model as a left-to-right language model with the MLM head (HF `BertLMHeadModel`,
+/// `RobertaForCausalLM`, `ElectraForCausalLM`: a `config.json` with `is_decoder`): each position
+/// attends to itself and the positions before it, and predicts the next token.
+#[derive(Module, Debug)]
+pub struct ForCausalLM<B: Backbone> {
+    /// The base model, without pooler.
+    pub base: B,
+    /// The language-model head (the MLM head's weights).
+    pub lm_head: MaskedLmHead,
+}
+
+impl<B: Backbone> ForCausalLM<B> {
+    /// Next-token logits `[batch, seq, vocab]`; with `labels` `[batch, seq]` (the input ids, -100
+    /// where not predicted) HF's loss: logits at `i` against the label at `i + 1`. A cache in
+    /// `input` continues after its positions (the returned cache is in `encoder.cache`).
+    pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
+        let input = causal(input);
+        let out = self.base.forward(input, options);
+        let logits = self.lm_head.forward(out.last_hidden_state(), self.base.word_embeddings());
+        let loss = labels.map(|labels| {
+            let [b, s, n] = logits.dims();
+            let shifted = logits.clone().slice([0..b, 0..s.saturating_sub(1), 0..n]);
+            per_token_cross_entropy(shifted, labels.slice([0..b, 1..s]))
+        });
+        HeadOutput { logits, loss, encoder: out.encoder }
+    }
+}
+
+/// `input` with each position restricted to the keys up to its own (the cached ones included),
+/// on top of any restriction it had.
+fn causal(input: EncoderInput) -> EncoderInput {
+    let [b, s] = input.input_ids.dims();
+    let past = input.past_len();
+    let device = input.input_ids.device();
+    let query = Tensor::<1, Int>::arange(past as i64..(past + s) as i64, &device).reshape([1, s, 1]);
+    let key = Tensor::<1, Int>::arange(0..(past + s) as i64, &device).reshape([1, 1, past + s]);
+    let future = key.expand([b, s, past + s]).greater(query.expand([b, s, past + s]));
+    let restriction = match input.attention_restriction.clone() {
+        Some(r) => r.bool_or(future),
+        None => future,
+    };
+    input.with_attention_restriction(restriction)
+}
+
+impl<B: Backbone> PretrainedModel for ForCausalLM<B> {
+    type Config = B::Config;
+
+    fn architecture() -> String {
+        B::causal_lm_architecture()
+    }
+
+    fn init(config: &B::Config, device: &Device) -> Self {
+        Self { base: B::new(config, false, device), lm_head: B::head_sizes(config).lm_head.init(device) }
+    }
+
+    fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
+        B::spec(config, true, &["lm_head."])
+    }
+
+    hf_form_of_base!();
+}
+
 /// The positions a masked-LM batch predicts, gathered before the vocabulary projection as
 /// Google's BERT does (`masked_lm_positions`, `masked_lm_ids`): the head then runs on the
 /// masked tokens only, a sixth or less of the batch, with the same loss and gradients as full

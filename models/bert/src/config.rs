@@ -34,6 +34,11 @@ pub trait BertLikeFamily: Clone + Copy + Debug + Default + Send + Sync + 'static
     /// HF names of the heads, as anchored key-table rows onto `lm_head`, `sentence_head`, `head`.
     fn head_rows() -> Vec<(&'static str, &'static str)>;
 
+    /// The HF class of the family's left-to-right language model (`RobertaForCausalLM`).
+    fn causal_lm_architecture() -> String {
+        format!("{}ForCausalLM", Self::CLASS)
+    }
+
     /// The activation inside the MLM head (RoBERTa's is always GELU).
     fn lm_head_activation(config: &BertLikeConfig<Self>) -> Activation {
         config.hidden_act
@@ -64,6 +69,10 @@ impl BertLikeFamily for Bert {
     const CLASS: &'static str = "Bert";
     const PREFIX: &'static str = "bert";
     const TIED_DECODER: &'static str = crate::checkpoint::BERT_TIED_DECODER;
+
+    fn causal_lm_architecture() -> String {
+        "BertLMHeadModel".into()
+    }
 
     fn head_rows() -> Vec<(&'static str, &'static str)> {
         crate::checkpoint::BERT_HEAD_ROWS.to_vec()

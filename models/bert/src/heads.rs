@@ -5,7 +5,7 @@
 use burn::prelude::*;
 use sesame_layers::loss::cross_entropy;
 use sesame_layers::{
-    Backbone, CheckpointSpec, Classifier, EncoderInput, ForMaskedLM, ForMultipleChoice, ForPreTraining,
+    Backbone, CheckpointSpec, Classifier, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining,
     ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HeadOutput, OutputOptions, PretrainedModel,
 };
 
@@ -15,6 +15,8 @@ use crate::{BertConfig, BertModel};
 pub type BertForPreTraining = ForPreTraining<BertModel>;
 /// MLM head only (HF `BertForMaskedLM`).
 pub type BertForMaskedLM = ForMaskedLM<BertModel>;
+/// Left-to-right language model on the MLM head (HF `BertLMHeadModel`, `is_decoder`).
+pub type BertLMHeadModel = ForCausalLM<BertModel>;
 /// Dropout + linear on the pooled output (HF `BertForSequenceClassification`).
 pub type BertForSequenceClassification = ForSequenceClassification<BertModel, Classifier>;
 /// A label per token (HF `BertForTokenClassification`).

@@ -90,6 +90,10 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
         self.forward(input, options)
     }
 
+    fn causal_lm_architecture() -> String {
+        F::causal_lm_architecture()
+    }
+
     fn word_embeddings(&self) -> Tensor<2> {
         self.word_embeddings()
     }
