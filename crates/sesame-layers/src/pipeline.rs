@@ -37,6 +37,14 @@ pub enum PipelineError {
         /// Number of layers.
         layers: usize,
     },
+    /// A result could not be read back from the device.
+    #[error("cannot read the {what} back from the device: {reason}")]
+    Readback {
+        /// What was read.
+        what: &'static str,
+        /// What the backend reported.
+        reason: String,
+    },
     /// The backend, or a crate under it, panicked while running a batch.
     #[error("running the model failed: {0}")]
     Panicked(sesame_text::contain::Panic),
@@ -51,6 +59,10 @@ pub struct Prediction {
     pub id: u32,
     /// Softmax probability.
     pub score: f32,
+}
+
+fn readback(what: &'static str) -> impl Fn(burn::tensor::TensorReadError) -> PipelineError {
+    move |e| PipelineError::Readback { what, reason: e.to_string() }
 }
 
 fn to_input(batch: &EncodedBatch, limits: &InputLimits, device: &Device) -> Result<EncoderInput, InputError> {
@@ -106,8 +118,8 @@ pub fn fill_masks<B: Backbone>(
         let [_, vocab] = logits.dims();
         let (scores, ids) = softmax(logits, 1).topk_with_indices(top_k.clamp(1, vocab), 1);
         let k = top_k.clamp(1, vocab);
-        let scores: Vec<f32> = scores.into_data().convert::<f32>().try_to_vec().unwrap_or_default();
-        let ids: Vec<i64> = ids.into_data().convert::<i64>().try_to_vec().unwrap_or_default();
+        let scores: Vec<f32> = scores.try_to_vec_as::<f32>().map_err(readback("scores"))?;
+        let ids: Vec<i64> = ids.try_to_vec_as::<i64>().map_err(readback("token ids"))?;
         let mut candidates = ids.chunks(k).zip(scores.chunks(k)).map(|(ids, scores)| {
             ids.iter()
                 .zip(scores)
@@ -281,7 +293,7 @@ pub fn embed<B: Backbone>(
             pooled = l2_normalize(pooled);
         }
         let [b, d] = pooled.dims();
-        let flat: Vec<f32> = pooled.into_data().convert::<f32>().try_to_vec().unwrap_or_default();
+        let flat: Vec<f32> = pooled.try_to_vec_as::<f32>().map_err(readback("embeddings"))?;
         Ok((0..b).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect())
     })
 }
