@@ -18,6 +18,10 @@ pub trait Decoder {
     /// Extend every row of `state` by its token in `tokens` and give each row's next-token
     /// logits.
     fn step(&self, state: &mut Self::State, tokens: &[u32]) -> Result<Vec<Vec<f32>>, Self::Error>;
+
+    /// Keep rows `rows` of `state`, in that order (a row may repeat, or go): beam search
+    /// continues the hypotheses it chose.
+    fn reorder(&self, state: &mut Self::State, rows: &[usize]);
 }
 
 /// What a search returns.

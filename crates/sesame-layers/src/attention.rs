@@ -133,6 +133,12 @@ impl KvCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The cache of rows `rows` of this one, in that order (a row may repeat): beam search
+    /// keeps the rows of the hypotheses it continues.
+    pub fn select_rows(&self, rows: &Tensor<1, Int>) -> KvCache {
+        KvCache { key: self.key.clone().select(0, rows.clone()), value: self.value.clone().select(0, rows.clone()) }
+    }
 }
 
 impl MultiHeadAttention {

@@ -78,4 +78,13 @@ impl<B: Backbone> Decoder for CausalDecoder<'_, B> {
         state.cache = cache;
         Ok(logits)
     }
+
+    fn reorder(&self, state: &mut CausalState, rows: &[usize]) {
+        state.tokens = rows.iter().map(|&r| state.tokens[r].clone()).collect();
+        if let Some(cache) = &state.cache {
+            let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+            let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.model.base.device());
+            state.cache = Some(cache.select_rows(&index));
+        }
+    }
 }

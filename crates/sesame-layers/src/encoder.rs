@@ -179,6 +179,11 @@ impl EncoderCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Every layer's cache of rows `rows`, in that order (see [`KvCache::select_rows`]).
+    pub fn select_rows(&self, rows: &Tensor<1, Int>) -> EncoderCache {
+        EncoderCache { layers: self.layers.iter().map(|layer| layer.select_rows(rows)).collect() }
+    }
 }
 
 /// What to return besides the last hidden state.
