@@ -22,10 +22,16 @@ fn processors(run: &str) -> Vec<Box<dyn LogitsProcessor>> {
     }
 }
 
+/// The fixture's prompts, one row each.
+fn prompts(f: &Fixture) -> Vec<Vec<u32>> {
+    let prompts = f.get("input.prompts");
+    prompts.i64.chunks(prompts.shape[1]).map(|r| r.iter().map(|&t| t as u32).collect()).collect()
+}
+
 #[test]
 fn greedy_search_matches_transformers_generate_with_and_without_the_cache() {
     let f = Fixture::open("generation/bert-lm-head");
-    let prompts: Vec<Vec<u32>> = f.get("input.prompts").i64.chunks(f.get("input.prompts").shape[1]).map(|r| r.iter().map(|&t| t as u32).collect()).collect();
+    let prompts = prompts(&f);
     for (backend, device) in devices() {
         let loaded = BertLMHeadModel::from_pretrained(&f.dir, &device).unwrap();
         let (model, config): (BertLMHeadModel, BertConfig) = (loaded.model, loaded.config);
@@ -77,7 +83,7 @@ fn the_left_to_right_head_matches_transformers_with_its_shifted_loss() {
 #[test]
 fn reordering_rows_keeps_each_row_s_cache() {
     let f = Fixture::open("generation/bert-lm-head");
-    let prompts: Vec<Vec<u32>> = f.get("input.prompts").i64.chunks(f.get("input.prompts").shape[1]).map(|r| r.iter().map(|&t| t as u32).collect()).collect();
+    let prompts = prompts(&f);
     for (backend, device) in devices() {
         let loaded = BertLMHeadModel::from_pretrained(&f.dir, &device).unwrap();
         let (model, config) = (loaded.model, loaded.config);

@@ -199,6 +199,11 @@ impl<B: Backbone> ForCausalLM<B> {
 /// on top of any restriction it had.
 fn causal(input: EncoderInput) -> EncoderInput {
     let [b, s] = input.input_ids.dims();
+    // One new position sees every key already: no restriction to add (and libtorch keeps its
+    // fused attention for the decoding steps).
+    if s == 1 {
+        return input;
+    }
     let past = input.past_len();
     let device = input.input_ids.device();
     let query = Tensor::<1, Int>::arange(past as i64..(past + s) as i64, &device).reshape([1, s, 1]);

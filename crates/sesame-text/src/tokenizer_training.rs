@@ -38,12 +38,14 @@ pub(crate) enum Recipe {
     },
 }
 
+/// Pairs (BPE, WordPiece) seen fewer times are never merged (Sesame's setting before, with
+/// tokenizers' trainers).
+const MIN_FREQUENCY: u64 = 2;
+
 /// A `tokenizers::Trainer` that counts words in sorted order and trains by [`Recipe`].
 pub(crate) struct SortedTrainer {
     recipe: Recipe,
     vocab_size: usize,
-    /// Pairs (BPE, WordPiece) seen fewer times are never merged.
-    min_frequency: u64,
     /// Special tokens, ids 0, 1, … in this order.
     specials: Vec<String>,
     words: BTreeMap<String, u64>,
@@ -51,7 +53,7 @@ pub(crate) struct SortedTrainer {
 
 impl SortedTrainer {
     pub(crate) fn new(recipe: Recipe, vocab_size: usize, specials: Vec<String>) -> Self {
-        Self { recipe, vocab_size, min_frequency: 2, specials, words: BTreeMap::new() }
+        Self { recipe, vocab_size, specials, words: BTreeMap::new() }
     }
 
     fn added_specials(&self) -> Vec<AddedToken> {
@@ -97,7 +99,7 @@ impl Trainer for SortedTrainer {
     fn train(&self, model: &mut ModelWrapper) -> tokenizers::Result<Vec<AddedToken>> {
         *model = match &self.recipe {
             Recipe::WordPiece { unk } => {
-                let learnt = learn_merges(&self.words, &self.specials, &[], Some("##"), self.vocab_size, self.min_frequency);
+                let learnt = learn_merges(&self.words, &self.specials, &[], Some("##"), self.vocab_size, MIN_FREQUENCY);
                 let vocab: Vocab = canonical_wordpiece_order(learnt.tokens, self.specials.len(), "##")
                     .into_iter()
                     .enumerate()
@@ -107,7 +109,7 @@ impl Trainer for SortedTrainer {
             }
             Recipe::ByteLevelBpe => {
                 let alphabet: Vec<char> = tokenizers::pre_tokenizers::byte_level::ByteLevel::alphabet().into_iter().collect();
-                let learnt = learn_merges(&self.words, &self.specials, &alphabet, None, self.vocab_size, self.min_frequency);
+                let learnt = learn_merges(&self.words, &self.specials, &alphabet, None, self.vocab_size, MIN_FREQUENCY);
                 let vocab: Vocab = learnt.tokens.into_iter().enumerate().map(|(id, token)| (token, id as u32)).collect();
                 BPE::builder().vocab_and_merges(vocab, learnt.merges).build()?.into()
             }
