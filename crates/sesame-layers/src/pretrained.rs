@@ -145,10 +145,11 @@ pub enum InputError {
         /// Table size.
         limit: usize,
     },
-    /// Ids that could not be read back from the device to be checked.
-    #[error("cannot read the {what} ids back from the device to check them: {reason}")]
+    /// Values that could not be read back from the device: ids to be checked, or the logits a
+    /// decoder hands to the search.
+    #[error("cannot read the {what} values back from the device: {reason}")]
     Unreadable {
-        /// Which ids.
+        /// Which values (`token` ids, `position` ids, `logits`).
         what: &'static str,
         /// What the backend reported.
         reason: String,
