@@ -744,18 +744,30 @@ def make_generation_greedy():
     model.float().save_pretrained(out)
     model = model.double()
     prompts = torch.tensor([[2, 10, 11, 12, 13], [2, 20, 6, 7, 40]])
+    # Greedy, beam search (finished hypotheses of several lengths, each `early_stopping`, a
+    # negative and a positive length penalty, several EOS ids, several sequences returned) and
+    # sampling with every warper (seeded; Sesame replays its token choices).
     runs = {
         "greedy": dict(max_new_tokens=12),
         "processed": dict(max_new_tokens=12, repetition_penalty=1.4, no_repeat_ngram_size=2, min_new_tokens=4, eos_token_id=3),
+        "beam": dict(max_new_tokens=10, num_beams=3, num_return_sequences=2, eos_token_id=[51, 46], repetition_penalty=1.3),
+        "beam-never": dict(max_new_tokens=9, num_beams=4, num_return_sequences=4, eos_token_id=51, length_penalty=2.0,
+                           early_stopping="never", no_repeat_ngram_size=2, pad_token_id=5),
+        "beam-early": dict(max_new_tokens=10, num_beams=2, eos_token_id=[39, 46], length_penalty=-0.5, early_stopping=True,
+                           repetition_penalty=1.2),
+        "sample": dict(max_new_tokens=10, do_sample=True, temperature=0.7, top_k=12, top_p=0.9, eos_token_id=46, seed=5),
     }
     io = {"input.prompts": prompts}
     with torch.no_grad():
         for name, kwargs in runs.items():
             kw = dict(do_sample=False, num_beams=1, pad_token_id=0, eos_token_id=None, output_scores=True, return_dict_in_generate=True)
             kw.update(kwargs)
+            torch.manual_seed(kw.pop("seed", 0))
             result = model.generate(prompts, attention_mask=torch.ones_like(prompts), **kw)
             io[f"output.{name}.sequences"] = result.sequences.contiguous()
             io[f"output.{name}.scores"] = torch.stack(result.scores, dim=0).float().contiguous()
+            if kw["num_beams"] > 1:
+                io[f"output.{name}.sequences_scores"] = result.sequences_scores.float().contiguous()
         # The forward pass with HF's shifted loss on the greedy sequences.
         sequences = io["output.greedy.sequences"]
         forward = model(input_ids=sequences, labels=sequences)
@@ -763,7 +775,7 @@ def make_generation_greedy():
         io["output.logits"] = forward.logits.float().contiguous()
         io["output.loss"] = forward.loss.float().reshape(1)
     save_file(io, out / "io.safetensors")
-    meta = {"kind": "greedy generation", "runs": runs, "transformers": transformers.__version__, "torch": torch.__version__}
+    meta = {"kind": "greedy, beam and sampled generation", "runs": runs, "transformers": transformers.__version__, "torch": torch.__version__}
     (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
     print("generation/bert-lm-head:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
 

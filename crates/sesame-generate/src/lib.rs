@@ -1,11 +1,15 @@
 //! Text generation written once, naming no family.
 //!
-//! This first part holds transformers' logits processors: the rules `generate` applies to the
+//! [`processors`] holds transformers' logits processors: the rules `generate` applies to the
 //! next-token scores of each row before a search picks from them (minimum lengths, forced
 //! first and last tokens, repetition penalty, n-gram blocking, banned words) and the warpers
 //! of sampling (temperature, top-k, top-p). Each acts on one row's scores `[vocab]` on the
 //! host, given the row's tokens so far, with the numbers of the transformers class it names
 //! (a parity test against transformers 5.23 checks every one of them).
+//!
+//! [`search`] holds the searches — greedy, sampling, beam search — written against the
+//! [`Decoder`] trait alone: a model starts from prompts, steps one token per row, and reorders
+//! its rows.
 
 pub mod processors;
 pub mod search;
@@ -14,4 +18,4 @@ pub use processors::{
     BadWords, ForcedBos, ForcedEos, LogitsProcessor, MinLength, MinNewTokens, NoRepeatNgram, ProcessorError, RepetitionPenalty,
     Row, Temperature, TopK, TopP,
 };
-pub use search::{greedy, Decoder, Generated, Stopping};
+pub use search::{beam_search, greedy, sample, BeamError, BeamSettings, Decoder, EarlyStopping, Generated, SeededSampler, Stopping, TokenSampler};

@@ -22,7 +22,7 @@ pub enum ProcessorError {
     },
 }
 
-fn out_of_range(name: &'static str, expected: &'static str, value: impl ToString) -> ProcessorError {
+pub(crate) fn out_of_range(name: &'static str, expected: &'static str, value: impl ToString) -> ProcessorError {
     ProcessorError::OutOfRange { name, expected, value: value.to_string() }
 }
 

@@ -1,6 +1,10 @@
-//! The searches, written against [`Decoder`] alone: greedy search for now.
+//! The searches, written against [`Decoder`] alone: greedy search, sampling and beam search,
+//! each as transformers' `generate` runs it.
 
-use crate::processors::{LogitsProcessor, Row};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::processors::{out_of_range, LogitsProcessor, ProcessorError, Row};
 
 /// What a model that generates provides to a search: run the prompts once, then one token
 /// per row at a time, each time giving every row's next-token scores (logits `[vocab]`, on
@@ -27,11 +31,16 @@ pub trait Decoder {
 /// What a search returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
-    /// Each row's tokens: its prompt, then what was generated (padding after an end).
+    /// Each row's tokens: its prompt, then what was generated (padding after an end). Beam
+    /// search gives `num_return_sequences` rows per prompt, the best first.
     pub sequences: Vec<Vec<u32>>,
     /// The processed scores each step chose from: `[step][row][vocab]` (transformers'
-    /// `scores` with `output_scores`).
+    /// `scores` with `output_scores`; for beam search the log-probabilities of every running
+    /// beam, `batch × num_beams` rows, before the beam's own score is added).
     pub scores: Vec<Vec<Vec<f32>>>,
+    /// Beam search: each returned sequence's score, its summed log-probability divided by the
+    /// generated length to the power `length_penalty` (transformers' `sequences_scores`).
+    pub sequences_scores: Option<Vec<f32>>,
 }
 
 /// When a search stops and what it writes after a row ends.
@@ -55,11 +64,78 @@ pub fn greedy<D: Decoder>(
     processors: &[Box<dyn LogitsProcessor>],
     stopping: &Stopping,
 ) -> Result<Generated, D::Error> {
+    one_token_per_row(model, prompts, processors, stopping, |_, scores| argmax(scores))
+}
+
+/// Where sampling draws its tokens from: given a row's probabilities `[vocab]` (summing to
+/// 1, zero for removed tokens), a token.
+pub trait TokenSampler {
+    /// Draw a token of `probs`; `row` is the row it extends.
+    fn draw(&mut self, row: usize, probs: &[f32]) -> u32;
+}
+
+/// Draws with a generator seeded by the caller: the same seed, prompts and model give the
+/// same tokens (on one backend; logits that differ in their last bits may flip a draw that
+/// falls on a boundary).
+pub struct SeededSampler(StdRng);
+
+impl SeededSampler {
+    /// A sampler drawing from a generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(StdRng::seed_from_u64(seed))
+    }
+}
+
+impl TokenSampler for SeededSampler {
+    fn draw(&mut self, _row: usize, probs: &[f32]) -> u32 {
+        // Inverse transform: the first token whose cumulative probability passes u. A token of
+        // probability 0 is never drawn.
+        let total: f64 = probs.iter().map(|&p| f64::from(p)).sum();
+        let u = self.0.random::<f64>() * total;
+        let mut mass = 0.0;
+        let mut last = 0;
+        for (i, &p) in probs.iter().enumerate() {
+            if p <= 0.0 {
+                continue;
+            }
+            mass += f64::from(p);
+            last = i;
+            if mass > u {
+                return i as u32;
+            }
+        }
+        last as u32
+    }
+}
+
+/// Multinomial sampling as transformers' `generate` runs it with `do_sample` and one beam:
+/// each step every row's logits go through `processors` (put the warpers — temperature,
+/// top-k, top-p — last), become probabilities by a softmax, and `sampler` draws the next
+/// token; rows end and pad as in [`greedy`].
+pub fn sample<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    processors: &[Box<dyn LogitsProcessor>],
+    stopping: &Stopping,
+    sampler: &mut dyn TokenSampler,
+) -> Result<Generated, D::Error> {
+    one_token_per_row(model, prompts, processors, stopping, |row, scores| sampler.draw(row, &softmax(scores)))
+}
+
+/// Greedy search and sampling: one token per row per step, picked by `pick` from the row's
+/// processed scores.
+fn one_token_per_row<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    processors: &[Box<dyn LogitsProcessor>],
+    stopping: &Stopping,
+    mut pick: impl FnMut(usize, &[f32]) -> u32,
+) -> Result<Generated, D::Error> {
     let mut sequences = prompts.to_vec();
     let mut finished = vec![false; prompts.len()];
     let mut scores = Vec::new();
     if stopping.max_new_tokens == 0 || prompts.is_empty() {
-        return Ok(Generated { sequences, scores });
+        return Ok(Generated { sequences, scores, sequences_scores: None });
     }
     let (mut state, mut logits) = model.start(prompts)?;
     let prompt_len = prompts[0].len();
@@ -71,7 +147,7 @@ pub fn greedy<D: Decoder>(
             }
             let token = match finished[row] {
                 true => stopping.pad_token_id,
-                false => argmax(row_logits),
+                false => pick(row, row_logits),
             };
             finished[row] |= stopping.eos_token_ids.contains(&token);
             sequences[row].push(token);
@@ -79,10 +155,270 @@ pub fn greedy<D: Decoder>(
         }
         scores.push(logits);
         if finished.iter().all(|&f| f) || scores.len() == stopping.max_new_tokens {
-            return Ok(Generated { sequences, scores });
+            return Ok(Generated { sequences, scores, sequences_scores: None });
         }
         logits = model.step(&mut state, &next)?;
     }
+}
+
+/// When beam search stops adding finished hypotheses (transformers' `early_stopping`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EarlyStopping {
+    /// `True`: a prompt is done as soon as it has `num_beams` finished hypotheses.
+    WhenFull,
+    /// `False` (transformers' default): done when the best running beam, scored at its current
+    /// length, cannot beat the worst finished one.
+    Heuristic,
+    /// `"never"`: as `Heuristic`, but with a positive length penalty the running beam is
+    /// scored at the longest length it could reach (the canonical beam search).
+    Never,
+}
+
+impl std::str::FromStr for EarlyStopping {
+    type Err = ProcessorError;
+
+    /// transformers' spellings: `true`, `false`, `never`.
+    fn from_str(s: &str) -> Result<Self, ProcessorError> {
+        match s.to_ascii_lowercase().as_str() {
+            "true" => Ok(Self::WhenFull),
+            "false" => Ok(Self::Heuristic),
+            "never" => Ok(Self::Never),
+            _ => Err(out_of_range("early_stopping", "true, false or never", s)),
+        }
+    }
+}
+
+/// The settings of beam search (transformers' argument names).
+#[derive(Clone, Debug)]
+pub struct BeamSettings {
+    /// Hypotheses kept per prompt.
+    pub num_beams: usize,
+    /// Exponent of the generated length that a finished hypothesis's summed log-probability is
+    /// divided by (above 0 favours longer sequences).
+    pub length_penalty: f32,
+    /// When a prompt's search is done.
+    pub early_stopping: EarlyStopping,
+    /// Sequences returned per prompt, the best first (at most `num_beams`).
+    pub num_return_sequences: usize,
+}
+
+impl BeamSettings {
+    /// `num_beams` beams, transformers' defaults otherwise (`length_penalty` 1, heuristic early
+    /// stopping, one sequence returned).
+    pub fn new(num_beams: usize) -> Self {
+        Self { num_beams, length_penalty: 1.0, early_stopping: EarlyStopping::Heuristic, num_return_sequences: 1 }
+    }
+
+    /// Refuse what transformers refuses.
+    pub fn validate(&self) -> Result<(), ProcessorError> {
+        if self.num_beams == 0 {
+            return Err(out_of_range("num_beams", "a positive integer", self.num_beams));
+        }
+        if self.num_return_sequences == 0 || self.num_return_sequences > self.num_beams {
+            let expected = "at least 1 and at most num_beams";
+            return Err(out_of_range("num_return_sequences", expected, format!("{} with num_beams {}", self.num_return_sequences, self.num_beams)));
+        }
+        if !self.length_penalty.is_finite() {
+            return Err(out_of_range("length_penalty", "a finite number", self.length_penalty));
+        }
+        Ok(())
+    }
+}
+
+/// The score transformers gives a hypothesis that cannot be chosen (added, in float32).
+const EXCLUDED: f32 = -1.0e9;
+
+/// A hypothesis: its tokens and its summed (running) or length-penalised (finished) score.
+#[derive(Clone, Debug)]
+struct Hypothesis {
+    tokens: Vec<u32>,
+    score: f32,
+    /// Flat row of the decoder state it extends (running beams), or whether it finished.
+    row: usize,
+    finished: bool,
+}
+
+/// One prompt's beams: those still running, the best finished ones, and whether a running
+/// beam may still improve on them.
+struct Prompt {
+    running: Vec<Hypothesis>,
+    finished: Vec<Hypothesis>,
+    improvable: bool,
+}
+
+/// Beam search as transformers' `generate` runs it (its vectorised beam search of 4.50 and
+/// later), prompt by prompt: each step, every beam's logits become log-probabilities, go
+/// through `processors`, and are added to the beam's score; of all `num_beams × vocab`
+/// continuations the best `max(2, 1 + eos ids) × num_beams` are kept; those that end (an EOS
+/// token, or `max_new_tokens` reached) and rank among the first `num_beams` join the finished
+/// hypotheses with their score divided by `generated_len ^ length_penalty`; the best
+/// `num_beams` that do not end run on. A prompt is done as `early_stopping` says; the search
+/// stops when every prompt is done, every continuation has ended, or at `max_new_tokens`.
+///
+/// The prompts run once; their state is then repeated for the beams (transformers runs every
+/// prompt `num_beams` times). Returns `num_return_sequences` sequences per prompt, best first,
+/// padded to the longest, and their scores.
+pub fn beam_search<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    processors: &[Box<dyn LogitsProcessor>],
+    stopping: &Stopping,
+    beams: &BeamSettings,
+) -> Result<Generated, BeamError<D::Error>> {
+    beams.validate().map_err(BeamError::Settings)?;
+    let (k, batch) = (beams.num_beams, prompts.len());
+    if stopping.max_new_tokens == 0 || batch == 0 {
+        let sequences = prompts.iter().flat_map(|p| std::iter::repeat_n(p.clone(), beams.num_return_sequences)).collect();
+        return Ok(Generated { sequences, scores: vec![], sequences_scores: None });
+    }
+    let prompt_len = prompts[0].len();
+    let max_length = prompt_len + stopping.max_new_tokens;
+    let keep = 2.max(1 + stopping.eos_token_ids.len()) * k;
+    let (mut state, logits) = model.start(prompts).map_err(BeamError::Model)?;
+    // Every prompt's state, repeated for its beams: row b * k + j is beam j of prompt b.
+    let repeated: Vec<usize> = (0..batch).flat_map(|b| std::iter::repeat_n(b, k)).collect();
+    model.reorder(&mut state, &repeated);
+    let mut logits: Vec<Vec<f32>> = repeated.iter().map(|&b| logits[b].clone()).collect();
+    let mut search: Vec<Prompt> = prompts
+        .iter()
+        .enumerate()
+        .map(|(b, prompt)| Prompt {
+            // Only the first beam starts live, so that the beams do not all pick the same tokens.
+            running: (0..k).map(|j| Hypothesis { tokens: prompt.clone(), score: if j == 0 { 0.0 } else { EXCLUDED }, row: b * k + j, finished: false }).collect(),
+            finished: vec![Hypothesis { tokens: prompt.clone(), score: EXCLUDED, row: 0, finished: false }; k],
+            improvable: true,
+        })
+        .collect();
+    let mut scores = Vec::new();
+    let mut cur_len = prompt_len;
+    loop {
+        // Log-probabilities, processed with each beam's tokens.
+        for (row, row_logits) in logits.iter_mut().enumerate() {
+            log_softmax(row_logits);
+            let beam = &search[row / k].running[row % k];
+            for p in processors {
+                p.process(Row { tokens: &beam.tokens, prompt_len }, row_logits);
+            }
+        }
+        let vocab = logits[0].len();
+        let reaches_max = cur_len + 1 >= max_length;
+        let mut every_continuation_ends = true;
+        let mut next_rows = Vec::with_capacity(batch * k);
+        for (b, prompt) in search.iter_mut().enumerate() {
+            // The best `keep` continuations of all beams, by summed log-probability.
+            let candidates = top(keep, (0..k * vocab).map(|i| logits[b * k + i / vocab][i % vocab] + prompt.running[i / vocab].score));
+            let candidates: Vec<(Hypothesis, bool)> = candidates
+                .into_iter()
+                .map(|(i, score)| {
+                    let (beam, token) = (&prompt.running[i / vocab], (i % vocab) as u32);
+                    let mut tokens = beam.tokens.clone();
+                    tokens.push(token);
+                    let ends = reaches_max || stopping.eos_token_ids.contains(&token);
+                    (Hypothesis { tokens, score, row: beam.row, finished: false }, ends)
+                })
+                .collect();
+            every_continuation_ends &= candidates.iter().all(|(_, ends)| *ends);
+            // The best that do not end run on.
+            let running = top(k, candidates.iter().map(|(h, ends)| h.score + if *ends { EXCLUDED } else { 0.0 }));
+            // Those among the first `num_beams` that end may join the finished hypotheses.
+            let divisor = ((cur_len + 1 - prompt_len) as f64).powf(f64::from(beams.length_penalty)) as f32;
+            let full = prompt.finished.iter().all(|h| h.finished) && beams.early_stopping == EarlyStopping::WhenFull;
+            let mut merged = prompt.finished.clone();
+            for (c, (h, ends)) in candidates.iter().enumerate() {
+                let mut score = h.score / divisor;
+                let just_finished = *ends && c < k;
+                for excluded in [full, !prompt.improvable, !just_finished] {
+                    if excluded {
+                        score += EXCLUDED;
+                    }
+                }
+                merged.push(Hypothesis { tokens: h.tokens.clone(), score, row: 0, finished: just_finished });
+            }
+            let best = top(k, merged.iter().map(|h| h.score));
+            prompt.finished = best.iter().map(|&(i, _)| merged[i].clone()).collect();
+            prompt.running = running.iter().map(|&(c, score)| Hypothesis { score, ..candidates[c].0.clone() }).collect();
+            for (j, beam) in prompt.running.iter_mut().enumerate() {
+                next_rows.push(beam.row);
+                beam.row = b * k + j;
+            }
+        }
+        scores.push(logits);
+        cur_len += 1;
+        // Can a running beam still beat the worst finished hypothesis?
+        let best_length = match beams.early_stopping {
+            EarlyStopping::Never if beams.length_penalty > 0.0 => max_length - prompt_len,
+            _ => cur_len - prompt_len,
+        };
+        let divisor = (best_length as f64).powf(f64::from(beams.length_penalty)) as f32;
+        for prompt in &mut search {
+            let best_running = prompt.running[0].score / divisor;
+            let worst_finished = prompt.finished.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+            prompt.improvable &= prompt.finished.iter().any(|h| best_running > if h.finished { worst_finished } else { EXCLUDED });
+        }
+        let improvable = search.iter().any(|p| p.improvable);
+        let all_full = beams.early_stopping == EarlyStopping::WhenFull && search.iter().all(|p| p.finished.iter().all(|h| h.finished));
+        if !improvable || all_full || every_continuation_ends {
+            break;
+        }
+        model.reorder(&mut state, &next_rows);
+        let next: Vec<u32> = search.iter().flat_map(|p| p.running.iter().map(|h| *h.tokens.last().expect("a token per step"))).collect();
+        logits = model.step(&mut state, &next).map_err(BeamError::Model)?;
+    }
+    // The best `num_return_sequences` of each prompt, padded to the longest returned one.
+    let returned: Vec<&Hypothesis> = search.iter().flat_map(|p| &p.finished[..beams.num_return_sequences]).collect();
+    let length = returned.iter().map(|h| h.tokens.len()).max().unwrap_or(prompt_len);
+    // transformers pads with `pad_token_id or eos_token_id[0]`: a pad id of 0 gives the EOS id.
+    let fill = match (stopping.pad_token_id, stopping.eos_token_ids.first()) {
+        (0, Some(&eos)) => eos,
+        (pad, _) => pad,
+    };
+    let sequences = returned.iter().map(|h| h.tokens.iter().copied().chain(std::iter::repeat(fill)).take(length).collect()).collect();
+    let sequences_scores = Some(returned.iter().map(|h| h.score).collect());
+    Ok(Generated { sequences, scores, sequences_scores })
+}
+
+/// Why beam search failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BeamError<E> {
+    /// A setting transformers refuses.
+    #[error(transparent)]
+    Settings(ProcessorError),
+    /// The model failed.
+    #[error(transparent)]
+    Model(E),
+}
+
+/// The `n` highest of `values` as `(index, value)`, highest first, the lower index first among
+/// equal values (torch's `topk` leaves that order open; it matters only among excluded
+/// hypotheses, which are never returned).
+fn top(n: usize, values: impl Iterator<Item = f32>) -> Vec<(usize, f32)> {
+    let mut all: Vec<(usize, f32)> = values.enumerate().collect();
+    let n = n.min(all.len());
+    let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if n < all.len() {
+        all.select_nth_unstable_by(n, order);
+        all.truncate(n);
+    }
+    all.sort_by(order);
+    all
+}
+
+/// `scores` `[vocab]` to log-probabilities in place, in float32 as torch's `log_softmax`.
+fn log_softmax(scores: &mut [f32]) {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        return;
+    }
+    let log_sum = scores.iter().map(|&s| (s - max).exp()).sum::<f32>().ln();
+    scores.iter_mut().for_each(|s| *s = *s - max - log_sum);
+}
+
+/// The probabilities of `scores` `[vocab]` (zero where a score is `-inf`).
+fn softmax(scores: &[f32]) -> Vec<f32> {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let exp: Vec<f32> = scores.iter().map(|&s| if s == f32::NEG_INFINITY { 0.0 } else { (s - max).exp() }).collect();
+    let total: f32 = exp.iter().sum();
+    exp.into_iter().map(|e| e / total).collect()
 }
 
 /// The index of the highest score, the first of equal ones (as `torch.argmax`); a NaN counts
@@ -108,5 +444,36 @@ mod tests {
     fn argmax_takes_the_first_of_equal_scores() {
         assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
         assert_eq!(argmax(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), 0);
+    }
+
+    #[test]
+    fn top_orders_by_value_then_index() {
+        assert_eq!(top(3, [1.0, 5.0, 5.0, 2.0, 7.0].into_iter()), vec![(4, 7.0), (1, 5.0), (2, 5.0)]);
+        assert_eq!(top(9, [1.0, 2.0].into_iter()), vec![(1, 2.0), (0, 1.0)]);
+    }
+
+    #[test]
+    fn seeded_sampling_follows_the_probabilities_and_never_draws_a_removed_token() {
+        let probs = [0.5, 0.0, 0.3, 0.2];
+        let mut sampler = SeededSampler::new(3);
+        let mut counts = [0usize; 4];
+        for _ in 0..20_000 {
+            counts[sampler.draw(0, &probs) as usize] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        for (c, p) in counts.iter().zip(probs) {
+            let share = *c as f32 / 20_000.0;
+            assert!((share - p).abs() < 0.015, "{counts:?}");
+        }
+        let again: Vec<u32> = (0..50).map(|_| SeededSampler::new(9).draw(0, &probs)).collect();
+        assert!(again.windows(2).all(|w| w[0] == w[1]), "one seed, one draw");
+    }
+
+    #[test]
+    fn beam_settings_refuse_what_transformers_refuses() {
+        assert!(BeamSettings { num_return_sequences: 3, ..BeamSettings::new(2) }.validate().is_err());
+        assert!(BeamSettings::new(0).validate().is_err());
+        assert_eq!("never".parse::<EarlyStopping>().unwrap(), EarlyStopping::Never);
+        assert!("sometimes".parse::<EarlyStopping>().is_err());
     }
 }
