@@ -30,7 +30,7 @@ def main():
         if isinstance(value, tuple):
             for i, v in enumerate(value):
                 tensors[f"output.{key}.{i}"] = v.float().contiguous()
-        elif value is not None:
+        elif isinstance(value, torch.Tensor):  # not past_key_values (a cache object)
             tensors[f"output.{key}"] = value.float().contiguous()
     save_file(tensors, out_path)
 

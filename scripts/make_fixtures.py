@@ -115,7 +115,7 @@ def redraw(model: torch.nn.Module, seed: int) -> None:
                 continue
             seen.add(id(p))
             noise = torch.randn(p.shape, generator=g, dtype=torch.float64)
-            if "LayerNorm" in name and name.endswith("weight"):
+            if ("LayerNorm" in name or "layer_norm" in name or "layernorm" in name) and name.endswith("weight"):
                 value = 1.0 + 0.1 * noise
             elif name.endswith("bias"):
                 value = 0.1 * noise
@@ -780,10 +780,141 @@ def make_generation_greedy():
     print("generation/bert-lm-head:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
 
 
+BART_SHAPES = {
+    # A small BART; the wide one differs in every switch: deeper encoder than decoder, other head
+    # counts and widths, ReLU, scaled embeddings, an untied LM head.
+    "base": dict(vocab_size=80, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=24,
+                 activation_function="gelu"),
+    "wide": dict(vocab_size=90, d_model=48, encoder_layers=3, decoder_layers=2, encoder_attention_heads=6,
+                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=50, max_position_embeddings=20,
+                 activation_function="relu", scale_embedding=True, tie_word_embeddings=False),
+}
+
+
+def bart_outputs(result, prefix):
+    """Every tensor of an HF output by its field name (tuples numbered), past_key_values left out."""
+    io = {}
+    for key, value in result.items():
+        if key == "past_key_values" or value is None:
+            continue
+        if isinstance(value, tuple):
+            for i, t in enumerate(value):
+                io[f"{prefix}.{key}.{i}"] = t.float().contiguous()
+        else:
+            io[f"{prefix}.{key}"] = value.float().reshape(-1).contiguous() if key == "loss" else value.float().contiguous()
+    return io
+
+
+def make_bart():
+    """Every BART head on two shapes, with default outputs and with every output, on a padded
+    batch (source and target), in float64 from float32 weights: fixtures/bart/{shape}-{head};
+    and generation (greedy, beam search) on the base shape: fixtures/bart/base-generation."""
+    from transformers import (BartConfig, BartForConditionalGeneration, BartForQuestionAnswering,
+                              BartForSequenceClassification, BartModel)
+
+    g = torch.Generator().manual_seed(3)
+    for s_i, (shape, kw) in enumerate(BART_SHAPES.items()):
+        seed = 500 + 100 * s_i
+        # <s> tokens </s>, the second row padded (pad 1); tokens drawn from 3.. (no special id).
+        lengths, src = [8, 5], 8
+        ids = torch.full((2, src), 1, dtype=torch.long)
+        for r, n in enumerate(lengths):
+            ids[r, :n] = torch.randint(3, kw["vocab_size"], (n,), generator=g)
+            ids[r, 0], ids[r, n - 1] = 0, 2
+        mask = (ids != 1).long()
+        # A target batch with padding at the end of the second row.
+        tgt = torch.randint(3, kw["vocab_size"], (2, 6), generator=g)
+        tgt[:, 0] = 2
+        tgt_mask = torch.ones_like(tgt)
+        tgt_mask[1, 4:] = 0
+        labels = torch.randint(3, kw["vocab_size"], (2, 6), generator=g)
+        labels[1, 4:] = -100
+
+        def write(head, cls, cfg, inputs, label_args, kind):
+            torch.manual_seed(seed)
+            model = cls(cfg)
+            redraw(model, seed)
+            if hasattr(model, "final_logits_bias"):
+                model.final_logits_bias.copy_(0.3 * torch.randn(model.final_logits_bias.shape, generator=g))
+            out = OUT / "bart" / f"{shape}-{head}"
+            if out.exists():
+                shutil.rmtree(out)
+            out.mkdir(parents=True)
+            model.float().eval().save_pretrained(out)
+            model = model.double()
+            io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+            io.update({f"label.{k}": v.contiguous() for k, v in label_args.items()})
+            with torch.no_grad():
+                io.update(bart_outputs(model(**inputs, **label_args, use_cache=False), "output.default"))
+                io.update(bart_outputs(model(**inputs, **label_args, use_cache=False, output_hidden_states=True,
+                                             output_attentions=True), "output.all"))
+            save_file(io, out / "io.safetensors")
+            meta = {"kind": kind, "transformers": transformers.__version__, "torch": torch.__version__}
+            (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+            print(f"bart/{shape}-{head}: {kind}, outputs {len(io)}")
+
+        def config(**more):
+            cfg = BartConfig(**{**kw, **more})
+            cfg._attn_implementation = "eager"
+            return cfg
+
+        seq2seq = {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": tgt, "decoder_attention_mask": tgt_mask}
+        write("model", BartModel, config(), seq2seq, {}, "BartModel")
+        # Decoder input shifted from the source (BART's default) in the base model too.
+        write("model-shifted", BartModel, config(), {"input_ids": ids, "attention_mask": mask}, {}, "BartModel")
+        write("conditional-generation", BartForConditionalGeneration, config(), {"input_ids": ids, "attention_mask": mask},
+              {"labels": labels}, "BartForConditionalGeneration")
+        write("seqcls-single", BartForSequenceClassification, config(num_labels=3),
+              {"input_ids": ids, "attention_mask": mask}, {"labels": torch.tensor([2, 0])}, "BartForSequenceClassification")
+        write("seqcls-multilabel", BartForSequenceClassification, config(num_labels=4, problem_type="multi_label_classification"),
+              {"input_ids": ids, "attention_mask": mask}, {"labels": torch.tensor([[1.0, 0, 1, 0], [0, 0, 1, 1]])},
+              "BartForSequenceClassification")
+        write("qa", BartForQuestionAnswering, config(), {"input_ids": ids, "attention_mask": mask},
+              {"start_positions": torch.tensor([1, 40]), "end_positions": torch.tensor([3, 2])}, "BartForQuestionAnswering")
+
+    # Generation: greedy and beam search from two padded sources, against `generate`.
+    cfg = BartConfig(**BART_SHAPES["base"])
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(900)
+    model = BartForConditionalGeneration(cfg)
+    redraw(model, 900)
+    out = OUT / "bart" / "base-generation"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    model.float().eval().save_pretrained(out)
+    model = model.double()
+    src = torch.tensor([[0, 17, 23, 5, 40, 61, 8, 2], [0, 33, 12, 70, 2, 1, 1, 1]])
+    src_mask = (src != 1).long()
+    runs = {
+        "greedy": dict(max_new_tokens=10),
+        "greedy-forced": dict(max_new_tokens=9, forced_eos_token_id=2, forced_bos_token_id=0, no_repeat_ngram_size=2),
+        "beam": dict(max_new_tokens=9, num_beams=3, num_return_sequences=2, eos_token_id=[2, 25], no_repeat_ngram_size=1),
+        "beam-early": dict(max_new_tokens=9, num_beams=4, num_return_sequences=3, eos_token_id=[44, 65], repetition_penalty=3.0,
+                           early_stopping=True, length_penalty=0.5),
+    }
+    io = {"input.input_ids": src, "input.attention_mask": src_mask}
+    with torch.no_grad():
+        for name, kwargs in runs.items():
+            kw = dict(do_sample=False, num_beams=1, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2,
+                      forced_eos_token_id=None, forced_bos_token_id=None, output_scores=True, return_dict_in_generate=True)
+            kw.update(kwargs)
+            result = model.generate(src, attention_mask=src_mask, **kw)
+            io[f"output.{name}.sequences"] = result.sequences.contiguous()
+            io[f"output.{name}.scores"] = torch.stack(result.scores, dim=0).float().contiguous()
+            if kw["num_beams"] > 1:
+                io[f"output.{name}.sequences_scores"] = result.sequences_scores.float().contiguous()
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "BART generation", "runs": runs, "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print("bart/base-generation:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -793,6 +924,9 @@ def main():
         return
     if args.only == "unilm":
         make_unilm()
+        return
+    if args.only == "bart":
+        make_bart()
         return
     if args.only == "generation":
         make_generation_processors()
@@ -817,6 +951,7 @@ def main():
     make_unilm()
     make_generation_processors()
     make_generation_greedy()
+    make_bart()
     if args.minilm:
         make_minilm(args.minilm)
 

@@ -158,6 +158,29 @@ impl MultiHeadAttention {
         self.attend(q, k, v, mask, return_probs)
     }
 
+    /// The keys and values of `context` `[batch, s_k, d]`, computed once for cross-attention
+    /// (every decoding step attends to the same encoder output).
+    pub fn keys_values(&self, context: Tensor<3>) -> KvCache {
+        KvCache { key: self.split(dense(&self.key, context.clone())), value: self.split(dense(&self.value, context)) }
+    }
+
+    /// Attend from `x` `[rows, s_q, d]` to precomputed keys and values `kv` of `batch` rows,
+    /// where `rows` is a multiple `g` of `batch` and rows `i·g .. (i+1)·g` of `x` all attend to
+    /// row `i` of `kv` (a prompt's beams share its encoder output: nothing is copied per beam).
+    /// `mask` covers `[batch, g·s_q, s_k]`. Returns the projected context `[rows, s_q, d]` and,
+    /// when asked, the probabilities `[rows, heads, s_q, s_k]`.
+    pub fn forward_kv(&self, x: Tensor<3>, kv: &KvCache, mask: &AttentionMask, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+        let [rows, s_q, d] = x.dims();
+        let [batch, h, s_k, _] = kv.key.dims();
+        let g = rows / batch;
+        // Row-major `[batch·g, s_q, d]` is `[batch, g·s_q, d]`: a prompt's rows become queries
+        // of one row.
+        let q = self.split(dense(&self.query, x.reshape([batch, g * s_q, d])));
+        let (out, probs) = self.attend(q, kv.key.clone(), kv.value.clone(), mask, return_probs);
+        let probs = probs.map(|p| p.reshape([batch, h, g, s_q, s_k]).swap_dims(1, 2).reshape([rows, h, s_q, s_k]));
+        (out.reshape([rows, s_q, d]), probs)
+    }
+
     /// Self-attention of `x` `[batch, s_q, d]` over the cached positions and its own:
     /// `past` holds earlier keys and values (none at the first call); `mask` covers
     /// `[batch, s_q, past + s_q]` keys. Returns the projected context, the probabilities when
@@ -222,6 +245,18 @@ impl MultiHeadAttention {
         let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
         (dense(&self.output, ctx), probs)
     }
+}
+
+/// The causal restriction of `s` new positions after `past` cached ones, `[batch, s, past + s]`,
+/// `true` where a key lies after the query; `None` for one new position, which sees every key
+/// already (and libtorch then keeps its fused attention).
+pub fn causal_restriction(batch: usize, s: usize, past: usize, device: &Device) -> Option<Tensor<3, Bool>> {
+    if s <= 1 {
+        return None;
+    }
+    let query = Tensor::<1, Int>::arange(past as i64..(past + s) as i64, device).reshape([1, s, 1]);
+    let key = Tensor::<1, Int>::arange(0..(past + s) as i64, device).reshape([1, 1, past + s]);
+    Some(key.expand([batch, s, past + s]).greater(query.expand([batch, s, past + s])))
 }
 
 /// The most negative finite value of a float dtype: the score of a masked position.

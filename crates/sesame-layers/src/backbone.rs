@@ -257,6 +257,7 @@ pub trait Backbone: Module + ModuleDisplay + Sized + Send + Sync {
             base_roots: Self::base_roots(),
             may_be_missing: optional.iter().map(|s| s.to_string()).collect(),
             ignored: Self::ignored(config),
+            aliases: Vec::new(),
         }
     }
 }

@@ -293,6 +293,10 @@ pub struct CheckpointSpec {
     /// Regexes over HF names of tensors that are expected in files but deliberately not
     /// loaded (buffers such as `position_ids`, decoders tied to the embeddings).
     pub ignored: Vec<String>,
+    /// Other HF names of one tensor, as `(alias, name)` rows read only when loading (BART's
+    /// `encoder.embed_tokens` and `decoder.embed_tokens` are its `shared` table). Saving writes
+    /// the name alone.
+    pub aliases: Vec<(String, String)>,
 }
 
 impl CheckpointSpec {
@@ -305,6 +309,7 @@ impl CheckpointSpec {
         } else {
             (Regex::new(&format!(r"^{}\.", regex::escape(prefix))).expect("valid"), String::new())
         }];
+        rules.extend(self.aliases.iter().map(|(alias, name)| compile_row(alias, name)));
         rules.extend(self.keys.hf_to_burn());
         rules
     }

@@ -1,12 +1,33 @@
-//! The task models that generate, as `sesame_generate` searches see them.
+//! The task models that generate, as `sesame_generate` searches see them: a left-to-right
+//! language model ([`CausalDecoder`]) and an encoder-decoder ([`Seq2SeqDecoder`], for any
+//! family that implements [`Seq2SeqLM`]).
 
 use burn::prelude::*;
 use sesame_generate::Decoder;
 
 use crate::backbone::{Backbone, EncoderInput, InputLimits};
+use crate::decoder::DecoderCache;
 use crate::encoder::{EncoderCache, OutputOptions};
 use crate::pretrained::InputError;
 use crate::tasks::ForCausalLM;
+
+/// Token rows `[batch][seq]` (all of one length) as ids `[batch, seq]` on `device`.
+fn id_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor<2, Int>, InputError> {
+    let (b, s) = (rows.len(), rows.first().map_or(0, Vec::len));
+    if rows.iter().any(|r| r.len() != s) {
+        return Err(InputError::ShapeMismatch { what: "prompts", expected: vec![b, s], found: rows.iter().map(Vec::len).collect() });
+    }
+    let ids: Vec<i64> = rows.iter().flatten().map(|&t| i64::from(t)).collect();
+    Ok(Tensor::<2, Int>::from_data(TensorData::new(ids, [b, s]), device))
+}
+
+/// Each row's logits at its last position, on the host: `[rows, seq, vocab]` -> `[rows][vocab]`.
+fn last_logits(logits: Tensor<3>) -> Result<Vec<Vec<f32>>, InputError> {
+    let [b, s, vocab] = logits.dims();
+    let last = logits.slice([0..b, s - 1..s, 0..vocab]).reshape([b, vocab]);
+    let values = last.try_to_vec_as::<f32>().map_err(|e| InputError::Unreadable { what: "logits", reason: e.to_string() })?;
+    Ok(values.chunks(vocab).map(<[f32]>::to_vec).collect())
+}
 
 /// A [`ForCausalLM`] generating on its device: the prompts run once, then one position per row
 /// per step against the key/value cache. Without the cache (`use_cache` false) every step runs
@@ -33,22 +54,13 @@ impl<'a, B: Backbone> CausalDecoder<'a, B> {
     /// Run `rows` `[batch][seq]` after `cache`; each row's last logits `[vocab]`, and the
     /// extended cache.
     fn run(&self, rows: &[Vec<u32>], cache: Option<EncoderCache>) -> Result<(Vec<Vec<f32>>, Option<EncoderCache>), InputError> {
-        let (b, s) = (rows.len(), rows.first().map_or(0, Vec::len));
-        if rows.iter().any(|r| r.len() != s) {
-            return Err(InputError::ShapeMismatch { what: "prompts", expected: vec![b, s], found: rows.iter().map(Vec::len).collect() });
-        }
-        let ids: Vec<i64> = rows.iter().flatten().map(|&t| i64::from(t)).collect();
-        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [b, s]), &self.model.base.device());
-        let mut input = EncoderInput::new(ids);
+        let mut input = EncoderInput::new(id_tensor(rows, &self.model.base.device())?);
         if let Some(cache) = cache {
             input = input.with_cache(cache);
         }
         input.validate(&self.limits)?;
         let out = self.model.forward(input, None, OutputOptions::default());
-        let [_, _, vocab] = out.logits.dims();
-        let last = out.logits.slice([0..b, s - 1..s, 0..vocab]).reshape([b, vocab]);
-        let values = last.try_to_vec_as::<f32>().map_err(|e| InputError::Unreadable { what: "logits", reason: e.to_string() })?;
-        Ok((values.chunks(vocab).map(<[f32]>::to_vec).collect(), out.encoder.cache))
+        Ok((last_logits(out.logits)?, out.encoder.cache))
     }
 }
 
@@ -85,6 +97,138 @@ impl<B: Backbone> Decoder for CausalDecoder<'_, B> {
             let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
             let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.model.base.device());
             state.cache = Some(cache.select_rows(&index));
+        }
+    }
+}
+
+/// An encoder-decoder with a language-model head, as generation needs it: encode once, then
+/// decode new positions against the cache.
+pub trait Seq2SeqLM {
+    /// Encode `input_ids` `[prompts, src]` (padding mask `attention_mask`) and give the cache to
+    /// decode from: the encoder output's keys and values in every decoder layer.
+    fn start_decoding(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> DecoderCache;
+
+    /// Logits `[rows, new, vocab]` of decoder ids `ids` `[rows, new]` after the positions in
+    /// `cache`, and the extended cache.
+    fn decode(&self, ids: Tensor<2, Int>, cache: DecoderCache) -> (Tensor<3>, DecoderCache);
+
+    /// Logits `[rows, tgt, vocab]` of the whole model run from scratch on sources `input_ids`
+    /// `[rows, src]` and decoder ids `decoder_input_ids` `[rows, tgt]` (no cache: the reference
+    /// the cached path must equal).
+    fn logits(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>, decoder_input_ids: Tensor<2, Int>) -> Tensor<3>;
+
+    /// Token ids lie in `0..vocab_size`.
+    fn vocab_size(&self) -> usize;
+
+    /// The most positions of the encoder's input and of the decoder's.
+    fn max_positions(&self) -> usize;
+
+    /// The device the model lives on.
+    fn device(&self) -> Device;
+}
+
+/// An encoder-decoder generating on its device from source sequences: the sources are encoded
+/// once; the search's prompts are the decoder's (its start token). With the cache, each step
+/// runs one position per row; every row of a prompt (its beams) reads that prompt's encoder
+/// keys and values, which are never copied per beam. Without it (`use_cache` false) every step
+/// runs the whole model on every row from scratch (the reference the cached path is tested
+/// against).
+pub struct Seq2SeqDecoder<'a, M: Seq2SeqLM> {
+    model: &'a M,
+    input_ids: Tensor<2, Int>,
+    attention_mask: Option<Tensor<2, Int>>,
+    use_cache: bool,
+}
+
+impl<'a, M: Seq2SeqLM> Seq2SeqDecoder<'a, M> {
+    /// Decode from `input_ids` `[prompts, src]` with padding mask `attention_mask`; checks the
+    /// sources against the model.
+    pub fn new(model: &'a M, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> Result<Self, InputError> {
+        let input = crate::seq2seq::Seq2SeqInput { input_ids: Some(input_ids.clone()), attention_mask: attention_mask.clone(), ..Default::default() };
+        input.validate(model.vocab_size(), model.max_positions())?;
+        Ok(Self { model, input_ids, attention_mask, use_cache: true })
+    }
+
+    /// Use the cache (default) or run the whole model at every step.
+    pub fn with_cache(mut self, use_cache: bool) -> Self {
+        self.use_cache = use_cache;
+        self
+    }
+
+    fn check(&self, rows: &[Vec<u32>]) -> Result<Tensor<2, Int>, InputError> {
+        let ids = id_tensor(rows, &self.model.device())?;
+        let len = ids.dims()[1];
+        if len > self.model.max_positions() {
+            return Err(InputError::TooLong { len, max: self.model.max_positions() });
+        }
+        crate::pretrained::check_ids(&ids, self.model.vocab_size(), "decoder token")?;
+        Ok(ids)
+    }
+
+    /// Logits of `tokens` run from scratch, each row on its prompt's source.
+    fn from_scratch(&self, tokens: &[Vec<u32>], prompt_of_row: &[usize]) -> Result<Vec<Vec<f32>>, InputError> {
+        let ids = self.check(tokens)?;
+        let index: Vec<i64> = prompt_of_row.iter().map(|&p| p as i64).collect();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(index, [prompt_of_row.len()]), &self.model.device());
+        let source = self.input_ids.clone().select(0, index.clone());
+        let mask = self.attention_mask.clone().map(|m| m.select(0, index));
+        last_logits(self.model.logits(source, mask, ids))
+    }
+}
+
+/// Where a [`Seq2SeqDecoder`] is: every row's decoder tokens, the prompt each row belongs
+/// to, and the cache.
+pub struct Seq2SeqState {
+    tokens: Vec<Vec<u32>>,
+    prompt_of_row: Vec<usize>,
+    cache: Option<DecoderCache>,
+}
+
+impl<M: Seq2SeqLM> Decoder for Seq2SeqDecoder<'_, M> {
+    type State = Seq2SeqState;
+    type Error = InputError;
+
+    /// `prompts`: one decoder prompt per source row (HF: the decoder start token).
+    fn start(&self, prompts: &[Vec<u32>]) -> Result<(Seq2SeqState, Vec<Vec<f32>>), InputError> {
+        let sources = self.input_ids.dims()[0];
+        if prompts.len() != sources {
+            return Err(InputError::ShapeMismatch { what: "decoder prompts", expected: vec![sources], found: vec![prompts.len()] });
+        }
+        let prompt_of_row: Vec<usize> = (0..sources).collect();
+        let (logits, cache) = if self.use_cache {
+            let cache = self.model.start_decoding(self.input_ids.clone(), self.attention_mask.clone());
+            let (logits, cache) = self.model.decode(self.check(prompts)?, cache);
+            (last_logits(logits)?, Some(cache))
+        } else {
+            (self.from_scratch(prompts, &prompt_of_row)?, None)
+        };
+        Ok((Seq2SeqState { tokens: prompts.to_vec(), prompt_of_row, cache }, logits))
+    }
+
+    fn step(&self, state: &mut Seq2SeqState, tokens: &[u32]) -> Result<Vec<Vec<f32>>, InputError> {
+        for (row, &t) in state.tokens.iter_mut().zip(tokens) {
+            row.push(t);
+        }
+        match state.cache.take() {
+            Some(cache) => {
+                let len = cache.len() + 1;
+                if len > self.model.max_positions() {
+                    return Err(InputError::TooLong { len, max: self.model.max_positions() });
+                }
+                let ids = self.check(&tokens.iter().map(|&t| vec![t]).collect::<Vec<_>>())?;
+                let (logits, cache) = self.model.decode(ids, cache);
+                state.cache = Some(cache);
+                last_logits(logits)
+            }
+            None => self.from_scratch(&state.tokens, &state.prompt_of_row),
+        }
+    }
+
+    fn reorder(&self, state: &mut Seq2SeqState, rows: &[usize]) {
+        state.tokens = rows.iter().map(|&r| state.tokens[r].clone()).collect();
+        state.prompt_of_row = rows.iter().map(|&r| state.prompt_of_row[r]).collect();
+        if let Some(cache) = state.cache.as_mut() {
+            cache.select_rows(rows, &self.model.device());
         }
     }
 }

@@ -30,6 +30,9 @@ pub struct EncoderConfig {
     /// LayerNorm epsilon.
     #[config(default = 1e-12)]
     pub layer_norm_eps: f64,
+    /// Dropout after the feed-forward activation (BART's `activation_dropout`).
+    #[config(default = 0.0)]
+    pub activation_dropout: f64,
 }
 
 impl EncoderConfig {
@@ -41,7 +44,9 @@ impl EncoderConfig {
                 .with_dropout(self.attention_dropout)
                 .init(device),
             attention_norm: norm(),
-            feed_forward: FeedForwardConfig::new(self.d_model, self.d_ff, self.activation).init(device),
+            feed_forward: FeedForwardConfig::new(self.d_model, self.d_ff, self.activation)
+                .with_activation_dropout(self.activation_dropout)
+                .init(device),
             output_norm: norm(),
             dropout: DropoutConfig::new(self.dropout).init(),
         }
@@ -226,8 +231,7 @@ pub fn run_layers<'a>(
     cache: Option<EncoderCache>,
     options: OutputOptions,
 ) -> EncoderOutput {
-    let mut hidden_states = options.hidden_states.then(|| vec![x.clone()]);
-    let mut attentions = options.attentions.then(Vec::new);
+    let mut collect = Collector::new(&x, options);
     // With a cache: the layers' past entries, and their extended entries as they come.
     let mut caches = cache.map(|c| (c.layers.into_iter(), Vec::new()));
     for layer in layers {
@@ -240,12 +244,37 @@ pub fn run_layers<'a>(
             None => layer.forward(x, mask, options.attentions),
         };
         x = out;
-        if let Some(states) = hidden_states.as_mut() {
+        collect.layer(&x, probs);
+    }
+    let (hidden_states, attentions) = collect.finish();
+    EncoderOutput { last_hidden_state: x, hidden_states, attentions, cache: caches.map(|(_, layers)| EncoderCache { layers }) }
+}
+
+/// Gathers what [`OutputOptions`] asks of a layer loop (every layer loop uses it: encoder
+/// layers, decoder layers): the input and each layer's output, each layer's attention.
+pub(crate) struct Collector {
+    hidden_states: Option<Vec<Tensor<3>>>,
+    attentions: Option<Vec<Tensor<4>>>,
+}
+
+impl Collector {
+    /// Start with the layers' input `x`.
+    pub(crate) fn new(x: &Tensor<3>, options: OutputOptions) -> Self {
+        Self { hidden_states: options.hidden_states.then(|| vec![x.clone()]), attentions: options.attentions.then(Vec::new) }
+    }
+
+    /// One layer's output and attention probabilities.
+    pub(crate) fn layer(&mut self, x: &Tensor<3>, probs: Option<Tensor<4>>) {
+        if let Some(states) = self.hidden_states.as_mut() {
             states.push(x.clone());
         }
-        if let (Some(all), Some(p)) = (attentions.as_mut(), probs) {
+        if let (Some(all), Some(p)) = (self.attentions.as_mut(), probs) {
             all.push(p);
         }
     }
-    EncoderOutput { last_hidden_state: x, hidden_states, attentions, cache: caches.map(|(_, layers)| EncoderCache { layers }) }
+
+    /// Hidden states and attentions, each when asked.
+    pub(crate) fn finish(self) -> (Option<Vec<Tensor<3>>>, Option<Vec<Tensor<4>>>) {
+        (self.hidden_states, self.attentions)
+    }
 }

@@ -4,6 +4,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 
 use crate::activation::Activation;
+use crate::dropout::{Dropout, DropoutConfig};
 
 /// Configuration of [`FeedForward`].
 #[derive(Config, Debug)]
@@ -14,6 +15,9 @@ pub struct FeedForwardConfig {
     pub d_ff: usize,
     /// Inner activation (HF `hidden_act`).
     pub activation: Activation,
+    /// Dropout after the activation (BART's `activation_dropout`; BERT has none).
+    #[config(default = 0.0)]
+    pub activation_dropout: f64,
 }
 
 impl FeedForwardConfig {
@@ -23,11 +27,12 @@ impl FeedForwardConfig {
             intermediate: LinearConfig::new(self.d_model, self.d_ff).init(device),
             output: LinearConfig::new(self.d_ff, self.d_model).init(device),
             activation: self.activation,
+            activation_dropout: DropoutConfig::new(self.activation_dropout).init(),
         }
     }
 }
 
-/// `output(activation(intermediate(x)))`.
+/// `output(dropout(activation(intermediate(x))))`.
 #[derive(Module, Debug)]
 pub struct FeedForward {
     /// `d_model -> d_ff` (HF `intermediate.dense`).
@@ -37,12 +42,14 @@ pub struct FeedForward {
     /// Inner activation.
     #[module(skip)]
     pub activation: Activation,
+    /// Dropout after the activation.
+    pub activation_dropout: Dropout,
 }
 
 impl FeedForward {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        dense(&self.output, self.activation.forward(dense(&self.intermediate, x)))
+        dense(&self.output, self.activation_dropout.forward(self.activation.forward(dense(&self.intermediate, x))))
     }
 }
 

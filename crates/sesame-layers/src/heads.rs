@@ -196,16 +196,28 @@ impl SequenceHead for ClassificationHead {
     const POOLED: bool = false;
 
     fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
-        Self {
-            dense: LinearConfig::new(sizes.hidden_size, sizes.hidden_size).init(device),
-            activation: sizes.classifier_activation,
-            dropout: DropoutConfig::new(sizes.classifier_dropout).init(),
-            out_proj: LinearConfig::new(sizes.hidden_size, num_labels).init(device),
-        }
+        Self::with_sizes(sizes.hidden_size, num_labels, sizes.classifier_dropout, sizes.classifier_activation, device)
     }
 
     fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
-        let x = self.dropout.forward(first_token(out.last_hidden_state()));
+        self.classify(first_token(out.last_hidden_state()))
+    }
+}
+
+impl ClassificationHead {
+    /// A fresh head `hidden -> hidden -> num_labels`.
+    pub fn with_sizes(hidden: usize, num_labels: usize, dropout: f64, activation: Activation, device: &Device) -> Self {
+        Self {
+            dense: LinearConfig::new(hidden, hidden).init(device),
+            activation,
+            dropout: DropoutConfig::new(dropout).init(),
+            out_proj: LinearConfig::new(hidden, num_labels).init(device),
+        }
+    }
+
+    /// Logits `[batch, num_labels]` of one vector per sequence `[batch, hidden]`.
+    pub fn classify(&self, x: Tensor<2>) -> Tensor<2> {
+        let x = self.dropout.forward(x);
         let x = self.dropout.forward(self.activation.forward(self.dense.forward(x)));
         self.out_proj.forward(x)
     }

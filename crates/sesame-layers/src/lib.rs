@@ -8,6 +8,7 @@ pub mod attention;
 pub mod backbone;
 pub mod checkpoint;
 pub mod config;
+pub mod decoder;
 pub mod decoding;
 pub mod device;
 pub mod dropout;
@@ -22,6 +23,7 @@ pub mod pipeline;
 pub mod pooling;
 pub mod pretrained;
 pub mod random;
+pub mod seq2seq;
 pub mod tasks;
 
 pub use activation::Activation;
@@ -31,6 +33,7 @@ pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, Weight
 pub use config::ConfigError;
 pub use dropout::{Dropout, DropoutConfig};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
+pub use decoder::{run_decoder_layers, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput};
 pub use encoder::{Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
@@ -40,6 +43,7 @@ pub use heads::{
 };
 pub use hparams::EncoderHyperParams;
 pub use pooling::Pooling;
+pub use seq2seq::{shift_tokens_right, NamedOutput, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 
 pub use tasks::{

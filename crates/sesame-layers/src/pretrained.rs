@@ -154,6 +154,23 @@ pub enum InputError {
         /// What the backend reported.
         reason: String,
     },
+    /// Rows that end differently where a head reads the last end-of-sequence token of each
+    /// (BART's sequence classification).
+    #[error("every row must hold the same number of end-of-sequence tokens (id {eos}), at least one; the rows hold {counts:?}")]
+    EosCount {
+        /// The end-of-sequence id.
+        eos: usize,
+        /// How many each row holds.
+        counts: Vec<usize>,
+    },
+    /// A required input is absent.
+    #[error("no {what}: {reason}")]
+    Missing {
+        /// The input (`input_ids`, `decoder_input_ids`).
+        what: &'static str,
+        /// Why it is needed.
+        reason: &'static str,
+    },
     /// Two input tensors disagree in shape.
     #[error("{what} has shape {found:?}, expected {expected:?} (from input_ids and the cache)")]
     ShapeMismatch {

@@ -5,6 +5,7 @@
 
 use burn::prelude::*;
 
+use crate::attention::causal_restriction;
 use crate::backbone::{Backbone, EncoderInput, HeadSizes, InputLimits};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
@@ -199,16 +200,9 @@ impl<B: Backbone> ForCausalLM<B> {
 /// on top of any restriction it had.
 fn causal(input: EncoderInput) -> EncoderInput {
     let [b, s] = input.input_ids.dims();
-    // One new position sees every key already: no restriction to add (and libtorch keeps its
-    // fused attention for the decoding steps).
-    if s == 1 {
+    let Some(future) = causal_restriction(b, s, input.past_len(), &input.input_ids.device()) else {
         return input;
-    }
-    let past = input.past_len();
-    let device = input.input_ids.device();
-    let query = Tensor::<1, Int>::arange(past as i64..(past + s) as i64, &device).reshape([1, s, 1]);
-    let key = Tensor::<1, Int>::arange(0..(past + s) as i64, &device).reshape([1, 1, past + s]);
-    let future = key.expand([b, s, past + s]).greater(query.expand([b, s, past + s]));
+    };
     let restriction = match input.attention_restriction.clone() {
         Some(r) => r.bool_or(future),
         None => future,

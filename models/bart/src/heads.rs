@@ -1,0 +1,226 @@
+//! BART's task models: conditional generation (the LM head tied to the shared table, plus
+//! `final_logits_bias`), sequence classification on the last EOS token, extractive QA.
+
+use burn::module::Param;
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+use sesame_layers::decoding::Seq2SeqLM;
+use sesame_layers::heads::question_answering_loss;
+use sesame_layers::loss::per_token_cross_entropy;
+use sesame_layers::{
+    shift_tokens_right, Activation, CheckpointSpec, DecoderCache, ClassificationHead, InputError, OutputOptions, PretrainedModel,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqQuestionAnsweringOutput,
+    SequenceLabels,
+};
+
+use crate::checkpoint::spec;
+use crate::config::BartConfig;
+use crate::model::{zeros_param, BartModel};
+
+/// BART with its language-model head (HF `BartForConditionalGeneration`): summarisation,
+/// translation, denoising.
+#[derive(Module, Debug)]
+pub struct BartForConditionalGeneration {
+    /// The base model.
+    pub model: BartModel,
+    /// The LM head when not tied to `model.shared` (`tie_word_embeddings: false`).
+    pub lm_head: Option<Linear>,
+    /// A bias per token `[1, vocab]` added to the logits (a buffer in HF, zeros unless a
+    /// checkpoint sets it; not trained).
+    pub final_logits_bias: Param<Tensor<2>>,
+}
+
+impl BartForConditionalGeneration {
+    /// Logits `[batch, tgt, vocab]`; with `labels` `[batch, tgt]` (-100 = ignored) the
+    /// cross-entropy loss, and the decoder input `shift_tokens_right(labels)` when the input
+    /// has none.
+    pub fn forward(&self, mut input: Seq2SeqInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> Seq2SeqHeadOutput<3> {
+        if let (Some(labels), None) = (&labels, &input.decoder_input_ids) {
+            input.decoder_input_ids = Some(shift_tokens_right(labels.clone(), self.model.pad_token_id, self.model.decoder_start_token_id));
+        }
+        let model = self.model.forward(input, options);
+        let logits = self.lm_logits(model.last_hidden_state.clone());
+        let loss = labels.map(|labels| per_token_cross_entropy(logits.clone(), labels));
+        Seq2SeqHeadOutput { logits, loss, model }
+    }
+
+    /// Logits `[rows, seq, vocab]` of decoder states `[rows, seq, d]`.
+    pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
+        let [b, s, d] = hidden.dims();
+        let flat = hidden.reshape([b * s, d]);
+        let logits = match &self.lm_head {
+            Some(head) => head.forward(flat),
+            None => flat.matmul(self.model.word_embeddings().transpose()),
+        };
+        let vocab = logits.dims()[1];
+        (logits + self.final_logits_bias.val()).reshape([b, s, vocab])
+    }
+}
+
+impl PretrainedModel for BartForConditionalGeneration {
+    type Config = BartConfig;
+
+    fn architecture() -> String {
+        "BartForConditionalGeneration".into()
+    }
+
+    fn init(config: &BartConfig, device: &Device) -> Self {
+        Self {
+            model: BartModel::new(config, device),
+            lm_head: (!config.tie_word_embeddings).then(|| LinearConfig::new(config.d_model, config.vocab_size).with_bias(false).init(device)),
+            final_logits_bias: zeros_param([1, config.vocab_size], device),
+        }
+    }
+
+    fn checkpoint_spec(config: &BartConfig) -> CheckpointSpec {
+        // Older checkpoints store the tied head; HF's own files may lack the bias buffer.
+        let ignored: &[&str] = if config.tie_word_embeddings { &[r"^lm_head\.weight$"] } else { &[] };
+        spec(config, true, &["final_logits_bias"], ignored)
+    }
+}
+
+impl PretrainedModel for BartModel {
+    type Config = BartConfig;
+
+    fn architecture() -> String {
+        "BartModel".into()
+    }
+
+    fn init(config: &BartConfig, device: &Device) -> Self {
+        BartModel::new(config, device)
+    }
+
+    fn checkpoint_spec(config: &BartConfig) -> CheckpointSpec {
+        // A head model's file holds its heads beside `model.*`: not this model's.
+        spec(config, false, &[], &[r"^lm_head\.weight$", r"^final_logits_bias$", r"^classification_head\.", r"^qa_outputs\."])
+    }
+}
+
+/// BART with a classifier on the decoder's state at the last end-of-sequence token of each
+/// row (HF `BartForSequenceClassification`).
+#[derive(Module, Debug)]
+pub struct BartForSequenceClassification {
+    /// The base model.
+    pub model: BartModel,
+    /// Dense, tanh, `out_proj` (HF `BartClassificationHead`).
+    pub classification_head: ClassificationHead,
+    /// The end-of-sequence id whose last occurrence is classified.
+    #[module(skip)]
+    pub eos_token_id: usize,
+}
+
+impl BartForSequenceClassification {
+    /// Logits `[batch, num_labels]` and the loss of `labels` (whose variant is the problem
+    /// type). Every row must hold the same number of EOS tokens, at least one, as in HF: the
+    /// decoder reads the source shifted right, and each row is classified at its last EOS.
+    pub fn forward(&self, input: Seq2SeqInput, labels: Option<SequenceLabels>, options: OutputOptions) -> Result<Seq2SeqHeadOutput<2>, InputError> {
+        let ids = input.input_ids.clone().ok_or(InputError::Missing { what: "input_ids", reason: "the classifier reads each row's last end-of-sequence token" })?;
+        let positions = last_eos(&ids, self.eos_token_id)?;
+        let model = self.model.forward(input, options);
+        let [b, _, d] = model.last_hidden_state.dims();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(positions, [b]), &ids.device()).reshape([b, 1, 1]).expand([b, 1, d]);
+        let sentence = model.last_hidden_state.clone().gather(1, index).reshape([b, d]);
+        let logits = self.classification_head.classify(sentence);
+        let loss = labels.map(|l| l.loss(logits.clone()));
+        Ok(Seq2SeqHeadOutput { logits, loss, model })
+    }
+}
+
+/// Each row's last position holding `eos` `[batch]`; rows must hold it equally often, at least once.
+fn last_eos(ids: &Tensor<2, Int>, eos: usize) -> Result<Vec<i64>, InputError> {
+    let [_, s] = ids.dims();
+    let values = ids.try_to_vec_as::<i64>().map_err(|e| InputError::Unreadable { what: "token", reason: e.to_string() })?;
+    let rows: Vec<&[i64]> = values.chunks(s.max(1)).collect();
+    let counts: Vec<usize> = rows.iter().map(|r| r.iter().filter(|&&t| t == eos as i64).count()).collect();
+    if counts.iter().any(|&c| c == 0 || c != counts[0]) {
+        return Err(InputError::EosCount { eos, counts });
+    }
+    Ok(rows.iter().map(|r| r.iter().rposition(|&t| t == eos as i64).expect("counted") as i64).collect())
+}
+
+impl PretrainedModel for BartForSequenceClassification {
+    type Config = BartConfig;
+
+    fn architecture() -> String {
+        "BartForSequenceClassification".into()
+    }
+
+    fn init(config: &BartConfig, device: &Device) -> Self {
+        Self {
+            model: BartModel::new(config, device),
+            classification_head: ClassificationHead::with_sizes(config.d_model, config.num_labels(), config.classifier_dropout, Activation::Tanh, device),
+            eos_token_id: config.eos_token_id.unwrap_or(2),
+        }
+    }
+
+    fn checkpoint_spec(config: &BartConfig) -> CheckpointSpec {
+        spec(config, true, &["classification_head."], &[r"^lm_head\.weight$", r"^final_logits_bias$"])
+    }
+}
+
+/// BART with start and end logits on the decoder's states (HF `BartForQuestionAnswering`).
+#[derive(Module, Debug)]
+pub struct BartForQuestionAnswering {
+    /// The base model.
+    pub model: BartModel,
+    /// `d -> 2` (HF `qa_outputs`).
+    pub qa_head: QuestionAnsweringHead,
+}
+
+impl BartForQuestionAnswering {
+    /// Start and end logits `[batch, tgt]`; with both positions `[batch]`, HF's loss.
+    pub fn forward(&self, input: Seq2SeqInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>, options: OutputOptions) -> Seq2SeqQuestionAnsweringOutput {
+        let model = self.model.forward(input, options);
+        let (start_logits, end_logits) = self.qa_head.forward(model.last_hidden_state.clone());
+        let loss = positions.map(|(start, end)| question_answering_loss(start_logits.clone(), end_logits.clone(), start, end));
+        Seq2SeqQuestionAnsweringOutput { start_logits, end_logits, loss, model }
+    }
+}
+
+impl PretrainedModel for BartForQuestionAnswering {
+    type Config = BartConfig;
+
+    fn architecture() -> String {
+        "BartForQuestionAnswering".into()
+    }
+
+    fn init(config: &BartConfig, device: &Device) -> Self {
+        Self { model: BartModel::new(config, device), qa_head: QuestionAnsweringHeadConfig::new(config.d_model).init(device) }
+    }
+
+    fn checkpoint_spec(config: &BartConfig) -> CheckpointSpec {
+        spec(config, true, &["qa_head."], &[r"^lm_head\.weight$", r"^final_logits_bias$"])
+    }
+}
+
+/// Generation: encode once, then decode against the cache (see [`Seq2SeqDecoder`]).
+///
+/// [`Seq2SeqDecoder`]: sesame_layers::decoding::Seq2SeqDecoder
+impl Seq2SeqLM for BartForConditionalGeneration {
+    fn start_decoding(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> DecoderCache {
+        let encoder = self.model.encoder.forward(&self.model.shared, input_ids, attention_mask.clone(), OutputOptions::default());
+        self.model.decoder.start(encoder.last_hidden_state, attention_mask)
+    }
+
+    fn decode(&self, ids: Tensor<2, Int>, cache: DecoderCache) -> (Tensor<3>, DecoderCache) {
+        let out = self.model.decoder.forward(&self.model.shared, ids, None, cache, OutputOptions::default());
+        (self.lm_logits(out.last_hidden_state), out.cache)
+    }
+
+    fn logits(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>, decoder_input_ids: Tensor<2, Int>) -> Tensor<3> {
+        let input = Seq2SeqInput { input_ids: Some(input_ids), attention_mask, decoder_input_ids: Some(decoder_input_ids), ..Default::default() };
+        self.forward(input, None, OutputOptions::default()).logits
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.model.shared.weight.dims()[0]
+    }
+
+    fn max_positions(&self) -> usize {
+        self.model.decoder.embeddings.embed_positions.weight.dims()[0] - crate::config::POSITION_OFFSET
+    }
+
+    fn device(&self) -> Device {
+        self.model.shared.weight.device()
+    }
+}
