@@ -894,6 +894,7 @@ def make_bart():
         "beam-early": dict(max_new_tokens=9, num_beams=4, num_return_sequences=3, eos_token_id=[44, 65], repetition_penalty=3.0,
                            early_stopping=True, length_penalty=0.5),
     }
+    cli_runs = {"defaults": {}, "beam": dict(num_beams=4, num_return_sequences=2, max_new_tokens=9, no_repeat_ngram_size=2)}
     io = {"input.input_ids": src, "input.attention_mask": src_mask}
     with torch.no_grad():
         for name, kwargs in runs.items():
@@ -905,8 +906,15 @@ def make_bart():
             io[f"output.{name}.scores"] = torch.stack(result.scores, dim=0).float().contiguous()
             if kw["num_beams"] > 1:
                 io[f"output.{name}.sequences_scores"] = result.sequences_scores.float().contiguous()
+        # What `cargo xtask generate` must reproduce: the model's own generation_config.json
+        # (greedy, max_length 20, forced EOS), and beam search over it.
+        for name, kwargs in cli_runs.items():
+            result = model.generate(src, attention_mask=src_mask, output_scores=True, return_dict_in_generate=True, **kwargs)
+            io[f"output.cli.{name}.sequences"] = result.sequences.contiguous()
+            if "num_beams" in kwargs:
+                io[f"output.cli.{name}.sequences_scores"] = result.sequences_scores.float().contiguous()
     save_file(io, out / "io.safetensors")
-    meta = {"kind": "BART generation", "runs": runs, "transformers": transformers.__version__, "torch": torch.__version__}
+    meta = {"kind": "BART generation", "runs": runs, "cli_runs": cli_runs, "transformers": transformers.__version__, "torch": torch.__version__}
     (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
     print("bart/base-generation:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
 

@@ -225,3 +225,31 @@ fn bad_input_is_refused_with_its_name() {
     let decoder = Seq2SeqDecoder::new(&gen, ids, None).unwrap();
     assert!(matches!(decoder.start(&[vec![2]]), Err(InputError::ShapeMismatch { what: "decoder prompts", .. })));
 }
+
+/// `save_pretrained` writes what transformers loads strictly (no missing, unexpected or
+/// mismatched tensor; `final_logits_bias` included) and runs to the same logits, tied and
+/// untied. Skipped without `SESAME_PYTHON`, except under CI.
+#[test]
+fn transformers_loads_what_bart_saves() {
+    let Some(python) = sesame_tests::python() else { return };
+    let device = devices()[0].1.clone();
+    for shape in SHAPES {
+        let f = Fixture::open(&format!("bart/{shape}-conditional-generation"));
+        let loaded = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap();
+        let dir = std::env::temp_dir().join(format!("sesame-bart-export-{}-{shape}", std::process::id()));
+        loaded.model.save_pretrained(&loaded.config, &dir).unwrap();
+        let ours = sesame_tests::values(loaded.model.forward(input(&f, &device), None, OutputOptions::default()).logits);
+        let out = dir.join("hf_out.safetensors");
+        let status = std::process::Command::new(&python)
+            .arg(sesame_tests::fixtures_dir().join("../scripts/hf_forward.py"))
+            .args([dir.as_os_str(), "BartForConditionalGeneration".as_ref(), f.dir.join("io.safetensors").as_os_str(), out.as_os_str()])
+            .env("HF_HUB_OFFLINE", "1")
+            .status()
+            .expect("python runs");
+        assert!(status.success(), "{shape}: transformers did not load the saved model cleanly");
+        let theirs = sesame_tests::read_f32_tensors(&out).remove("output.logits").expect("transformers wrote logits");
+        let diff = max_abs_diff(&ours, &theirs);
+        assert!(diff <= TOLERANCE, "{shape}: transformers and Sesame differ by {diff:e} on the saved model");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -163,7 +163,7 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
         (BenchMode::Embed, None) => return Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
         _ => crate::families::by_name(&args.family)?,
     };
-    let rows = (family.bench)(&args, device, backend)?;
+    let rows = family.command("bench", family.bench)?(&args, device, backend)?;
     Ok(serde_json::to_string(&rows).expect("JSON"))
 }
 

@@ -1,11 +1,13 @@
 //! The one registry of model families: every command (`train`, `export`, `bench`, `embed`,
-//! `fill-mask`) finds a family here, by name or by a checkpoint's `model_type`. Adding a
-//! family is one entry in [`FAMILIES`].
+//! `fill-mask`, `generate`) finds a family here, by name or by a checkpoint's `model_type`.
+//! Adding a family is one entry in [`FAMILIES`]; an entry holds the commands its family's
+//! capabilities give (an encoder-decoder without pre-training yet has `generate` only).
 
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use sesame_albert::{Albert, AlbertModel};
+use sesame_bart::BartForConditionalGeneration;
 use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
@@ -16,6 +18,7 @@ use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_family, BenchArgs};
 use crate::train::{export_model, train_family, TrainArgs};
+use crate::generate::{generate_causal, generate_seq2seq, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
 /// What the command line can do with one family.
@@ -27,16 +30,18 @@ pub struct FamilyEntry {
     /// HF `model_type` values of its checkpoints.
     pub model_types: &'static [&'static str],
     /// `cargo xtask train <name>`.
-    pub train: fn(TrainArgs, Device) -> Result<String, String>,
+    pub train: Option<fn(TrainArgs, Device) -> Result<String, String>>,
     /// Save the model of a training checkpoint (`run`, `checkpoint`) in HF layout at `out`;
     /// returns the model directories written.
-    pub export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
+    pub export: Option<fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>>,
     /// `cargo xtask bench --family <name>`.
-    pub bench: fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>,
+    pub bench: Option<fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>>,
     /// `cargo xtask embed` on a checkpoint of this family.
-    pub embed: fn(&Path, &Device, &mut Texts, EmbedOptions) -> Result<String, String>,
+    pub embed: Option<fn(&Path, &Device, &mut Texts, EmbedOptions) -> Result<String, String>>,
     /// `cargo xtask fill-mask` on a checkpoint of this family (texts, top k, batch size).
-    pub fill_mask: fn(&Path, &Device, &mut Texts, usize, usize) -> Result<String, String>,
+    pub fill_mask: Option<fn(&Path, &Device, &mut Texts, usize, usize) -> Result<String, String>>,
+    /// `cargo xtask generate` on a checkpoint of this family.
+    pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
 }
 
 impl FamilyEntry {
@@ -52,17 +57,46 @@ impl FamilyEntry {
             name,
             about,
             model_types,
-            train: train_family::<F>,
-            export: export_model::<F>,
-            bench: bench_family::<F, B>,
-            embed: embed_with::<B>,
-            fill_mask: fill_mask_with::<B>,
+            train: Some(train_family::<F>),
+            export: Some(export_model::<F>),
+            bench: Some(bench_family::<F, B>),
+            embed: Some(embed_with::<B>),
+            fill_mask: Some(fill_mask_with::<B>),
+            // Checkpoints saved as left-to-right models (`is_decoder`) generate.
+            generate: Some(generate_causal::<B>),
         }
+    }
+
+    /// An encoder-decoder family that generates with its model `M` (pre-training to come).
+    const fn seq2seq<M: PretrainedModel + sesame_layers::decoding::Seq2SeqLM>(
+        name: &'static str,
+        about: &'static str,
+        model_types: &'static [&'static str],
+    ) -> Self {
+        Self { name, about, model_types, train: None, export: None, bench: None, embed: None, fill_mask: None, generate: Some(generate_seq2seq::<M>) }
+    }
+
+    /// The command `what` of this family, or an error naming the commands it has.
+    pub fn command<T>(&self, what: &str, f: Option<T>) -> Result<T, String> {
+        f.ok_or_else(|| format!("`{what}` does not run {} models yet ({} has: {})", self.name, self.name, self.commands().join(", ")))
+    }
+
+    /// The commands this family has.
+    fn commands(&self) -> Vec<&'static str> {
+        let has = [
+            ("train", self.train.is_some()),
+            ("export", self.export.is_some()),
+            ("bench", self.bench.is_some()),
+            ("embed", self.embed.is_some()),
+            ("fill-mask", self.fill_mask.is_some()),
+            ("generate", self.generate.is_some()),
+        ];
+        has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
 }
 
 /// Every family the command line knows.
-pub static FAMILIES: [FamilyEntry; 5] = [
+pub static FAMILIES: [FamilyEntry; 6] = [
     FamilyEntry::masked_lm::<Bert, BertModel>(
         "bert",
         "masked LM + next-sentence prediction on sentence pairs, WordPiece",
@@ -89,6 +123,11 @@ pub static FAMILIES: [FamilyEntry; 5] = [
         "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
         &["unilm"],
     ),
+    FamilyEntry::seq2seq::<BartForConditionalGeneration>(
+        "bart",
+        "denoising encoder-decoder (generation; pre-training to come), byte-level BPE",
+        sesame_bart::config::MODEL_TYPES,
+    ),
 ];
 
 /// The family called `name`.
@@ -106,7 +145,8 @@ pub fn names() -> Vec<&'static str> {
     FAMILIES.iter().map(|f| f.name).collect()
 }
 
-/// A clap parser accepting exactly the families' names.
+/// A clap parser accepting the names of the families that train (`train`, `bench`).
 pub fn parser() -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(FAMILIES.iter().map(|f| clap::builder::PossibleValue::new(f.name).help(f.about)))
+    let training = FAMILIES.iter().filter(|f| f.train.is_some());
+    clap::builder::PossibleValuesParser::new(training.map(|f| clap::builder::PossibleValue::new(f.name).help(f.about)))
 }

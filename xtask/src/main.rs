@@ -12,6 +12,7 @@ use sesame_train::Backend;
 
 mod bench;
 mod families;
+mod generate;
 mod train;
 
 #[derive(Parser)]
@@ -84,6 +85,15 @@ enum Command {
     Bench {
         #[command(flatten)]
         args: bench::BenchArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Generate text (greedy, beam search or sampling, as transformers' `generate`): prints one
+    /// JSON line per input, in input order, with `sequences` (token ids), `texts` and, for beam
+    /// search, `sequences_scores`.
+    Generate {
+        #[command(flatten)]
+        args: generate::GenerateArgs,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -222,11 +232,18 @@ fn run(cli: Cli) -> Result<String, String> {
                 None => sentence_transformers_max_seq_length(&model).map_err(|e| e.to_string())?,
             };
             let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
-            (model_family(&model)?.embed)(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
+            let family = model_family(&model)?;
+            family.command("embed", family.embed)?(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
+        }
+        Command::Generate { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
-            (model_family(&model)?.fill_mask)(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
+            let family = model_family(&model)?;
+            family.command("fill-mask", family.fill_mask)?(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
         }
     }
 }

@@ -152,7 +152,8 @@ impl RunSpec {
 
 /// Run `train` and return a JSON summary.
 pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    (crate::families::by_name(&args.family)?.train)(args, device)
+    let family = crate::families::by_name(&args.family)?;
+    family.command("train", family.train)?(args, device)
 }
 
 /// The family's data layout with the command line's choices.
@@ -342,7 +343,8 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let spec = RunSpec::read(run)?;
     let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
     let checkpoint_file = checkpoint.join("model.bpk");
-    let written = (crate::families::by_name(&spec.family)?.export)(run, &checkpoint_file, &out, &device)?;
+    let family = crate::families::by_name(&spec.family)?;
+    let written = family.command("export", family.export)?(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
     let tok_config = TokenizerConfig::read(&tokenizer_dir.join("tokenizer_config.json")).map_err(err)?;

@@ -82,3 +82,105 @@ fn fill_mask_streams_one_line_per_text_with_the_single_text_answers() {
         }
     }
 }
+
+/// Run the CLI expecting failure; its stderr.
+fn xtask_fails(args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// The fixture's tensor `name`, as rows of integers or a list of floats.
+fn fixture_tensor(dir: &str, name: &str) -> serde_json::Value {
+    let bytes = std::fs::read(repo().join(dir).join("io.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let view = st.tensor(name).unwrap();
+    match view.dtype() {
+        safetensors::Dtype::I64 => {
+            let values: Vec<i64> = view.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+            serde_json::json!(values.chunks(view.shape()[1]).collect::<Vec<_>>())
+        }
+        _ => serde_json::json!(view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>()),
+    }
+}
+
+/// `generate` on a BART checkpoint with inputs given as ids: with the model's own
+/// generation_config.json (greedy, 20 new tokens, forced EOS) and with beam search flags, the
+/// sequences (and scores) transformers' `generate` gives, one JSON line per input in order,
+/// whether the sources run in one padded batch or alone.
+#[test]
+fn generate_reproduces_transformers_from_the_model_s_generation_config() {
+    let dir = "fixtures/bart/base-generation";
+    let input = "{\"input_ids\": [0, 17, 23, 5, 40, 61, 8, 2]}\n{\"input_ids\": [0, 33, 12, 70, 2]}\n";
+    let lines = |out: String| out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>();
+    let defaults = lines(xtask(&["generate", "--model", dir, "--input", "-", "--batch-size", "2"], input));
+    let want = fixture_tensor(dir, "output.cli.defaults.sequences");
+    assert_eq!(defaults.len(), 2, "one line per input");
+    for (i, line) in defaults.iter().enumerate() {
+        assert_eq!(line["sequences"], serde_json::json!([want[i]]), "input {i}: greedy with the model's defaults");
+        assert!(line.get("sequences_scores").is_none());
+    }
+    let beam = lines(xtask(
+        &["generate", "--model", dir, "--input", "-", "--batch-size", "1", "--num-beams", "4", "--num-return-sequences", "2", "--max-new-tokens", "9", "--no-repeat-ngram-size", "2"],
+        input,
+    ));
+    let (want, scores) = (fixture_tensor(dir, "output.cli.beam.sequences"), fixture_tensor(dir, "output.cli.beam.sequences_scores"));
+    for (i, line) in beam.iter().enumerate() {
+        assert_eq!(line["sequences"], serde_json::json!([want[2 * i], want[2 * i + 1]]), "input {i}: beam search");
+        for j in 0..2 {
+            let (ours, theirs) = (line["sequences_scores"][j].as_f64().unwrap(), scores[2 * i + j].as_f64().unwrap());
+            assert!((ours - theirs).abs() <= 1e-4, "input {i}: score {ours} vs {theirs}");
+        }
+    }
+}
+
+/// A left-to-right checkpoint (`BertLMHeadModel`) generates through the same command, with
+/// transformers' processors from the flags.
+#[test]
+fn generate_continues_a_left_to_right_model() {
+    let dir = "fixtures/generation/bert-lm-head";
+    let want = fixture_tensor(dir, "output.processed.sequences");
+    let prompts = fixture_tensor(dir, "input.prompts");
+    let input: String = prompts.as_array().unwrap().iter().map(|p| format!("{{\"input_ids\": {p}}}\n")).collect();
+    let flags = ["--max-new-tokens", "12", "--repetition-penalty", "1.4", "--no-repeat-ngram-size", "2", "--min-new-tokens", "4", "--eos-token-id", "3"];
+    let mut args = vec!["generate", "--model", dir, "--input", "-"];
+    args.extend(flags);
+    let out = xtask(&args, &input);
+    for (i, line) in out.lines().enumerate() {
+        let line: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(line["sequences"], serde_json::json!([want[i]]), "prompt {i}");
+    }
+}
+
+/// Bad settings and inputs: one line naming the flag, the input or the field.
+#[test]
+fn generate_refuses_bad_settings_and_inputs_naming_them() {
+    let dir = "fixtures/bart/base-generation";
+    let ids = "{\"input_ids\": [0, 17, 2]}\n";
+    let err = xtask_fails(&["generate", "--model", dir, "--input", "-", "--num-beams", "2", "--num-return-sequences", "3"], ids);
+    assert!(err.contains("--num-return-sequences"), "{err}");
+    let err = xtask_fails(&["generate", "--model", dir, "--input", "-", "--early-stopping", "maybe"], ids);
+    assert!(err.contains("--early-stopping"), "{err}");
+    let long = format!("{{\"input_ids\": {:?}}}\n", vec![5; 30]);
+    let err = xtask_fails(&["generate", "--model", dir, "--input", "-"], &long);
+    assert!(err.contains("input 1") && err.contains("positions"), "{err}");
+    let err = xtask_fails(&["generate", "--model", dir, "--input", "-"], "{\"input_ids\": [0, -4]}\n");
+    assert!(err.contains("line 1") && err.contains("input_ids"), "{err}");
+    let err = xtask_fails(&["generate", "--model", dir, "--input", "-"], "{\"input_ids\": [0, 500, 2]}\n");
+    assert!(err.contains("500"), "{err}");
+    let err = xtask_fails(&["generate", "--model", dir, "some text"], "");
+    assert!(err.contains("tokenizer") || err.contains("vocab"), "{err}");
+    let err = xtask_fails(&["generate", "--model", "fixtures/bert/base-model", "hello"], "");
+    assert!(err.contains("is_decoder"), "{err}");
+    let err = xtask_fails(&["generate", "--model", "fixtures/generation/bert-lm-head", "--input", "-"], "{\"input_ids\": [2, 10]}\n");
+    assert!(err.contains("--eos-token-id"), "{err}");
+}

@@ -7,15 +7,21 @@
 //! host, given the row's tokens so far, with the numbers of the transformers class it names
 //! (a parity test against transformers 5.23 checks every one of them).
 //!
+//! [`config`] reads transformers' `GenerationConfig` (from `generation_config.json`, else
+//! `config.json`) and [`generate`] runs the search and processors it asks for.
+//!
 //! [`search`] holds the searches — greedy, sampling, beam search — written against the
 //! [`Decoder`] trait alone: a model starts from prompts, steps one token per row, and reorders
 //! its rows.
 
+pub mod config;
 pub mod processors;
 pub mod search;
+
+pub use config::{generate, GenerationConfig, Ids};
 
 pub use processors::{
     BadWords, ForcedBos, ForcedEos, LogitsProcessor, MinLength, MinNewTokens, NoRepeatNgram, ProcessorError, RepetitionPenalty,
     Row, Temperature, TopK, TopP,
 };
-pub use search::{beam_search, greedy, sample, BeamError, BeamSettings, Decoder, EarlyStopping, Generated, SeededSampler, Stopping, TokenSampler};
+pub use search::{beam_search, greedy, sample, GenerateError, BeamSettings, Decoder, EarlyStopping, Generated, SeededSampler, Stopping, TokenSampler};

@@ -264,8 +264,8 @@ pub fn beam_search<D: Decoder>(
     processors: &[Box<dyn LogitsProcessor>],
     stopping: &Stopping,
     beams: &BeamSettings,
-) -> Result<Generated, BeamError<D::Error>> {
-    beams.validate().map_err(BeamError::Settings)?;
+) -> Result<Generated, GenerateError<D::Error>> {
+    beams.validate().map_err(GenerateError::Settings)?;
     let (k, batch) = (beams.num_beams, prompts.len());
     if stopping.max_new_tokens == 0 || batch == 0 {
         let sequences = prompts.iter().flat_map(|p| std::iter::repeat_n(p.clone(), beams.num_return_sequences)).collect();
@@ -274,7 +274,7 @@ pub fn beam_search<D: Decoder>(
     let prompt_len = prompts[0].len();
     let max_length = prompt_len + stopping.max_new_tokens;
     let keep = 2.max(1 + stopping.eos_token_ids.len()) * k;
-    let (mut state, logits) = model.start(prompts).map_err(BeamError::Model)?;
+    let (mut state, logits) = model.start(prompts).map_err(GenerateError::Model)?;
     // Every prompt's state, repeated for its beams: row b * k + j is beam j of prompt b.
     let repeated: Vec<usize> = (0..batch).flat_map(|b| std::iter::repeat_n(b, k)).collect();
     model.reorder(&mut state, &repeated);
@@ -362,7 +362,7 @@ pub fn beam_search<D: Decoder>(
         }
         model.reorder(&mut state, &next_rows);
         let next: Vec<u32> = search.iter().flat_map(|p| p.running.iter().map(|h| *h.tokens.last().expect("a token per step"))).collect();
-        logits = model.step(&mut state, &next).map_err(BeamError::Model)?;
+        logits = model.step(&mut state, &next).map_err(GenerateError::Model)?;
     }
     // The best `num_return_sequences` of each prompt, padded to the longest returned one.
     let returned: Vec<&Hypothesis> = search.iter().flat_map(|p| &p.finished[..beams.num_return_sequences]).collect();
@@ -377,9 +377,9 @@ pub fn beam_search<D: Decoder>(
     Ok(Generated { sequences, scores, sequences_scores })
 }
 
-/// Why beam search failed.
+/// Why a search failed: its settings, or the model.
 #[derive(Debug, thiserror::Error)]
-pub enum BeamError<E> {
+pub enum GenerateError<E> {
     /// A setting transformers refuses.
     #[error(transparent)]
     Settings(ProcessorError),

@@ -1,0 +1,324 @@
+//! `cargo xtask generate`: transformers' `generate` on any family that decodes, with the
+//! model directory's `generation_config.json` (else `config.json`) as defaults and HF-named
+//! flags over them. One JSON line per input, in input order.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use sesame_generate::config::EarlyStoppingValue;
+use sesame_generate::{generate, GenerateError, GenerationConfig, Generated, Ids};
+use sesame_layers::decoding::{CausalDecoder, Seq2SeqDecoder, Seq2SeqLM};
+use sesame_layers::{Backbone, ForCausalLM, InputError, PretrainedModel};
+use sesame_text::Tokenizer;
+
+/// What to generate from, and how.
+#[derive(clap::Args, Debug)]
+pub struct GenerateArgs {
+    /// HF model directory (config.json, weights; a tokenizer unless the inputs are ids).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Texts to generate from (or --input).
+    #[arg(conflicts_with = "input")]
+    pub texts: Vec<String>,
+    /// Read inputs from this file (`-` for stdin): one text per line, or JSON lines with a
+    /// "text" or an "input_ids" field (token ids, for a model without a tokenizer).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Inputs per batch (an encoder-decoder batches sources; a left-to-right model runs each
+    /// prompt alone, since prompts are not padded).
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub batch_size: usize,
+    /// Most tokens to generate.
+    #[arg(long)]
+    pub max_new_tokens: Option<usize>,
+    /// Longest sequence, prompt (or decoder start) included, when --max-new-tokens is not given.
+    #[arg(long)]
+    pub max_length: Option<usize>,
+    /// No end-of-sequence token before the sequence is this long.
+    #[arg(long)]
+    pub min_length: Option<usize>,
+    /// No end-of-sequence token before this many tokens were generated.
+    #[arg(long)]
+    pub min_new_tokens: Option<usize>,
+    /// Beams per input (beam search when above 1).
+    #[arg(long)]
+    pub num_beams: Option<usize>,
+    /// Sequences per input (at most --num-beams; with --do-sample, independent draws).
+    #[arg(long)]
+    pub num_return_sequences: Option<usize>,
+    /// Beam search's length exponent.
+    #[arg(long, allow_hyphen_values = true)]
+    pub length_penalty: Option<f32>,
+    /// Beam search's stopping rule: true, false or never.
+    #[arg(long)]
+    pub early_stopping: Option<String>,
+    /// Sample the next token instead of searching.
+    #[arg(long)]
+    pub do_sample: bool,
+    /// Sampling temperature.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Sampling keeps the k best tokens (0: all).
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Sampling keeps the smallest set of best tokens of this probability mass.
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// CTRL's repetition penalty (above 1 discourages repeats).
+    #[arg(long)]
+    pub repetition_penalty: Option<f32>,
+    /// No n-gram of this size occurs twice.
+    #[arg(long)]
+    pub no_repeat_ngram_size: Option<usize>,
+    /// End-of-sequence id, replacing the model's.
+    #[arg(long)]
+    pub eos_token_id: Option<u32>,
+    /// Seed of sampling: the same seed, inputs, model and backend give the same tokens.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl GenerateArgs {
+    /// The flags given, as generation settings.
+    fn settings(&self) -> Result<GenerationConfig, String> {
+        let early_stopping = match self.early_stopping.as_deref() {
+            None => None,
+            Some("true") => Some(EarlyStoppingValue::Bool(true)),
+            Some("false") => Some(EarlyStoppingValue::Bool(false)),
+            Some("never") => Some(EarlyStoppingValue::Text("never".into())),
+            Some(other) => return Err(format!("--early-stopping {other}: expected true, false or never")),
+        };
+        Ok(GenerationConfig {
+            max_new_tokens: self.max_new_tokens,
+            max_length: self.max_length,
+            min_length: self.min_length,
+            min_new_tokens: self.min_new_tokens,
+            num_beams: self.num_beams,
+            num_return_sequences: self.num_return_sequences,
+            length_penalty: self.length_penalty,
+            early_stopping,
+            do_sample: self.do_sample.then_some(true),
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            repetition_penalty: self.repetition_penalty,
+            no_repeat_ngram_size: self.no_repeat_ngram_size,
+            eos_token_id: self.eos_token_id.map(Ids::One),
+            ..GenerationConfig::default()
+        })
+    }
+}
+
+/// The model directory's settings with the flags over them, for a model of `max_positions`,
+/// checked, with flag names in errors.
+fn settings(dir: &Path, args: &GenerateArgs, max_positions: usize) -> Result<GenerationConfig, String> {
+    let mut config = GenerationConfig::from_dir(dir).map_err(|e| e.to_string())?.overridden_by(&args.settings()?);
+    config.model_max_positions = Some(max_positions);
+    config.validate().map_err(|e| flag_error(&e.to_string()))?;
+    if config.eos_token_id.is_none() {
+        return Err(format!(
+            "{}: no end-of-sequence id (neither generation_config.json nor config.json sets eos_token_id): give --eos-token-id",
+            dir.display()
+        ));
+    }
+    Ok(config)
+}
+
+/// A settings error with transformers' argument name written as the flag (`--num-beams`).
+fn flag_error(message: &str) -> String {
+    let mut out = message.to_string();
+    for name in ["num_return_sequences", "num_beams", "do_sample", "early_stopping", "max_length", "max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram_size", "length_penalty"] {
+        out = out.replace(&format!("`{name}`"), &format!("--{}", name.replace('_', "-")));
+    }
+    out
+}
+
+/// One input: a text, or token ids.
+enum Input {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+/// Every input, from the arguments or from `--input` (numbered from 1 in errors).
+fn inputs(args: &GenerateArgs) -> Result<Vec<Input>, String> {
+    let Some(path) = &args.input else {
+        if args.texts.is_empty() {
+            return Err("no inputs: give texts as arguments, or read them with --input FILE (- for stdin)".into());
+        }
+        return Ok(args.texts.iter().cloned().map(Input::Text).collect());
+    };
+    let (name, reader): (String, Box<dyn BufRead>) = if path.as_os_str() == "-" {
+        ("stdin".into(), Box::new(std::io::BufReader::new(std::io::stdin())))
+    } else {
+        let file = std::fs::File::open(path).map_err(|e| format!("--input {}: {e}", path.display()))?;
+        (path.display().to_string(), Box::new(std::io::BufReader::new(file)))
+    };
+    let mut out = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| format!("{name}: line {}: {e}", i + 1))?;
+        if !line.trim_start().starts_with('{') {
+            out.push(Input::Text(line));
+            continue;
+        }
+        let bad = |what: &str| format!("{name}: line {}: {what}", i + 1);
+        let value: serde_json::Value = serde_json::from_str(&line).map_err(|e| bad(&format!("not JSON ({e})")))?;
+        out.push(match (value.get("text"), value.get("input_ids")) {
+            (Some(serde_json::Value::String(text)), None) => Input::Text(text.clone()),
+            (None, Some(serde_json::Value::Array(ids))) => Input::Ids(
+                ids.iter()
+                    .map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok()))
+                    .collect::<Option<Vec<u32>>>()
+                    .ok_or_else(|| bad("\"input_ids\" must be a list of non-negative token ids"))?,
+            ),
+            _ => return Err(bad("a JSON line needs a string \"text\" or a list \"input_ids\" (one of them)")),
+        });
+    }
+    Ok(out)
+}
+
+/// The tokenizer of `dir`, when one is needed (a text input) or present.
+fn tokenizer(dir: &Path, inputs: &[Input]) -> Result<Option<Tokenizer>, String> {
+    let has_text = inputs.iter().any(|i| matches!(i, Input::Text(_)));
+    match Tokenizer::from_dir(dir) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if has_text => Err(format!("{e} (inputs given as \"input_ids\" need no tokenizer)")),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Token ids of every input, each at most `max_len` long.
+fn encode(inputs: &[Input], tokenizer: Option<&Tokenizer>, max_len: usize) -> Result<Vec<Vec<u32>>, String> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            let ids = match input {
+                Input::Ids(ids) => ids.clone(),
+                Input::Text(text) => {
+                    let tokenizer = tokenizer.expect("a tokenizer for text inputs");
+                    let encoded = tokenizer.encode_each(&[text.as_str()], usize::MAX, false).map_err(|e| format!("input {}: {e}", i + 1))?;
+                    encoded[0].input_ids.iter().map(|&t| t as u32).collect()
+                }
+            };
+            if ids.is_empty() {
+                return Err(format!("input {}: no tokens", i + 1));
+            }
+            if ids.len() > max_len {
+                return Err(format!("input {}: {} tokens exceed the model's {max_len} positions (shorten it)", i + 1, ids.len()));
+            }
+            Ok(ids)
+        })
+        .collect()
+}
+
+/// Print each input's rows (`per_input` consecutive rows of `out`) as a JSON line.
+fn print(out: &Generated, per_input: usize, tokenizer: Option<&Tokenizer>, inputs: usize) -> Result<(), String> {
+    let mut stdout = std::io::stdout().lock();
+    for i in 0..inputs {
+        let rows = &out.sequences[i * per_input..(i + 1) * per_input];
+        let mut line = serde_json::json!({ "sequences": rows });
+        if let Some(tokenizer) = tokenizer {
+            let texts = rows.iter().map(|r| tokenizer.decode(r)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+            line["texts"] = texts.into();
+        }
+        if let Some(scores) = &out.sequences_scores {
+            let scores = &scores[i * per_input..(i + 1) * per_input];
+            if scores.iter().any(|s| !s.is_finite()) {
+                return Err(format!("input {}: the sequence scores are not finite; the checkpoint overflows", i + 1));
+            }
+            line["sequences_scores"] = scores.into();
+        }
+        writeln!(stdout, "{line}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+    }
+    stdout.flush().map_err(|e| format!("cannot write to stdout: {e}"))
+}
+
+/// Rows per input the search returns, and how many times to give each prompt (sampling).
+fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
+    let n = config.num_return_sequences.unwrap_or(1);
+    match config.num_beams.unwrap_or(1) > 1 {
+        true => (n, 1),
+        false => (n, n),
+    }
+}
+
+fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<usize>) -> String {
+    match e {
+        GenerateError::Settings(e) => flag_error(&e.to_string()),
+        GenerateError::Model(e) => format!("inputs {}..={}: {e}", batch.start + 1, batch.end),
+    }
+}
+
+/// `generate` for an encoder-decoder `M` (BART): sources batched and padded, encoded once.
+pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    let dir = &args.model;
+    let inputs = inputs(args)?;
+    let tokenizer = tokenizer(dir, &inputs)?;
+    let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    crate::report(&loaded.report);
+    let model = loaded.model;
+    let config = settings(dir, args, model.max_positions())?;
+    let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
+        format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display())
+    })?;
+    let sources = encode(&inputs, tokenizer.as_ref(), model.max_positions())?;
+    let pad = config.pad_id();
+    let (per_input, repeat) = rows_per_input(&config);
+    for (b, batch) in sources.chunks(args.batch_size).enumerate() {
+        let first = b * args.batch_size;
+        let rows: Vec<&Vec<u32>> = batch.iter().flat_map(|s| std::iter::repeat_n(s, repeat)).collect();
+        let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+        let ids: Vec<i64> = rows.iter().flat_map(|r| r.iter().map(|&t| i64::from(t)).chain(std::iter::repeat(i64::from(pad))).take(width)).collect();
+        let mask: Vec<i64> = rows.iter().flat_map(|r| (0..width).map(|j| i64::from(j < r.len()))).collect();
+        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), width]), device);
+        let mask = Tensor::<2, Int>::from_data(TensorData::new(mask, [rows.len(), width]), device);
+        let range = first..first + batch.len();
+        let decoder = Seq2SeqDecoder::new(&model, ids, Some(mask)).map_err(|e| format!("inputs {}..={}: {e}", range.start + 1, range.end))?;
+        let out = generate(&decoder, &vec![vec![start]; rows.len()], &config, args.seed).map_err(|e| search_error(e, range))?;
+        print(&out, per_input, tokenizer.as_ref(), batch.len())?;
+    }
+    Ok(())
+}
+
+/// `generate` for a left-to-right model (a checkpoint saved with `is_decoder`, such as
+/// `BertLMHeadModel`): each prompt alone, continued after its last token.
+pub fn generate_causal<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    let dir = &args.model;
+    let json: serde_json::Value = std::fs::read_to_string(dir.join("config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
+        return Err(format!(
+            "{}: not a left-to-right model (config.json's is_decoder is not true); generate runs decoders ({}) and encoder-decoders",
+            dir.display(),
+            B::causal_lm_architecture()
+        ));
+    }
+    let inputs = inputs(args)?;
+    let tokenizer = tokenizer(dir, &inputs)?;
+    let loaded = ForCausalLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    crate::report(&loaded.report);
+    let limits = B::input_limits(&loaded.config);
+    let config = settings(dir, args, limits.max_len)?;
+    // A prompt's tokens as the tokenizer frames them, less a closing separator ([SEP], </s>)
+    // that would end it: generation continues the text.
+    let mut prompts = encode(&inputs, tokenizer.as_ref(), limits.max_len)?;
+    if let Some(tokenizer) = &tokenizer {
+        let sep = tokenizer.token_to_id(&tokenizer.special_tokens().sep);
+        for (prompt, input) in prompts.iter_mut().zip(&inputs) {
+            if matches!(input, Input::Text(_)) && prompt.len() > 1 && prompt.last().copied() == sep {
+                prompt.pop();
+            }
+        }
+    }
+    let (per_input, repeat) = rows_per_input(&config);
+    for (i, prompt) in prompts.iter().enumerate() {
+        let decoder = CausalDecoder::new(&loaded.model, &loaded.config);
+        let rows = vec![prompt.clone(); repeat];
+        let out = generate(&decoder, &rows, &config, args.seed).map_err(|e| search_error(e, i..i + 1))?;
+        print(&out, per_input, tokenizer.as_ref(), 1)?;
+    }
+    Ok(())
+}
