@@ -129,3 +129,56 @@ fn a_bert_checkpoint_reads_as_unilm_and_unsupported_unilm_options_are_refused() 
         assert!(err.contains(field), "{field}: {err}");
     }
 }
+
+/// Sequence-to-sequence decoding (`UnilmSeq2SeqDecoder`) from two sources of different lengths:
+/// every step's scores are the cloze logits of a `[MASK]` after the target so far, computed by
+/// one full seq-to-seq forward pass of `[CLS] S [SEP] (padding) T [MASK]` built here
+/// independently; decoding with the key/value cache equals decoding from scratch, under greedy
+/// and beam search, on every backend.
+#[test]
+fn seq_to_seq_decoding_equals_the_full_seq_to_seq_forward_pass() {
+    use sesame_generate::{beam_search, greedy, BeamSettings, Decoder, Stopping};
+    use sesame_unilm::UnilmSeq2SeqDecoder;
+    let f = Fixture::open("unilm/seq-to-seq");
+    let sources: Vec<Vec<u32>> = vec![vec![2, 10, 11, 12, 13, 3], vec![2, 20, 21, 3]];
+    let (mask_id, width) = (4u32, 6usize);
+    let stopping = Stopping { max_new_tokens: 6, eos_token_ids: vec![3], pad_token_id: 0 };
+    for (backend, device) in devices() {
+        let loaded = UnilmForMaskedLM::from_pretrained(&f.dir, &device).unwrap();
+        let (model, config) = (loaded.model, loaded.config);
+        let decoder = UnilmSeq2SeqDecoder::new(&model, &config, sources.clone(), mask_id).unwrap();
+        let scratch = UnilmSeq2SeqDecoder::new(&model, &config, sources.clone(), mask_id).unwrap().with_cache(false);
+        let prompts = vec![vec![]; 2];
+        let cached = greedy(&decoder, &prompts, &[], &stopping).unwrap();
+        let uncached = greedy(&scratch, &prompts, &[], &stopping).unwrap();
+        assert_eq!(cached.sequences, uncached.sequences, "{backend:?}: cached and from-scratch greedy decoding differ");
+        assert!(cached.scores.len() >= 3, "{backend:?}: decoding ended after {} steps; the test needs a longer target", cached.scores.len());
+        // Each step, independently: the whole sequence with a [MASK] after the target so far.
+        for (step, rows) in cached.scores.iter().enumerate() {
+            for (row, scores) in rows.iter().enumerate() {
+                let source = &sources[row];
+                let mut tokens: Vec<i64> = source.iter().map(|&t| i64::from(t)).collect();
+                tokens.resize(width, 0);
+                tokens.extend(cached.sequences[row][..step].iter().map(|&t| i64::from(t)));
+                tokens.push(i64::from(mask_id));
+                let s = tokens.len();
+                let attention: Vec<i64> = (0..s).map(|j| i64::from(j >= width || j < source.len())).collect();
+                let mask = UnilmMask::SeqToSeq { source_len: vec![width] };
+                let input = EncoderInput::new(Tensor::from_data(TensorData::new(tokens, [1, s]), &device))
+                    .with_attention_mask(Tensor::from_data(TensorData::new(attention, [1, s]), &device))
+                    .with_token_type_ids(mask.token_type_ids(&[width], s, &device));
+                let full = values(model.forward(mask.apply(input), None, OutputOptions::default()).logits);
+                let last = &full[full.len() - scores.len()..];
+                let gap = last.iter().zip(scores).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(gap <= TOLERANCE, "{backend:?}: step {step} row {row}: decoding and the full pass differ by {gap}");
+            }
+        }
+        let beams = BeamSettings { num_return_sequences: 2, ..BeamSettings::new(3) };
+        let a = beam_search(&decoder, &prompts, &[], &stopping, &beams).unwrap();
+        let b = beam_search(&scratch, &prompts, &[], &stopping, &beams).unwrap();
+        assert_eq!(a.sequences, b.sequences, "{backend:?}: cached and from-scratch beam search differ");
+        let gap = a.sequences_scores.unwrap().iter().zip(b.sequences_scores.unwrap()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        assert!(gap <= TOLERANCE, "{backend:?}: beam scores differ by {gap}");
+        assert!(matches!(decoder.start(&[vec![]]), Err(sesame_layers::InputError::ShapeMismatch { .. })));
+    }
+}

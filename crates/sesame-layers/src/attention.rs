@@ -134,6 +134,13 @@ impl KvCache {
         self.len() == 0
     }
 
+    /// The first `len` cached positions (a decoder that ran a placeholder after its tokens,
+    /// UniLM's `[MASK]`, drops the placeholder's keys and values).
+    pub fn truncate(&self, len: usize) -> KvCache {
+        let [b, h, _, d] = self.key.dims();
+        KvCache { key: self.key.clone().slice([0..b, 0..h, 0..len, 0..d]), value: self.value.clone().slice([0..b, 0..h, 0..len, 0..d]) }
+    }
+
     /// The cache of rows `rows` of this one, in that order (a row may repeat): beam search
     /// keeps the rows of the hypotheses it continues.
     pub fn select_rows(&self, rows: &Tensor<1, Int>) -> KvCache {

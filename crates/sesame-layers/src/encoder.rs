@@ -185,6 +185,11 @@ impl EncoderCache {
         self.len() == 0
     }
 
+    /// Every layer's first `len` cached positions (see [`KvCache::truncate`]).
+    pub fn truncate(&self, len: usize) -> EncoderCache {
+        EncoderCache { layers: self.layers.iter().map(|layer| layer.truncate(len)).collect() }
+    }
+
     /// Every layer's cache of rows `rows`, in that order (see [`KvCache::select_rows`]).
     pub fn select_rows(&self, rows: &Tensor<1, Int>) -> EncoderCache {
         EncoderCache { layers: self.layers.iter().map(|layer| layer.select_rows(rows)).collect() }

@@ -10,7 +10,9 @@
 //! - [`model`]: BERT's forward pass, and the four masks ([`UnilmMask`]) given to it as the
 //!   input's attention restriction (key/value cache included, for decoding later);
 //! - [`heads`]: BERT's heads under their transformers names;
-//! - [`pretraining`]: the four objectives mixed per batch with the cloze task.
+//! - [`pretraining`]: the four objectives mixed per batch with the cloze task;
+//! - [`decoding`]: sequence-to-sequence decoding under the seq-to-seq mask, with a key/value
+//!   cache, for every search of `sesame-generate`.
 //!
 //! The checkpoint key table is BERT's (`sesame_bert::checkpoint`): a UniLM checkpoint is a BERT one.
 //!
@@ -27,11 +29,13 @@
 //! ```
 
 pub mod config;
+pub mod decoding;
 pub mod heads;
 pub mod model;
 pub mod pretraining;
 
 pub use config::{Unilm, UnilmConfig};
+pub use decoding::UnilmSeq2SeqDecoder;
 pub use heads::{
     UnilmForMaskedLM, UnilmForPreTraining, UnilmForQuestionAnswering, UnilmForSequenceClassification,
     UnilmForTokenClassification,
