@@ -12,6 +12,9 @@ prints one JSON object on stdout:
   embed     --model DIR    sentence-transformers `encode` of the sentences in --sentences
                            (one per line), model loading timed apart
   gemm                     an n x n by n x n f32 matrix product (--gemm-size), GFLOP/s
+  generate  --config DIR   `generate` of BartForConditionalGeneration with DIR's weights on the
+                           synthetic sources, exactly --max-new-tokens tokens (min = max),
+                           greedy or --num-beams; tokens/s and the process's peak RSS
 
 ELECTRA (DIR/generator/config.json present) trains generator + discriminator jointly as
 `ElectraPreTrainingPair` does: shared embeddings, Gumbel-max samples at the masked positions,
@@ -168,9 +171,30 @@ def gemm(args):
     return {"median_s": median, "gflops": 2 * n**3 / median / 1e9}
 
 
+def generate(args):
+    import resource
+
+    import transformers
+
+    model = transformers.BartForConditionalGeneration.from_pretrained(args.config).eval()
+    data = synthetic_batch(model.config.vocab_size, args.batch_size, args.seq_len)
+    n = args.max_new_tokens
+
+    def step():
+        with torch.inference_mode():
+            out = model.generate(data["input_ids"], attention_mask=data["attention_mask"], max_new_tokens=n,
+                                 min_new_tokens=n, num_beams=args.num_beams, do_sample=False)
+        assert out.shape[1] == n + 1, out.shape
+
+    median = timed(step, args.warmup, args.steps)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return {"median_s": median, "tokens_per_s": args.batch_size * n / median, "peak_rss_mib": peak,
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["pretrain", "infer", "embed", "gemm"])
+    parser.add_argument("mode", choices=["pretrain", "infer", "embed", "gemm", "generate"])
     parser.add_argument("--config", help="directory with config.json (pretrain, infer)")
     parser.add_argument("--model", help="sentence-transformers model directory (embed)")
     parser.add_argument("--sentences", help="file with one sentence per line (embed)")
@@ -180,13 +204,15 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--normalize", action="store_true")
     parser.add_argument("--gemm-size", type=int, default=1024)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--num-beams", type=int, default=1)
     args = parser.parse_args()
     torch.manual_seed(0)
-    if args.mode in ("pretrain", "infer") and not args.config:
+    if args.mode in ("pretrain", "infer", "generate") and not args.config:
         parser.error(f"{args.mode} needs --config")
     if args.mode == "embed" and not (args.model and args.sentences):
         parser.error("embed needs --model and --sentences")
-    result = {"pretrain": pretrain, "infer": infer, "embed": embed, "gemm": gemm}[args.mode](args)
+    result = {"pretrain": pretrain, "infer": infer, "embed": embed, "gemm": gemm, "generate": generate}[args.mode](args)
     result.update({"torch": torch.__version__, "threads": torch.get_num_threads()})
     import transformers
 

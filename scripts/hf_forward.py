@@ -29,9 +29,9 @@ def main():
     for key, value in out.items():
         if isinstance(value, tuple):
             for i, v in enumerate(value):
-                tensors[f"output.{key}.{i}"] = v.float().contiguous()
+                tensors[f"output.{key}.{i}"] = v.float().contiguous().clone()
         elif isinstance(value, torch.Tensor):  # not past_key_values (a cache object)
-            tensors[f"output.{key}"] = value.float().contiguous()
+            tensors[f"output.{key}"] = value.float().contiguous().clone()
     save_file(tensors, out_path)
 
 

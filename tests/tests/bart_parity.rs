@@ -137,6 +137,7 @@ fn bart_generation_matches_transformers_generate() {
                 max_new_tokens: settings["max_new_tokens"].as_u64().unwrap() as usize,
                 eos_token_ids: eos_ids(&settings["eos_token_id"]),
                 pad_token_id: 1,
+                output_scores: true,
             };
             let search = |use_cache: bool| {
                 let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).unwrap().with_cache(use_cache);
@@ -221,6 +222,11 @@ fn bad_input_is_refused_with_its_name() {
     assert!(matches!(BartModel::validate(&out_of_range, &config), Err(InputError::IdOutOfRange { id: 500, .. })));
     let too_long = Seq2SeqInput::new(Tensor::<2, Int>::zeros([1, config.max_position_embeddings + 1], &device));
     assert!(matches!(BartModel::validate(&too_long, &config), Err(InputError::TooLong { .. })));
+    // Old configs' architecture switches that BART's models leave off are refused by name.
+    let mut pre_ln = config.clone();
+    pre_ln.extra.insert("normalize_before".into(), true.into());
+    let err = pre_ln.validate().unwrap_err().to_string();
+    assert!(err.contains("normalize_before"), "{err}");
     let gen = BartForConditionalGeneration::from_pretrained(&Fixture::open("bart/base-generation").dir, &device).unwrap().model;
     let decoder = Seq2SeqDecoder::new(&gen, ids, None).unwrap();
     assert!(matches!(decoder.start(&[vec![2]]), Err(InputError::ShapeMismatch { what: "decoder prompts", .. })));

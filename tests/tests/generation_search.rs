@@ -39,6 +39,7 @@ fn stopping(f: &Fixture, run: &str) -> Stopping {
         max_new_tokens: settings["max_new_tokens"].as_u64().unwrap() as usize,
         eos_token_ids,
         pad_token_id: settings["pad_token_id"].as_u64().unwrap_or(0) as u32,
+        output_scores: true,
     }
 }
 
@@ -208,7 +209,7 @@ fn sampling_warps_scores_as_transformers_and_reproduces_with_a_seed() {
         let steps: Vec<f32> = replayed.scores.iter().flatten().flatten().copied().collect();
         assert_close(&steps, &f.get("output.sample.scores").f32, &format!("{backend:?} sample: step score"));
 
-        let long = Stopping { max_new_tokens: 12, eos_token_ids: vec![], pad_token_id: 0 };
+        let long = Stopping { max_new_tokens: 12, eos_token_ids: vec![], pad_token_id: 0, output_scores: true };
         let a = sample(&decoder, &prompts, &processors("sample"), &long, &mut SeededSampler::new(11)).unwrap();
         let b = sample(&decoder, &prompts, &processors("sample"), &long, &mut SeededSampler::new(11)).unwrap();
         assert_eq!(a.sequences, b.sequences, "{backend:?}: one seed, one run");

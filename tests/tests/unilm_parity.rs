@@ -142,7 +142,7 @@ fn seq_to_seq_decoding_equals_the_full_seq_to_seq_forward_pass() {
     let f = Fixture::open("unilm/seq-to-seq");
     let sources: Vec<Vec<u32>> = vec![vec![2, 10, 11, 12, 13, 3], vec![2, 20, 21, 3]];
     let (mask_id, width) = (4u32, 6usize);
-    let stopping = Stopping { max_new_tokens: 6, eos_token_ids: vec![3], pad_token_id: 0 };
+    let stopping = Stopping { max_new_tokens: 6, eos_token_ids: vec![3], pad_token_id: 0, output_scores: true };
     for (backend, device) in devices() {
         let loaded = UnilmForMaskedLM::from_pretrained(&f.dir, &device).unwrap();
         let (model, config) = (loaded.model, loaded.config);

@@ -4,6 +4,9 @@
 //! - `train`: a family's pre-training step (forward, its objective's loss, backward, AdamW),
 //!   tokens/s per size preset;
 //! - `infer`: forward passes of the base model, tokens/s per preset;
+//! - `generate`: BART generation (greedy and 4-beam search, exactly `--max-new-tokens` tokens
+//!   on both sides) of a fresh model of a preset's shape (`base`: bart-base), tokens/s, and
+//!   each process's peak memory;
 //! - `embed`: sentence embeddings of a checkpoint (`--model`, e.g. all-MiniLM-L6-v2) on the
 //!   first `--sentences` sentences of the corpus, sentences/s, model loading timed apart.
 //!
@@ -32,6 +35,9 @@ pub enum BenchMode {
     /// A square f32 matrix product of side `--gemm-size` (GFLOP/s): the kernel under every
     /// layer, to tell a backend's GEMM rate from the costs Sesame adds.
     Gemm,
+    /// BART generation, greedy and beam search (`--presets tiny,base`; `--seq-len` source
+    /// tokens; `--max-new-tokens`; `--num-beams`).
+    Generate,
 }
 
 /// Options of `cargo xtask bench`.
@@ -81,6 +87,13 @@ pub struct BenchArgs {
     /// Embed: L2-normalise.
     #[arg(long)]
     pub normalize: bool,
+    /// Generate: tokens generated per sequence (`min_new_tokens` = `max_new_tokens`, so both
+    /// sides generate as many).
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub max_new_tokens: usize,
+    /// Generate: beams of the beam-search run.
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=64))]
+    pub num_beams: usize,
     /// Gemm: the side of the square matrices.
     #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub gemm_size: usize,
@@ -157,6 +170,9 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
     }
     if args.mode == BenchMode::Gemm {
         return bench_gemm(&args, device, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
+    }
+    if args.mode == BenchMode::Generate {
+        return bench_generate(&args, device, backend).map(|rows| serde_json::to_string(&rows).expect("JSON"));
     }
     let family = match (&args.mode, &args.model) {
         (BenchMode::Embed, Some(model)) => crate::model_family(model)?,
@@ -307,4 +323,89 @@ fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_j
         row["ratio"] = ratio.into();
     }
     Ok(row)
+}
+
+/// A BART configuration of a size preset: `tiny` (128 wide, 2 + 2 layers), `base` (bart-base:
+/// 768 wide, 6 + 6 layers, 12 heads, FFN 3072, vocabulary 50265, 1024 positions).
+fn bart_preset(preset: &str) -> Result<sesame_bart::BartConfig, String> {
+    let (d, layers, heads) = match preset {
+        "tiny" => (128, 2, 2),
+        "base" => (768, 6, 12),
+        other => return Err(format!("--presets {other}: generate knows tiny and base")),
+    };
+    let json = serde_json::json!({
+        "d_model": d, "encoder_layers": layers, "decoder_layers": layers, "encoder_attention_heads": heads,
+        "decoder_attention_heads": heads, "encoder_ffn_dim": 4 * d, "decoder_ffn_dim": 4 * d, "forced_eos_token_id": null,
+    });
+    serde_json::from_value(json).map_err(|e| e.to_string())
+}
+
+/// Peak resident memory of this process so far, in MiB (Linux `VmHWM`; `None` elsewhere).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// `--mode generate`: greedy and beam search of a fresh BART of each preset's shape on a batch
+/// of `--batch-size` sources of `--seq-len` synthetic tokens, exactly `--max-new-tokens` each.
+fn bench_generate(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    use sesame_bart::BartForConditionalGeneration;
+    use sesame_generate::{generate, GenerationConfig};
+    use sesame_layers::decoding::Seq2SeqDecoder;
+    let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
+    let mut rows = Vec::new();
+    for preset in &args.presets {
+        let config = bart_preset(preset)?;
+        let model = BartForConditionalGeneration::new_hf(&config, &device);
+        // The ids `scripts/bench_pytorch.py` builds: 5 + (i * 7919) mod (V - 5).
+        let ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (config.vocab_size as i64 - 5)).collect();
+        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [b, s]), &device);
+        let mask = Tensor::<2, Int>::ones([b, s], &device);
+        for beams in [1, args.num_beams] {
+            let settings = GenerationConfig {
+                max_new_tokens: Some(n),
+                min_new_tokens: Some(n),
+                num_beams: Some(beams),
+                eos_token_id: config.eos_token_id.map(|e| sesame_generate::Ids::One(e as u32)),
+                pad_token_id: config.pad_token_id.map(|p| p as u32),
+                ..GenerationConfig::default()
+            };
+            let start_token = config.decoder_start_id() as u32;
+            let median = median_time(args.warmup, args.steps, || {
+                let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).map_err(|e| e.to_string())?;
+                let out = generate(&decoder, &vec![vec![start_token]; b], &settings, 0).map_err(|e| e.to_string())?;
+                if out.sequences.iter().any(|r| r.len() != n + 1) {
+                    return Err(format!("generated {:?} tokens, not {n}", out.sequences.iter().map(Vec::len).collect::<Vec<_>>()));
+                }
+                Ok(())
+            })?;
+            let tokens_per_s = (b * n) as f64 / median;
+            let search = if beams == 1 { "greedy".to_string() } else { format!("beam{beams}") };
+            let peak = peak_rss_mib();
+            eprintln!("{backend} bart {preset} generate {search}: {median:.3} s for {b}x{n} tokens after {s}-token sources, {tokens_per_s:.1} tokens/s; peak RSS {:.0} MiB", peak.unwrap_or(f64::NAN));
+            let mut row = serde_json::json!({
+                "mode": "generate", "backend": backend, "family": "bart", "preset": preset, "search": search, "num_beams": beams,
+                "batch_size": b, "source_len": s, "new_tokens": n, "median_s": median, "tokens_per_s": tokens_per_s,
+                "peak_rss_mib": peak, "timed_steps": args.steps,
+            });
+            if args.compare_pytorch {
+                let dir = std::env::temp_dir().join(format!("sesame-bench-bart-{preset}-{}", std::process::id()));
+                model.save_pretrained(&config, &dir).map_err(|e| e.to_string())?;
+                let theirs = pytorch(args, &[
+                    "generate".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(),
+                    "--seq-len".into(), s.to_string(), "--max-new-tokens".into(), n.to_string(), "--num-beams".into(), beams.to_string(),
+                ]);
+                let _ = std::fs::remove_dir_all(&dir);
+                let theirs = theirs?;
+                let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+                eprintln!("pytorch bart {preset} generate {search}: {:.1} tokens/s, peak RSS {:.0} MiB; Sesame {backend} / PyTorch = {ratio:.2}x",
+                    theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN), theirs["peak_rss_mib"].as_f64().unwrap_or(f64::NAN));
+                row["pytorch"] = theirs;
+                row["ratio"] = ratio.into();
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
 }

@@ -109,6 +109,9 @@ pub struct GenerationConfig {
     /// The token at `max_length`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forced_eos_token_id: Option<Ids>,
+    /// Keep every step's processed scores (off by default: `rows × vocab` floats per step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_scores: Option<bool>,
     /// The model's positions (not a file setting: the caller sets it from the model); caps
     /// the default length, as transformers caps it at `max_position_embeddings`.
     #[serde(skip)]
@@ -163,7 +166,7 @@ impl GenerationConfig {
         }
         fill!(max_length, max_new_tokens, min_length, min_new_tokens, do_sample, num_beams, num_return_sequences, length_penalty,
             early_stopping, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size, bad_words_ids, pad_token_id,
-            bos_token_id, eos_token_id, decoder_start_token_id, forced_bos_token_id, forced_eos_token_id, model_max_positions);
+            bos_token_id, eos_token_id, decoder_start_token_id, forced_bos_token_id, forced_eos_token_id, output_scores, model_max_positions);
     }
 
     /// `self` with the settings `overrides` sets (a command line's flags) replacing its own.
@@ -201,7 +204,7 @@ impl GenerationConfig {
                 length.saturating_sub(prompt_len)
             }
         };
-        Ok(Stopping { max_new_tokens, eos_token_ids: self.eos_token_ids(), pad_token_id: self.pad_id() })
+        Ok(Stopping { max_new_tokens, eos_token_ids: self.eos_token_ids(), pad_token_id: self.pad_id(), output_scores: self.output_scores == Some(true) })
     }
 
     /// The processors `generate` builds from these settings, in its order, for prompts of

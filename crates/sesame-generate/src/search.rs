@@ -34,9 +34,9 @@ pub struct Generated {
     /// Each row's tokens: its prompt, then what was generated (padding after an end). Beam
     /// search gives `num_return_sequences` rows per prompt, the best first.
     pub sequences: Vec<Vec<u32>>,
-    /// The processed scores each step chose from: `[step][row][vocab]` (transformers'
-    /// `scores` with `output_scores`; for beam search the log-probabilities of every running
-    /// beam, `batch × num_beams` rows, before the beam's own score is added).
+    /// With [`Stopping::output_scores`], the processed scores each step chose from:
+    /// `[step][row][vocab]` (transformers' `scores`; for beam search the log-probabilities of
+    /// every running beam, `batch × num_beams` rows, before the beam's own score is added).
     pub scores: Vec<Vec<Vec<f32>>>,
     /// Beam search: each returned sequence's score, its summed log-probability divided by the
     /// generated length to the power `length_penalty` (transformers' `sequences_scores`).
@@ -52,6 +52,9 @@ pub struct Stopping {
     pub eos_token_ids: Vec<u32>,
     /// What a row that ended gets at every later step.
     pub pad_token_id: u32,
+    /// Keep every step's processed scores in [`Generated::scores`] (transformers'
+    /// `output_scores`; `rows × vocab` floats per step, so off unless asked).
+    pub output_scores: bool,
 }
 
 /// Greedy search as transformers' `generate` runs it: at each step every row's logits go
@@ -139,6 +142,7 @@ fn one_token_per_row<D: Decoder>(
     }
     let (mut state, mut logits) = model.start(prompts)?;
     let prompt_len = prompts[0].len();
+    let mut steps = 0;
     loop {
         let mut next = Vec::with_capacity(prompts.len());
         for (row, row_logits) in logits.iter_mut().enumerate() {
@@ -153,8 +157,11 @@ fn one_token_per_row<D: Decoder>(
             sequences[row].push(token);
             next.push(token);
         }
-        scores.push(logits);
-        if finished.iter().all(|&f| f) || scores.len() == stopping.max_new_tokens {
+        if stopping.output_scores {
+            scores.push(logits);
+        }
+        steps += 1;
+        if finished.iter().all(|&f| f) || steps == stopping.max_new_tokens {
             return Ok(Generated { sequences, scores, sequences_scores: None });
         }
         logits = model.step(&mut state, &next)?;
@@ -342,7 +349,9 @@ pub fn beam_search<D: Decoder>(
                 beam.row = b * k + j;
             }
         }
-        scores.push(logits);
+        if stopping.output_scores {
+            scores.push(logits);
+        }
         cur_len += 1;
         // Can a running beam still beat the worst finished hypothesis?
         let best_length = match beams.early_stopping {

@@ -186,6 +186,22 @@ impl BartConfig {
         for (p, f) in [(self.encoder_layerdrop, "encoder_layerdrop"), (self.decoder_layerdrop, "decoder_layerdrop")] {
             ensure(p == 0.0, f, || format!("{p}: LayerDrop is not supported (set it to 0)"))?;
         }
+        // Switches of old (fairseq-converted) configs that change the architecture: BART's
+        // released models leave them at these values; mBART-style pre-LN is another model.
+        for (field, bart) in [
+            ("normalize_before", false),
+            ("add_final_layer_norm", false),
+            ("static_position_embeddings", false),
+            ("add_bias_logits", false),
+            ("normalize_embedding", true),
+        ] {
+            if let Some(value) = self.extra.get(field).and_then(serde_json::Value::as_bool) {
+                ensure(value == bart, field, || format!("{value} is not supported (BART's models use {bart})"))?;
+            }
+        }
+        if let Some(extra) = self.extra.get("extra_pos_embeddings").and_then(serde_json::Value::as_u64) {
+            ensure(extra == POSITION_OFFSET as u64, "extra_pos_embeddings", || format!("{extra} is not supported (BART's offset is {POSITION_OFFSET})"))?;
+        }
         for (id, f) in [
             (self.pad_token_id, "pad_token_id"),
             (self.bos_token_id, "bos_token_id"),
