@@ -810,7 +810,7 @@ def make_bart():
     """Every BART head on two shapes, with default outputs and with every output, on a padded
     batch (source and target), in float64 from float32 weights: fixtures/bart/{shape}-{head};
     and generation (greedy, beam search) on the base shape: fixtures/bart/base-generation."""
-    from transformers import (BartConfig, BartForConditionalGeneration, BartForQuestionAnswering,
+    from transformers import (BartConfig, BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering,
                               BartForSequenceClassification, BartModel)
 
     g = torch.Generator().manual_seed(3)
@@ -872,6 +872,9 @@ def make_bart():
               "BartForSequenceClassification")
         write("qa", BartForQuestionAnswering, config(), {"input_ids": ids, "attention_mask": mask},
               {"start_positions": torch.tensor([1, 40]), "end_positions": torch.tensor([3, 2])}, "BartForQuestionAnswering")
+        causal_labels = torch.where(mask.bool(), ids, torch.full_like(ids, -100))
+        write("causal-lm", BartForCausalLM, config(), {"input_ids": ids, "attention_mask": mask},
+              {"labels": causal_labels}, "BartForCausalLM")
 
     # Generation: greedy and beam search from two padded sources, against `generate`.
     cfg = BartConfig(**BART_SHAPES["base"])

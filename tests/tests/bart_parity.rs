@@ -259,3 +259,10 @@ fn transformers_loads_what_bart_saves() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn bart_for_causal_lm_matches_transformers() {
+    each::<sesame_bart::BartForCausalLM>("causal-lm", |m, f, d, o| {
+        m.forward(f.int::<2>("input.input_ids", d), Some(f.int::<2>("input.attention_mask", d)), Some(f.int::<2>("label.labels", d)), o).named()
+    });
+}

@@ -14,8 +14,8 @@ fn model() -> String {
     repo().join("fixtures/bert/base-fill-mask").display().to_string()
 }
 
-/// Run the CLI with `stdin`; its stdout, or a panic with its stderr.
-fn xtask(args: &[&str], stdin: &str) -> String {
+/// Run the CLI with `stdin`.
+fn run(args: &[&str], stdin: &str) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(args)
         .current_dir(repo())
@@ -25,7 +25,12 @@ fn xtask(args: &[&str], stdin: &str) -> String {
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Run the CLI with `stdin`; its stdout, or a panic with its stderr.
+fn xtask(args: &[&str], stdin: &str) -> String {
+    let out = run(args, stdin);
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -85,16 +90,7 @@ fn fill_mask_streams_one_line_per_text_with_the_single_text_answers() {
 
 /// Run the CLI expecting failure; its stderr.
 fn xtask_fails(args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run(args, stdin);
     assert!(!out.status.success(), "{args:?} succeeded");
     String::from_utf8(out.stderr).unwrap()
 }

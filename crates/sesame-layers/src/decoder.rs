@@ -90,20 +90,26 @@ pub struct DecoderLayerOutput {
 impl DecoderLayer {
     /// Run `x` `[rows, s_new, d]` (positions after the `past` ones, none at the first pass)
     /// under `mask` `[rows, s_new, past + s_new]`, attending to the encoder's keys and values
-    /// `cross` (of `rows / g` rows, see [`MultiHeadAttention::forward_kv`]) under `cross_mask`.
+    /// `cross` (of `rows / g` rows, see [`MultiHeadAttention::forward_kv`]) under `cross_mask`;
+    /// without an encoder (`cross` `None`, a decoder-only model) the cross-attention block is
+    /// skipped, as HF skips it.
     pub fn forward(
         &self,
         x: Tensor<3>,
         mask: &AttentionMask,
         past: Option<KvCache>,
-        cross: &KvCache,
+        cross: Option<&KvCache>,
         cross_mask: &AttentionMask,
         return_probs: bool,
     ) -> DecoderLayerOutput {
         let (attended, attention, cache) = self.attention.forward_cached(x.clone(), mask, past, return_probs);
-        let x = self.attention_norm.forward(x + self.dropout.forward(attended));
-        let (attended, cross_attention) = self.cross_attention.forward_kv(x.clone(), cross, cross_mask, return_probs);
-        let x = self.cross_attention_norm.forward(x + self.dropout.forward(attended));
+        let mut x = self.attention_norm.forward(x + self.dropout.forward(attended));
+        let mut cross_attention = None;
+        if let Some(cross) = cross {
+            let (attended, probs) = self.cross_attention.forward_kv(x.clone(), cross, cross_mask, return_probs);
+            x = self.cross_attention_norm.forward(x + self.dropout.forward(attended));
+            cross_attention = probs;
+        }
         let hidden = self.output_norm.forward(x.clone() + self.dropout.forward(self.feed_forward.forward(x)));
         DecoderLayerOutput { hidden, attention, cross_attention, cache }
     }
@@ -130,6 +136,11 @@ impl DecoderCache {
     pub fn new(layers: &[DecoderLayer], encoder_hidden_states: Tensor<3>, encoder_attention_mask: Option<Tensor<2, Int>>) -> Self {
         let cross_attention = layers.iter().map(|l| l.cross_attention.keys_values(encoder_hidden_states.clone())).collect();
         Self { self_attention: Vec::new(), cross_attention, encoder_attention_mask, rows_per_prompt: 1 }
+    }
+
+    /// The cache of a decoder run without an encoder (HF `BartForCausalLM`).
+    pub fn without_encoder() -> Self {
+        Self { self_attention: Vec::new(), cross_attention: Vec::new(), encoder_attention_mask: None, rows_per_prompt: 1 }
     }
 
     /// Number of decoded positions cached.
@@ -215,11 +226,12 @@ pub fn run_decoder_layers(
         None => AttentionMask::none(),
     };
     let mut collect = Collector::new(&x, options);
-    let mut cross_attentions = options.attentions.then(Vec::new);
+    let has_encoder = !cache.cross_attention.is_empty();
+    let mut cross_attentions = (options.attentions && has_encoder).then(Vec::new);
     let mut pasts = cache.self_attention.into_iter();
     let mut extended = Vec::with_capacity(layers.len());
-    for (layer, cross) in layers.iter().zip(&cache.cross_attention) {
-        let out = layer.forward(x, &mask, pasts.next(), cross, &cross_mask, options.attentions);
+    for (i, layer) in layers.iter().enumerate() {
+        let out = layer.forward(x, &mask, pasts.next(), cache.cross_attention.get(i), &cross_mask, options.attentions);
         x = out.hidden;
         collect.layer(&x, out.attention);
         if let (Some(all), Some(p)) = (cross_attentions.as_mut(), out.cross_attention) {

@@ -15,7 +15,7 @@ use sesame_layers::{
 
 use crate::checkpoint::spec;
 use crate::config::BartConfig;
-use crate::model::{zeros_param, BartModel};
+use crate::model::{zeros_param, BartDecoder, BartModel};
 
 /// BART with its language-model head (HF `BartForConditionalGeneration`): summarisation,
 /// translation, denoising.
@@ -222,5 +222,89 @@ impl Seq2SeqLM for BartForConditionalGeneration {
 
     fn device(&self) -> Device {
         self.model.shared.weight.device()
+    }
+}
+
+/// BART's decoder alone, as HF wraps it for `BartForCausalLM` (`model.decoder`).
+#[derive(Module, Debug)]
+pub struct BartDecoderWrapper {
+    /// The decoder, with its own token table.
+    pub decoder: BartDecoder,
+}
+
+/// BART's decoder as a left-to-right language model (HF `BartForCausalLM`): no encoder, the
+/// cross-attention blocks skipped, the LM head tied to the decoder's token table.
+#[derive(Module, Debug)]
+pub struct BartForCausalLM {
+    /// The decoder (HF `model.decoder`).
+    pub model: BartDecoderWrapper,
+    /// The LM head when not tied (`tie_word_embeddings: false`).
+    pub lm_head: Option<Linear>,
+}
+
+/// What [`BartForCausalLM`] returns (HF `CausalLMOutputWithCrossAttentions`).
+#[derive(Clone, Debug)]
+pub struct CausalLmOutput {
+    /// Next-token logits `[batch, seq, vocab]`.
+    pub logits: Tensor<3>,
+    /// Cross-entropy of the logits against the labels (as given: not shifted, as HF), when given.
+    pub loss: Option<Tensor<1>>,
+    /// The decoder's outputs (hidden states and attentions when asked; the cache).
+    pub decoder: sesame_layers::DecoderOutput,
+}
+
+impl CausalLmOutput {
+    /// Every output present, under HF's names (`logits`, `loss`, `hidden_states.0`, `attentions.1`).
+    pub fn named(&self) -> Vec<sesame_layers::NamedOutput> {
+        let mut out = vec![("logits".to_string(), self.logits.to_data())];
+        out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
+        sesame_layers::seq2seq::push_all(&mut out, "hidden_states", &self.decoder.hidden_states);
+        sesame_layers::seq2seq::push_all(&mut out, "attentions", &self.decoder.attentions);
+        out
+    }
+}
+
+impl BartForCausalLM {
+    /// Logits of `input_ids` `[batch, seq]` under the padding mask `attention_mask` (causal);
+    /// with `labels` `[batch, seq]` (-100 = ignored) the cross-entropy, position for position.
+    pub fn forward(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> CausalLmOutput {
+        let decoder = &self.model.decoder;
+        let table = decoder.embed_tokens.as_ref().expect("BartForCausalLM's decoder owns its token table");
+        let out = decoder.forward(table, input_ids, attention_mask, DecoderCache::without_encoder(), options);
+        let [b, s, d] = out.last_hidden_state.dims();
+        let flat = out.last_hidden_state.clone().reshape([b * s, d]);
+        let logits = match &self.lm_head {
+            Some(head) => head.forward(flat),
+            None => flat.matmul(table.weight.val().transpose()),
+        };
+        let vocab = logits.dims()[1];
+        let logits = logits.reshape([b, s, vocab]);
+        let loss = labels.map(|labels| per_token_cross_entropy(logits.clone(), labels));
+        CausalLmOutput { logits, loss, decoder: out }
+    }
+}
+
+impl PretrainedModel for BartForCausalLM {
+    type Config = BartConfig;
+
+    fn architecture() -> String {
+        "BartForCausalLM".into()
+    }
+
+    fn init(config: &BartConfig, device: &Device) -> Self {
+        let mut decoder = BartModel::new(config, device).decoder;
+        decoder.embed_tokens.get_or_insert_with(|| burn::nn::EmbeddingConfig::new(config.vocab_size, config.d_model).init(device));
+        Self {
+            model: BartDecoderWrapper { decoder },
+            lm_head: (!config.tie_word_embeddings).then(|| LinearConfig::new(config.d_model, config.vocab_size).with_bias(false).init(device)),
+        }
+    }
+
+    fn checkpoint_spec(config: &BartConfig) -> CheckpointSpec {
+        let mut spec = spec(config, true, &[], if config.tie_word_embeddings { &[r"^lm_head\.weight$"] } else { &[] });
+        // The decoder owns its table: no alias onto a `shared` it does not have.
+        spec.aliases.clear();
+        spec.base_roots = vec!["decoder".into()];
+        spec
     }
 }

@@ -12,7 +12,8 @@
 //! - `decoder_input_ids` default to `shift_tokens_right(input_ids)` with
 //!   `decoder_start_token_id`, as in transformers;
 //! - heads: conditional generation (plus `final_logits_bias`), sequence classification on the
-//!   last `</s>` of each row, extractive QA.
+//!   last `</s>` of each row, extractive QA; and the decoder alone as a left-to-right LM
+//!   (`BartForCausalLM`).
 //!
 //! ```no_run
 //! use burn::prelude::*;
@@ -31,6 +32,6 @@ pub mod heads;
 pub mod model;
 
 pub use config::BartConfig;
-pub use heads::{BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification};
+pub use heads::{BartDecoderWrapper, BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, CausalLmOutput};
 pub use model::{BartDecoder, BartEmbeddings, BartEncoder, BartModel};
 pub use sesame_layers::{Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
