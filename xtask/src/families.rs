@@ -18,6 +18,7 @@ use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_family, BenchArgs};
 use crate::train::{export_model, train_family, TrainArgs};
+use crate::forward::{forward_bart, forward_encoder, ForwardArgs};
 use crate::generate::{generate_causal, generate_seq2seq, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
@@ -42,6 +43,8 @@ pub struct FamilyEntry {
     pub fill_mask: Option<fn(&Path, &Device, &mut Texts, usize, usize) -> Result<String, String>>,
     /// `cargo xtask generate` on a checkpoint of this family.
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
+    /// `cargo xtask forward` on a checkpoint of this family.
+    pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
 }
 
 impl FamilyEntry {
@@ -64,6 +67,7 @@ impl FamilyEntry {
             fill_mask: Some(fill_mask_with::<B>),
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
+            forward: Some(forward_encoder::<B>),
         }
     }
 
@@ -72,8 +76,20 @@ impl FamilyEntry {
         name: &'static str,
         about: &'static str,
         model_types: &'static [&'static str],
+        forward: fn(&ForwardArgs, &Device) -> Result<(), String>,
     ) -> Self {
-        Self { name, about, model_types, train: None, export: None, bench: None, embed: None, fill_mask: None, generate: Some(generate_seq2seq::<M>) }
+        Self {
+            name,
+            about,
+            model_types,
+            train: None,
+            export: None,
+            bench: None,
+            embed: None,
+            fill_mask: None,
+            generate: Some(generate_seq2seq::<M>),
+            forward: Some(forward),
+        }
     }
 
     /// The command `what` of this family, or an error naming the commands it has.
@@ -90,6 +106,7 @@ impl FamilyEntry {
             ("embed", self.embed.is_some()),
             ("fill-mask", self.fill_mask.is_some()),
             ("generate", self.generate.is_some()),
+            ("forward", self.forward.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
@@ -127,6 +144,7 @@ pub static FAMILIES: [FamilyEntry; 6] = [
         "bart",
         "denoising encoder-decoder (generation; pre-training to come), byte-level BPE",
         sesame_bart::config::MODEL_TYPES,
+        forward_bart,
     ),
 ];
 

@@ -12,6 +12,7 @@ use sesame_train::Backend;
 
 mod bench;
 mod families;
+mod forward;
 mod generate;
 mod train;
 
@@ -94,6 +95,14 @@ enum Command {
     Generate {
         #[command(flatten)]
         args: generate::GenerateArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Run a head of a checkpoint on inputs named as transformers' arguments (a safetensors
+    /// file); writes every output under transformers' field names.
+    Forward {
+        #[command(flatten)]
+        args: forward::ForwardArgs,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -234,6 +243,11 @@ fn run(cli: Cli) -> Result<String, String> {
             let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
             let family = model_family(&model)?;
             family.command("embed", family.embed)?(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
+        }
+        Command::Forward { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("forward", family.forward)?(&args, &device).map(|()| String::new())
         }
         Command::Generate { args, backend } => {
             let device = backend.device()?;

@@ -180,3 +180,79 @@ fn generate_refuses_bad_settings_and_inputs_naming_them() {
     let err = xtask_fails(&["generate", "--model", "fixtures/generation/bert-lm-head", "--input", "-"], "{\"input_ids\": [2, 10]}\n");
     assert!(err.contains("--eos-token-id"), "{err}");
 }
+
+/// The fixture's `input.*` and `label.*` tensors under their bare names (transformers'
+/// arguments), written to a safetensors file; and its outputs (`output.` or `output.all.`).
+fn forward_case(fixture: &str) -> (PathBuf, std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>) {
+    let bytes = std::fs::read(repo().join("fixtures").join(fixture).join("io.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut inputs = Vec::new();
+    let mut outputs = std::collections::BTreeMap::new();
+    let all = st.names().iter().any(|n| n.starts_with("output.all."));
+    for (name, view) in st.tensors() {
+        if let Some(arg) = name.strip_prefix("input.").or_else(|| name.strip_prefix("label.")) {
+            inputs.push((arg.to_string(), view));
+        } else if let Some(out) = name.strip_prefix(if all { "output.all." } else { "output." }) {
+            let values = view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            outputs.insert(out.to_string(), (view.shape().to_vec(), values));
+        }
+    }
+    let path = std::env::temp_dir().join(format!("sesame-forward-{}-{}.safetensors", std::process::id(), fixture.replace('/', "-")));
+    safetensors::serialize_to_file(inputs, None, &path).unwrap();
+    (path, outputs)
+}
+
+/// `forward` runs a head on inputs named as transformers' arguments and writes every output
+/// under transformers' names, with transformers' values (BART, BERT's masked LM and QA: the
+/// fixtures' own inputs, labels and every-output references).
+#[test]
+fn forward_writes_transformers_outputs_under_their_names() {
+    for fixture in ["bart/base-conditional-generation", "bart/wide-seqcls-multilabel", "bert/base-masked-lm", "bert/base-qa"] {
+        let (inputs, want) = forward_case(fixture);
+        let out = inputs.with_extension("out.safetensors");
+        let model = repo().join("fixtures").join(fixture);
+        let model = model.to_str().unwrap();
+        xtask(&["forward", "--model", model, "--inputs", inputs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--all-outputs"], "");
+        let bytes = std::fs::read(&out).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let mut names: Vec<String> = st.names().iter().map(|n| n.to_string()).collect();
+        names.sort();
+        assert_eq!(names, want.keys().cloned().collect::<Vec<_>>(), "{fixture}: the outputs transformers gives, by name");
+        for (name, (shape, values)) in &want {
+            let view = st.tensor(name).unwrap();
+            // The loss is 0-d in transformers (some fixtures store it as [1]).
+            assert_eq!(view.shape().iter().product::<usize>(), shape.iter().product::<usize>(), "{fixture}: {name}");
+            if name != "loss" {
+                assert_eq!(view.shape(), shape.as_slice(), "{fixture}: {name}");
+            }
+            let ours: Vec<f32> = view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            assert!(max_diff(&ours, values) <= 1e-4, "{fixture}: {name} differs by {}", max_diff(&ours, values));
+        }
+        let _ = std::fs::remove_file(&inputs);
+        let _ = std::fs::remove_file(&out);
+    }
+}
+
+/// An input the head does not take, a float id tensor, a head the family lacks: one line naming it.
+#[test]
+fn forward_refuses_what_the_head_does_not_take() {
+    let (inputs, _) = forward_case("bert/base-model");
+    let model = repo().join("fixtures/bert/base-model");
+    let (model, path) = (model.to_str().unwrap(), inputs.to_str().unwrap());
+    let out = std::env::temp_dir().join(format!("sesame-forward-bad-{}.safetensors", std::process::id()));
+    let out = out.to_str().unwrap();
+    let err = xtask_fails(&["forward", "--model", model, "--inputs", path, "--out", out, "--head", "BertForNextThing"], "");
+    assert!(err.contains("--head BertForNextThing"), "{err}");
+    let (labelled, _) = forward_case("bert/base-masked-lm");
+    let err = xtask_fails(&["forward", "--model", model, "--inputs", labelled.to_str().unwrap(), "--out", out, "--head", "BertModel"], "");
+    assert!(err.contains("`labels` is not an input BertModel takes"), "{err}");
+    let floats = std::env::temp_dir().join(format!("sesame-forward-floats-{}.safetensors", std::process::id()));
+    let bytes: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1, 2], &bytes).unwrap();
+    safetensors::serialize_to_file(vec![("input_ids".to_string(), view)], None, &floats).unwrap();
+    let err = xtask_fails(&["forward", "--model", model, "--inputs", floats.to_str().unwrap(), "--out", out], "");
+    assert!(err.contains("`input_ids` is float"), "{err}");
+    for f in [inputs, labelled, floats] {
+        let _ = std::fs::remove_file(f);
+    }
+}

@@ -158,6 +158,15 @@ pub struct BackboneOutput {
 }
 
 impl BackboneOutput {
+    /// Every output present, under HF's names (`last_hidden_state`, `pooler_output`,
+    /// `hidden_states.0`, `attentions.1`).
+    pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
+        let mut out = vec![("last_hidden_state".to_string(), self.encoder.last_hidden_state.to_data())];
+        out.extend(self.pooler_output.iter().map(|p| ("pooler_output".to_string(), p.to_data())));
+        out.extend(self.encoder.named_layers());
+        out
+    }
+
     /// The last layer's states `[batch, seq, hidden]`.
     pub fn last_hidden_state(&self) -> Tensor<3> {
         self.encoder.last_hidden_state.clone()

@@ -165,6 +165,17 @@ pub struct EncoderOutput {
     pub cache: Option<EncoderCache>,
 }
 
+impl EncoderOutput {
+    /// Every layer's hidden state and attention present, under HF's names (`hidden_states.0`,
+    /// `attentions.1`).
+    pub fn named_layers(&self) -> Vec<crate::seq2seq::NamedOutput> {
+        let mut out = Vec::new();
+        crate::seq2seq::push_all(&mut out, "hidden_states", &self.hidden_states);
+        crate::seq2seq::push_all(&mut out, "attentions", &self.attentions);
+        out
+    }
+}
+
 /// The keys and values of earlier positions in every layer of an encoder run incrementally
 /// (one [`KvCache`] per layer, in the order the layers run). Start with
 /// `EncoderCache::default()`; each forward pass returns the cache extended by its positions.

@@ -27,6 +27,26 @@ pub struct HeadOutput<const D: usize> {
     pub encoder: EncoderOutput,
 }
 
+impl<const D: usize> HeadOutput<D> {
+    /// Every output present, under HF's names (`logits`, `loss`, `hidden_states.0`, `attentions.1`).
+    pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
+        let mut out = vec![("logits".to_string(), self.logits.to_data())];
+        out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
+        out.extend(self.encoder.named_layers());
+        out
+    }
+}
+
+impl QuestionAnsweringOutput {
+    /// Every output present, under HF's names (`start_logits`, `end_logits`, `loss`, …).
+    pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
+        let mut out = vec![("start_logits".to_string(), self.start_logits.to_data()), ("end_logits".to_string(), self.end_logits.to_data())];
+        out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
+        out.extend(self.encoder.named_layers());
+        out
+    }
+}
+
 fn classifier(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Classifier {
     ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
 }

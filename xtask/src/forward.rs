@@ -1,0 +1,321 @@
+//! `cargo xtask forward`: run any head of a checkpoint on inputs given under transformers'
+//! keyword names (a safetensors file), and write every output under transformers' field names:
+//! how a user checks a checkpoint or a port against transformers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
+use sesame_layers::{
+    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForQuestionAnswering, ForTokenClassification, InputError, NamedOutput,
+    OutputOptions, PretrainedModel, Seq2SeqInput, SequenceLabels,
+};
+
+/// What to run, on what, and where the outputs go.
+#[derive(clap::Args, Debug)]
+pub struct ForwardArgs {
+    /// HF model directory (config.json and weights).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Inputs: a safetensors file of tensors named as transformers' arguments (`input_ids`,
+    /// `attention_mask`, `labels`, `decoder_input_ids`, `start_positions`, …).
+    #[arg(long)]
+    pub inputs: PathBuf,
+    /// Where to write the outputs (safetensors, float32, named as transformers' fields:
+    /// `logits`, `loss`, `hidden_states.0`, `cross_attentions.1`, …).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The HF class to run (`BartForConditionalGeneration`, `BertForQuestionAnswering`, …);
+    /// default: the first of config.json's `architectures`.
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Also return every hidden state and attention map.
+    #[arg(long)]
+    pub all_outputs: bool,
+}
+
+/// One input tensor as read.
+struct Input {
+    shape: Vec<usize>,
+    ints: Option<Vec<i64>>,
+    floats: Option<Vec<f32>>,
+}
+
+/// The inputs of `--inputs`, by name, and the names a head took.
+struct Inputs {
+    file: PathBuf,
+    tensors: BTreeMap<String, Input>,
+    taken: std::cell::RefCell<Vec<&'static str>>,
+}
+
+impl Inputs {
+    fn read(path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("--inputs {}: {e}", path.display()))?;
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("--inputs {}: not a safetensors file ({e})", path.display()))?;
+        let mut tensors = BTreeMap::new();
+        for (name, view) in st.tensors() {
+            let data = view.data();
+            let (ints, floats) = match view.dtype() {
+                safetensors::Dtype::I64 => (Some(data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()), None),
+                safetensors::Dtype::I32 => (Some(data.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes(c.try_into().expect("4 bytes")))).collect()), None),
+                safetensors::Dtype::F32 => (None, Some(data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())),
+                other => return Err(format!("--inputs {}: tensor `{name}` is {other:?}; inputs are I64, I32 or F32", path.display())),
+            };
+            tensors.insert(name, Input { shape: view.shape().to_vec(), ints, floats });
+        }
+        Ok(Self { file: path.to_path_buf(), tensors, taken: Default::default() })
+    }
+
+    fn fail(&self, name: &str, what: String) -> String {
+        format!("--inputs {}: `{name}` {what}", self.file.display())
+    }
+
+    fn get(&self, name: &'static str, rank: usize) -> Result<Option<&Input>, String> {
+        self.taken.borrow_mut().push(name);
+        match self.tensors.get(name) {
+            None => Ok(None),
+            Some(t) if t.shape.len() != rank => Err(self.fail(name, format!("has shape {:?}; expected {rank} dimensions", t.shape))),
+            Some(t) => Ok(Some(t)),
+        }
+    }
+
+    /// Integer ids `[D]` (i64 or i32).
+    fn ids<const D: usize>(&self, name: &'static str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
+        let Some(t) = self.get(name, D)? else { return Ok(None) };
+        let values = t.ints.clone().ok_or_else(|| self.fail(name, "is float; ids are I64 or I32".into()))?;
+        let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
+        Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
+    }
+
+    /// Floats `[D]` (float targets).
+    fn floats<const D: usize>(&self, name: &'static str, device: &Device) -> Result<Option<Tensor<D>>, String> {
+        let Some(t) = self.get(name, D)? else { return Ok(None) };
+        let values = t.floats.clone().ok_or_else(|| self.fail(name, "is an integer tensor; expected F32".into()))?;
+        let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
+        Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
+    }
+
+    /// A 2-D padding mask of integers or floats (non-zero = token), as HF accepts it; with
+    /// `allow_4d`, a 4-D mask is left for the caller (`None`).
+    fn padding_mask(&self, name: &'static str, allow_4d: bool, device: &Device) -> Result<Option<Tensor<2, Int>>, String> {
+        match self.tensors.get(name).map(|t| t.shape.len()) {
+            Some(2) | None => {}
+            Some(4) if allow_4d => return Ok(None),
+            Some(_) => return Err(self.fail(name, "must be a 2-D padding mask [batch, seq]".into())),
+        }
+        let Some(t) = self.get(name, 2)? else { return Ok(None) };
+        let values: Vec<i64> = match (&t.ints, &t.floats) {
+            (Some(i), _) => i.iter().map(|&v| i64::from(v != 0)).collect(),
+            (_, Some(f)) => f.iter().map(|&v| i64::from(v != 0.0)).collect(),
+            _ => unreachable!("read as ints or floats"),
+        };
+        Ok(Some(Tensor::from_data(TensorData::new(values, [t.shape[0], t.shape[1]]), device)))
+    }
+
+    /// An encoder's input: ids, a 2-D padding mask or a 4-D additive mask `[batch, 1, q, k]`
+    /// (the encoder families' way to take UniLM's masks: a negative entry blocks), token types,
+    /// positions.
+    fn encoder(&self, device: &Device) -> Result<EncoderInput, String> {
+        let ids = self.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", self.file.display()))?;
+        let mut input = EncoderInput::new(ids);
+        if let Some(mask) = self.padding_mask("attention_mask", true, device)? {
+            input = input.with_attention_mask(mask);
+        } else if let Some(t) = self.get("attention_mask", 4)? {
+            let [b, one, q, k]: [usize; 4] = t.shape.clone().try_into().expect("rank checked");
+            let values = t.floats.clone().ok_or_else(|| self.fail("attention_mask", "4-D must be an additive float mask".into()))?;
+            if one != 1 {
+                return Err(self.fail("attention_mask", format!("has shape {:?}; a 4-D mask is [batch, 1, q, k]", t.shape)));
+            }
+            let blocked: Vec<i64> = values.iter().map(|&v| i64::from(v < 0.0)).collect();
+            input = input.with_attention_restriction(Tensor::<3, Int>::from_data(TensorData::new(blocked, [b, q, k]), device).equal_elem(1));
+        }
+        if let Some(types) = self.ids::<2>("token_type_ids", device)? {
+            input = input.with_token_type_ids(types);
+        }
+        if let Some(positions) = self.ids::<2>("position_ids", device)? {
+            input = input.with_position_ids(positions);
+        }
+        Ok(input)
+    }
+
+    /// An encoder-decoder's input.
+    fn seq2seq(&self, device: &Device) -> Result<Seq2SeqInput, String> {
+        Ok(Seq2SeqInput {
+            input_ids: self.ids::<2>("input_ids", device)?,
+            attention_mask: self.padding_mask("attention_mask", false, device)?,
+            decoder_input_ids: self.ids::<2>("decoder_input_ids", device)?,
+            decoder_attention_mask: self.padding_mask("decoder_attention_mask", false, device)?,
+            ..Default::default()
+        })
+    }
+
+    /// Classification labels: class ids `[batch]`, or float targets `[batch, labels]`
+    /// (regression or multi-label, by the config's `problem_type`).
+    fn sequence_labels(&self, multi_label: bool, device: &Device) -> Result<Option<SequenceLabels>, String> {
+        match self.tensors.get("labels").map(|t| t.ints.is_some()) {
+            None => Ok(None),
+            Some(true) => Ok(self.ids::<1>("labels", device)?.map(SequenceLabels::SingleLabel)),
+            Some(false) if multi_label => Ok(self.floats::<2>("labels", device)?.map(SequenceLabels::MultiLabel)),
+            Some(false) => Ok(self.floats::<2>("labels", device)?.map(SequenceLabels::Regression)),
+        }
+    }
+
+    /// QA positions, when both are given.
+    fn positions(&self, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
+        Ok(self.ids::<1>("start_positions", device)?.zip(self.ids::<1>("end_positions", device)?))
+    }
+
+    /// Refuse inputs the head did not take.
+    fn check_all_taken(&self, head: &str) -> Result<(), String> {
+        let taken = self.taken.borrow();
+        match self.tensors.keys().find(|k| !taken.contains(&k.as_str())) {
+            Some(name) => Err(format!("--inputs {}: `{name}` is not an input {head} takes (it takes {})", self.file.display(), taken.join(", "))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The class to run: `--head`, else config.json's first architecture.
+fn head_class(args: &ForwardArgs) -> Result<String, String> {
+    if let Some(head) = &args.head {
+        return Ok(head.clone());
+    }
+    let path = args.model.join("config.json");
+    let json: serde_json::Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| format!("cannot read {}", path.display()))?;
+    json["architectures"][0].as_str().map(str::to_string).ok_or_else(|| format!("{}: no `architectures`; give --head", path.display()))
+}
+
+/// Load `M` from `--model` onto `device`, reporting what loading did.
+fn load<M: PretrainedModel>(args: &ForwardArgs, device: &Device) -> Result<(M, M::Config), String> {
+    let loaded = M::from_pretrained(&args.model, device).map_err(|e| e.to_string())?;
+    crate::report(&loaded.report);
+    Ok((loaded.model, loaded.config))
+}
+
+/// Write `outputs` as float32 safetensors at `path`, atomically; refuse non-finite values.
+fn write(outputs: Vec<NamedOutput>, path: &Path) -> Result<(), String> {
+    let mut tensors = Vec::new();
+    for (name, data) in outputs {
+        // transformers' loss is a 0-d tensor.
+        let shape = if name == "loss" { vec![] } else { data.shape().to_vec() };
+        let values: Vec<f32> = data.convert::<f32>().try_to_vec::<f32>().map_err(|e| format!("`{name}`: {e:?}"))?;
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(format!("output `{name}` is not finite (NaN or infinite); the checkpoint overflows"));
+        }
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        tensors.push((name, shape, bytes));
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(n, shape, bytes)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).expect("consistent")))
+        .collect();
+    let bytes = safetensors::serialize(views, None).map_err(|e| e.to_string())?;
+    sesame_text::fs::write_atomic(path, &bytes).map_err(|e| format!("--out {}: {e}", path.display()))
+}
+
+fn options(args: &ForwardArgs) -> OutputOptions {
+    if args.all_outputs {
+        OutputOptions::all()
+    } else {
+        OutputOptions::default()
+    }
+}
+
+fn bad_input(head: &str) -> impl Fn(InputError) -> String + '_ {
+    move |e| format!("{head}: {e}")
+}
+
+/// `forward` for an encoder family with base model `B`: its base model, masked LM, token
+/// classification, QA and left-to-right heads.
+pub fn forward_encoder<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(args: &ForwardArgs, device: &Device) -> Result<(), String> {
+    let head = head_class(args)?;
+    let inputs = Inputs::read(&args.inputs)?;
+    let input = inputs.encoder(device)?;
+    let o = options(args);
+    let check = |config: &<B as Backbone>::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
+    let class = |suffix: &str| format!("{}{suffix}", B::CLASS);
+    let outputs = if head == class("Model") {
+        let (m, c) = load::<B>(args, device)?;
+        check(&c)?;
+        m.forward(input, o).named()
+    } else if head == class("ForMaskedLM") {
+        let labels = inputs.ids::<2>("labels", device)?;
+        let (m, c) = load::<ForMaskedLM<B>>(args, device)?;
+        check(&c)?;
+        m.forward(input, labels, o).named()
+    } else if head == class("ForTokenClassification") {
+        let labels = inputs.ids::<2>("labels", device)?;
+        let (m, c) = load::<ForTokenClassification<B>>(args, device)?;
+        check(&c)?;
+        m.forward(input, labels, o).named()
+    } else if head == class("ForQuestionAnswering") {
+        let positions = inputs.positions(device)?;
+        let (m, c) = load::<ForQuestionAnswering<B>>(args, device)?;
+        check(&c)?;
+        m.forward(input, positions, o).named()
+    } else if head == B::causal_lm_architecture() {
+        let labels = inputs.ids::<2>("labels", device)?;
+        let (m, c) = load::<ForCausalLM<B>>(args, device)?;
+        check(&c)?;
+        m.forward(input, labels, o).named()
+    } else {
+        let runs = [class("Model"), class("ForMaskedLM"), class("ForTokenClassification"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
+        return Err(format!("--head {head}: forward runs {} for this family (its other heads are not wired yet)", runs.join(", ")));
+    };
+    inputs.check_all_taken(&head)?;
+    write(outputs, &args.out)
+}
+
+/// `forward` for BART: every head.
+pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
+    let head = head_class(args)?;
+    let inputs = Inputs::read(&args.inputs)?;
+    let o = options(args);
+    let check = |input: &Seq2SeqInput, config: &sesame_bart::BartConfig| BartModel::validate(input, config).map_err(bad_input(&head));
+    let outputs = match head.as_str() {
+        "BartModel" => {
+            let input = inputs.seq2seq(device)?;
+            let (m, c) = load::<BartModel>(args, device)?;
+            check(&input, &c)?;
+            m.forward(input, o).named()
+        }
+        "BartForConditionalGeneration" => {
+            let (input, labels) = (inputs.seq2seq(device)?, inputs.ids::<2>("labels", device)?);
+            let (m, c) = load::<BartForConditionalGeneration>(args, device)?;
+            check(&input, &c)?;
+            m.forward(input, labels, o).named()
+        }
+        "BartForSequenceClassification" => {
+            let input = inputs.seq2seq(device)?;
+            let (m, c) = load::<BartForSequenceClassification>(args, device)?;
+            check(&input, &c)?;
+            let multi_label = c.problem_type.as_deref() == Some("multi_label_classification");
+            let labels = inputs.sequence_labels(multi_label, device)?;
+            m.forward(input, labels, o).map_err(bad_input(&head))?.named()
+        }
+        "BartForQuestionAnswering" => {
+            let (input, positions) = (inputs.seq2seq(device)?, inputs.positions(device)?);
+            let (m, c) = load::<BartForQuestionAnswering>(args, device)?;
+            check(&input, &c)?;
+            m.forward(input, positions, o).named()
+        }
+        "BartForCausalLM" => {
+            let ids = inputs.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", args.inputs.display()))?;
+            let (mask, labels) = (inputs.padding_mask("attention_mask", false, device)?, inputs.ids::<2>("labels", device)?);
+            let (m, c) = load::<BartForCausalLM>(args, device)?;
+            check(&Seq2SeqInput { decoder_input_ids: Some(ids.clone()), encoder_outputs: None, input_ids: Some(ids.clone()), ..Default::default() }, &c)?;
+            m.forward(ids, mask, labels, o).named()
+        }
+        other => {
+            return Err(format!(
+                "--head {other}: not a BART head (BartModel, BartForConditionalGeneration, BartForSequenceClassification, BartForQuestionAnswering, BartForCausalLM)"
+            ))
+        }
+    };
+    inputs.check_all_taken(&head)?;
+    write(outputs, &args.out)
+}
