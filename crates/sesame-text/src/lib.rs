@@ -1,16 +1,19 @@
-//! Text for Sesame: tokenizers, corpora, masking strategies and pre-training examples.
+//! Text for Sesame: tokenizers, corpora, masking strategies, BART's noising and pre-training
+//! examples.
 
 pub mod batcher;
 pub mod contain;
 pub mod corpus;
 pub mod fs;
 pub mod masking;
+pub mod noising;
 pub mod pretraining;
 pub mod sentencepiece;
 pub mod tokenizer;
 pub mod tokenizer_training;
 
 pub use corpus::{Corpus, CorpusError};
+pub use noising::{denoise, DenoisingConfig, MaskLength, NoiseVocab};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, UnilmMasking, WholeWordMasking};
 pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
 pub use pretraining::{pack_sentences, sentence_pairs, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
