@@ -293,7 +293,7 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
             let input = inputs.seq2seq(device)?;
             let (m, c) = load::<BartForSequenceClassification>(args, device)?;
             check(&input, &c)?;
-            let multi_label = c.problem_type.as_deref() == Some("multi_label_classification");
+            let multi_label = c.labels.problem_type.as_deref() == Some("multi_label_classification");
             let labels = inputs.sequence_labels(multi_label, device)?;
             m.forward(input, labels, o).map_err(bad_input(&head))?.named()
         }

@@ -64,6 +64,18 @@ pub struct EncoderHyperParams {
     /// Tie the MLM decoder to the word embeddings.
     #[serde(default = "d::yes")]
     pub tie_word_embeddings: bool,
+    /// Label names, count and problem type of classification heads.
+    #[serde(flatten)]
+    pub labels: LabelConfig,
+    /// Every other key of the file, written back unchanged.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The label fields of HF's `PretrainedConfig`, shared by every family's configuration
+/// (flattened into it: the names stay top-level in `config.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabelConfig {
     /// Label names of classification heads; their count is the number of labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id2label: Option<BTreeMap<String, String>>,
@@ -73,9 +85,31 @@ pub struct EncoderHyperParams {
     /// `regression`, `single_label_classification` or `multi_label_classification`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem_type: Option<String>,
-    /// Every other key of the file, written back unchanged.
-    #[serde(flatten)]
-    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl LabelConfig {
+    /// The number of labels: `num_labels`, else `len(id2label)`, else the family's `default`.
+    pub fn count(&self, default: usize) -> usize {
+        self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(default)
+    }
+
+    /// Set the number of labels (names `LABEL_i`).
+    pub fn set_count(&mut self, n: usize) {
+        self.id2label = Some((0..n).map(|i| (i.to_string(), format!("LABEL_{i}"))).collect());
+        self.num_labels = None;
+    }
+
+    /// Refuse an unknown `problem_type`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(kind) = &self.problem_type {
+            ensure(
+                matches!(kind.as_str(), "regression" | "single_label_classification" | "multi_label_classification"),
+                "problem_type",
+                || format!("unknown problem type `{kind}`"),
+            )?;
+        }
+        Ok(())
+    }
 }
 
 mod d {
@@ -131,13 +165,12 @@ impl EncoderHyperParams {
 
     /// Number of labels of classification heads (HF: `len(id2label)`, default 2).
     pub fn num_labels(&self) -> usize {
-        self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(2)
+        self.labels.count(2)
     }
 
     /// Set the number of labels (names `LABEL_i`).
     pub fn set_num_labels(&mut self, n: usize) {
-        self.id2label = Some((0..n).map(|i| (i.to_string(), format!("LABEL_{i}"))).collect());
-        self.num_labels = None;
+        self.labels.set_count(n);
     }
 
     /// Dropout of classification heads.
@@ -170,14 +203,7 @@ impl EncoderHyperParams {
         if let Some(kind) = &self.position_embedding_type {
             ensure(kind == "absolute", "position_embedding_type", || format!("`{kind}` is not supported (only `absolute`)"))?;
         }
-        if let Some(kind) = &self.problem_type {
-            ensure(
-                matches!(kind.as_str(), "regression" | "single_label_classification" | "multi_label_classification"),
-                "problem_type",
-                || format!("unknown problem type `{kind}`"),
-            )?;
-        }
-        Ok(())
+        self.labels.validate()
     }
 
     /// Word + position + token-type embeddings `width` wide (the hidden size, or a family's

@@ -1,11 +1,11 @@
 //! BART's configuration (HF `BartConfig`), with HF's names and defaults (facebook/bart-large's
 //! shape). Unknown keys are kept and written back.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
+use sesame_layers::hparams::LabelConfig;
 use sesame_layers::{Activation, ConfigError, HfConfig};
 
 /// HF `model_type` values BART reads.
@@ -89,15 +89,9 @@ pub struct BartConfig {
     /// The LM head is the shared embedding table.
     #[serde(default = "d::yes")]
     pub tie_word_embeddings: bool,
-    /// Label names of classification heads; their count is the number of labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id2label: Option<BTreeMap<String, String>>,
-    /// Explicit label count (HF accepts it instead of `id2label`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub num_labels: Option<usize>,
-    /// `regression`, `single_label_classification` or `multi_label_classification`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub problem_type: Option<String>,
+    /// Label names, count and problem type of the classification head.
+    #[serde(flatten)]
+    pub labels: LabelConfig,
     /// Every other key of the file, written back unchanged.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -136,7 +130,7 @@ impl Default for BartConfig {
 impl BartConfig {
     /// Number of labels of the classification head (HF: `len(id2label)`, default 3 for BART).
     pub fn num_labels(&self) -> usize {
-        self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(3)
+        self.labels.count(3)
     }
 
     /// The padding id (HF requires one for `shift_tokens_right`).
@@ -214,14 +208,7 @@ impl BartConfig {
                 ensure(id < self.vocab_size, f, || format!("{id} is outside the vocabulary of {}", self.vocab_size))?;
             }
         }
-        if let Some(kind) = &self.problem_type {
-            ensure(
-                matches!(kind.as_str(), "regression" | "single_label_classification" | "multi_label_classification"),
-                "problem_type",
-                || format!("unknown problem type `{kind}`"),
-            )?;
-        }
-        Ok(())
+        self.labels.validate()
     }
 }
 
