@@ -270,8 +270,15 @@ impl GenerationConfig {
         Ok(Some(beams))
     }
 
-    /// Refuse the combinations transformers refuses, and beam sampling (not supported here).
+    /// Refuse the settings and combinations transformers refuses, and beam sampling (not
+    /// supported here).
     pub fn validate(&self) -> Result<(), ProcessorError> {
+        if self.num_beams == Some(0) {
+            return Err(out_of_range("num_beams", "a positive integer", 0));
+        }
+        if self.max_new_tokens == Some(0) {
+            return Err(out_of_range("max_new_tokens", "a positive integer", 0));
+        }
         let beams = self.beams()?;
         let sampling = self.do_sample == Some(true);
         let returned = self.num_return_sequences.unwrap_or(1);
@@ -331,6 +338,8 @@ mod tests {
     fn combinations_transformers_refuses_are_errors() {
         let bad = GenerationConfig { num_beams: Some(2), num_return_sequences: Some(3), ..Default::default() };
         assert!(bad.validate().unwrap_err().to_string().contains("num_return_sequences"));
+        assert!(GenerationConfig { num_beams: Some(0), ..Default::default() }.validate().is_err());
+        assert!(GenerationConfig { max_new_tokens: Some(0), ..Default::default() }.validate().is_err());
         let greedy_many = GenerationConfig { num_return_sequences: Some(2), ..Default::default() };
         assert!(greedy_many.validate().is_err());
         let sampled = GenerationConfig { do_sample: Some(true), num_return_sequences: Some(2), ..Default::default() };
