@@ -12,7 +12,7 @@ use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
 use sesame_layers::pipeline::EmbedOptions;
-use sesame_layers::{Backbone, PretrainedModel};
+use sesame_layers::{Backbone, ClassificationHead, Classifier, PretrainedModel, SequenceHead};
 use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
@@ -49,10 +49,11 @@ pub struct FamilyEntry {
 
 impl FamilyEntry {
     /// A family pre-trained on masked batches by the shared task with `F`'s objective, whose
-    /// base model is `B`.
-    const fn masked_lm<F, B>(name: &'static str, about: &'static str, model_types: &'static [&'static str]) -> Self
+    /// base model is `B` and whose sequence classifier is `S`.
+    const fn masked_lm<F, B, S>(name: &'static str, about: &'static str, model_types: &'static [&'static str]) -> Self
     where
         F: PretrainingFamily,
+        S: SequenceHead,
         B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
         F::Model: PretrainedModel<Config = <B as Backbone>::Config>,
     {
@@ -67,7 +68,7 @@ impl FamilyEntry {
             fill_mask: Some(fill_mask_with::<B>),
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
-            forward: Some(forward_encoder::<B>),
+            forward: Some(forward_encoder::<B, S>),
         }
     }
 
@@ -114,28 +115,28 @@ impl FamilyEntry {
 
 /// Every family the command line knows.
 pub static FAMILIES: [FamilyEntry; 6] = [
-    FamilyEntry::masked_lm::<Bert, BertModel>(
+    FamilyEntry::masked_lm::<Bert, BertModel, Classifier>(
         "bert",
         "masked LM + next-sentence prediction on sentence pairs, WordPiece",
         Bert::MODEL_TYPES,
     ),
-    FamilyEntry::masked_lm::<Roberta, RobertaModel>(
+    FamilyEntry::masked_lm::<Roberta, RobertaModel, ClassificationHead>(
         "roberta",
         "dynamic masked LM on packed full sentences, byte-level BPE",
         Roberta::MODEL_TYPES,
     ),
-    FamilyEntry::masked_lm::<Albert, AlbertModel>(
+    FamilyEntry::masked_lm::<Albert, AlbertModel, Classifier>(
         "albert",
         "n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary",
         Albert::MODEL_TYPES,
     ),
-    FamilyEntry::masked_lm::<Electra, ElectraModel>(
+    FamilyEntry::masked_lm::<Electra, ElectraModel, ClassificationHead>(
         "electra",
         "replaced-token detection: a 1/4-wide generator's samples, a discriminator on every token, WordPiece",
         sesame_electra::config::MODEL_TYPES,
     ),
     // UniLM exports are BERT checkpoints (`model_type: bert`, read by the `bert` entry).
-    FamilyEntry::masked_lm::<Unilm, UnilmModel>(
+    FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier>(
         "unilm",
         "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
         &["unilm"],

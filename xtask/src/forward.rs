@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use burn::prelude::*;
 use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
 use sesame_layers::{
-    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForQuestionAnswering, ForTokenClassification, InputError, NamedOutput,
-    OutputOptions, PretrainedModel, Seq2SeqInput, SequenceLabels,
+    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification,
+    InputError, NamedOutput, OutputOptions, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
 };
 
 /// What to run, on what, and where the outputs go.
@@ -229,9 +229,21 @@ fn bad_input(head: &str) -> impl Fn(InputError) -> String + '_ {
     move |e| format!("{head}: {e}")
 }
 
-/// `forward` for an encoder family with base model `B`: its base model, masked LM, token
-/// classification, QA and left-to-right heads.
-pub fn forward_encoder<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(args: &ForwardArgs, device: &Device) -> Result<(), String> {
+/// Whether `dir/config.json` sets `problem_type` to multi-label classification.
+fn multi_label(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|c| c["problem_type"] == "multi_label_classification")
+}
+
+/// `forward` for an encoder family with base model `B` and sequence classifier `S`: its base
+/// model, masked LM, sequence and token classification, QA and left-to-right heads.
+pub fn forward_encoder<B, S>(args: &ForwardArgs, device: &Device) -> Result<(), String>
+where
+    B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
+    S: SequenceHead,
+{
     let head = head_class(args)?;
     let inputs = Inputs::read(&args.inputs)?;
     let input = inputs.encoder(device)?;
@@ -245,6 +257,11 @@ pub fn forward_encoder<B: Backbone + PretrainedModel<Config = <B as Backbone>::C
     } else if head == class("ForMaskedLM") {
         let labels = inputs.ids::<2>("labels", device)?;
         let (m, c) = load::<ForMaskedLM<B>>(args, device)?;
+        check(&c)?;
+        m.forward(input, labels, o).named()
+    } else if head == class("ForSequenceClassification") {
+        let labels = inputs.sequence_labels(multi_label(&args.model), device)?;
+        let (m, c) = load::<ForSequenceClassification<B, S>>(args, device)?;
         check(&c)?;
         m.forward(input, labels, o).named()
     } else if head == class("ForTokenClassification") {
@@ -263,7 +280,7 @@ pub fn forward_encoder<B: Backbone + PretrainedModel<Config = <B as Backbone>::C
         check(&c)?;
         m.forward(input, labels, o).named()
     } else {
-        let runs = [class("Model"), class("ForMaskedLM"), class("ForTokenClassification"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
+        let runs = [class("Model"), class("ForMaskedLM"), class("ForSequenceClassification"), class("ForTokenClassification"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
         return Err(format!("--head {head}: forward runs {} for this family (its other heads are not wired yet)", runs.join(", ")));
     };
     inputs.check_all_taken(&head)?;

@@ -207,7 +207,14 @@ fn forward_case(fixture: &str) -> (PathBuf, std::collections::BTreeMap<String, (
 /// fixtures' own inputs, labels and every-output references).
 #[test]
 fn forward_writes_transformers_outputs_under_their_names() {
-    for fixture in ["bart/base-conditional-generation", "bart/wide-seqcls-multilabel", "bert/base-masked-lm", "bert/base-qa"] {
+    for fixture in [
+        "bart/base-conditional-generation",
+        "bart/wide-seqcls-multilabel",
+        "bert/base-masked-lm",
+        "bert/base-qa",
+        "roberta/base-seqcls-multilabel",
+        "electra/wide-seqcls-regression",
+    ] {
         let (inputs, want) = forward_case(fixture);
         let out = inputs.with_extension("out.safetensors");
         let model = repo().join("fixtures").join(fixture);
