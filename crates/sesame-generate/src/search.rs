@@ -236,12 +236,13 @@ impl BeamSettings {
 const EXCLUDED: f32 = -1.0e9;
 
 /// A hypothesis: its tokens and its summed (running) or length-penalised (finished) score.
+/// Running beam `j` of prompt `b` is row `b × num_beams + j` of the decoder's state.
 #[derive(Clone, Debug)]
 struct Hypothesis {
     tokens: Vec<u32>,
     score: f32,
-    /// Flat row of the decoder state it extends (running beams), or whether it finished.
-    row: usize,
+    /// Among the finished slots: whether it holds a hypothesis that ended (the others are
+    /// placeholders scored out of reach).
     finished: bool,
 }
 
@@ -288,11 +289,10 @@ pub fn beam_search<D: Decoder>(
     let mut logits: Vec<Vec<f32>> = repeated.iter().map(|&b| logits[b].clone()).collect();
     let mut search: Vec<Prompt> = prompts
         .iter()
-        .enumerate()
-        .map(|(b, prompt)| Prompt {
+        .map(|prompt| Prompt {
             // Only the first beam starts live, so that the beams do not all pick the same tokens.
-            running: (0..k).map(|j| Hypothesis { tokens: prompt.clone(), score: if j == 0 { 0.0 } else { EXCLUDED }, row: b * k + j, finished: false }).collect(),
-            finished: vec![Hypothesis { tokens: prompt.clone(), score: EXCLUDED, row: 0, finished: false }; k],
+            running: (0..k).map(|j| Hypothesis { tokens: prompt.clone(), score: if j == 0 { 0.0 } else { EXCLUDED }, finished: false }).collect(),
+            finished: vec![Hypothesis { tokens: prompt.clone(), score: EXCLUDED, finished: false }; k],
             improvable: true,
         })
         .collect();
@@ -314,24 +314,25 @@ pub fn beam_search<D: Decoder>(
         for (b, prompt) in search.iter_mut().enumerate() {
             // The best `keep` continuations of all beams, by summed log-probability.
             let candidates = top(keep, (0..k * vocab).map(|i| logits[b * k + i / vocab][i % vocab] + prompt.running[i / vocab].score));
-            let candidates: Vec<(Hypothesis, bool)> = candidates
+            // Each with whether it ends, and the row of the beam it extends.
+            let candidates: Vec<(Hypothesis, bool, usize)> = candidates
                 .into_iter()
                 .map(|(i, score)| {
-                    let (beam, token) = (&prompt.running[i / vocab], (i % vocab) as u32);
-                    let mut tokens = beam.tokens.clone();
+                    let (beam, token) = (i / vocab, (i % vocab) as u32);
+                    let mut tokens = prompt.running[beam].tokens.clone();
                     tokens.push(token);
                     let ends = reaches_max || stopping.eos_token_ids.contains(&token);
-                    (Hypothesis { tokens, score, row: beam.row, finished: false }, ends)
+                    (Hypothesis { tokens, score, finished: false }, ends, b * k + beam)
                 })
                 .collect();
-            every_continuation_ends &= candidates.iter().all(|(_, ends)| *ends);
+            every_continuation_ends &= candidates.iter().all(|(_, ends, _)| *ends);
             // The best that do not end run on.
-            let running = top(k, candidates.iter().map(|(h, ends)| h.score + if *ends { EXCLUDED } else { 0.0 }));
+            let running = top(k, candidates.iter().map(|(h, ends, _)| h.score + if *ends { EXCLUDED } else { 0.0 }));
             // Those among the first `num_beams` that end may join the finished hypotheses.
             let divisor = ((cur_len + 1 - prompt_len) as f64).powf(f64::from(beams.length_penalty)) as f32;
             let full = prompt.finished.iter().all(|h| h.finished) && beams.early_stopping == EarlyStopping::WhenFull;
             let mut merged = prompt.finished.clone();
-            for (c, (h, ends)) in candidates.iter().enumerate() {
+            for (c, (h, ends, _)) in candidates.iter().enumerate() {
                 let mut score = h.score / divisor;
                 let just_finished = *ends && c < k;
                 for excluded in [full, !prompt.improvable, !just_finished] {
@@ -339,15 +340,12 @@ pub fn beam_search<D: Decoder>(
                         score += EXCLUDED;
                     }
                 }
-                merged.push(Hypothesis { tokens: h.tokens.clone(), score, row: 0, finished: just_finished });
+                merged.push(Hypothesis { tokens: h.tokens.clone(), score, finished: just_finished });
             }
             let best = top(k, merged.iter().map(|h| h.score));
             prompt.finished = best.iter().map(|&(i, _)| merged[i].clone()).collect();
             prompt.running = running.iter().map(|&(c, score)| Hypothesis { score, ..candidates[c].0.clone() }).collect();
-            for (j, beam) in prompt.running.iter_mut().enumerate() {
-                next_rows.push(beam.row);
-                beam.row = b * k + j;
-            }
+            next_rows.extend(running.iter().map(|&(c, _)| candidates[c].2));
         }
         if stopping.output_scores {
             scores.push(logits);
