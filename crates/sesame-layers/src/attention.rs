@@ -254,6 +254,12 @@ impl MultiHeadAttention {
     }
 }
 
+/// Row numbers as an index tensor `[rows.len()]` on `device` (to select cache rows).
+pub fn row_index(rows: &[usize], device: &Device) -> Tensor<1, Int> {
+    let ids: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+    Tensor::<1, Int>::from_data(TensorData::new(ids, [rows.len()]), device)
+}
+
 /// The causal restriction of `s` new positions after `past` cached ones, `[batch, s, past + s]`,
 /// `true` where a key lies after the query; `None` for one new position, which sees every key
 /// already (and libtorch then keeps its fused attention).

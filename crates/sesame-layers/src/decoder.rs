@@ -6,7 +6,7 @@ use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::prelude::*;
 
 use crate::activation::Activation;
-use crate::attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
+use crate::attention::{row_index, AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
 use crate::dropout::{Dropout, DropoutConfig};
 use crate::encoder::{Collector, OutputOptions};
 use crate::feed_forward::{FeedForward, FeedForwardConfig};
@@ -158,10 +158,6 @@ impl DecoderCache {
     /// keys and values stay as they are, one row per prompt; otherwise they are copied per row.
     pub fn select_rows(&mut self, rows: &[usize], device: &Device) {
         let prompts = self.cross_attention.first().map_or(0, |kv| kv.key.dims()[0]);
-        let index = |rows: &[usize]| {
-            let ids: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-            Tensor::<1, Int>::from_data(TensorData::new(ids, [rows.len()]), device)
-        };
         let g = self.rows_per_prompt;
         let shared = prompts > 0 && rows.len() % prompts == 0 && {
             let g_new = rows.len() / prompts;
@@ -170,7 +166,7 @@ impl DecoderCache {
         if !shared {
             // Give every row its own copy of its prompt's keys and values.
             let of_prompt: Vec<usize> = rows.iter().map(|&r| r / g).collect();
-            let select = index(&of_prompt);
+            let select = row_index(&of_prompt, device);
             self.cross_attention = self.cross_attention.iter().map(|kv| kv.select_rows(&select)).collect();
             self.encoder_attention_mask = self.encoder_attention_mask.take().map(|m| m.select(0, select.clone()));
             self.rows_per_prompt = 1;
@@ -178,7 +174,7 @@ impl DecoderCache {
             self.rows_per_prompt = rows.len() / prompts;
         }
         if !self.self_attention.is_empty() {
-            let select = index(rows);
+            let select = row_index(rows, device);
             self.self_attention = self.self_attention.iter().map(|kv| kv.select_rows(&select)).collect();
         }
     }

@@ -5,6 +5,7 @@
 use burn::prelude::*;
 use sesame_generate::Decoder;
 
+use crate::attention::row_index;
 use crate::backbone::{Backbone, EncoderInput, InputLimits};
 use crate::decoder::DecoderCache;
 use crate::encoder::{EncoderCache, OutputOptions};
@@ -22,7 +23,7 @@ fn id_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor<2, Int>, Input
 }
 
 /// Each row's logits at its last position, on the host: `[rows, seq, vocab]` -> `[rows][vocab]`.
-fn last_logits(logits: Tensor<3>) -> Result<Vec<Vec<f32>>, InputError> {
+pub fn last_logits(logits: Tensor<3>) -> Result<Vec<Vec<f32>>, InputError> {
     let [b, s, vocab] = logits.dims();
     let last = logits.slice([0..b, s - 1..s, 0..vocab]).reshape([b, vocab]);
     let values = last.try_to_vec_as::<f32>().map_err(|e| InputError::Unreadable { what: "logits", reason: e.to_string() })?;
@@ -94,9 +95,7 @@ impl<B: Backbone> Decoder for CausalDecoder<'_, B> {
     fn reorder(&self, state: &mut CausalState, rows: &[usize]) {
         state.tokens = rows.iter().map(|&r| state.tokens[r].clone()).collect();
         if let Some(cache) = &state.cache {
-            let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-            let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.model.base.device());
-            state.cache = Some(cache.select_rows(&index));
+            state.cache = Some(cache.select_rows(&row_index(rows, &self.model.base.device())));
         }
     }
 }
@@ -155,21 +154,24 @@ impl<'a, M: Seq2SeqLM> Seq2SeqDecoder<'a, M> {
         self
     }
 
+    /// Decoder ids `[rows, len]` of `rows`, checked on the host (no read-back from the device
+    /// at every step): at most the model's positions, ids in its vocabulary.
     fn check(&self, rows: &[Vec<u32>]) -> Result<Tensor<2, Int>, InputError> {
-        let ids = id_tensor(rows, &self.model.device())?;
-        let len = ids.dims()[1];
+        let len = rows.first().map_or(0, Vec::len);
         if len > self.model.max_positions() {
             return Err(InputError::TooLong { len, max: self.model.max_positions() });
         }
-        crate::pretrained::check_ids(&ids, self.model.vocab_size(), "decoder token")?;
-        Ok(ids)
+        let limit = self.model.vocab_size();
+        if let Some(&id) = rows.iter().flatten().find(|&&t| t as usize >= limit) {
+            return Err(InputError::IdOutOfRange { what: "decoder token", id: i64::from(id), limit });
+        }
+        id_tensor(rows, &self.model.device())
     }
 
     /// Logits of `tokens` run from scratch, each row on its prompt's source.
     fn from_scratch(&self, tokens: &[Vec<u32>], prompt_of_row: &[usize]) -> Result<Vec<Vec<f32>>, InputError> {
         let ids = self.check(tokens)?;
-        let index: Vec<i64> = prompt_of_row.iter().map(|&p| p as i64).collect();
-        let index = Tensor::<1, Int>::from_data(TensorData::new(index, [prompt_of_row.len()]), &self.model.device());
+        let index = row_index(prompt_of_row, &self.model.device());
         let source = self.input_ids.clone().select(0, index.clone());
         let mask = self.attention_mask.clone().map(|m| m.select(0, index));
         last_logits(self.model.logits(source, mask, ids))

@@ -11,6 +11,8 @@
 
 use burn::prelude::*;
 use sesame_generate::Decoder;
+use sesame_layers::attention::row_index;
+use sesame_layers::decoding::last_logits;
 use sesame_layers::{Backbone, EncoderCache, EncoderInput, InputError, InputLimits, OutputOptions};
 
 use crate::config::{token_types, UnilmConfig};
@@ -80,11 +82,8 @@ impl<'a> UnilmSeq2SeqDecoder<'a> {
         }
         let input = UnilmMask::SeqToSeq { source_len: vec![self.width; b] }.apply(input);
         let out = self.model.forward(input, None, OutputOptions::default());
-        let [_, _, vocab] = out.logits.dims();
-        let last = out.logits.slice([0..b, n - 1..n, 0..vocab]).reshape([b, vocab]);
-        let values = last.try_to_vec_as::<f32>().map_err(|e| InputError::Unreadable { what: "logits", reason: e.to_string() })?;
         let cache = out.encoder.cache.map(|c| c.truncate(past + n - 1));
-        Ok((values.chunks(vocab).map(<[f32]>::to_vec).collect(), cache))
+        Ok((last_logits(out.logits)?, cache))
     }
 
     /// Every row's whole sequence: padded source, target, `[MASK]`.
@@ -139,9 +138,7 @@ impl Decoder for UnilmSeq2SeqDecoder<'_> {
         state.targets = rows.iter().map(|&r| state.targets[r].clone()).collect();
         state.rows = rows.iter().map(|&r| state.rows[r]).collect();
         if let Some(cache) = &state.cache {
-            let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-            let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.model.base.device());
-            state.cache = Some(cache.select_rows(&index));
+            state.cache = Some(cache.select_rows(&row_index(rows, &self.model.base.device())));
         }
     }
 }
