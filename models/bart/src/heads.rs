@@ -46,15 +46,29 @@ impl BartForConditionalGeneration {
 
     /// Logits `[rows, seq, vocab]` of decoder states `[rows, seq, d]`.
     pub fn lm_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
-        let [b, s, d] = hidden.dims();
-        let flat = hidden.reshape([b * s, d]);
-        let logits = match &self.lm_head {
-            Some(head) => head.forward(flat),
-            None => flat.matmul(self.model.word_embeddings().transpose()),
-        };
-        let vocab = logits.dims()[1];
-        (logits + self.final_logits_bias.val()).reshape([b, s, vocab])
+        vocabulary_logits(hidden, self.lm_head.as_ref(), self.model.word_embeddings(), Some(self.final_logits_bias.val()))
     }
+}
+
+/// Vocabulary logits `[rows, seq, vocab]` of decoder states `[rows, seq, d]`: the own head
+/// when untied, else the token table `[vocab, d]`; plus `bias` `[1, vocab]` when given.
+fn vocabulary_logits(hidden: Tensor<3>, lm_head: Option<&Linear>, table: Tensor<2>, bias: Option<Tensor<2>>) -> Tensor<3> {
+    let [b, s, d] = hidden.dims();
+    let flat = hidden.reshape([b * s, d]);
+    let mut logits = match lm_head {
+        Some(head) => head.forward(flat),
+        None => flat.matmul(table.transpose()),
+    };
+    if let Some(bias) = bias {
+        logits = logits + bias;
+    }
+    let vocab = logits.dims()[1];
+    logits.reshape([b, s, vocab])
+}
+
+/// The LM head of a config that unties it from the token table (`tie_word_embeddings: false`).
+fn untied_lm_head(config: &BartConfig, device: &Device) -> Option<Linear> {
+    (!config.tie_word_embeddings).then(|| LinearConfig::new(config.d_model, config.vocab_size).with_bias(false).init(device))
 }
 
 impl PretrainedModel for BartForConditionalGeneration {
@@ -67,7 +81,7 @@ impl PretrainedModel for BartForConditionalGeneration {
     fn init(config: &BartConfig, device: &Device) -> Self {
         Self {
             model: BartModel::new(config, device),
-            lm_head: (!config.tie_word_embeddings).then(|| LinearConfig::new(config.d_model, config.vocab_size).with_bias(false).init(device)),
+            lm_head: untied_lm_head(config, device),
             final_logits_bias: zeros_param([1, config.vocab_size], device),
         }
     }
@@ -271,14 +285,7 @@ impl BartForCausalLM {
         let decoder = &self.model.decoder;
         let table = decoder.embed_tokens.as_ref().expect("BartForCausalLM's decoder owns its token table");
         let out = decoder.forward(table, input_ids, attention_mask, DecoderCache::without_encoder(), options);
-        let [b, s, d] = out.last_hidden_state.dims();
-        let flat = out.last_hidden_state.clone().reshape([b * s, d]);
-        let logits = match &self.lm_head {
-            Some(head) => head.forward(flat),
-            None => flat.matmul(table.weight.val().transpose()),
-        };
-        let vocab = logits.dims()[1];
-        let logits = logits.reshape([b, s, vocab]);
+        let logits = vocabulary_logits(out.last_hidden_state.clone(), self.lm_head.as_ref(), table.weight.val(), None);
         let loss = labels.map(|labels| per_token_cross_entropy(logits.clone(), labels));
         CausalLmOutput { logits, loss, decoder: out }
     }
@@ -296,7 +303,7 @@ impl PretrainedModel for BartForCausalLM {
         decoder.embed_tokens.get_or_insert_with(|| burn::nn::EmbeddingConfig::new(config.vocab_size, config.d_model).init(device));
         Self {
             model: BartDecoderWrapper { decoder },
-            lm_head: (!config.tie_word_embeddings).then(|| LinearConfig::new(config.d_model, config.vocab_size).with_bias(false).init(device)),
+            lm_head: untied_lm_head(config, device),
         }
     }
 
