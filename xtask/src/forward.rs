@@ -181,12 +181,8 @@ fn head_class(args: &ForwardArgs) -> Result<String, String> {
     if let Some(head) = &args.head {
         return Ok(head.clone());
     }
-    let path = args.model.join("config.json");
-    let json: serde_json::Value = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| format!("cannot read {}", path.display()))?;
-    json["architectures"][0].as_str().map(str::to_string).ok_or_else(|| format!("{}: no `architectures`; give --head", path.display()))
+    let json = crate::config_json(&args.model)?;
+    json["architectures"][0].as_str().map(str::to_string).ok_or_else(|| format!("{}: no `architectures`; give --head", args.model.join("config.json").display()))
 }
 
 /// Load `M` from `--model` onto `device`, reporting what loading did.
@@ -230,11 +226,8 @@ fn bad_input(head: &str) -> impl Fn(InputError) -> String + '_ {
 }
 
 /// Whether `dir/config.json` sets `problem_type` to multi-label classification.
-fn multi_label(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("config.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|c| c["problem_type"] == "multi_label_classification")
+fn multi_label(dir: &Path) -> Result<bool, String> {
+    Ok(crate::config_json(dir)?["problem_type"] == "multi_label_classification")
 }
 
 /// `forward` for an encoder family with base model `B` and sequence classifier `S`: its base
@@ -260,7 +253,7 @@ where
         check(&c)?;
         m.forward(input, labels, o).named()
     } else if head == class("ForSequenceClassification") {
-        let labels = inputs.sequence_labels(multi_label(&args.model), device)?;
+        let labels = inputs.sequence_labels(multi_label(&args.model)?, device)?;
         let (m, c) = load::<ForSequenceClassification<B, S>>(args, device)?;
         check(&c)?;
         m.forward(input, labels, o).named()

@@ -148,12 +148,7 @@ fn inputs(args: &GenerateArgs) -> Result<Vec<Input>, String> {
         }
         return Ok(args.texts.iter().cloned().map(Input::Text).collect());
     };
-    let (name, reader): (String, Box<dyn BufRead>) = if path.as_os_str() == "-" {
-        ("stdin".into(), Box::new(std::io::BufReader::new(std::io::stdin())))
-    } else {
-        let file = std::fs::File::open(path).map_err(|e| format!("--input {}: {e}", path.display()))?;
-        (path.display().to_string(), Box::new(std::io::BufReader::new(file)))
-    };
+    let (name, reader) = crate::open_input(path)?;
     let mut out = Vec::new();
     for (i, line) in reader.lines().enumerate() {
         let line = line.map_err(|e| format!("{name}: line {}: {e}", i + 1))?;
@@ -285,10 +280,7 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
 /// `BertLMHeadModel`): each prompt alone, continued after its last token.
 pub fn generate_causal<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let dir = &args.model;
-    let json: serde_json::Value = std::fs::read_to_string(dir.join("config.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+    let json = crate::config_json(dir)?;
     if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
         return Err(format!(
             "{}: not a left-to-right model (config.json's is_decoder is not true); generate runs decoders ({}) and encoder-decoders",

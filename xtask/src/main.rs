@@ -157,12 +157,7 @@ impl Texts {
             }
             return Ok(Texts::Args(args));
         };
-        let reader: Box<dyn std::io::BufRead> = if path.as_os_str() == "-" {
-            Box::new(std::io::BufReader::new(std::io::stdin()))
-        } else {
-            Box::new(std::io::BufReader::new(std::fs::File::open(&path).map_err(|e| format!("--input {}: {e}", path.display()))?))
-        };
-        let name = if path.as_os_str() == "-" { "stdin".to_string() } else { path.display().to_string() };
+        let (name, reader) = open_input(&path)?;
         Ok(Texts::Lines { name, lines: std::io::BufRead::lines(reader), number: 0 })
     }
 
@@ -195,6 +190,15 @@ impl Texts {
             }
         }
     }
+}
+
+/// The reader of `--input PATH` (`-`: stdin), and its name for errors.
+pub(crate) fn open_input(path: &std::path::Path) -> Result<(String, Box<dyn std::io::BufRead>), String> {
+    if path.as_os_str() == "-" {
+        return Ok(("stdin".into(), Box::new(std::io::BufReader::new(std::io::stdin()))));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("--input {}: {e}", path.display()))?;
+    Ok((path.display().to_string(), Box::new(std::io::BufReader::new(file))))
 }
 
 /// Texts read per chunk from `--input`: enough for many batches, few enough to stream.
@@ -262,15 +266,22 @@ fn run(cli: Cli) -> Result<String, String> {
     }
 }
 
-/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
-/// the file names none, as transformers' `BertModel` reads it).
-fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry, String> {
+/// `dir/config.json` as a JSON object, or an error naming the file.
+pub(crate) fn config_json(dir: &std::path::Path) -> Result<serde_json::Value, String> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     if !json.is_object() {
         return Err(format!("{}: not a JSON object", path.display()));
     }
+    Ok(json)
+}
+
+/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
+/// the file names none, as transformers' `BertModel` reads it).
+fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry, String> {
+    let json = config_json(dir)?;
+    let path = dir.join("config.json");
     let model_type = match json.get("model_type") {
         None => "bert",
         Some(serde_json::Value::String(kind)) => kind.as_str(),
