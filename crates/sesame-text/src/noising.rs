@@ -2,6 +2,7 @@
 //! permutation, whole-word / span masking (text infilling with Poisson span lengths, where a
 //! span of length 0 inserts a mask), insertion noise and document rotation, applied in that
 //! order to one example `<s> … </s>`. Unlike the others, this corruption changes the length.
+//! [`sentence_blocks`] lays a corpus out as fairseq's `complete_doc` blocks.
 //!
 //! Unlike fairseq (numpy and torch generators seeded per epoch and index), every draw comes from
 //! the caller's seeded generator, so the same seed gives the same noise on every machine.
@@ -9,6 +10,8 @@
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
+
+use crate::pretraining::Segment;
 
 /// How masked spans are measured (fairseq `--mask-length`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -135,38 +138,153 @@ fn random_token(vocab: &NoiseVocab, rng: &mut StdRng) -> u32 {
     rng.random_range(1..vocab.vocab_size.max(2))
 }
 
-/// Corrupt `tokens` (`<s> … </s>`, at least those two) as BART's pre-training does: the noised
-/// source; the target is `tokens` itself. `word_start[i]`: whether token `i` begins a word
-/// (`None`: every token does, fairseq without whole-word masking).
-pub fn denoise(tokens: &[u32], word_start: Option<&[bool]>, config: &DenoisingConfig, vocab: &NoiseVocab, rng: &mut StdRng) -> Vec<u32> {
-    let mut source = tokens.to_vec();
-    let mut starts: Vec<bool> = word_start.map_or_else(|| vec![true; tokens.len()], <[bool]>::to_vec);
-    if source.len() < 3 {
-        return source;
-    }
-    if config.permute_sentences > 0.0 {
-        (source, starts) = permute_sentences(&source, &starts, config.permute_sentences, vocab.full_stop_id, rng);
-    }
-    if config.mask > 0.0 {
-        source = whole_word_mask(source, &starts, config, vocab, rng);
-    }
-    if config.insert > 0.0 {
-        source = insertion_noise(source, config.insert, config.mask_random, vocab, rng);
-    }
-    if config.rotate > 0.0 && rng.random::<f64>() < config.rotate {
-        source = rotate(source, rng);
-    }
-    source
+/// A corrupted example: the source the encoder reads, and which tokens of the target (the
+/// uncorrupted example) it still shows unchanged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Noised {
+    /// The noised tokens, `<s> … </s>`.
+    pub source: Vec<u32>,
+    /// `kept[i]`: target token `i` appears in `source` as it was (moved by permutation or
+    /// rotation at most); false where it was masked, replaced by a random token or deleted.
+    pub kept: Vec<bool>,
 }
 
-/// Permute a fraction `p` of the sentences (ended by `full_stop`; the last one by `</s>`),
-/// keeping `<s>` and `</s>` in place; the word starts move with their tokens.
-fn permute_sentences(source: &[u32], starts: &[bool], p: f64, full_stop: u32, rng: &mut StdRng) -> (Vec<u32>, Vec<bool>) {
-    let n = source.len();
-    let mut full_stops: Vec<bool> = source.iter().map(|&t| t == full_stop).collect();
-    full_stops[n - 2] = true;
-    // A full stop whose predecessor is not one ends a sentence, which runs to just after it.
-    let ends: Vec<usize> = (0..n - 1).filter(|&j| full_stops[j + 1] && !full_stops[j]).map(|j| j + 2).collect();
+/// Corrupt `tokens` (`<s> … </s>`, at least those two) as BART's pre-training does; the target
+/// is `tokens` itself. `word_start[i]`: whether token `i` begins a word (`None`: every token
+/// does, fairseq without whole-word masking). `sentence_end[i]`: whether token `i` ends a
+/// sentence (`None`: fairseq's rule, a sentence ends at `vocab.full_stop_id`).
+pub fn denoise(
+    tokens: &[u32],
+    word_start: Option<&[bool]>,
+    sentence_end: Option<&[bool]>,
+    config: &DenoisingConfig,
+    vocab: &NoiseVocab,
+    rng: &mut StdRng,
+) -> Noised {
+    let n = tokens.len();
+    let mut source = Tracked { ids: tokens.to_vec(), origin: (0..n).map(Some).collect() };
+    let mut starts: Vec<bool> = word_start.map_or_else(|| vec![true; n], <[bool]>::to_vec);
+    if n >= 3 {
+        if config.permute_sentences > 0.0 {
+            let ends = sentence_ends(tokens, sentence_end, vocab.full_stop_id);
+            (source, starts) = permute_sentences(&source, &starts, &ends, config.permute_sentences, rng);
+        }
+        if config.mask > 0.0 {
+            source = whole_word_mask(source, &starts, config, vocab, rng);
+        }
+        if config.insert > 0.0 {
+            source = insertion_noise(source, config.insert, config.mask_random, vocab, rng);
+        }
+        if config.rotate > 0.0 && rng.random::<f64>() < config.rotate {
+            source = rotate(source, rng);
+        }
+    }
+    let mut kept = vec![false; n];
+    source.origin.iter().flatten().for_each(|&i| kept[i] = true);
+    Noised { source: source.ids, kept }
+}
+
+/// One example of BART's pre-training: `<s> sentences… </s>` with its word starts and
+/// sentence ends (the target the model reconstructs, and what [`denoise`] needs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DenoisingExample {
+    /// Token ids, `<s>` and `</s>` included.
+    pub ids: Vec<u32>,
+    /// Whether each token begins a word (false at `<s>` and `</s>`).
+    pub word_start: Vec<bool>,
+    /// Whether each token is the last of a sentence.
+    pub sentence_end: Vec<bool>,
+}
+
+impl DenoisingExample {
+    /// Corrupt this example (see [`denoise`]).
+    pub fn denoise(&self, config: &DenoisingConfig, vocab: &NoiseVocab, rng: &mut StdRng) -> Noised {
+        denoise(&self.ids, Some(&self.word_start), Some(&self.sentence_end), config, vocab, rng)
+    }
+}
+
+/// fairseq's `complete_doc` blocks, as BART was trained on: each document's sentences in
+/// order, as many whole sentences per block as fit in `max_len` tokens with `<s>` (`bos`) and
+/// `</s>` (`eos`); a longer sentence is cut into pieces of its own; no block spans two
+/// documents. Empty sentences are skipped.
+pub fn sentence_blocks(documents: &[Vec<Segment>], max_len: usize, bos: u32, eos: u32) -> Vec<DenoisingExample> {
+    let piece = max_len.saturating_sub(2).max(1);
+    let mut blocks = Vec::new();
+    let open = || DenoisingExample { ids: vec![bos], word_start: vec![false], sentence_end: vec![false] };
+    let close = |mut block: DenoisingExample, blocks: &mut Vec<DenoisingExample>| {
+        if block.ids.len() > 1 {
+            block.ids.push(eos);
+            block.word_start.push(false);
+            block.sentence_end.push(false);
+            blocks.push(block);
+        }
+    };
+    for document in documents {
+        let mut block = open();
+        for sentence in document {
+            for (ids, starts) in sentence.ids.chunks(piece).zip(sentence.word_start.chunks(piece)) {
+                if block.ids.len() + ids.len() + 1 > max_len.max(3) {
+                    close(std::mem::replace(&mut block, open()), &mut blocks);
+                }
+                block.ids.extend_from_slice(ids);
+                block.word_start.extend_from_slice(starts);
+                block.word_start[block.ids.len() - ids.len()] = true;
+                block.sentence_end.extend(std::iter::repeat_n(false, ids.len() - 1).chain([true]));
+            }
+        }
+        close(block, &mut blocks);
+    }
+    blocks
+}
+
+/// Tokens with the position each came from in the uncorrupted example (`None`: a mask or a
+/// random token).
+#[derive(Clone, Debug)]
+struct Tracked {
+    ids: Vec<u32>,
+    origin: Vec<Option<usize>>,
+}
+
+impl Tracked {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Put `id`, which shows no token of the target, at `i`.
+    fn replace(&mut self, i: usize, id: u32) {
+        self.ids[i] = id;
+        self.origin[i] = None;
+    }
+
+    /// The tokens at `indices`, in that order.
+    fn pick(&self, indices: impl Iterator<Item = usize>) -> Self {
+        let (ids, origin) = indices.map(|i| (self.ids[i], self.origin[i])).unzip();
+        Self { ids, origin }
+    }
+}
+
+/// The exclusive end of each sentence of `tokens` (`<s> … </s>`), the last one ending before
+/// `</s>`: after each token flagged in `sentence_end`, or else fairseq's rule (a run of full
+/// stops ends a sentence, which runs to just after its first).
+fn sentence_ends(tokens: &[u32], sentence_end: Option<&[bool]>, full_stop: u32) -> Vec<usize> {
+    let n = tokens.len();
+    match sentence_end {
+        Some(flags) => {
+            let mut ends: Vec<usize> = (1..n - 2).filter(|&j| flags.get(j).copied().unwrap_or(false)).map(|j| j + 1).collect();
+            ends.push(n - 1);
+            ends
+        }
+        None => {
+            let mut full_stops: Vec<bool> = tokens.iter().map(|&t| t == full_stop).collect();
+            full_stops[n - 2] = true;
+            (0..n - 1).filter(|&j| full_stops[j + 1] && !full_stops[j]).map(|j| j + 2).collect()
+        }
+    }
+}
+
+/// Permute a fraction `p` of the sentences (ending at `ends`), keeping `<s>` and `</s>` in
+/// place; the word starts move with their tokens.
+fn permute_sentences(source: &Tracked, starts: &[bool], ends: &[usize], p: f64, rng: &mut StdRng) -> (Tracked, Vec<bool>) {
     let count = ends.len();
     let to_permute = ((count as f64 * 2.0 * p) / 2.0).ceil() as usize;
     let substitutions: Vec<usize> = permutation(count, rng).into_iter().take(to_permute).collect();
@@ -175,21 +293,17 @@ fn permute_sentences(source: &[u32], starts: &[bool], p: f64, full_stop: u32, rn
     for (k, &s) in substitutions.iter().enumerate() {
         ordering[s] = substitutions[shuffled[k]];
     }
-    let (mut out, mut out_starts) = (source.to_vec(), starts.to_vec());
-    let mut index = 1;
-    for &i in &ordering {
-        let from = if i > 0 { ends[i - 1] } else { 1 };
-        for j in from..ends[i] {
-            out[index] = source[j];
-            out_starts[index] = starts[j];
-            index += 1;
-        }
-    }
-    (out, out_starts)
+    let n = source.len();
+    let order: Vec<usize> = std::iter::once(0)
+        .chain(ordering.iter().flat_map(|&i| (if i > 0 { ends[i - 1] } else { 1 })..ends[i]))
+        .chain(ends[count - 1]..n)
+        .collect();
+    let out_starts = order.iter().map(|&j| starts[j]).collect();
+    (source.pick(order.into_iter()), out_starts)
 }
 
 /// fairseq's `add_whole_word_mask`: mask `ceil(words × mask)` words in spans.
-fn whole_word_mask(mut source: Vec<u32>, starts: &[bool], config: &DenoisingConfig, vocab: &NoiseVocab, rng: &mut StdRng) -> Vec<u32> {
+fn whole_word_mask(mut source: Tracked, starts: &[bool], config: &DenoisingConfig, vocab: &NoiseVocab, rng: &mut StdRng) -> Tracked {
     let n = source.len();
     // Word starts as counts: <s> and </s> never start a span; </s> counts as a long word so
     // that no span runs over the end.
@@ -236,12 +350,12 @@ fn whole_word_mask(mut source: Vec<u32>, starts: &[bool], config: &DenoisingConf
     let mut random: Vec<bool> = (0..indices.len()).map(|_| rng.random::<f64>() < config.mask_random).collect();
     let mut keep = vec![true; n];
     is_start[n - 1] = 255;
-    let replace = |source: &mut Vec<u32>, indices: &[usize], random: &[bool], rng: &mut StdRng| {
+    let replace = |source: &mut Tracked, indices: &[usize], random: &[bool], rng: &mut StdRng| {
         for &i in indices {
-            source[i] = vocab.mask_id;
+            source.replace(i, vocab.mask_id);
         }
         for (&i, _) in indices.iter().zip(random).filter(|(_, &r)| r) {
-            source[i] = random_token(vocab, rng);
+            source.replace(i, random_token(vocab, rng));
         }
     };
     if config.replace_length == 0 {
@@ -279,7 +393,7 @@ fn whole_word_mask(mut source: Vec<u32>, starts: &[bool], config: &DenoisingConf
             replace(&mut source, &indices, &random, rng);
         }
     }
-    let source: Vec<u32> = source.into_iter().zip(keep).filter(|(_, k)| *k).map(|(t, _)| t).collect();
+    let source = source.pick((0..n).filter(|&i| keep[i]));
     if inserts > 0 {
         let p = inserts as f64 / source.len() as f64;
         return insertion_noise(source, p, config.mask_random, vocab, rng);
@@ -289,7 +403,7 @@ fn whole_word_mask(mut source: Vec<u32>, starts: &[bool], config: &DenoisingConf
 
 /// fairseq's `add_insertion_noise`: `ceil(len × p)` masks (a `mask_random` fraction of them
 /// random tokens) inserted at random places between `<s>` and `</s>`.
-fn insertion_noise(tokens: Vec<u32>, p: f64, mask_random: f64, vocab: &NoiseVocab, rng: &mut StdRng) -> Vec<u32> {
+fn insertion_noise(tokens: Tracked, p: f64, mask_random: f64, vocab: &NoiseVocab, rng: &mut StdRng) -> Tracked {
     if p == 0.0 {
         return tokens;
     }
@@ -304,20 +418,23 @@ fn insertion_noise(tokens: Vec<u32>, p: f64, mask_random: f64, vocab: &NoiseVoca
     for &i in &noise[..num_random] {
         result[i] = Some(random_token(vocab, rng));
     }
-    let mut rest = tokens.into_iter();
-    result.into_iter().map(|t| t.unwrap_or_else(|| rest.next().expect("one token per free place"))).collect()
+    let mut rest = tokens.ids.into_iter().zip(tokens.origin);
+    let (ids, origin) = result
+        .into_iter()
+        .map(|t| match t {
+            Some(id) => (id, None),
+            None => rest.next().expect("one token per free place"),
+        })
+        .unzip();
+    Tracked { ids, origin }
 }
 
 /// fairseq's `add_rolling_noise`: the document (between `<s>` and `</s>`) rotated to start at
 /// a random token.
-fn rotate(tokens: Vec<u32>, rng: &mut StdRng) -> Vec<u32> {
+fn rotate(tokens: Tracked, rng: &mut StdRng) -> Tracked {
     let n = tokens.len();
     let offset = rng.random_range(1..=(n - 1).max(1));
-    let mut out = vec![tokens[0]];
-    out.extend_from_slice(&tokens[offset..n - 1]);
-    out.extend_from_slice(&tokens[1..offset]);
-    out.push(tokens[n - 1]);
-    out
+    tokens.pick(std::iter::once(0).chain(offset..n - 1).chain(1..offset).chain(std::iter::once(n - 1)))
 }
 
 #[cfg(test)]
@@ -363,7 +480,7 @@ mod tests {
         let doc = document();
         let mut changed = false;
         for seed in 0..10 {
-            let out = denoise(&doc, None, &only(|c| c.permute_sentences = 1.0), &vocab(), &mut StdRng::seed_from_u64(seed));
+            let out = denoise(&doc, None, None, &only(|c| c.permute_sentences = 1.0), &vocab(), &mut StdRng::seed_from_u64(seed)).source;
             assert_eq!((out[0], out[out.len() - 1], out.len()), (0, 2, doc.len()));
             let mut sentences: Vec<&[u32]> = out[1..out.len() - 1].split_inclusive(|&t| t == STOP).collect();
             changed |= sentences != doc[1..doc.len() - 1].split_inclusive(|&t| t == STOP).collect::<Vec<_>>();
@@ -378,7 +495,7 @@ mod tests {
         let doc = document();
         let words = doc.len() - 2;
         for seed in 0..20 {
-            let out = denoise(&doc, None, &only(|c| c.mask = 0.3), &vocab(), &mut StdRng::seed_from_u64(seed));
+            let out = denoise(&doc, None, None, &only(|c| c.mask = 0.3), &vocab(), &mut StdRng::seed_from_u64(seed)).source;
             assert_eq!((out[0], *out.last().unwrap()), (0, 2), "<s> and </s> stay");
             // Every kept token is the document's, in order; the rest were masked.
             let kept: Vec<u32> = out.iter().copied().filter(|&t| t != MASK).collect();
@@ -390,8 +507,8 @@ mod tests {
             assert!(out.iter().filter(|&&t| t == MASK).count() >= 1);
         }
         // A fixed seed gives fixed noise.
-        let a = denoise(&doc, None, &DenoisingConfig::default(), &vocab(), &mut StdRng::seed_from_u64(7));
-        assert_eq!(a, denoise(&doc, None, &DenoisingConfig::default(), &vocab(), &mut StdRng::seed_from_u64(7)));
+        let a = denoise(&doc, None, None, &DenoisingConfig::default(), &vocab(), &mut StdRng::seed_from_u64(7));
+        assert_eq!(a, denoise(&doc, None, None, &DenoisingConfig::default(), &vocab(), &mut StdRng::seed_from_u64(7)));
     }
 
     #[test]
@@ -401,9 +518,9 @@ mod tests {
             c.mask = 0.3;
             c.replace_length = r;
         });
-        let per_token = denoise(&doc, None, &spans(-1), &vocab(), &mut StdRng::seed_from_u64(3));
+        let per_token = denoise(&doc, None, None, &spans(-1), &vocab(), &mut StdRng::seed_from_u64(3)).source;
         assert_eq!(per_token.len(), doc.len(), "-1 keeps the length");
-        let deleted = denoise(&doc, None, &spans(0), &vocab(), &mut StdRng::seed_from_u64(3));
+        let deleted = denoise(&doc, None, None, &spans(0), &vocab(), &mut StdRng::seed_from_u64(3)).source;
         assert!(!deleted.contains(&MASK) && deleted.len() < doc.len(), "0 deletes: {deleted:?}");
         let words_only = only(|c| {
             c.mask = 0.3;
@@ -411,7 +528,7 @@ mod tests {
         });
         // With word starts every 3 tokens, a masked word becomes one mask.
         let starts: Vec<bool> = (0..doc.len()).map(|i| i % 3 == 1).collect();
-        let out = denoise(&doc, Some(&starts), &words_only, &vocab(), &mut StdRng::seed_from_u64(5));
+        let out = denoise(&doc, Some(&starts), None, &words_only, &vocab(), &mut StdRng::seed_from_u64(5)).source;
         let masks = out.iter().filter(|&&t| t == MASK).count();
         assert_eq!(doc.len() - out.len(), 2 * masks, "each masked 3-token word is one mask");
     }
@@ -419,14 +536,54 @@ mod tests {
     #[test]
     fn insertion_and_rotation_keep_the_document() {
         let doc = document();
-        let out = denoise(&doc, None, &only(|c| c.insert = 0.1), &vocab(), &mut StdRng::seed_from_u64(2));
+        let out = denoise(&doc, None, None, &only(|c| c.insert = 0.1), &vocab(), &mut StdRng::seed_from_u64(2)).source;
         assert_eq!(out.len(), doc.len() + (doc.len() as f64 * 0.1).ceil() as usize);
         assert_eq!(out.iter().copied().filter(|&t| t != MASK).collect::<Vec<_>>(), doc);
-        let out = denoise(&doc, None, &only(|c| c.rotate = 1.0), &vocab(), &mut StdRng::seed_from_u64(4));
+        let out = denoise(&doc, None, None, &only(|c| c.rotate = 1.0), &vocab(), &mut StdRng::seed_from_u64(4)).source;
         assert_eq!((out[0], out[out.len() - 1], out.len()), (0, 2, doc.len()));
         let inner = &doc[1..doc.len() - 1];
         let start = inner.iter().position(|&t| t == out[1]).unwrap();
         assert_eq!([&inner[start..], &inner[..start]].concat(), out[1..out.len() - 1].to_vec());
+    }
+
+    #[test]
+    fn kept_marks_exactly_the_target_tokens_the_source_still_shows() {
+        let doc = document();
+        let config = DenoisingConfig { insert: 0.1, rotate: 0.5, mask_random: 0.0, ..DenoisingConfig::default() };
+        for seed in 0..30 {
+            let out = denoise(&doc, None, None, &config, &vocab(), &mut StdRng::seed_from_u64(seed));
+            assert_eq!(out.kept.len(), doc.len());
+            // Tokens are distinct but for the full stops: each kept one is in the source, each
+            // dropped one is not.
+            for (i, &t) in doc.iter().enumerate().filter(|(_, &t)| t != STOP) {
+                assert_eq!(out.kept[i], out.source.contains(&t), "seed {seed}, token {t}");
+            }
+            assert!(out.kept.iter().any(|k| !k), "seed {seed}: 30% masked");
+        }
+    }
+
+    #[test]
+    fn blocks_hold_whole_sentences_of_one_document_and_permute_by_sentence_ends() {
+        let segment = |ids: Vec<u32>| Segment { word_start: ids.iter().map(|&t| t % 2 == 0).collect(), ids };
+        let documents = vec![
+            vec![segment(vec![10, 11, 12]), segment(vec![20, 21]), segment(vec![30, 31, 32, 33])],
+            vec![segment((40..52).collect())],
+        ];
+        let blocks = sentence_blocks(&documents, 8, 0, 2);
+        let ids: Vec<Vec<u32>> = blocks.iter().map(|b| b.ids.clone()).collect();
+        assert_eq!(ids, vec![
+            vec![0, 10, 11, 12, 20, 21, 2],
+            vec![0, 30, 31, 32, 33, 2],
+            vec![0, 40, 41, 42, 43, 44, 45, 2],
+            vec![0, 46, 47, 48, 49, 50, 51, 2],
+        ]);
+        assert_eq!(blocks[0].sentence_end, vec![false, false, false, true, false, true, false]);
+        assert_eq!(blocks[0].word_start, vec![false, true, false, true, true, false, false], "a sentence's first token starts a word");
+        // Without any full stop token, sentences still move as wholes.
+        let permute = only(|c| c.permute_sentences = 1.0);
+        let outs: Vec<Vec<u32>> = (0..8).map(|seed| blocks[0].denoise(&permute, &vocab(), &mut StdRng::seed_from_u64(seed)).source).collect();
+        assert!(outs.iter().all(|o| *o == blocks[0].ids || *o == vec![0, 20, 21, 10, 11, 12, 2]), "{outs:?}");
+        assert!(outs.contains(&vec![0, 20, 21, 10, 11, 12, 2]));
     }
 
     #[test]

@@ -3,8 +3,13 @@
 //! order (SOP), and RoBERTa's single sequences packed with full sentences (FULL-SENTENCES,
 //! DOC-SENTENCES).
 
+use std::sync::{Arc, Mutex};
+
 use rand::rngs::StdRng;
-use rand::Rng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::{Corpus, Tokenizer, TokenizerError};
 
 /// A tokenized sentence: ids and, per token, whether it starts a word.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -327,5 +332,77 @@ mod tests {
         let packed = pack_sentences(&long, 10, Packing::FullSentences);
         assert_eq!(packed.iter().map(PackedExample::len).collect::<Vec<_>>(), [10, 10, 10, 3]);
         assert!(packed.iter().all(|p| p.segments[0].word_start[0]));
+    }
+}
+
+/// Every document of `corpus` as tokenized sentences (empty ones dropped).
+pub fn tokenize_documents(corpus: &Corpus, tokenizer: &Tokenizer) -> Result<Vec<Vec<Segment>>, TokenizerError> {
+    corpus
+        .documents
+        .iter()
+        .map(|doc| doc.iter().map(|s| tokenizer.tokenize(s)).filter(|s| !matches!(s, Ok(seg) if seg.ids.is_empty())).collect())
+        .collect()
+}
+
+/// -ln p(token) for every id below `vocab_size`, p being the token's frequency in
+/// `documents` with add-one smoothing (so that a token never seen in training costs
+/// ln(N + V), not infinity): the loss of a predictor that ignores the context, the baseline a
+/// pre-training run must get below.
+pub fn unigram_nll(documents: &[Vec<Segment>], vocab_size: usize) -> Vec<f64> {
+    let mut counts = vec![1.0f64; vocab_size];
+    for id in documents.iter().flatten().flat_map(|s| s.ids.iter()) {
+        if let Some(c) = counts.get_mut(*id as usize) {
+            *c += 1.0;
+        }
+    }
+    let total: f64 = counts.iter().sum();
+    counts.iter().map(|c| (total / c).ln()).collect()
+}
+
+/// A stream of epochs over `len` examples, each epoch in its own seeded shuffle, cut into
+/// batches that may span two epochs: batch `i` is a pure function of `i` and the seed, so a
+/// resumed run sees the same data. The order of the epoch last asked for is kept.
+#[derive(Clone, Debug)]
+pub struct EpochStream {
+    len: usize,
+    seed: u64,
+    cached: Arc<Mutex<Option<(u64, Arc<Vec<usize>>)>>>,
+}
+
+impl EpochStream {
+    /// Epochs over `len` examples shuffled from `seed`.
+    pub fn new(len: usize, seed: u64) -> Self {
+        Self { len, seed, cached: Default::default() }
+    }
+
+    /// The order of the examples in `epoch`.
+    pub fn order(&self, epoch: u64) -> Arc<Vec<usize>> {
+        let mut cached = self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match cached.as_ref() {
+            Some((e, order)) if *e == epoch => order.clone(),
+            _ => {
+                let mut rng = StdRng::seed_from_u64(self.seed ^ (epoch.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407));
+                let mut order: Vec<usize> = (0..self.len).collect();
+                order.shuffle(&mut rng);
+                let order = Arc::new(order);
+                *cached = Some((epoch, order.clone()));
+                order
+            }
+        }
+    }
+
+    /// The examples of batch `index` of `batch_size` rows, each with its epoch.
+    pub fn batch(&self, index: u64, batch_size: usize) -> Vec<(usize, u64)> {
+        let n = self.len.max(1) as u64;
+        let first = index * batch_size as u64;
+        let mut order = (first / n, self.order(first / n));
+        let mut rows = Vec::with_capacity(batch_size);
+        for k in first..first + batch_size as u64 {
+            if k / n != order.0 {
+                order = (k / n, self.order(k / n));
+            }
+            rows.push((order.1[(k % n) as usize], order.0));
+        }
+        rows
     }
 }

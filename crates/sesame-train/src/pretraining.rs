@@ -17,7 +17,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
 use sesame_text::{
-    collate, pack_sentences, sentence_pairs, Corpus, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
+    collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
     WholeWordMasking,
 };
@@ -260,8 +260,8 @@ pub struct Pretraining<M> {
     seed: u64,
     /// -ln of each token's add-one-smoothed frequency in the training text.
     unigram_nll: Arc<Vec<f64>>,
-    /// The shuffled example order of the epoch last asked for (one shuffle per epoch).
-    order: EpochCache<Vec<usize>>,
+    /// The shuffled example order of each epoch.
+    stream: EpochStream,
     /// Under a token budget: the batches of the epoch last asked for.
     batches: EpochCache<Vec<Vec<usize>>>,
     /// Under a token budget: the index of the first batch of each epoch so far (and one past).
@@ -283,7 +283,7 @@ impl<M> Clone for Pretraining<M> {
             static_masks: self.static_masks,
             seed: self.seed,
             unigram_nll: self.unigram_nll.clone(),
-            order: self.order.clone(),
+            stream: self.stream.clone(),
             batches: self.batches.clone(),
             epoch_starts: self.epoch_starts.clone(),
             model: PhantomData,
@@ -302,28 +302,6 @@ impl<M> std::fmt::Debug for Pretraining<M> {
             .field("static_masks", &self.static_masks)
             .finish()
     }
-}
-
-fn tokenize(corpus: &Corpus, tokenizer: &Tokenizer) -> Result<Vec<Vec<sesame_text::Segment>>, TokenizerError> {
-    corpus
-        .documents
-        .iter()
-        .map(|doc| doc.iter().map(|s| tokenizer.tokenize(s)).filter(|s| !matches!(s, Ok(seg) if seg.ids.is_empty())).collect())
-        .collect()
-}
-
-/// -ln p(token) for every id below `vocab_size`, p being the token's frequency in
-/// `documents` with add-one smoothing (so that a token never seen in training costs
-/// ln(N + V), not infinity).
-fn unigram_nll(documents: &[Vec<sesame_text::Segment>], vocab_size: usize) -> Vec<f64> {
-    let mut counts = vec![1.0f64; vocab_size];
-    for id in documents.iter().flatten().flat_map(|s| s.ids.iter()) {
-        if let Some(c) = counts.get_mut(*id as usize) {
-            *c += 1.0;
-        }
-    }
-    let total: f64 = counts.iter().sum();
-    counts.iter().map(|c| (total / c).ln()).collect()
 }
 
 fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut StdRng) -> Vec<Example> {
@@ -361,10 +339,10 @@ impl<M: PretrainingModel> Pretraining<M> {
         let format = SequenceFormat { cls: id(&special.cls)?, sep: id(&special.sep)?, pad: special.pad.1 };
         let vocab = MaskVocab { mask_id: tokenizer.mask_token_id()?, vocab_size: tokenizer.vocab_size() as u32, special_ids: tokenizer.special_ids() };
         let mut rng = StdRng::seed_from_u64(seed);
-        let train = tokenize(train, tokenizer)?;
+        let train = tokenize_documents(train, tokenizer)?;
         let unigram_nll = Arc::new(unigram_nll(&train, tokenizer.vocab_size()));
         let train = examples(&train, layout, &mut rng);
-        let held_out = examples(&tokenize(held_out, tokenizer)?, layout, &mut rng);
+        let held_out = examples(&tokenize_documents(held_out, tokenizer)?, layout, &mut rng);
         if train.len() < batch_size.max(1) {
             return Err(DataError::TooSmall { examples: train.len(), batch_size });
         }
@@ -373,7 +351,9 @@ impl<M: PretrainingModel> Pretraining<M> {
             Layout::Packed { packing: Packing::DocSentences, max_seq_len } => Some(batch_size * max_seq_len),
             _ => None,
         };
+        let stream = EpochStream::new(train.len(), seed);
         Ok(Self {
+            stream,
             train,
             held_out,
             format,
@@ -385,7 +365,6 @@ impl<M: PretrainingModel> Pretraining<M> {
             static_masks: None,
             seed,
             unigram_nll,
-            order: Default::default(),
             batches: Default::default(),
             epoch_starts: Arc::new(Mutex::new(vec![0])),
             model: PhantomData,
@@ -421,16 +400,6 @@ impl<M: PretrainingModel> Pretraining<M> {
         collate(&examples, self.format, self.masking.as_ref(), &self.vocab, &seeds)
     }
 
-    /// The order of training examples in `epoch`: a seeded shuffle, computed once per epoch.
-    fn epoch_order(&self, epoch: u64) -> Arc<Vec<usize>> {
-        per_epoch(&self.order, epoch, || {
-            let mut rng = StdRng::seed_from_u64(self.seed ^ (epoch.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407));
-            let mut order: Vec<usize> = (0..self.train.len()).collect();
-            order.shuffle(&mut rng);
-            order
-        })
-    }
-
     /// The batches of `epoch` under a token budget, as fairseq builds RoBERTa's: the epoch's
     /// examples sorted by length (ties in shuffled order), cut into batches that grow while
     /// `rows × longest` stays within `budget`, the batches then shuffled. Computed once per epoch.
@@ -439,7 +408,7 @@ impl<M: PretrainingModel> Pretraining<M> {
     }
 
     fn cut_into_batches(&self, epoch: u64, budget: usize) -> Vec<Vec<usize>> {
-        let mut order = self.epoch_order(epoch).to_vec();
+        let mut order = self.stream.order(epoch).to_vec();
         order.sort_by_key(|&i| self.train[i].len());
         let (mut batches, mut current, mut longest) = (Vec::new(), Vec::new(), 0);
         for i in order {
@@ -500,20 +469,7 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
     fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
         let rows = match self.token_budget {
             Some(budget) => self.budget_batch(index, budget),
-            None => {
-                // A stream of epochs, each in its own shuffled order; a batch may span two.
-                let n = self.train.len() as u64;
-                let first = index * self.batch_size as u64;
-                let mut order = (first / n, self.epoch_order(first / n));
-                let mut rows = Vec::with_capacity(self.batch_size);
-                for k in first..first + self.batch_size as u64 {
-                    if k / n != order.0 {
-                        order = (k / n, self.epoch_order(k / n));
-                    }
-                    rows.push((order.1[(k % n) as usize], order.0));
-                }
-                rows
-            }
+            None => self.stream.batch(index, self.batch_size),
         };
         PretrainingBatch::new(&self.collate_train(&rows, index), device).with_seed(mix(self.seed ^ 0x0B1E_C71E, index))
     }
