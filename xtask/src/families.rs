@@ -17,7 +17,7 @@ use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_family, BenchArgs};
-use crate::train::{export_model, train_family, TrainArgs};
+use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, ForwardArgs};
 use crate::generate::{generate_causal, generate_seq2seq, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
@@ -72,19 +72,22 @@ impl FamilyEntry {
         }
     }
 
-    /// An encoder-decoder family that generates with its model `M` (pre-training to come).
+    /// An encoder-decoder family that generates with its model `M`, with its own pre-training
+    /// (`train`, `export`) and `forward`.
     const fn seq2seq<M: PretrainedModel + sesame_layers::decoding::Seq2SeqLM>(
         name: &'static str,
         about: &'static str,
         model_types: &'static [&'static str],
+        train: fn(TrainArgs, Device) -> Result<String, String>,
+        export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
         forward: fn(&ForwardArgs, &Device) -> Result<(), String>,
     ) -> Self {
         Self {
             name,
             about,
             model_types,
-            train: None,
-            export: None,
+            train: Some(train),
+            export: Some(export),
             bench: None,
             embed: None,
             fill_mask: None,
@@ -143,8 +146,10 @@ pub static FAMILIES: [FamilyEntry; 6] = [
     ),
     FamilyEntry::seq2seq::<BartForConditionalGeneration>(
         "bart",
-        "denoising encoder-decoder (generation; pre-training to come), byte-level BPE",
+        "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE",
         sesame_bart::config::MODEL_TYPES,
+        train_bart,
+        export_bart,
         forward_bart,
     ),
 ];

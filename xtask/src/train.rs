@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use sesame_layers::{HfConfig, PretrainedModel};
 use sesame_text::fs::write_atomic;
-use sesame_text::{Corpus, Packing, Tokenizer, TokenizerConfig};
+use sesame_text::{Corpus, DenoisingConfig, MaskLength, Packing, Tokenizer, TokenizerConfig, TokenizerKind};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
@@ -42,9 +42,10 @@ pub struct TrainArgs {
     /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
     #[arg(long, conflicts_with_all = ["config", "tokenizer"])]
     pub init_from: Option<PathBuf>,
-    /// Optimizer steps (4000: 2¾–4½ minutes of a tiny model on 2 CPU cores, by family).
-    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub steps: u64,
+    /// Optimizer steps [default: 4000, 2¾–4½ minutes of a tiny model on 2 CPU cores by
+    /// family; BART 1600, about 5 minutes: its loss covers every target token, both stacks].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: Option<u64>,
     /// Sequences per micro-batch (32 of the default 16 tokens; with `--grad-accum 4`, 2048
     /// tokens a step).
     #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
@@ -90,6 +91,9 @@ pub struct TrainArgs {
     /// recipe, dupe_factor 10); default: dynamic, a new mask every time an example is seen.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub static_masks: Option<u32>,
+    /// BART's noise, with fairseq's names and BART's recipe as defaults.
+    #[command(flatten)]
+    pub noise: NoiseArgs,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -126,6 +130,79 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// BART's noise (fairseq's `denoising` task options; `cargo xtask train bart` only).
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "BART noise (train bart)")]
+pub struct NoiseArgs {
+    /// Fraction of words masked in spans (text infilling) [default: 0.3].
+    #[arg(long)]
+    pub mask: Option<f64>,
+    /// Fraction of the masks that are random tokens instead [default: 0.1].
+    #[arg(long)]
+    pub mask_random: Option<f64>,
+    /// Masks inserted, as a fraction of the tokens [default: 0].
+    #[arg(long)]
+    pub insert: Option<f64>,
+    /// Probability of rotating a document to start at a random token [default: 0].
+    #[arg(long)]
+    pub rotate: Option<f64>,
+    /// Fraction of the sentences permuted [default: 1].
+    #[arg(long)]
+    pub permute_sentences: Option<f64>,
+    /// A masked span becomes one mask (1), nothing (0: deletion) or a mask per token (-1) [default: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub replace_length: Option<i8>,
+    /// What a mask covers: subword, word or span-poisson (spans of Poisson(--poisson-lambda)
+    /// words, 0 allowed) [default: span-poisson].
+    #[arg(long, value_enum)]
+    pub mask_length: Option<MaskLengthKind>,
+    /// Mean span length of span-poisson masking [default: 3.5].
+    #[arg(long)]
+    pub poisson_lambda: Option<f64>,
+}
+
+/// What a BART mask covers (fairseq `--mask-length`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MaskLengthKind {
+    /// One token.
+    Subword,
+    /// One word.
+    Word,
+    /// A span of Poisson(λ) words.
+    SpanPoisson,
+}
+
+impl NoiseArgs {
+    /// Whether any option is given.
+    fn any(&self) -> bool {
+        let f = [self.mask, self.mask_random, self.insert, self.rotate, self.permute_sentences, self.poisson_lambda];
+        f.iter().any(Option::is_some) || self.replace_length.is_some() || self.mask_length.is_some()
+    }
+
+    /// BART's recipe with the options given; out-of-range values are refused by the task,
+    /// naming the setting.
+    fn config(&self) -> Result<DenoisingConfig, String> {
+        let mut c = DenoisingConfig::default();
+        let lambda = self.poisson_lambda.unwrap_or(3.5);
+        c.mask = self.mask.unwrap_or(c.mask);
+        c.mask_random = self.mask_random.unwrap_or(c.mask_random);
+        c.insert = self.insert.unwrap_or(c.insert);
+        c.rotate = self.rotate.unwrap_or(c.rotate);
+        c.permute_sentences = self.permute_sentences.unwrap_or(c.permute_sentences);
+        c.replace_length = self.replace_length.unwrap_or(c.replace_length);
+        c.mask_length = match self.mask_length {
+            Some(MaskLengthKind::Subword) => MaskLength::Subword,
+            Some(MaskLengthKind::Word) => MaskLength::Word,
+            Some(MaskLengthKind::SpanPoisson) | None => MaskLength::SpanPoisson { lambda },
+        };
+        if self.poisson_lambda.is_some() && !matches!(c.mask_length, MaskLength::SpanPoisson { .. }) {
+            return Err("--poisson-lambda is for --mask-length span-poisson".into());
+        }
+        c.validate().map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+        Ok(c)
+    }
+}
+
 /// Settings that must stay the same when a run is resumed.
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
 struct RunSpec {
@@ -133,7 +210,8 @@ struct RunSpec {
     corpus: PathBuf,
     seq_len: usize,
     batch_size: usize,
-    masking: MaskingKind,
+    /// The masking strategy (BART: its noise).
+    masking: String,
     layout: String,
     #[serde(default)]
     static_masks: Option<u32>,
@@ -169,10 +247,12 @@ fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
     }
 }
 
-/// `train` for a family pre-trained by the shared masked-LM task.
-pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    let out = &args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(F::NAME));
-    let holds_something = std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some());
+/// `--out`, or `runs/<family>`: refused when it holds a run and neither `--resume` nor
+/// `--overwrite` is given, emptied with `--overwrite`; `spec` written to its `run.json`, or
+/// on `--resume` compared with the one there.
+fn open_run(args: &TrainArgs, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(family));
+    let holds_something = std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some());
     if holds_something && !args.resume {
         if !args.overwrite {
             return Err(format!(
@@ -180,82 +260,179 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
                 out.display()
             ));
         }
-        std::fs::remove_dir_all(out).map_err(|e| format!("--overwrite: cannot remove {}: {e}", out.display()))?;
+        std::fs::remove_dir_all(&out).map_err(|e| format!("--overwrite: cannot remove {}: {e}", out.display()))?;
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let masking = args.masking.unwrap_or_else(F::masking);
-    let layout = layout::<F>(&args)?;
-    let spec = RunSpec {
-        family: args.family.clone(),
-        corpus: args.corpus.clone(),
-        seq_len: args.seq_len,
-        batch_size: args.batch_size,
-        masking,
-        layout: format!("{layout:?}"),
-        static_masks: args.static_masks,
-        seed: args.seed,
-        held_out: args.held_out,
-    };
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let spec_path = out.join("run.json");
     if args.resume {
-        let saved = RunSpec::read(out).map_err(|e| format!("--resume: {e}"))?;
-        if saved != spec {
+        let saved = RunSpec::read(&out).map_err(|e| format!("--resume: {e}"))?;
+        if saved != *spec {
             return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
         }
     } else {
-        write_atomic(&spec_path, serde_json::to_string_pretty(&spec).expect("JSON").as_bytes())
+        write_atomic(&spec_path, serde_json::to_string_pretty(spec).expect("JSON").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", spec_path.display()))?;
     }
+    Ok(out)
+}
 
+/// The corpus split into training and held-out documents.
+fn read_corpus(args: &TrainArgs) -> Result<(Corpus, Corpus), String> {
     let corpus = Corpus::read(&args.corpus).map_err(err)?;
     let (train_text, held_out_text) = corpus.split_held_out(args.held_out);
     eprintln!("corpus: {} documents, {} sentences ({} held-out documents)", train_text.documents.len(), train_text.num_sentences(), held_out_text.documents.len());
+    Ok((train_text, held_out_text))
+}
 
-    // Tokenizer: the run's own copy (so --resume sees the same one), an existing one, or trained.
+/// The run's tokenizer: its own copy (so that `--resume` sees the same one), the one of
+/// `--init-from` or `--tokenizer`, or one of `kind` trained on the corpus; saved in the run.
+fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
     let run_tokenizer = out.join("tokenizer");
-    let tok_config = F::tokenizer().config();
     let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
         (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::read(&run_tokenizer.join("tokenizer_config.json")).map_err(err)?)
     } else if let Some(dir) = args.init_from.as_ref().or(args.tokenizer.as_ref()) {
         (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::read(&dir.join("tokenizer_config.json")).map_err(err)?)
     } else {
-        eprintln!("training a {:?} tokenizer ({} tokens) on the corpus", F::tokenizer(), args.vocab_size);
-        (Tokenizer::train(F::tokenizer(), train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
+        eprintln!("training a {kind:?} tokenizer ({} tokens) on the corpus", args.vocab_size);
+        let tok_config = kind.config();
+        (Tokenizer::train(kind, train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
     };
     tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
+    Ok((tokenizer, tok_config))
+}
 
-    let train_device = device.autodiff();
+/// The model trained and its configuration, on the autodiff `device`: the run's own on
+/// `--resume`, `--init-from`'s checkpoint, `--config`'s, or `preset` (from `--preset`);
+/// the configuration is saved in the run.
+fn run_model<M: PretrainedModel>(
+    args: &TrainArgs,
+    out: &Path,
+    device: &burn::tensor::Device,
+    preset: impl FnOnce() -> Result<M::Config, sesame_layers::ConfigError>,
+) -> Result<(M, M::Config), String> {
     // A fresh model's initial weights come from the run's seed, so `--seed` reproduces a run.
-    train_device.seed(args.seed);
+    device.seed(args.seed);
     let saved_config = out.join("config.json");
     let (model, config) = match (&args.init_from, &args.config) {
         // A resumed run keeps the model configuration it started with.
         _ if args.resume && saved_config.is_file() => {
-            let config = HfConfig::from_dir(out).map_err(err)?;
-            (F::Model::init(&config, &train_device), config)
+            let config = M::Config::from_dir(out).map_err(err)?;
+            (M::init(&config, device), config)
         }
         (Some(dir), _) => {
-            let loaded = F::Model::from_pretrained(dir, &train_device).map_err(err)?;
+            let loaded = M::from_pretrained(dir, device).map_err(err)?;
             eprintln!("initialised from {}: {}", dir.display(), loaded.report);
             (loaded.model, loaded.config)
         }
         (None, Some(path)) => {
             let dir = path.parent().unwrap_or(Path::new("."));
             let config = if path.file_name().is_some_and(|n| n == "config.json") {
-                HfConfig::from_dir(dir).map_err(err)?
+                M::Config::from_dir(dir).map_err(err)?
             } else {
                 return Err(format!("--config must name a config.json, got {}", path.display()));
             };
-            (F::Model::new_hf(&config, &train_device), config)
+            (M::new_hf(&config, device), config)
         }
         (None, None) => {
-            let pad = tokenizer.special_tokens().pad.1 as usize;
-            let config = F::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), pad).map_err(err)?;
-            (F::Model::new_hf(&config, &train_device), config)
+            let config = preset().map_err(err)?;
+            (M::new_hf(&config, device), config)
         }
     };
-    let json = serde_json::to_string_pretty(&config.to_json(&F::Model::architecture())).expect("JSON");
+    let json = serde_json::to_string_pretty(&config.to_json(&M::architecture())).expect("JSON");
     write_atomic(&saved_config, json.as_bytes()).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
+    Ok((model, config))
+}
+
+/// Default `--steps` of the masked-LM families.
+const MASKED_LM_STEPS: u64 = 4000;
+/// Default `--steps` of BART.
+const BART_STEPS: u64 = 1600;
+
+/// The trainer of `args` in `out`, on `device`'s threads, for `steps` steps.
+fn trainer(args: &TrainArgs, steps: u64, out: &Path, device: &burn::tensor::Device) -> Trainer {
+    let train_config = TrainConfig {
+        steps,
+        grad_accum: args.grad_accum,
+        lr: args.lr,
+        warmup: args.warmup.unwrap_or(steps / 10),
+        decay: args.decay,
+        weight_decay: args.weight_decay,
+        max_grad_norm: args.max_grad_norm,
+        seed: args.seed,
+        log_every: args.log_every,
+        eval_every: args.eval_every,
+        checkpoint_every: args.checkpoint_every,
+        ..TrainConfig::default()
+    };
+    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(device));
+    let trainer = Trainer::new(train_config, out).with_progress(!args.quiet).with_threads(threads);
+    match args.stop_after {
+        Some(step) => trainer.with_stop_after(step),
+        None => trainer,
+    }
+}
+
+/// Train `model` on `task`, export it with `export` (which returns the model directories
+/// written, each of which gets the tokenizer), and summarise the run as JSON.
+#[allow(clippy::too_many_arguments)]
+fn fit_and_export<T>(
+    args: &TrainArgs,
+    steps: u64,
+    out: &Path,
+    task: &T,
+    model: T::Model,
+    device: &burn::tensor::Device,
+    tokenizer: (&Tokenizer, &TokenizerConfig),
+    export: impl FnOnce(&T::Model, &Path) -> Result<Vec<PathBuf>, sesame_layers::CheckpointError>,
+) -> Result<String, String>
+where
+    T: sesame_train::TrainTask + Sync,
+    T::Model: Send + Sync,
+    T::Batch: Sync,
+{
+    let outcome = trainer(args, steps, out, device).fit(task, model, args.resume).map_err(err)?;
+    if args.stop_after.is_some() {
+        return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": out }).to_string());
+    }
+    let export_dir = out.join("export");
+    for dir in export(&burn::module::Module::valid(&outcome.model), &export_dir).map_err(err)? {
+        tokenizer.0.save(&dir, tokenizer.1).map_err(err)?;
+    }
+    eprintln!("exported the model and tokenizer to {}", export_dir.display());
+    Ok(serde_json::json!({
+        "run": out,
+        "export": export_dir,
+        "resumed_from": outcome.resumed_from,
+        "held_out": outcome.held_out,
+    })
+    .to_string())
+}
+
+/// `train` for a family pre-trained by the shared masked-LM task.
+pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    if args.noise.any() {
+        return Err(format!("--mask, --insert, --rotate, … set BART's noise; {} masks with --masking", F::NAME));
+    }
+    let masking = args.masking.unwrap_or_else(F::masking);
+    let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
+    let layout = layout::<F>(&args)?;
+    let spec = RunSpec {
+        family: args.family.clone(),
+        corpus: args.corpus.clone(),
+        seq_len: args.seq_len,
+        batch_size: args.batch_size,
+        masking: format!("{masking:?}"),
+        layout: format!("{layout:?}"),
+        static_masks: args.static_masks,
+        seed: args.seed,
+        held_out: args.held_out,
+    };
+    let out = &open_run(&args, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&args)?;
+    let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
+    let train_device = device.autodiff();
+    let pad = tokenizer.special_tokens().pad.1 as usize;
+    let (model, config) = run_model::<F::Model>(&args, out, &train_device, || F::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), pad))?;
     let limits = F::Model::input_limits(&config);
     if args.seq_len > limits.max_len {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
@@ -267,43 +444,56 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking, {}); {} steps of {} x {}",
         F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
         args.static_masks.map_or("dynamic".to_string(), |n| format!("{n} static masks per example")),
-        args.steps, args.grad_accum, args.batch_size
+        steps, args.grad_accum, args.batch_size
     );
-    let train_config = TrainConfig {
-        steps: args.steps,
-        grad_accum: args.grad_accum,
-        lr: args.lr,
-        warmup: args.warmup.unwrap_or(args.steps / 10),
-        decay: args.decay,
-        weight_decay: args.weight_decay,
-        max_grad_norm: args.max_grad_norm,
+    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
+}
+
+/// `train bart`: denoising pre-training (text infilling and sentence permutation by default)
+/// on blocks of whole sentences.
+pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
+    use sesame_bart::{BartConfig, BartForConditionalGeneration};
+    for (given, flag) in [(args.masking.is_some(), "--masking"), (args.packing.is_some(), "--packing"), (args.static_masks.is_some(), "--static-masks")] {
+        if given {
+            return Err(format!("{flag} is for the masked-LM families; BART's noise is set by --mask, --mask-length, --permute-sentences, …"));
+        }
+    }
+    let noise = args.noise.config()?;
+    let steps = args.steps.unwrap_or(BART_STEPS);
+    let spec = RunSpec {
+        family: args.family.clone(),
+        corpus: args.corpus.clone(),
+        seq_len: args.seq_len,
+        batch_size: args.batch_size,
+        masking: format!("{noise:?}"),
+        layout: "sentence blocks (complete_doc)".into(),
+        static_masks: None,
         seed: args.seed,
-        log_every: args.log_every,
-        eval_every: args.eval_every,
-        checkpoint_every: args.checkpoint_every,
-        ..TrainConfig::default()
+        held_out: args.held_out,
     };
-    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&train_device));
-    let mut trainer = Trainer::new(train_config, out).with_progress(!args.quiet).with_threads(threads);
-    if let Some(step) = args.stop_after {
-        trainer = trainer.with_stop_after(step);
+    let out = &open_run(&args, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&args)?;
+    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
+    let train_device = device.autodiff();
+    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
+    let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
+    let (model, config) = run_model::<BartForConditionalGeneration>(&args, out, &train_device, || {
+        BartConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), ids)
+    })?;
+    if args.seq_len > config.max_position_embeddings {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
     }
-    let outcome = trainer.fit(&task, model, args.resume).map_err(err)?;
-    if args.stop_after.is_some() {
-        return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": out }).to_string());
-    }
-    let export = out.join("export");
-    for dir in burn::module::Module::valid(&outcome.model).export(&config, &export).map_err(err)? {
-        tokenizer.save(&dir, &tok_config).map_err(err)?;
-    }
-    eprintln!("exported the model and tokenizer to {}", export.display());
-    Ok(serde_json::json!({
-        "run": out,
-        "export": export,
-        "resumed_from": outcome.resumed_from,
-        "held_out": outcome.held_out,
+    let task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise.clone(), args.seq_len, args.batch_size, args.seed).map_err(err)?;
+    eprintln!(
+        "model: {}, {} parameters; {} training blocks of whole sentences, noise {noise:?}; {} steps of {} x {}",
+        BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
+        steps, args.grad_accum, args.batch_size
+    );
+    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.save_pretrained(&config, dir)?;
+        Ok(vec![dir.to_path_buf()])
     })
-    .to_string())
 }
 
 /// Options of `cargo xtask export`.
@@ -359,4 +549,13 @@ pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &P
     let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
     let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
     model.export(&config, out).map_err(err)
+}
+
+/// Load a checkpoint of a BART run (config from the run) and save it in HF layout.
+pub fn export_bart(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+    use sesame_bart::{BartConfig, BartForConditionalGeneration};
+    let config = BartConfig::from_dir(run).map_err(err)?;
+    let model = burn::module::Module::try_load_file(BartForConditionalGeneration::init(&config, device), checkpoint).map_err(err)?;
+    model.save_pretrained(&config, out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
 }

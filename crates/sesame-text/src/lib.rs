@@ -13,8 +13,8 @@ pub mod tokenizer;
 pub mod tokenizer_training;
 
 pub use corpus::{Corpus, CorpusError};
-pub use noising::{denoise, sentence_blocks, DenoisingConfig, DenoisingExample, MaskLength, NoiseVocab, Noised};
+pub use noising::{denoise, sentence_blocks, DenoisingConfig, DenoisingError, DenoisingExample, MaskLength, NoiseVocab, Noised};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, UnilmMasking, WholeWordMasking};
 pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
-pub use pretraining::{pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, EpochStream, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
+pub use pretraining::{pack_sentences, sentence_pairs, mix_seeds, tokenize_documents, unigram_nll, EpochStream, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
 pub use batcher::{collate, Example, MaskedBatch, SequenceFormat};

@@ -406,3 +406,12 @@ impl EpochStream {
         rows
     }
 }
+
+/// A 64-bit mix of two values (SplitMix64's finaliser), for independent per-batch and per-row
+/// seeds.
+pub fn mix_seeds(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

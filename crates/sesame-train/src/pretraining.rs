@@ -17,7 +17,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
 use sesame_text::{
-    collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
+    collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
     WholeWordMasking,
 };
@@ -218,14 +218,6 @@ impl PretrainingBatch {
         self.seed = seed;
         self
     }
-}
-
-/// A 64-bit mix of two values (SplitMix64's finaliser), for independent per-row seeds.
-fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A value computed once per epoch, kept for the epoch last asked for.

@@ -152,6 +152,40 @@ impl BartConfig {
         }
     }
 
+    /// A fresh configuration of size `name` for pre-training: `tiny` (2 + 2 layers, width 128),
+    /// `mini` (4 + 4, 256), `small` (4 + 4, 512), `base` (6 + 6, 768, facebook/bart-base's
+    /// shape), with 64-wide heads and feed-forward 4 × width, for a vocabulary of `vocab_size`
+    /// whose `<s>`, `<pad>` and `</s>` are `bos`, `pad` and `eos`, and `max_len` positions.
+    /// Dropout and the rest are HF's defaults.
+    pub fn preset(name: &str, vocab_size: usize, max_len: usize, [bos, pad, eos]: [usize; 3]) -> Result<Self, ConfigError> {
+        let (layers, d_model) = match name {
+            "tiny" => (2, 128),
+            "mini" => (4, 256),
+            "small" => (4, 512),
+            "base" => (6, 768),
+            other => return Err(ConfigError::Invalid { field: "preset".into(), reason: format!("unknown preset `{other}` (expected tiny, mini, small or base)") }),
+        };
+        let config = Self {
+            vocab_size,
+            max_position_embeddings: max_len,
+            d_model,
+            encoder_layers: layers,
+            decoder_layers: layers,
+            encoder_ffn_dim: 4 * d_model,
+            decoder_ffn_dim: 4 * d_model,
+            encoder_attention_heads: d_model / 64,
+            decoder_attention_heads: d_model / 64,
+            bos_token_id: Some(bos),
+            pad_token_id: Some(pad),
+            eos_token_id: Some(eos),
+            decoder_start_token_id: Some(eos),
+            forced_eos_token_id: Some(eos),
+            ..Self::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Check that a model can be built from this config.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = |v: usize, f: &str| ensure(v > 0, f, || "must be at least 1".into());

@@ -30,6 +30,8 @@ pub mod checkpoint;
 pub mod config;
 pub mod heads;
 pub mod model;
+#[cfg(feature = "train")]
+pub mod pretraining;
 
 pub use config::BartConfig;
 pub use heads::{BartDecoderWrapper, BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, CausalLmOutput};

@@ -1,0 +1,299 @@
+//! BART's pre-training (Lewis et al. 2019; fairseq's `denoising` task) for the shared trainer:
+//! the corpus laid out in blocks of whole sentences (`complete_doc`), each block corrupted
+//! anew every time it is seen by `sesame_text::noising` (fairseq's `DenoisingDataset`, by
+//! default BART's recipe: sentence permutation, then text infilling of 30% of the words in
+//! Poisson(3.5) spans, each span one `<mask>`), and the model trained to reconstruct the block
+//! with the cross-entropy of every target token (`BartForConditionalGeneration` with
+//! `labels`).
+//!
+//! Unlike fairseq, each example's noise is drawn from a seed fixed by the batch and row, so a
+//! run resumed from a checkpoint sees the same noise, and `--seed` reproduces a run.
+//!
+//! Besides the loss, every step reports the token accuracy and the loss and accuracy on the
+//! *infilled* tokens: the target tokens the source no longer shows (masked, replaced or
+//! deleted), which the model can only predict from context. The held-out baselines are the
+//! unigram loss (every token by its frequency), and `copy_unigram_loss`, an oracle that copies
+//! every token the source still shows for free and predicts the infilled ones by frequency:
+//! a model below it has learned more than copying.
+
+use std::sync::Arc;
+
+use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use sesame_layers::loss::IGNORE_INDEX;
+use sesame_layers::{shift_tokens_right, OutputOptions, Seq2SeqInput};
+use sesame_text::{
+    mix_seeds, sentence_blocks, tokenize_documents, unigram_nll, Corpus, DenoisingConfig, DenoisingError, DenoisingExample, EpochStream, NoiseVocab,
+    Noised, Tokenizer, TokenizerError, TokenizerKind,
+};
+use sesame_train::pretraining::{read_back, DataError};
+use sesame_train::{Metric, StepOutput, TrainTask};
+
+use crate::{BartConfig, BartForConditionalGeneration};
+
+/// The family's name in messages and run directories.
+pub const NAME: &str = "bart";
+
+/// The tokenizer BART trains when none is given: byte-level BPE with `<s> <pad> </s> <unk>
+/// <mask>`, as GPT-2's and RoBERTa's.
+pub const TOKENIZER: TokenizerKind = TokenizerKind::ByteLevelBpe;
+
+/// Why the denoising task could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DenoisingDataError {
+    /// Too little text, a tokenizer error, or a vocabulary that does not fit.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// A noise setting out of range.
+    #[error(transparent)]
+    Noise(#[from] DenoisingError),
+    /// The tokenizer's special token differs from the model's.
+    #[error("the tokenizer's {token} is id {tokenizer}, but config.json's {field} is {model:?}")]
+    SpecialToken {
+        /// The token (`<s>`, `</s>`, `<pad>`).
+        token: String,
+        /// Its id in the tokenizer.
+        tokenizer: u32,
+        /// The config field.
+        field: &'static str,
+        /// The config's value.
+        model: Option<usize>,
+    },
+}
+
+impl From<TokenizerError> for DenoisingDataError {
+    fn from(e: TokenizerError) -> Self {
+        Self::Data(DataError::Tokenizer(e))
+    }
+}
+
+/// One denoising batch on a device.
+#[derive(Clone, Debug)]
+pub struct DenoisingBatch {
+    /// Corrupted sources `[batch, src]`, padded.
+    pub input_ids: Tensor<2, Int>,
+    /// Source padding mask `[batch, src]` (1 = token).
+    pub attention_mask: Tensor<2, Int>,
+    /// The uncorrupted blocks `[batch, tgt]`, `-100` after each block's end.
+    pub labels: Tensor<2, Int>,
+    /// `[batch, tgt]`: 1 at the target tokens the source no longer shows (infilled), else 0.
+    pub infilled: Tensor<2>,
+    /// Target tokens (non-padding).
+    pub tokens: usize,
+}
+
+/// BART's denoising pre-training as a task for the shared trainer.
+#[derive(Clone, Debug)]
+pub struct Denoising {
+    train: Vec<DenoisingExample>,
+    held_out: Vec<DenoisingExample>,
+    noise: DenoisingConfig,
+    vocab: NoiseVocab,
+    pad: u32,
+    /// The decoder's first token (`shift_tokens_right`).
+    decoder_start: usize,
+    batch_size: usize,
+    seed: u64,
+    stream: EpochStream,
+    /// -ln of each token's add-one-smoothed frequency in the training text.
+    unigram_nll: Arc<Vec<f64>>,
+}
+
+impl Denoising {
+    /// Blocks of at most `max_len` tokens from `train` and `held_out` text, corrupted by
+    /// `noise` when batched. The tokenizer's `<s>`, `<pad>` and `</s>` must be `config`'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        train: &Corpus,
+        held_out: &Corpus,
+        tokenizer: &Tokenizer,
+        config: &BartConfig,
+        noise: DenoisingConfig,
+        max_len: usize,
+        batch_size: usize,
+        seed: u64,
+    ) -> Result<Self, DenoisingDataError> {
+        noise.validate()?;
+        if tokenizer.vocab_size() > config.vocab_size {
+            return Err(DataError::VocabMismatch { tokenizer: tokenizer.vocab_size(), model: config.vocab_size }.into());
+        }
+        let special = tokenizer.special_tokens();
+        let id = |t: &str| tokenizer.token_to_id(t).ok_or_else(|| TokenizerError::MissingSpecialToken { token: t.to_string() });
+        let (bos, eos, pad) = (id(&special.cls)?, id(&special.sep)?, special.pad.1);
+        for (token, tokenizer, field, model) in [
+            (&special.cls, bos, "bos_token_id", config.bos_token_id),
+            (&special.sep, eos, "eos_token_id", config.eos_token_id),
+            (&special.pad.0, pad, "pad_token_id", config.pad_token_id),
+        ] {
+            if model != Some(tokenizer as usize) {
+                return Err(DenoisingDataError::SpecialToken { token: token.clone(), tokenizer, field, model });
+            }
+        }
+        // fairseq separates sentences by the id of `.`; the blocks here know their sentences.
+        let full_stop_id = tokenizer.token_to_id(".").unwrap_or(eos);
+        let vocab = NoiseVocab { mask_id: tokenizer.mask_token_id()?, full_stop_id, vocab_size: tokenizer.vocab_size() as u32 };
+        let train = tokenize_documents(train, tokenizer)?;
+        let unigram_nll = Arc::new(unigram_nll(&train, tokenizer.vocab_size()));
+        let train = sentence_blocks(&train, max_len, bos, eos);
+        let held_out = sentence_blocks(&tokenize_documents(held_out, tokenizer)?, max_len, bos, eos);
+        if train.len() < batch_size.max(1) {
+            return Err(DataError::TooSmall { examples: train.len(), batch_size }.into());
+        }
+        Ok(Self {
+            stream: EpochStream::new(train.len(), seed),
+            train,
+            held_out,
+            noise,
+            vocab,
+            pad,
+            decoder_start: config.decoder_start_id(),
+            batch_size,
+            seed,
+            unigram_nll,
+        })
+    }
+
+    /// Number of training blocks (one epoch).
+    pub fn num_train_examples(&self) -> usize {
+        self.train.len()
+    }
+
+    /// The held-out blocks with their fixed noise, in batches.
+    fn held_out_noised(&self) -> Vec<Vec<(&DenoisingExample, Noised)>> {
+        self.held_out
+            .chunks(self.batch_size.max(1))
+            .enumerate()
+            .map(|(i, chunk)| {
+                let seed = |row: usize| mix_seeds(u64::MAX - i as u64, row as u64);
+                chunk.iter().enumerate().map(|(row, e)| (e, e.denoise(&self.noise, &self.vocab, &mut StdRng::seed_from_u64(seed(row))))).collect()
+            })
+            .collect()
+    }
+
+    /// Pad the corrupted sources and their targets into a batch on `device`.
+    fn collate(&self, rows: &[(&DenoisingExample, Noised)], device: &Device) -> DenoisingBatch {
+        let b = rows.len();
+        let src = rows.iter().map(|(_, n)| n.source.len()).max().unwrap_or(1);
+        let tgt = rows.iter().map(|(e, _)| e.ids.len()).max().unwrap_or(1);
+        let (mut ids, mut mask) = (vec![i64::from(self.pad); b * src], vec![0i64; b * src]);
+        let (mut labels, mut infilled) = (vec![IGNORE_INDEX; b * tgt], vec![0f32; b * tgt]);
+        for (r, (example, noised)) in rows.iter().enumerate() {
+            for (k, &t) in noised.source.iter().enumerate() {
+                ids[r * src + k] = i64::from(t);
+                mask[r * src + k] = 1;
+            }
+            for (k, (&t, &kept)) in example.ids.iter().zip(&noised.kept).enumerate() {
+                labels[r * tgt + k] = i64::from(t);
+                infilled[r * tgt + k] = if kept { 0.0 } else { 1.0 };
+            }
+        }
+        let int = |v: Vec<i64>, cols| Tensor::<2, Int>::from_data(TensorData::new(v, [b, cols]), device);
+        DenoisingBatch {
+            input_ids: int(ids, src),
+            attention_mask: int(mask, src),
+            labels: int(labels, tgt),
+            infilled: Tensor::from_data(TensorData::new(infilled, [b, tgt]), device),
+            tokens: rows.iter().map(|(e, _)| e.ids.len()).sum(),
+        }
+    }
+}
+
+impl TrainTask for Denoising {
+    type Model = BartForConditionalGeneration;
+    type Batch = DenoisingBatch;
+    type State = ();
+
+    /// Batch `index`: the stream's examples, row `r` noised from a seed of (`seed`, `index`, `r`).
+    fn train_batch(&self, index: u64, device: &Device) -> DenoisingBatch {
+        let rows: Vec<(&DenoisingExample, Noised)> = self
+            .stream
+            .batch(index, self.batch_size)
+            .into_iter()
+            .enumerate()
+            .map(|(row, (i, _))| {
+                let mut rng = StdRng::seed_from_u64(mix_seeds(mix_seeds(self.seed, index), row as u64));
+                (&self.train[i], self.train[i].denoise(&self.noise, &self.vocab, &mut rng))
+            })
+            .collect();
+        self.collate(&rows, device)
+    }
+
+    fn held_out_batches(&self, device: &Device) -> Vec<DenoisingBatch> {
+        self.held_out_noised().iter().map(|rows| self.collate(rows, device)).collect()
+    }
+
+    /// `unigram_loss`: every held-out target token predicted by its frequency in the training
+    /// text; `copy_unigram_loss`: the tokens the source still shows copied at no cost, the
+    /// infilled ones by frequency (the lower of the two); `unigram_infill_loss`: the infilled
+    /// tokens alone by frequency, beside the model's `infill_loss`.
+    fn baselines(&self) -> std::collections::BTreeMap<String, f64> {
+        let (mut all, mut infilled, mut tokens, mut infilled_tokens) = (0.0, 0.0, 0usize, 0usize);
+        for (example, noised) in self.held_out_noised().iter().flatten() {
+            for (&t, &kept) in example.ids.iter().zip(&noised.kept) {
+                let nll = self.unigram_nll.get(t as usize).copied().unwrap_or(f64::NAN);
+                all += nll;
+                tokens += 1;
+                if !kept {
+                    infilled += nll;
+                    infilled_tokens += 1;
+                }
+            }
+        }
+        if tokens == 0 {
+            return Default::default();
+        }
+        let mut baselines: std::collections::BTreeMap<String, f64> =
+            [("unigram_loss".to_string(), all / tokens as f64), ("copy_unigram_loss".to_string(), infilled / tokens as f64)].into();
+        if infilled_tokens > 0 {
+            baselines.insert("unigram_infill_loss".into(), infilled / infilled_tokens as f64);
+        }
+        baselines
+    }
+
+    fn step(&self, model: &BartForConditionalGeneration, batch: DenoisingBatch) -> StepOutput {
+        denoising_step(model, batch, self.decoder_start)
+    }
+}
+
+/// Loss and metrics of `model` on `batch`: the mean cross-entropy of the target tokens (HF's
+/// loss with `labels`), `perplexity`, `token_accuracy`, and `infill_loss` / `infill_accuracy`
+/// over the tokens the source no longer shows. The decoder reads the targets shifted right
+/// after `decoder_start`.
+pub fn denoising_step(model: &BartForConditionalGeneration, batch: DenoisingBatch, decoder_start: usize) -> StepOutput {
+    let [b, t] = batch.labels.dims();
+    let decoder_input_ids = shift_tokens_right(batch.labels.clone(), model.model.pad_token_id, decoder_start);
+    let input = Seq2SeqInput::new(batch.input_ids).with_attention_mask(batch.attention_mask).with_decoder_input_ids(decoder_input_ids);
+    let logits = model.forward(input, None, OutputOptions::default()).logits;
+    let valid = batch.labels.clone().not_equal_elem(IGNORE_INDEX);
+    let safe = batch.labels.clone().mask_fill(valid.clone().bool_not(), 0);
+    let nll = log_softmax(logits.clone(), 2).gather(2, safe.clone().reshape([b, t, 1])).reshape([b, t]).neg();
+    let correct = logits.argmax(2).reshape([b, t]).equal(safe).bool_and(valid.clone()).float();
+    let (valid, infilled) = (valid.float(), batch.infilled);
+    let count = valid.clone().sum();
+    let loss = (nll.clone() * valid).sum() / count.clone().clamp_min(1.0);
+    let sums = Tensor::cat(
+        vec![
+            count,
+            correct.clone().sum(),
+            infilled.clone().sum(),
+            (nll * infilled.clone()).sum().detach(),
+            (correct * infilled).sum(),
+            loss.clone().detach(),
+        ],
+        0,
+    );
+    // A failed read-back (device error) leaves NaN metrics; the trainer reports the error when
+    // it reads the loss.
+    let [tokens, correct, infilled, infill_nll, infill_correct, mean] = read_back(sums, f64::NAN)[..] else { unreachable!("six sums") };
+    let mut metrics = vec![
+        Metric::exp_mean("perplexity", mean * tokens, tokens),
+        Metric::mean("token_accuracy", correct, tokens),
+    ];
+    if infilled > 0.0 {
+        metrics.push(Metric::mean("infill_loss", infill_nll, infilled));
+        metrics.push(Metric::mean("infill_accuracy", infill_correct, infilled));
+    }
+    StepOutput { loss, metrics, tokens: batch.tokens }
+}
