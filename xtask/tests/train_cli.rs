@@ -1,4 +1,4 @@
-//! `cargo xtask train bert|roberta|albert|electra|unilm` end to end, through the real binary:
+//! `cargo xtask train bert|roberta|albert|electra|unilm|bart` end to end, through the real binary:
 //! train on the shipped corpus with the family's objective and tokenizer, get killed, resume,
 //! export; the export works with `fill-mask`, and transformers loads it (ELECTRA: the
 //! discriminator and the generator) with the same tokens and outputs.
@@ -105,8 +105,10 @@ fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) 
     model.forward(input, None, OutputOptions::default()).logits.into_data().convert::<f32>().try_to_vec().unwrap()
 }
 
-fn round_trip(expect: Expect) {
-    let (family, mask) = (expect.family, expect.mask);
+/// Train `family` for 12 steps into a fresh run directory, SIGKILL the run once a checkpoint
+/// exists, resume it to the end, and check the log: every step once, a plot, the held-out
+/// `metrics`. Returns the run directory and the resumed run's summary.
+fn killed_and_resumed(family: &str, metrics: &[&str]) -> (PathBuf, serde_json::Value) {
     let out = std::env::temp_dir().join(format!("sesame-cli-train-{family}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let args = train_args(family, &out, "12");
@@ -142,20 +144,15 @@ fn round_trip(expect: Expect) {
         .collect();
     assert_eq!(steps, (1..=12).collect::<Vec<_>>(), "each step logged exactly once across the kill");
     assert!(std::fs::read_to_string(out.join("loss.svg")).unwrap().contains("<polyline"));
-    for key in expect.metrics {
+    for key in metrics {
         assert!(summary["held_out"][key].is_number(), "held-out {key} in {summary}");
     }
+    (out, summary)
+}
 
-    // The export works with fill-mask.
-    let export = out.join("export");
-    let fill_mask_dir = export.join(expect.fill_mask_dir);
-    let text = format!("the {mask} .");
-    let output = xtask(&["fill-mask", "--model", fill_mask_dir.to_str().unwrap(), "--top-k", "2", &text]).output().unwrap();
-    assert!(output.status.success(), "fill-mask: {}", String::from_utf8_lossy(&output.stderr));
-    let predictions: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(predictions.as_array().unwrap()[0].as_array().unwrap().len(), 2);
-
-    // Any checkpoint can be exported on request.
+/// Any checkpoint of the run in `out` exports on request; a missing step, or a `latest` that
+/// points out of the run, is refused.
+fn export_checks(out: &Path) {
     let output = xtask(&["export", "--run", out.to_str().unwrap(), "--step", "10"]).output().unwrap();
     assert!(output.status.success(), "export: {}", String::from_utf8_lossy(&output.stderr));
     let step10 = out.join("export-step-00000010");
@@ -169,13 +166,37 @@ fn round_trip(expect: Expect) {
     let outside = xtask(&["export", "--run", out.to_str().unwrap(), "--out", out.join("x").to_str().unwrap()]).output().unwrap();
     assert!(!outside.status.success() && String::from_utf8_lossy(&outside.stderr).contains("not a checkpoint of this run"));
     std::fs::write(&latest, kept).unwrap();
+}
+
+/// The interpreter with transformers, or `None` (outside CI) to skip the check.
+fn python() -> Option<std::ffi::OsString> {
+    match std::env::var_os("SESAME_PYTHON") {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!("SESAME_PYTHON must be set under CI"),
+        None => {
+            eprintln!("skipped the transformers check: set SESAME_PYTHON");
+            None
+        }
+    }
+}
+
+fn round_trip(expect: Expect) {
+    let (family, mask) = (expect.family, expect.mask);
+    let (out, _) = killed_and_resumed(family, expect.metrics);
+
+    // The export works with fill-mask.
+    let export = out.join("export");
+    let fill_mask_dir = export.join(expect.fill_mask_dir);
+    let text = format!("the {mask} .");
+    let output = xtask(&["fill-mask", "--model", fill_mask_dir.to_str().unwrap(), "--top-k", "2", &text]).output().unwrap();
+    assert!(output.status.success(), "fill-mask: {}", String::from_utf8_lossy(&output.stderr));
+    let predictions: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(predictions.as_array().unwrap()[0].as_array().unwrap().len(), 2);
+
+    export_checks(&out);
 
     // ... and transformers loads it with the same logits.
-    let python = match std::env::var_os("SESAME_PYTHON") {
-        Some(p) => p,
-        None if std::env::var_os("CI").is_some() => panic!("SESAME_PYTHON must be set under CI"),
-        None => return eprintln!("skipped the transformers check: set SESAME_PYTHON"),
-    };
+    let Some(python) = python() else { return };
     let tokenizer = Tokenizer::from_dir(&export).unwrap();
     let (first, second) = ("Call me Ishmael, said  the naïve sailor.", "The whale!");
     let batch = tokenizer.encode_pairs(&[(first, second)], 32, true).unwrap();
@@ -208,6 +229,45 @@ fn round_trip(expect: Expect) {
         let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(diff <= 1e-4, "{hf_arch}: transformers and Sesame differ by {diff:e} on the exported model");
     }
+}
+
+/// BART through the same round trip: killed, resumed, exported; transformers loads the export
+/// strictly, tokenizes as Sesame does, and beam search from it gives Sesame's sequences and
+/// scores (so the two agree on every logit they rank).
+#[test]
+fn bart_is_killed_resumes_and_exports_a_model_transformers_loads_and_generates_from() {
+    let metrics = ["loss", "perplexity", "token_accuracy", "infill_loss", "infill_accuracy", "copy_unigram_loss", "unigram_loss"];
+    let (out, _) = killed_and_resumed("bart", &metrics);
+    export_checks(&out);
+    let export = out.join("export");
+    let text = "Call me Ishmael. Some years ago";
+    let output = xtask(&["generate", "--model", export.to_str().unwrap(), "--num-beams", "3", "--num-return-sequences", "2", "--max-new-tokens", "7", text])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "generate: {}", String::from_utf8_lossy(&output.stderr));
+    let ours: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(ours["texts"].as_array().unwrap().len(), 2, "{ours}");
+
+    let Some(python) = python() else { return };
+    let script = "import json, sys, torch\nfrom transformers import AutoTokenizer, BartForConditionalGeneration\n\
+                  t = AutoTokenizer.from_pretrained(sys.argv[1])\n\
+                  m, info = BartForConditionalGeneration.from_pretrained(sys.argv[1], output_loading_info=True)\n\
+                  bad = {k: v for k, v in info.items() if v and k in ('missing_keys', 'unexpected_keys', 'mismatched_keys')}\n\
+                  assert not bad, bad\n\
+                  ids = t(sys.argv[2], return_tensors='pt')['input_ids']\n\
+                  out = m.eval().generate(ids, num_beams=3, num_return_sequences=2, max_new_tokens=7, return_dict_in_generate=True, output_scores=True)\n\
+                  print(json.dumps({'input_ids': ids[0].tolist(), 'sequences': out.sequences.tolist(), 'sequences_scores': out.sequences_scores.tolist()}))";
+    let output = Command::new(&python).args(["-c", script]).arg(&export).arg(text).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    assert!(output.status.success(), "transformers: {}", String::from_utf8_lossy(&output.stderr));
+    let theirs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let tokenizer = Tokenizer::from_dir(&export).unwrap();
+    let encoded = tokenizer.encode(&[text], 64, false).unwrap();
+    assert_eq!(serde_json::json!(encoded.input_ids), theirs["input_ids"], "the exported tokenizer");
+    assert_eq!(ours["sequences"], theirs["sequences"], "beam search on the export");
+    for (a, b) in ours["sequences_scores"].as_array().unwrap().iter().zip(theirs["sequences_scores"].as_array().unwrap()) {
+        assert!((a.as_f64().unwrap() - b.as_f64().unwrap()).abs() <= 1e-4, "scores {ours} vs {theirs}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]
@@ -313,7 +373,7 @@ fn the_same_seed_gives_bit_identical_runs_tokenizer_included() {
         let _ = std::fs::remove_dir_all(&out);
         (files, metrics)
     };
-    for family in ["bert", "roberta", "albert", "electra", "unilm"] {
+    for family in ["bert", "roberta", "albert", "electra", "unilm", "bart"] {
         let (a, b) = (run(family, "a", false), run(family, "b", true));
         assert!(a.0.keys().any(|p| p.ends_with("tokenizer.json")) && a.0.keys().any(|p| p.ends_with("model.safetensors")), "{family}: {:?}", a.0.keys());
         assert_eq!(a.0.keys().collect::<Vec<_>>(), b.0.keys().collect::<Vec<_>>(), "{family}: the same files");

@@ -631,6 +631,9 @@ impl TokenizerKind {
                 pad_token: "<pad>".into(),
                 cls_token: "<s>".into(),
                 mask_token: "<mask>".into(),
+                // As roberta-base's and bart-base's: `<mask>` takes the space before it, the
+                // way a masked word's token does (`Ġwhale`).
+                mask_lstrip: true,
                 ..bert
             },
             TokenizerKind::Unigram => TokenizerConfig { unk_token: "<unk>".into(), pad_token: "<pad>".into(), ..bert },
