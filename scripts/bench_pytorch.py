@@ -83,6 +83,10 @@ def pretrain(args):
         model.train()
         opt = optimizer(model.parameters())
         labels = {"labels": data["labels"]}
+        if config.model_type == "bart":
+            # Denoising: the target is the whole block (Sesame's bench: source = target).
+            inputs = {k: data[k] for k in ("input_ids", "attention_mask")}
+            labels = {"labels": data["input_ids"]}
         if architecture.endswith("ForPreTraining"):
             key = "sentence_order_label" if config.model_type == "albert" else "next_sentence_label"
             labels[key] = data["sentence"]

@@ -203,24 +203,9 @@ where
         let median = match args.mode {
             BenchMode::Train => {
                 let device = device.clone().autodiff();
-                let mut model = Some(F::Model::new_hf(&config, &device));
-                let mut optim = TrainConfig::default().optimizer();
-                // The trainer's step: micro-batches (on threads on a CPU), gradients averaged.
                 let micro = micro_batches.min(b) as u64;
                 let parts: Vec<_> = (0..micro as usize).map(|m| batch(args.vocab_size, m * b / micro as usize..(m + 1) * b / micro as usize, s, &device)).collect();
-                median_time(args.warmup, args.steps, || {
-                    let m = model.take().expect("a model");
-                    let grads = run_micro_batches(&m, micro, micro as usize, 0, |i, replica| {
-                        let out = replica.pretraining_step(parts[i as usize].clone(), None);
-                        GradientsParams::from_grads((out.loss / micro as f64).backward(), replica)
-                    });
-                    let mut sum = GradientsAccumulator::<F::Model>::new();
-                    for g in grads {
-                        sum.accumulate(&m, g);
-                    }
-                    model = Some(optim.step(1e-4, m, sum.grads()));
-                    device.sync().map_err(|e| format!("{e:?}"))
-                })?
+                time_train_steps(args, F::Model::new_hf(&config, &device), micro, |i, replica| replica.pretraining_step(parts[i as usize].clone(), None).loss)?
             }
             _ => {
                 let model = B::new_hf(&config, &device);
@@ -248,6 +233,73 @@ where
             let theirs = theirs?;
             let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
             eprintln!("pytorch {family} {preset} {mode}: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
+            row["pytorch"] = theirs;
+            row["ratio"] = ratio.into();
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The trainer's step, timed (median of `--steps` after `--warmup`): `micro` micro-batches,
+/// on threads on a CPU, each `loss(i, replica)` divided by `micro` and back-propagated, the
+/// gradients summed, one AdamW step.
+fn time_train_steps<M: burn::module::Module + Send + Sync>(args: &BenchArgs, model: M, micro: u64, loss: impl Fn(u64, &M) -> Tensor<1> + Sync) -> Result<f64, String> {
+    let device = model.devices().into_iter().next().ok_or("a model without parameters")?;
+    let mut model = Some(model);
+    let mut optim = TrainConfig::default().optimizer();
+    median_time(args.warmup, args.steps, || {
+        let m = model.take().expect("a model");
+        let grads = run_micro_batches(&m, micro, micro as usize, 0, |i, replica| GradientsParams::from_grads((loss(i, replica) / micro as f64).backward(), replica));
+        let mut sum = GradientsAccumulator::<M>::new();
+        for g in grads {
+            sum.accumulate(&m, g);
+        }
+        model = Some(optim.step(1e-4, m, sum.grads()));
+        device.sync().map_err(|e| format!("{e:?}"))
+    })
+}
+
+/// `bench --family bart` (`--mode train`): BART's denoising step (forward with every target
+/// token's loss, backward, AdamW) on a synthetic batch whose source and target are the same
+/// `--batch-size × --seq-len` ids, a model of each preset's shape (`tiny`, `base`:
+/// bart-base's) with `--vocab-size` tokens; `--compare-pytorch` runs
+/// `BartForConditionalGeneration` with `labels` in PyTorch.
+pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    use sesame_bart::pretraining::{denoising_step, DenoisingBatch};
+    use sesame_bart::BartForConditionalGeneration;
+    if args.mode != BenchMode::Train {
+        return Err(format!("--family bart benches --mode train (and --mode generate); not --mode {:?}", args.mode).to_lowercase());
+    }
+    let (b, s) = (args.batch_size(), args.seq_len);
+    let micro = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device)).min(b) as u64;
+    let mut rows = Vec::new();
+    for preset in &args.presets {
+        let config = sesame_bart::BartConfig { vocab_size: args.vocab_size, max_position_embeddings: s.max(1024), ..bart_preset(preset)? };
+        let device = device.clone().autodiff();
+        let part = |rows: std::ops::Range<usize>| {
+            let ids: Vec<i64> = (rows.start * s..rows.end * s).map(|i| 5 + (i as i64 * 7919) % (args.vocab_size as i64 - 5)).collect();
+            let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), s]), &device);
+            DenoisingBatch { input_ids: ids.clone(), attention_mask: ids.ones_like(), labels: ids, infilled: Tensor::zeros([rows.len(), s], &device), tokens: rows.len() * s }
+        };
+        let parts: Vec<DenoisingBatch> = (0..micro as usize).map(|m| part(m * b / micro as usize..(m + 1) * b / micro as usize)).collect();
+        let start = config.decoder_start_id();
+        let model = BartForConditionalGeneration::new_hf(&config, &device);
+        let median = time_train_steps(args, model, micro, |i, replica| denoising_step(replica, parts[i as usize].clone(), start).loss)?;
+        let tokens_per_s = (b * s) as f64 / median;
+        eprintln!("{backend} bart {preset} train: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
+        let mut row = serde_json::json!({
+            "mode": "train", "backend": backend, "family": "bart", "preset": preset, "vocab_size": args.vocab_size,
+            "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
+        });
+        if args.compare_pytorch {
+            let dir = std::env::temp_dir().join(format!("sesame-bench-bart-train-{preset}-{}", std::process::id()));
+            BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, &dir).map_err(|e| e.to_string())?;
+            let theirs = pytorch(args, &["pretrain".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()]);
+            let _ = std::fs::remove_dir_all(&dir);
+            let theirs = theirs?;
+            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!("pytorch bart {preset} train: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
             row["pytorch"] = theirs;
             row["ratio"] = ratio.into();
         }

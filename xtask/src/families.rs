@@ -16,7 +16,7 @@ use sesame_layers::{Backbone, ClassificationHead, Classifier, PretrainedModel, S
 use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
-use crate::bench::{bench_family, BenchArgs};
+use crate::bench::{bench_bart, bench_family, BenchArgs};
 use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, ForwardArgs};
 use crate::generate::{generate_causal, generate_seq2seq, GenerateArgs};
@@ -80,6 +80,7 @@ impl FamilyEntry {
         model_types: &'static [&'static str],
         train: fn(TrainArgs, Device) -> Result<String, String>,
         export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
+        bench: fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>,
         forward: fn(&ForwardArgs, &Device) -> Result<(), String>,
     ) -> Self {
         Self {
@@ -88,7 +89,7 @@ impl FamilyEntry {
             model_types,
             train: Some(train),
             export: Some(export),
-            bench: None,
+            bench: Some(bench),
             embed: None,
             fill_mask: None,
             generate: Some(generate_seq2seq::<M>),
@@ -150,6 +151,7 @@ pub static FAMILIES: [FamilyEntry; 6] = [
         sesame_bart::config::MODEL_TYPES,
         train_bart,
         export_bart,
+        bench_bart,
         forward_bart,
     ),
 ];

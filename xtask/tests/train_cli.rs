@@ -272,7 +272,7 @@ fn bart_is_killed_resumes_and_exports_a_model_transformers_loads_and_generates_f
 
 #[test]
 fn bench_times_each_family_s_pretraining_step() {
-    for family in ["bert", "roberta", "albert", "electra", "unilm"] {
+    for family in ["bert", "roberta", "albert", "electra", "unilm", "bart"] {
         let args = ["bench", "--family", family, "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "1", "--steps", "3"];
         let out = xtask(&args).output().unwrap();
         assert!(out.status.success(), "{family}: {}", String::from_utf8_lossy(&out.stderr));
@@ -297,7 +297,7 @@ fn bench_times_each_family_s_pretraining_step() {
     assert!(row["sentences"] == 5 && row["sentences_per_s"].as_f64().unwrap() > 0.0 && row["load_s"].as_f64().unwrap() > 0.0, "{row}");
     // The PyTorch side runs the same architecture and reports a ratio.
     if std::env::var_os("SESAME_PYTHON").is_some() {
-        for family in ["bert", "electra"] {
+        for family in ["bert", "electra", "bart"] {
             let row = run(&["bench", "--family", family, "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1", "--compare-pytorch"]);
             let ratio = row["ratio"].as_f64().unwrap();
             assert!(ratio.is_finite() && ratio > 0.0 && row["pytorch"]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
