@@ -224,3 +224,87 @@ fn sampling_warps_scores_as_transformers_and_reproduces_with_a_seed() {
         assert_eq!(top1.sequences, greedy.sequences, "{backend:?}: top-k 1 sampling is greedy search");
     }
 }
+
+/// A decoder that counts its steps.
+struct Counting<'a, D> {
+    inner: D,
+    steps: &'a std::cell::Cell<usize>,
+}
+
+impl<D: Decoder> Decoder for Counting<'_, D> {
+    type State = D::State;
+    type Error = D::Error;
+    fn start(&self, prompts: &[Vec<u32>]) -> Result<(D::State, Vec<Vec<f32>>), D::Error> {
+        self.inner.start(prompts)
+    }
+    fn step(&self, state: &mut D::State, tokens: &[u32]) -> Result<Vec<Vec<f32>>, D::Error> {
+        self.steps.set(self.steps.get() + 1);
+        self.inner.step(state, tokens)
+    }
+    fn reorder(&self, state: &mut D::State, rows: &[usize]) {
+        self.inner.reorder(state, rows)
+    }
+}
+
+/// Records what a search streams: (row, model steps run so far, tokens).
+struct Recorder<'a> {
+    steps: &'a std::cell::Cell<usize>,
+    got: Vec<(usize, usize, Vec<u32>)>,
+}
+
+impl TokenStreamer for Recorder<'_> {
+    fn put(&mut self, row: usize, tokens: &[u32]) {
+        self.got.push((row, self.steps.get(), tokens.to_vec()));
+    }
+}
+
+impl Recorder<'_> {
+    /// Everything streamed for `row`, in order.
+    fn row(&self, row: usize) -> Vec<u32> {
+        self.got.iter().filter(|(r, _, _)| *r == row).flat_map(|(_, _, t)| t.clone()).collect()
+    }
+}
+
+/// Streaming gives each row's tokens (greedy search: as picked, up to its end-of-sequence
+/// token; beam search: once every hypothesis that may still be returned shares them, and the
+/// rest of the best one at the end), and the result equals the search without it.
+#[test]
+fn streamed_tokens_are_the_returned_ones_as_soon_as_they_are_final() {
+    let f = Fixture::open("generation/bert-lm-head");
+    let prompts = prompts(&f);
+    let prompt_len = prompts[0].len();
+    let device = burn::tensor::Device::flex();
+    let loaded = BertLMHeadModel::from_pretrained(&f.dir, &device).unwrap();
+    let steps = std::cell::Cell::new(0);
+    let decoder = Counting { inner: CausalDecoder::new(&loaded.model, &loaded.config), steps: &steps };
+
+    let greedy_stopping = stopping(&f, "processed");
+    let mut recorder = Recorder { steps: &steps, got: vec![] };
+    let out = greedy_streaming(&decoder, &prompts, &processors("processed"), &greedy_stopping, &mut recorder).unwrap();
+    assert_eq!(out, greedy(&decoder, &prompts, &processors("processed"), &greedy_stopping).unwrap());
+    for (row, sequence) in out.sequences.iter().enumerate() {
+        let generated = &sequence[prompt_len..];
+        let end = generated.iter().position(|t| greedy_stopping.eos_token_ids.contains(t)).map_or(generated.len(), |i| i + 1);
+        assert_eq!(recorder.row(row), generated[..end], "row {row}: greedy streams each token up to its end");
+    }
+    assert!(recorder.got.iter().all(|(_, _, t)| t.len() == 1), "one token per step");
+    let when: Vec<usize> = recorder.got.iter().filter(|(r, _, _)| *r == 0).map(|(_, s, _)| *s).collect();
+    assert_eq!(when, (0..when.len()).collect::<Vec<_>>(), "row 0's k-th token is given before step k runs");
+
+    for run in ["beam", "beam-never", "beam-early"] {
+        let (run_stopping, beams) = (stopping(&f, run), beam_settings(&f, run));
+        steps.set(0);
+        let mut recorder = Recorder { steps: &steps, got: vec![] };
+        let out = beam_search_streaming(&decoder, &prompts, &processors(run), &run_stopping, &beams, &mut recorder).unwrap();
+        let total = steps.get();
+        assert_eq!(out.sequences, beam_search(&decoder, &prompts, &processors(run), &run_stopping, &beams).unwrap().sequences, "{run}");
+        let n = beams.num_return_sequences;
+        for (b, returned) in out.sequences.chunks(n).enumerate() {
+            let streamed = recorder.row(b);
+            for sequence in returned {
+                assert_eq!(sequence[prompt_len..prompt_len + streamed.len()], streamed[..], "{run} prompt {b}: every returned sequence continues with what was streamed");
+            }
+        }
+        assert!(recorder.got.iter().any(|(_, step, _)| *step < total), "{run}: tokens streamed before the search ended: {:?}", recorder.got);
+    }
+}

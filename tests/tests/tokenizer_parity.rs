@@ -124,7 +124,13 @@ fn trained_tokenizers_have_the_transformers_pipeline() {
             assert_eq!(ours[key], theirs[key], "{kind:?}: {key}");
         }
         let specials = |v: &serde_json::Value| -> Vec<serde_json::Value> { v["added_tokens"].as_array().unwrap().clone() };
-        assert_eq!(specials(&ours), specials(&theirs), "{kind:?}: special tokens, ids and flags");
+        let mut theirs_specials = specials(&theirs);
+        if kind == TokenizerKind::ByteLevelBpe {
+            // `<mask>` takes the space before it, as in roberta-base's and bart-base's
+            // tokenizer.json (transformers' class built from bare vocabulary files does not).
+            theirs_specials[4]["lstrip"] = true.into();
+        }
+        assert_eq!(specials(&ours), theirs_specials, "{kind:?}: special tokens, ids and flags");
         let config = json(&out.join("tokenizer_config.json"));
         assert_eq!(config["tokenizer_class"], kind.class());
         if kind == TokenizerKind::ByteLevelBpe {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use sesame_generate::config::EarlyStoppingValue;
-use sesame_generate::{generate, GenerateError, GenerationConfig, Generated, Ids};
+use sesame_generate::{generate_streaming, GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
 use sesame_layers::decoding::{CausalDecoder, Seq2SeqDecoder, Seq2SeqLM};
 use sesame_layers::{Backbone, ForCausalLM, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
@@ -77,6 +77,12 @@ pub struct GenerateArgs {
     /// Seed of sampling: the same seed, inputs, model and backend give the same tokens.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Also print tokens as soon as they are final, one JSON line each time:
+    /// {"input", "tokens", "text"} ("sequence" too when sampling several), "text" being
+    /// everything streamed for it so far; beam search streams what every hypothesis still in
+    /// the running shares. Each input's result line follows as without --stream.
+    #[arg(long)]
+    pub stream: bool,
 }
 
 impl GenerateArgs {
@@ -229,6 +235,54 @@ fn print(out: &Generated, per_input: usize, tokenizer: Option<&Tokenizer>, input
     stdout.flush().map_err(|e| format!("cannot write to stdout: {e}"))
 }
 
+/// `--stream`: a JSON line on stdout for each piece of final tokens of a row of the search
+/// (inputs from `first`, each given `repeat` times).
+struct LineStreamer<'a> {
+    on: bool,
+    first: usize,
+    repeat: usize,
+    tokenizer: Option<&'a Tokenizer>,
+    so_far: std::collections::BTreeMap<usize, Vec<u32>>,
+    /// The first write or decoding error, reported when the search returns.
+    error: Option<String>,
+}
+
+impl<'a> LineStreamer<'a> {
+    fn new(args: &GenerateArgs, first: usize, repeat: usize, tokenizer: Option<&'a Tokenizer>) -> Self {
+        Self { on: args.stream, first, repeat, tokenizer, so_far: Default::default(), error: None }
+    }
+
+    fn line(&mut self, row: usize, tokens: &[u32]) -> Result<(), String> {
+        let so_far = self.so_far.entry(row).or_default();
+        so_far.extend_from_slice(tokens);
+        let mut line = serde_json::json!({ "input": self.first + row / self.repeat, "tokens": tokens });
+        if self.repeat > 1 {
+            line["sequence"] = (row % self.repeat).into();
+        }
+        if let Some(tokenizer) = self.tokenizer {
+            line["text"] = tokenizer.decode(so_far).map_err(|e| e.to_string())?.into();
+        }
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{line}").and_then(|_| stdout.flush()).map_err(|e| format!("cannot write to stdout: {e}"))
+    }
+
+    /// The search's result, or the first streaming error.
+    fn finish<T>(self, result: Result<T, String>) -> Result<T, String> {
+        match self.error {
+            Some(e) => Err(e),
+            None => result,
+        }
+    }
+}
+
+impl TokenStreamer for LineStreamer<'_> {
+    fn put(&mut self, row: usize, tokens: &[u32]) {
+        if self.on && self.error.is_none() {
+            self.error = self.line(row, tokens).err();
+        }
+    }
+}
+
 /// Rows per input the search returns, and how many times to give each prompt (sampling).
 fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
     let n = config.num_return_sequences.unwrap_or(1);
@@ -270,8 +324,9 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
         let mask = Tensor::<2, Int>::from_data(TensorData::new(mask, [rows.len(), width]), device);
         let range = first..first + batch.len();
         let decoder = Seq2SeqDecoder::new(&model, ids, Some(mask)).map_err(|e| format!("inputs {}..={}: {e}", range.start + 1, range.end))?;
-        let out = generate(&decoder, &vec![vec![start]; rows.len()], &config, args.seed).map_err(|e| search_error(e, range))?;
-        print(&out, per_input, tokenizer.as_ref(), batch.len())?;
+        let mut streamer = LineStreamer::new(args, first, repeat, tokenizer.as_ref());
+        let out = generate_streaming(&decoder, &vec![vec![start]; rows.len()], &config, args.seed, &mut streamer).map_err(|e| search_error(e, range));
+        print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), batch.len())?;
     }
     Ok(())
 }
@@ -309,8 +364,9 @@ pub fn generate_causal<B: Backbone + PretrainedModel<Config = <B as Backbone>::C
     for (i, prompt) in prompts.iter().enumerate() {
         let decoder = CausalDecoder::new(&loaded.model, &loaded.config);
         let rows = vec![prompt.clone(); repeat];
-        let out = generate(&decoder, &rows, &config, args.seed).map_err(|e| search_error(e, i..i + 1))?;
-        print(&out, per_input, tokenizer.as_ref(), 1)?;
+        let mut streamer = LineStreamer::new(args, i, repeat, tokenizer.as_ref());
+        let out = generate_streaming(&decoder, &rows, &config, args.seed, &mut streamer).map_err(|e| search_error(e, i..i + 1));
+        print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), 1)?;
     }
     Ok(())
 }

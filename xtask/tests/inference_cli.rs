@@ -139,6 +139,31 @@ fn generate_reproduces_transformers_from_the_model_s_generation_config() {
     }
 }
 
+/// `--stream` prints each input's final tokens as they come (lines with "input"), and then
+/// the same result lines as without it: the streamed tokens are what the results hold after
+/// the decoder start, for greedy search up to the end, for beam search a prefix of every
+/// returned sequence.
+#[test]
+fn generate_streams_final_tokens_before_each_result() {
+    let dir = "fixtures/bart/base-generation";
+    let input = "{\"input_ids\": [0, 17, 23, 5, 40, 61, 8, 2]}\n{\"input_ids\": [0, 33, 12, 70, 2]}\n";
+    let lines = |out: String| out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>();
+    for flags in [&["--batch-size", "2"][..], &["--num-beams", "4", "--num-return-sequences", "2", "--max-new-tokens", "9"][..]] {
+        let plain = lines(xtask(&[&["generate", "--model", dir, "--input", "-"][..], flags].concat(), input));
+        let streamed = lines(xtask(&[&["generate", "--model", dir, "--input", "-", "--stream"][..], flags].concat(), input));
+        let (pieces, results): (Vec<_>, Vec<_>) = streamed.into_iter().partition(|l| l.get("input").is_some());
+        assert_eq!(results, plain, "{flags:?}: the results are those without --stream");
+        assert!(!pieces.is_empty(), "{flags:?}: something streamed");
+        for (i, result) in results.iter().enumerate() {
+            let got: Vec<u64> = pieces.iter().filter(|p| p["input"] == i).flat_map(|p| p["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap())).collect();
+            for sequence in result["sequences"].as_array().unwrap() {
+                let sequence: Vec<u64> = sequence.as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+                assert_eq!(sequence[1..1 + got.len()], got[..], "{flags:?} input {i}: streamed tokens continue the decoder start");
+            }
+        }
+    }
+}
+
 /// A left-to-right checkpoint (`BertLMHeadModel`) generates through the same command, with
 /// transformers' processors from the flags.
 #[test]

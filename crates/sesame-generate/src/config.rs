@@ -10,7 +10,10 @@ use crate::processors::{
     out_of_range, BadWords, ForcedBos, ForcedEos, LogitsProcessor, MinLength, MinNewTokens, NoRepeatNgram, ProcessorError,
     RepetitionPenalty, Temperature, TopK, TopP,
 };
-use crate::search::{beam_search, greedy, sample, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated, SeededSampler, Stopping};
+use crate::search::{
+    beam_search_streaming, greedy_streaming, sample_streaming, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated, SeededSampler, Stopping,
+    TokenStreamer,
+};
 
 /// One id or several (`eos_token_id` may be either).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -299,16 +302,28 @@ impl GenerationConfig {
 /// with `seed`, or beam search), with their processors. Sampling with `num_return_sequences`
 /// n draws n rows per prompt: give each prompt n times (as transformers expands them).
 pub fn generate<D: Decoder>(model: &D, prompts: &[Vec<u32>], config: &GenerationConfig, seed: u64) -> Result<Generated, GenerateError<D::Error>> {
+    generate_streaming(model, prompts, config, seed, &mut ())
+}
+
+/// [`generate`], giving `streamer` the tokens of each row (greedy search, sampling) or prompt
+/// (beam search) as soon as they are final (see [`TokenStreamer`]).
+pub fn generate_streaming<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    config: &GenerationConfig,
+    seed: u64,
+    streamer: &mut dyn TokenStreamer,
+) -> Result<Generated, GenerateError<D::Error>> {
     config.validate().map_err(GenerateError::Settings)?;
     let prompt_len = prompts.first().map_or(0, Vec::len);
     let stopping = config.stopping(prompt_len).map_err(GenerateError::Settings)?;
     let processors = config.processors(prompt_len).map_err(GenerateError::Settings)?;
     match config.beams().map_err(GenerateError::Settings)? {
-        Some(beams) => beam_search(model, prompts, &processors, &stopping, &beams),
+        Some(beams) => beam_search_streaming(model, prompts, &processors, &stopping, &beams, streamer),
         None if config.do_sample == Some(true) => {
-            sample(model, prompts, &processors, &stopping, &mut SeededSampler::new(seed)).map_err(GenerateError::Model)
+            sample_streaming(model, prompts, &processors, &stopping, &mut SeededSampler::new(seed), streamer).map_err(GenerateError::Model)
         }
-        None => greedy(model, prompts, &processors, &stopping).map_err(GenerateError::Model),
+        None => greedy_streaming(model, prompts, &processors, &stopping, streamer).map_err(GenerateError::Model),
     }
 }
 

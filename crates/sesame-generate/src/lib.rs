@@ -18,10 +18,13 @@ pub mod config;
 pub mod processors;
 pub mod search;
 
-pub use config::{generate, GenerationConfig, Ids};
+pub use config::{generate, generate_streaming, GenerationConfig, Ids};
 
 pub use processors::{
     BadWords, ForcedBos, ForcedEos, LogitsProcessor, MinLength, MinNewTokens, NoRepeatNgram, ProcessorError, RepetitionPenalty,
     Row, Temperature, TopK, TopP,
 };
-pub use search::{beam_search, greedy, sample, GenerateError, BeamSettings, Decoder, EarlyStopping, Generated, SeededSampler, Stopping, TokenSampler};
+pub use search::{
+    beam_search, beam_search_streaming, greedy, greedy_streaming, sample, sample_streaming, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated,
+    SeededSampler, Stopping, TokenSampler, TokenStreamer,
+};

@@ -28,6 +28,21 @@ pub trait Decoder {
     fn reorder(&self, state: &mut Self::State, rows: &[usize]);
 }
 
+/// Receives generated tokens as soon as they are final, while the search runs (transformers'
+/// streamers, for any batch and for beam search too).
+pub trait TokenStreamer {
+    /// `tokens` follow what was given before for row `row` (greedy search and sampling: a row
+    /// of the prompts; beam search: a prompt, the tokens every sequence returned for it
+    /// continues with), and will not change. The end-of-sequence token is given; padding is
+    /// not.
+    fn put(&mut self, row: usize, tokens: &[u32]);
+}
+
+/// No streaming.
+impl TokenStreamer for () {
+    fn put(&mut self, _row: usize, _tokens: &[u32]) {}
+}
+
 /// What a search returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
@@ -67,7 +82,18 @@ pub fn greedy<D: Decoder>(
     processors: &[Box<dyn LogitsProcessor>],
     stopping: &Stopping,
 ) -> Result<Generated, D::Error> {
-    one_token_per_row(model, prompts, processors, stopping, |_, scores| argmax(scores))
+    greedy_streaming(model, prompts, processors, stopping, &mut ())
+}
+
+/// [`greedy`], giving `streamer` each row's token as it is picked.
+pub fn greedy_streaming<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    processors: &[Box<dyn LogitsProcessor>],
+    stopping: &Stopping,
+    streamer: &mut dyn TokenStreamer,
+) -> Result<Generated, D::Error> {
+    one_token_per_row(model, prompts, processors, stopping, streamer, |_, scores| argmax(scores))
 }
 
 /// Where sampling draws its tokens from: given a row's probabilities `[vocab]` (summing to
@@ -122,16 +148,29 @@ pub fn sample<D: Decoder>(
     stopping: &Stopping,
     sampler: &mut dyn TokenSampler,
 ) -> Result<Generated, D::Error> {
-    one_token_per_row(model, prompts, processors, stopping, |row, scores| sampler.draw(row, &softmax(scores)))
+    sample_streaming(model, prompts, processors, stopping, sampler, &mut ())
+}
+
+/// [`sample`], giving `streamer` each row's token as it is drawn.
+pub fn sample_streaming<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    processors: &[Box<dyn LogitsProcessor>],
+    stopping: &Stopping,
+    sampler: &mut dyn TokenSampler,
+    streamer: &mut dyn TokenStreamer,
+) -> Result<Generated, D::Error> {
+    one_token_per_row(model, prompts, processors, stopping, streamer, |row, scores| sampler.draw(row, &softmax(scores)))
 }
 
 /// Greedy search and sampling: one token per row per step, picked by `pick` from the row's
-/// processed scores.
+/// processed scores, each given to `streamer` as it is picked.
 fn one_token_per_row<D: Decoder>(
     model: &D,
     prompts: &[Vec<u32>],
     processors: &[Box<dyn LogitsProcessor>],
     stopping: &Stopping,
+    streamer: &mut dyn TokenStreamer,
     mut pick: impl FnMut(usize, &[f32]) -> u32,
 ) -> Result<Generated, D::Error> {
     let mut sequences = prompts.to_vec();
@@ -151,7 +190,11 @@ fn one_token_per_row<D: Decoder>(
             }
             let token = match finished[row] {
                 true => stopping.pad_token_id,
-                false => pick(row, row_logits),
+                false => {
+                    let token = pick(row, row_logits);
+                    streamer.put(row, &[token]);
+                    token
+                }
             };
             finished[row] |= stopping.eos_token_ids.contains(&token);
             sequences[row].push(token);
@@ -273,6 +316,20 @@ pub fn beam_search<D: Decoder>(
     stopping: &Stopping,
     beams: &BeamSettings,
 ) -> Result<Generated, GenerateError<D::Error>> {
+    beam_search_streaming(model, prompts, processors, stopping, beams, &mut ())
+}
+
+/// [`beam_search`], giving `streamer` each prompt's tokens as soon as every hypothesis that
+/// may still be returned for it shares them (every running beam and every finished one while
+/// the prompt is not done; then the returned ones).
+pub fn beam_search_streaming<D: Decoder>(
+    model: &D,
+    prompts: &[Vec<u32>],
+    processors: &[Box<dyn LogitsProcessor>],
+    stopping: &Stopping,
+    beams: &BeamSettings,
+    streamer: &mut dyn TokenStreamer,
+) -> Result<Generated, GenerateError<D::Error>> {
     beams.validate().map_err(GenerateError::Settings)?;
     let (k, batch) = (beams.num_beams, prompts.len());
     if stopping.max_new_tokens == 0 || batch == 0 {
@@ -298,6 +355,17 @@ pub fn beam_search<D: Decoder>(
         .collect();
     let mut scores = Vec::new();
     let mut cur_len = prompt_len;
+    // Per prompt: the length up to which its tokens were streamed.
+    let mut streamed = vec![prompt_len; batch];
+    let mut stream = |b: usize, hypotheses: &mut dyn Iterator<Item = &Hypothesis>| {
+        let mut hypotheses = hypotheses.peekable();
+        let Some(first) = hypotheses.peek().map(|h| h.tokens.clone()) else { return };
+        let common = hypotheses.fold(first.len(), |n, h| n.min(first.iter().zip(&h.tokens).take_while(|(a, b)| a == b).count()));
+        if common > streamed[b] {
+            streamer.put(b, &first[streamed[b]..common]);
+            streamed[b] = common;
+        }
+    };
     loop {
         // Log-probabilities, processed with each beam's tokens.
         for (row, row_logits) in logits.iter_mut().enumerate() {
@@ -362,6 +430,9 @@ pub fn beam_search<D: Decoder>(
             let worst_finished = prompt.finished.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
             prompt.improvable &= prompt.finished.iter().any(|h| best_running > if h.finished { worst_finished } else { EXCLUDED });
         }
+        for (b, prompt) in search.iter().enumerate().filter(|(_, p)| p.improvable) {
+            stream(b, &mut prompt.running.iter().chain(prompt.finished.iter().filter(|h| h.finished)));
+        }
         let improvable = search.iter().any(|p| p.improvable);
         let all_full = beams.early_stopping == EarlyStopping::WhenFull && search.iter().all(|p| p.finished.iter().all(|h| h.finished));
         if !improvable || all_full || every_continuation_ends {
@@ -370,6 +441,9 @@ pub fn beam_search<D: Decoder>(
         model.reorder(&mut state, &next_rows);
         let next: Vec<u32> = search.iter().flat_map(|p| p.running.iter().map(|h| *h.tokens.last().expect("a token per step"))).collect();
         logits = model.step(&mut state, &next).map_err(GenerateError::Model)?;
+    }
+    for (b, prompt) in search.iter().enumerate() {
+        stream(b, &mut prompt.finished[..beams.num_return_sequences].iter());
     }
     // The best `num_return_sequences` of each prompt, padded to the longest returned one.
     let returned: Vec<&Hypothesis> = search.iter().flat_map(|p| &p.finished[..beams.num_return_sequences]).collect();

@@ -506,6 +506,13 @@ impl Tokenizer {
             cfg["add_prefix_space"] = config.add_prefix_space.into();
             cfg.as_object_mut().expect("object").remove("do_lower_case");
         }
+        // A mask token that takes the space before it is written as roberta-base's is, so
+        // that the vocabulary files alone rebuild it.
+        if let Some((mask, id)) = &s.mask {
+            if self.inner.get_added_tokens_decoder().get(id).is_some_and(|t| t.lstrip) {
+                cfg["mask_token"] = serde_json::json!({ "content": mask, "lstrip": true, "rstrip": false, "normalized": false, "single_word": false, "special": true });
+            }
+        }
         let path = dir.join("tokenizer_config.json");
         crate::fs::write_atomic(&path, serde_json::to_string_pretty(&cfg).expect("JSON").as_bytes()).map_err(|e| fail(path.clone(), e.to_string()))
     }
