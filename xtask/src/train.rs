@@ -220,6 +220,21 @@ struct RunSpec {
 }
 
 impl RunSpec {
+    /// The data settings of `args`, with the family's masking (or noise) and layout.
+    fn new(args: &TrainArgs, masking: String, layout: String) -> Self {
+        Self {
+            family: args.family.clone(),
+            corpus: args.corpus.clone(),
+            seq_len: args.seq_len,
+            batch_size: args.batch_size,
+            masking,
+            layout,
+            static_masks: args.static_masks,
+            seed: args.seed,
+            held_out: args.held_out,
+        }
+    }
+
     /// The settings of the run in `dir` (its `run.json`).
     fn read(dir: &Path) -> Result<Self, String> {
         let path = dir.join("run.json");
@@ -416,17 +431,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     let masking = args.masking.unwrap_or_else(F::masking);
     let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(&args)?;
-    let spec = RunSpec {
-        family: args.family.clone(),
-        corpus: args.corpus.clone(),
-        seq_len: args.seq_len,
-        batch_size: args.batch_size,
-        masking: format!("{masking:?}"),
-        layout: format!("{layout:?}"),
-        static_masks: args.static_masks,
-        seed: args.seed,
-        held_out: args.held_out,
-    };
+    let spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
     let out = &open_run(&args, F::NAME, &spec)?;
     let (train_text, held_out_text) = read_corpus(&args)?;
     let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
@@ -461,17 +466,7 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     }
     let noise = args.noise.config()?;
     let steps = args.steps.unwrap_or(BART_STEPS);
-    let spec = RunSpec {
-        family: args.family.clone(),
-        corpus: args.corpus.clone(),
-        seq_len: args.seq_len,
-        batch_size: args.batch_size,
-        masking: format!("{noise:?}"),
-        layout: "sentence blocks (complete_doc)".into(),
-        static_masks: None,
-        seed: args.seed,
-        held_out: args.held_out,
-    };
+    let spec = RunSpec::new(&args, format!("{noise:?}"), "sentence blocks (complete_doc)".into());
     let out = &open_run(&args, NAME, &spec)?;
     let (train_text, held_out_text) = read_corpus(&args)?;
     let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
