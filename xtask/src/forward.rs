@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use burn::prelude::*;
 use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
 use sesame_layers::{
-    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification,
-    InputError, NamedOutput, OutputOptions, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
+    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
+    ForTokenClassification, InputError, NamedOutput, OutputOptions, PreTrainingLabels, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
 };
+use sesame_text::{PairConfig, SentenceTask};
+use sesame_train::pretraining::{Layout, PretrainingFamily};
 
 /// What to run, on what, and where the outputs go.
 #[derive(clap::Args, Debug)]
@@ -43,7 +45,7 @@ struct Input {
 }
 
 /// The inputs of `--inputs`, by name, and the names a head took.
-struct Inputs {
+pub struct Inputs {
     file: PathBuf,
     tensors: BTreeMap<String, Input>,
     taken: std::cell::RefCell<Vec<&'static str>>,
@@ -78,6 +80,12 @@ impl Inputs {
             Some(t) if t.shape.len() != rank => Err(self.fail(name, format!("has shape {:?}; expected {rank} dimensions", t.shape))),
             Some(t) => Ok(Some(t)),
         }
+    }
+
+    /// [`Self::ids`] for a name known at run time (one of the family's label names).
+    fn ids_named<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
+        let name: &'static str = ["next_sentence_label", "sentence_order_label"].into_iter().find(|n| *n == name).expect("a known label name");
+        self.ids::<D>(name, device)
     }
 
     /// Integer ids `[D]` (i64 or i32).
@@ -166,6 +174,23 @@ impl Inputs {
         Ok(self.ids::<1>("start_positions", device)?.zip(self.ids::<1>("end_positions", device)?))
     }
 
+    /// For a multiple-choice head: `[batch, choices, seq]` inputs read as `[batch × choices,
+    /// seq]` (choice-major within each example, as transformers flattens them); the number of
+    /// choices.
+    fn flatten_choices(&mut self) -> Result<usize, String> {
+        let mut choices = None;
+        for name in ["input_ids", "attention_mask", "token_type_ids", "position_ids"] {
+            let Some(t) = self.tensors.get_mut(name) else { continue };
+            let [b, c, s]: [usize; 3] = t.shape.clone().try_into().map_err(|_| format!("--inputs {}: `{name}` has shape {:?}; a multiple-choice head takes [batch, choices, seq]", self.file.display(), t.shape))?;
+            if choices.is_some_and(|n| n != c) {
+                return Err(format!("--inputs {}: `{name}` has {c} choices, the other inputs {}", self.file.display(), choices.unwrap_or(0)));
+            }
+            choices = Some(c);
+            t.shape = vec![b * c, s];
+        }
+        choices.ok_or_else(|| format!("--inputs {}: no `input_ids`", self.file.display()))
+    }
+
     /// Refuse inputs the head did not take.
     fn check_all_taken(&self, head: &str) -> Result<(), String> {
         let taken = self.taken.borrow();
@@ -230,20 +255,95 @@ fn multi_label(dir: &Path) -> Result<bool, String> {
     Ok(crate::config_json(dir)?["problem_type"] == "multi_label_classification")
 }
 
-/// `forward` for an encoder family with base model `B` and sequence classifier `S`: its base
-/// model, masked LM, sequence and token classification, QA and left-to-right heads.
-pub fn forward_encoder<B, S>(args: &ForwardArgs, device: &Device) -> Result<(), String>
+/// A family's own heads besides the shared ones (BERT's next-sentence head, ELECTRA's
+/// discriminator).
+pub trait OwnHeads {
+    /// The outputs of `head` when it is one of them, `None` otherwise.
+    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>>;
+}
+
+/// No heads of its own.
+pub struct NoOwnHeads;
+
+impl OwnHeads for NoOwnHeads {
+    fn run(_: &str, _: &ForwardArgs, _: &EncoderInput, _: &Inputs, _: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
+        None
+    }
+}
+
+/// BERT's: `BertForNextSentencePrediction`.
+pub struct BertHeads;
+
+impl OwnHeads for BertHeads {
+    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
+        use sesame_bert::BertForNextSentencePrediction;
+        (head == "BertForNextSentencePrediction").then(|| {
+        let labels = inputs.ids::<1>("labels", device)?;
+        let (m, c) = load::<BertForNextSentencePrediction>(args, device)?;
+        input.validate(&sesame_bert::BertModel::input_limits(&c)).map_err(bad_input(head))?;
+        Ok(m.forward(input.clone(), labels, options(args)).named())
+        })
+    }
+}
+
+/// ELECTRA's: `ElectraForPreTraining` (the discriminator).
+pub struct ElectraHeads;
+
+impl OwnHeads for ElectraHeads {
+    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
+        use sesame_electra::ElectraForPreTraining;
+        (head == "ElectraForPreTraining").then(|| {
+        let labels = inputs.ids::<2>("labels", device)?;
+        let (m, c) = load::<ElectraForPreTraining>(args, device)?;
+        input.validate(&sesame_electra::ElectraModel::input_limits(&c)).map_err(bad_input(head))?;
+        let out = m.forward(input.clone(), labels, options(args));
+        Ok(sesame_layers::HeadOutput { logits: out.logits, loss: out.loss, encoder: out.encoder }.named())
+        })
+    }
+}
+
+/// `forward` for an encoder family pre-trained as `F`, with base model `B`, sequence
+/// classifier `S` and multiple-choice scorer `C`: its base model, pre-training heads (MLM +
+/// NSP / SOP, when `F` trains on sentence pairs), masked LM, sequence and token
+/// classification, multiple choice, QA and left-to-right heads, and its own heads `H`.
+pub fn forward_encoder<F, B, S, C, H>(args: &ForwardArgs, device: &Device) -> Result<(), String>
 where
+    F: PretrainingFamily,
     B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
     S: SequenceHead,
+    C: SequenceHead,
+    H: OwnHeads,
 {
     let head = head_class(args)?;
-    let inputs = Inputs::read(&args.inputs)?;
+    let mut inputs = Inputs::read(&args.inputs)?;
+    let class = |suffix: &str| format!("{}{suffix}", B::CLASS);
+    let choices = if head == class("ForMultipleChoice") { Some(inputs.flatten_choices()?) } else { None };
     let input = inputs.encoder(device)?;
+    // BERT's NSP or ALBERT's SOP: the pre-training head's sentence logits and labels.
+    let sentence_task = match F::layout() {
+        Layout::Pairs(PairConfig { task: SentenceTask::NextSentence, .. }) => Some(("seq_relationship_logits", "next_sentence_label")),
+        Layout::Pairs(PairConfig { task: SentenceTask::SentenceOrder, .. }) => Some(("sop_logits", "sentence_order_label")),
+        Layout::Packed { .. } => None,
+    };
     let o = options(args);
     let check = |config: &<B as Backbone>::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
-    let class = |suffix: &str| format!("{}{suffix}", B::CLASS);
-    let outputs = if head == class("Model") {
+    let outputs = if let Some(outputs) = H::run(&head, args, &input, &inputs, device) {
+        outputs?
+    } else if let (Some((logits, label)), true) = (sentence_task, head == class("ForPreTraining")) {
+        let labels = match (inputs.ids::<2>("labels", device)?, inputs.ids_named::<1>(label, device)?) {
+            (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
+            (None, None) => None,
+            _ => return Err(format!("--inputs {}: {head} takes `labels` and `{label}` together", args.inputs.display())),
+        };
+        let (m, c) = load::<ForPreTraining<B>>(args, device)?;
+        check(&c)?;
+        m.forward(input, labels, o).named(logits)
+    } else if let (Some(choices), true) = (choices, head == class("ForMultipleChoice")) {
+        let labels = inputs.ids::<1>("labels", device)?;
+        let (m, c) = load::<ForMultipleChoice<B, C>>(args, device)?;
+        check(&c)?;
+        m.forward(input, choices, labels, o).named()
+    } else if head == class("Model") {
         let (m, c) = load::<B>(args, device)?;
         check(&c)?;
         m.forward(input, o).named()
@@ -273,8 +373,11 @@ where
         check(&c)?;
         m.forward(input, labels, o).named()
     } else {
-        let runs = [class("Model"), class("ForMaskedLM"), class("ForSequenceClassification"), class("ForTokenClassification"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
-        return Err(format!("--head {head}: forward runs {} for this family (its other heads are not wired yet)", runs.join(", ")));
+        let mut runs = vec![class("Model"), class("ForMaskedLM"), class("ForSequenceClassification"), class("ForTokenClassification"), class("ForMultipleChoice"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
+        if sentence_task.is_some() {
+            runs.insert(1, class("ForPreTraining"));
+        }
+        return Err(format!("--head {head}: not a head of this family (forward runs {}, and the family's own heads)", runs.join(", ")));
     };
     inputs.check_all_taken(&head)?;
     write(outputs, &args.out)

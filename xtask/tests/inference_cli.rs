@@ -222,14 +222,19 @@ fn forward_case(fixture: &str) -> (PathBuf, std::collections::BTreeMap<String, (
             outputs.insert(out.to_string(), (view.shape().to_vec(), values));
         }
     }
-    let path = std::env::temp_dir().join(format!("sesame-forward-{}-{}.safetensors", std::process::id(), fixture.replace('/', "-")));
+    // A file of its own per call: tests run at once, and several read one fixture.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("sesame-forward-{}-{call}-{}.safetensors", std::process::id(), fixture.replace('/', "-")));
     safetensors::serialize_to_file(inputs, None, &path).unwrap();
     (path, outputs)
 }
 
 /// `forward` runs a head on inputs named as transformers' arguments and writes every output
-/// under transformers' names, with transformers' values (BART, BERT's masked LM and QA: the
-/// fixtures' own inputs, labels and every-output references).
+/// under transformers' names, with transformers' values (BART; BERT's masked LM, QA,
+/// pre-training and next-sentence heads; ALBERT's pre-training; ELECTRA's discriminator;
+/// multiple choice on `[batch, choices, seq]` inputs: the fixtures' own inputs, labels and
+/// every-output references).
 #[test]
 fn forward_writes_transformers_outputs_under_their_names() {
     for fixture in [
@@ -239,6 +244,13 @@ fn forward_writes_transformers_outputs_under_their_names() {
         "bert/base-qa",
         "roberta/base-seqcls-multilabel",
         "electra/wide-seqcls-regression",
+        "bert/base-pretraining",
+        "albert/base-pretraining",
+        "bert/base-nsp",
+        "electra/base-pretraining",
+        "bert/base-multiple-choice",
+        "electra/base-multiple-choice",
+        "roberta/base-multiple-choice",
     ] {
         let (inputs, want) = forward_case(fixture);
         let out = inputs.with_extension("out.safetensors");

@@ -37,6 +37,17 @@ impl<const D: usize> HeadOutput<D> {
     }
 }
 
+impl PreTrainingOutput {
+    /// Every output present, under HF's names, the sentence logits as `sentence` (BERT's
+    /// `seq_relationship_logits`, ALBERT's `sop_logits`).
+    pub fn named(&self, sentence: &str) -> Vec<crate::seq2seq::NamedOutput> {
+        let mut out = vec![("prediction_logits".to_string(), self.prediction_logits.to_data()), (sentence.to_string(), self.sentence_logits.to_data())];
+        out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
+        out.extend(self.encoder.named_layers());
+        out
+    }
+}
+
 impl QuestionAnsweringOutput {
     /// Every output present, under HF's names (`start_logits`, `end_logits`, `loss`, …).
     pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
