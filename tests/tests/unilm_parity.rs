@@ -164,8 +164,13 @@ fn seq_to_seq_decoding_equals_the_full_seq_to_seq_forward_pass() {
                 let s = tokens.len();
                 let attention: Vec<i64> = (0..s).map(|j| i64::from(j >= width || j < source.len())).collect();
                 let mask = UnilmMask::SeqToSeq { source_len: vec![width] };
+                // microsoft/unilm's positions: the source from 0, its padding 0, the target
+                // right after the source's own end.
+                let len = source.len();
+                let positions: Vec<i64> = (0..s).map(|j| if j < len { j as i64 } else if j < width { 0 } else { (j - width + len) as i64 }).collect();
                 let input = EncoderInput::new(Tensor::from_data(TensorData::new(tokens, [1, s]), &device))
                     .with_attention_mask(Tensor::from_data(TensorData::new(attention, [1, s]), &device))
+                    .with_position_ids(Tensor::from_data(TensorData::new(positions, [1, s]), &device))
                     .with_token_type_ids(mask.token_type_ids(&[width], s, &device));
                 let full = values(model.forward(mask.apply(input), None, OutputOptions::default()).logits);
                 let last = &full[full.len() - scores.len()..];

@@ -83,6 +83,15 @@ pub struct GenerateArgs {
     /// the running shares. Each input's result line follows as without --stream.
     #[arg(long)]
     pub stream: bool,
+    /// Decode sequence to sequence as UniLM does, from a UniLM (BERT) checkpoint: each input is
+    /// the source `[CLS] S [SEP]`, which sees itself bidirectionally, and the target is written
+    /// left to right after it, each token the cloze prediction of a `[MASK]` under the
+    /// seq-to-seq mask; it ends at `[SEP]` unless --eos-token-id says otherwise.
+    #[arg(long)]
+    pub unilm_seq2seq: bool,
+    /// The mask token of --unilm-seq2seq when the model has no tokenizer (inputs as ids).
+    #[arg(long, requires = "unilm_seq2seq")]
+    pub mask_token_id: Option<u32>,
 }
 
 impl GenerateArgs {
@@ -117,10 +126,13 @@ impl GenerateArgs {
 }
 
 /// The model directory's settings with the flags over them, for a model of `max_positions`,
-/// checked, with flag names in errors.
-fn settings(dir: &Path, args: &GenerateArgs, max_positions: usize) -> Result<GenerationConfig, String> {
+/// checked, with flag names in errors; `default_eos` when neither sets an end-of-sequence id.
+fn settings(dir: &Path, args: &GenerateArgs, max_positions: usize, default_eos: Option<u32>) -> Result<GenerationConfig, String> {
     let mut config = GenerationConfig::from_dir(dir).map_err(|e| e.to_string())?.overridden_by(&args.settings()?);
     config.model_max_positions = Some(max_positions);
+    if config.eos_token_id.is_none() {
+        config.eos_token_id = default_eos.map(Ids::One);
+    }
     config.validate().map_err(|e| flag_error(&e.to_string()))?;
     if config.eos_token_id.is_none() {
         return Err(format!(
@@ -307,7 +319,7 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
     let model = loaded.model;
-    let config = settings(dir, args, model.max_positions())?;
+    let config = settings(dir, args, model.max_positions(), None)?;
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
         format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display())
     })?;
@@ -348,7 +360,7 @@ pub fn generate_causal<B: Backbone + PretrainedModel<Config = <B as Backbone>::C
     let loaded = ForCausalLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
     let limits = B::input_limits(&loaded.config);
-    let config = settings(dir, args, limits.max_len)?;
+    let config = settings(dir, args, limits.max_len, None)?;
     // A prompt's tokens as the tokenizer frames them, less a closing separator ([SEP], </s>)
     // that would end it: generation continues the text.
     let mut prompts = encode(&inputs, tokenizer.as_ref(), limits.max_len)?;
@@ -367,6 +379,39 @@ pub fn generate_causal<B: Backbone + PretrainedModel<Config = <B as Backbone>::C
         let mut streamer = LineStreamer::new(args, i, repeat, tokenizer.as_ref());
         let out = generate_streaming(&decoder, &rows, &config, args.seed, &mut streamer).map_err(|e| search_error(e, i..i + 1));
         print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), 1)?;
+    }
+    Ok(())
+}
+
+/// `generate --unilm-seq2seq`: UniLM's sequence-to-sequence decoding of a BERT-shaped
+/// checkpoint (`UnilmSeq2SeqDecoder`), sources batched and padded after their `[SEP]`, targets
+/// from nothing.
+pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    use sesame_unilm::{UnilmForMaskedLM, UnilmModel, UnilmSeq2SeqDecoder};
+    let dir = &args.model;
+    let inputs = inputs(args)?;
+    let tokenizer = tokenizer(dir, &inputs)?;
+    let mask = match (args.mask_token_id, &tokenizer) {
+        (Some(id), _) => id,
+        (None, Some(t)) => t.mask_token_id().map_err(|e| format!("--unilm-seq2seq: {e}"))?,
+        (None, None) => return Err(format!("--unilm-seq2seq: {} has no tokenizer to take the mask token from; give --mask-token-id", dir.display())),
+    };
+    let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
+    let loaded = UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    crate::report(&loaded.report);
+    let limits = UnilmModel::input_limits(&loaded.config);
+    let config = settings(dir, args, limits.max_len, sep)?;
+    let sources = encode(&inputs, tokenizer.as_ref(), limits.max_len)?;
+    let (per_input, repeat) = rows_per_input(&config);
+    for (b, batch) in sources.chunks(args.batch_size).enumerate() {
+        let first = b * args.batch_size;
+        let range = first..first + batch.len();
+        let rows: Vec<Vec<u32>> = batch.iter().flat_map(|s| std::iter::repeat_n(s.clone(), repeat)).collect();
+        let n = rows.len();
+        let decoder = UnilmSeq2SeqDecoder::new(&loaded.model, &loaded.config, rows, mask).map_err(|e| format!("inputs {}..={}: {e}", range.start + 1, range.end))?;
+        let mut streamer = LineStreamer::new(args, first, repeat, tokenizer.as_ref());
+        let out = generate_streaming(&decoder, &vec![vec![]; n], &config, args.seed, &mut streamer).map_err(|e| search_error(e, range));
+        print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), batch.len())?;
     }
     Ok(())
 }

@@ -255,6 +255,9 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::Generate { args, backend } => {
             let device = backend.device()?;
+            if args.unilm_seq2seq {
+                return generate::generate_unilm(&args, &device).map(|()| String::new());
+            }
             let family = model_family(&args.model)?;
             family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
         }

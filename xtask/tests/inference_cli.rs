@@ -164,6 +164,41 @@ fn generate_streams_final_tokens_before_each_result() {
     }
 }
 
+/// `--unilm-seq2seq` decodes a UniLM (BERT) checkpoint sequence to sequence: greedy and beam
+/// search from two sources of different lengths, batched or alone, give the library's
+/// `UnilmSeq2SeqDecoder` sequences (whose steps equal the full seq-to-seq forward pass, in
+/// unilm_parity.rs).
+#[test]
+fn generate_decodes_unilm_sequence_to_sequence() {
+    use sesame_generate::{beam_search, greedy, BeamSettings, Stopping};
+    use sesame_layers::PretrainedModel;
+    let dir = "fixtures/unilm/seq-to-seq";
+    let sources: Vec<Vec<u32>> = vec![vec![2, 10, 11, 12, 13, 3], vec![2, 20, 21, 3]];
+    let input: String = sources.iter().map(|s| format!("{{\"input_ids\": {s:?}}}\n")).collect();
+    let device = burn::tensor::Device::flex();
+    let loaded = sesame_unilm::UnilmForMaskedLM::from_pretrained(&repo().join(dir), &device).unwrap();
+    let decoder = sesame_unilm::UnilmSeq2SeqDecoder::new(&loaded.model, &loaded.config, sources.clone(), 4).unwrap();
+    let stopping = Stopping { max_new_tokens: 6, eos_token_ids: vec![3], pad_token_id: 0, output_scores: false };
+    let lines = |out: String| out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>();
+    let base = ["generate", "--model", dir, "--input", "-", "--unilm-seq2seq", "--mask-token-id", "4", "--eos-token-id", "3", "--max-new-tokens", "6"];
+    // Each row up to its end (a row decodes alike whatever the batch pads it to).
+    let ended = |row: &[u32]| row[..row.iter().position(|&t| t == 3).map_or(row.len(), |i| i + 1)].to_vec();
+    let want: Vec<Vec<u32>> = greedy(&decoder, &[vec![], vec![]], &[], &stopping).unwrap().sequences.iter().map(|r| ended(r)).collect();
+    for batch in ["1", "2"] {
+        let got = lines(xtask(&[&base[..], &["--batch-size", batch]].concat(), &input));
+        let got: Vec<Vec<u32>> = got.iter().map(|l| ended(&serde_json::from_value::<Vec<u32>>(l["sequences"][0].clone()).unwrap())).collect();
+        assert_eq!(got, want, "greedy, batch size {batch}");
+    }
+    let beams = BeamSettings { num_return_sequences: 2, ..BeamSettings::new(3) };
+    let want = beam_search(&decoder, &[vec![], vec![]], &[], &stopping, &beams).unwrap();
+    let got = lines(xtask(&[&base[..], &["--num-beams", "3", "--num-return-sequences", "2"]].concat(), &input));
+    for (i, line) in got.iter().enumerate() {
+        assert_eq!(line["sequences"], serde_json::json!(want.sequences[2 * i..2 * i + 2]), "beam search, input {i}");
+    }
+    let err = xtask_fails(&["generate", "--model", dir, "--input", "-", "--unilm-seq2seq"], &input);
+    assert!(err.contains("--mask-token-id"), "{err}");
+}
+
 /// A left-to-right checkpoint (`BertLMHeadModel`) generates through the same command, with
 /// transformers' processors from the flags.
 #[test]

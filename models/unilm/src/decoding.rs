@@ -7,7 +7,8 @@
 //! pre-training. microsoft/unilm's decoder keeps every layer's hidden states and re-projects
 //! them at every step; here the keys and values of the source and of each target token are
 //! cached once (a target token's do not depend on anything after it), and the placeholder's are
-//! dropped after each step.
+//! dropped after each step. Positions are microsoft/unilm's: a row's target continues right
+//! after its own source, whatever the padding of the batch.
 
 use burn::prelude::*;
 use sesame_generate::Decoder;
@@ -76,7 +77,8 @@ impl<'a> UnilmSeq2SeqDecoder<'a> {
         let types: Vec<i64> = (0..b).flat_map(|_| types.clone()).collect();
         let keys = |row: usize| (0..past + n).map(move |j| i64::from(j >= self.width || j < self.sources[row].len()));
         let mask = int(rows.iter().flat_map(|&r| keys(r)).collect(), past + n);
-        let mut input = EncoderInput::new(ids).with_token_type_ids(int(types, n)).with_attention_mask(mask);
+        let positions: Vec<i64> = rows.iter().flat_map(|&r| (past..past + n).map(move |j| self.position(r, j))).collect();
+        let mut input = EncoderInput::new(ids).with_token_type_ids(int(types, n)).with_attention_mask(mask).with_position_ids(int(positions, n));
         if let Some(cache) = cache {
             input = input.with_cache(cache);
         }
@@ -84,6 +86,18 @@ impl<'a> UnilmSeq2SeqDecoder<'a> {
         let out = self.model.forward(input, None, OutputOptions::default());
         let cache = out.encoder.cache.map(|c| c.truncate(past + n - 1));
         Ok((last_logits(out.logits)?, cache))
+    }
+
+    /// The position id of index `j` of source row `row`'s sequence, as microsoft/unilm's
+    /// decoder numbers them: the source from 0, its padding 0, the target right after the
+    /// source's own end, so that a row decodes alike whatever the batch pads it to.
+    pub fn position(&self, row: usize, j: usize) -> i64 {
+        let len = self.sources[row].len();
+        match j {
+            j if j < len => j as i64,
+            j if j < self.width => 0,
+            j => (j - self.width + len) as i64,
+        }
     }
 
     /// Every row's whole sequence: padded source, target, `[MASK]`.
