@@ -70,7 +70,7 @@ pub fn each(family: &str, shapes: &[&str], kind: &str, check: impl Fn(&Fixture, 
 }
 
 /// The base model (`{shape}-model`): last state, pooled output, all states and attentions.
-pub fn base_model<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(family: &str, shapes: &[&str]) {
+pub fn base_model<B: Backbone>(family: &str, shapes: &[&str]) {
     each(family, shapes, "model", |f, device, c, options| {
         let model = <B as PretrainedModel>::from_pretrained(&f.dir, device).unwrap().model;
         let out = Backbone::forward(&model, input(f, device), options);

@@ -187,8 +187,8 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
 pub fn bench_family<F, B>(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String>
 where
     F: PretrainingFamily,
-    B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
-    F::Model: PretrainedModel<Config = <B as Backbone>::Config>,
+    B: Backbone,
+    F::Model: PretrainedModel<Config = B::Config>,
 {
     if args.mode == BenchMode::Embed {
         return bench_embed::<B>(args, device, backend).map(|row| vec![row]);
@@ -309,7 +309,7 @@ pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec
 }
 
 /// `embed` of the first `--sentences` sentences of `--corpus` with the checkpoint `--model`.
-fn bench_embed<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
+fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
     let dir = args.model.as_ref().expect("checked by bench");
     let corpus = Corpus::read(&args.corpus).map_err(|e| e.to_string())?;
     let sentences: Vec<String> = corpus.sentences().take(args.sentences).map(str::to_string).collect();

@@ -56,8 +56,8 @@ impl FamilyEntry {
         C: SequenceHead,
         H: OwnHeads,
         S: SequenceHead,
-        B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
-        F::Model: PretrainedModel<Config = <B as Backbone>::Config>,
+        B: Backbone,
+        F::Model: PretrainedModel<Config = B::Config>,
     {
         Self {
             name,

@@ -309,7 +309,7 @@ impl OwnHeads for ElectraHeads {
 pub fn forward_encoder<F, B, S, C, H>(args: &ForwardArgs, device: &Device) -> Result<(), String>
 where
     F: PretrainingFamily,
-    B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>,
+    B: Backbone,
     S: SequenceHead,
     C: SequenceHead,
     H: OwnHeads,
@@ -326,7 +326,7 @@ where
         Layout::Packed { .. } => None,
     };
     let o = options(args);
-    let check = |config: &<B as Backbone>::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
+    let check = |config: &B::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
     let outputs = if let Some(outputs) = H::run(&head, args, &input, &inputs, device) {
         outputs?
     } else if let (Some((logits, label)), true) = (sentence_task, head == class("ForPreTraining")) {

@@ -295,7 +295,7 @@ fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry,
     })
 }
 
-pub(crate) fn embed_with<B: Backbone + PretrainedModel<Config = <B as Backbone>::Config>>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
+pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = <B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     report(&loaded.report);

@@ -9,7 +9,7 @@ use crate::attention::AttentionMask;
 use crate::checkpoint::{CheckpointSpec, KeyMap};
 use crate::encoder::{EncoderCache, EncoderOutput, OutputOptions};
 use crate::heads::{ClassifierConfig, MaskedLmHeadConfig, SequenceSummaryConfig};
-use crate::pretrained::{check_ids, check_shape, HfConfig, InputError};
+use crate::pretrained::{check_ids, check_shape, InputError, PretrainedModel};
 
 /// One batch of encoder input (HF argument names).
 #[derive(Clone, Debug)]
@@ -193,10 +193,10 @@ pub struct HeadSizes {
 }
 
 /// A family's base model (HF `BertModel`, `RobertaModel`, `AlbertModel`): what the shared task
-/// heads need from it.
-pub trait Backbone: Module + ModuleDisplay + Sized + Send + Sync {
-    /// The family's configuration.
-    type Config: HfConfig;
+/// heads need from it. Its configuration and its load hooks (`hf_form`, `stored_config`,
+/// `from_stored`) are those of its [`PretrainedModel`] implementation: one `Config`, one set of
+/// hooks.
+pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
     /// HF class-name stem (`Bert` in `BertForMaskedLM`).
     const CLASS: &'static str;
     /// HF name prefix of the base model inside head models (`bert`).
@@ -230,21 +230,6 @@ pub trait Backbone: Module + ModuleDisplay + Sized + Send + Sync {
     /// The HF class of the base model as a left-to-right language model.
     fn causal_lm_architecture() -> String {
         format!("{}ForCausalLM", Self::CLASS)
-    }
-
-    /// The equivalent model and config in the form HF stores (see [`crate::PretrainedModel::hf_form`]).
-    fn hf_form(&self, _config: &Self::Config) -> Option<(Self, Self::Config)> {
-        None
-    }
-
-    /// The configuration the files hold, when it differs (see [`crate::PretrainedModel::stored_config`]).
-    fn stored_config(_config: &Self::Config) -> Option<Self::Config> {
-        None
-    }
-
-    /// This model from one loaded in the stored form (see [`crate::PretrainedModel::from_stored`]).
-    fn from_stored(self, _config: &Self::Config) -> Self {
-        self
     }
 
     /// The device the model lives on.

@@ -187,7 +187,6 @@ impl AlbertModel {
 }
 
 impl Backbone for AlbertModel {
-    type Config = AlbertConfig;
     const CLASS: &'static str = Albert::CLASS;
     const PREFIX: &'static str = Albert::PREFIX;
 
@@ -201,10 +200,6 @@ impl Backbone for AlbertModel {
 
     fn word_embeddings(&self) -> Tensor<2> {
         self.embeddings.word_embeddings.weight.val()
-    }
-
-    fn hf_form(&self, config: &AlbertConfig) -> Option<(Self, AlbertConfig)> {
-        self.hf_form(config)
     }
 
     fn input_limits(config: &AlbertConfig) -> InputLimits {

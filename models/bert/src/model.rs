@@ -78,7 +78,6 @@ impl<F: BertLikeFamily> BertLikeModel<F> {
 }
 
 impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
-    type Config = BertLikeConfig<F>;
     const CLASS: &'static str = F::CLASS;
     const PREFIX: &'static str = F::PREFIX;
 
@@ -135,6 +134,22 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "encoder".into(), "pooler".into()]
     }
+}
+
+impl<F: BertLikeFamily> PretrainedModel for BertLikeModel<F> {
+    type Config = BertLikeConfig<F>;
+
+    fn architecture() -> String {
+        format!("{}Model", F::CLASS)
+    }
+
+    fn init(config: &Self::Config, device: &Device) -> Self {
+        <Self as Backbone>::new(config, true, device)
+    }
+
+    fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec {
+        <Self as Backbone>::spec(config, false, &["pooler."])
+    }
 
     fn stored_config(config: &Self::Config) -> Option<Self::Config> {
         let stored = config.stored_type_vocab_size?;
@@ -157,29 +172,5 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
             types.weight = Param::from_tensor(weight.select(0, index));
         }
         self
-    }
-}
-
-impl<F: BertLikeFamily> PretrainedModel for BertLikeModel<F> {
-    type Config = BertLikeConfig<F>;
-
-    fn architecture() -> String {
-        format!("{}Model", F::CLASS)
-    }
-
-    fn init(config: &Self::Config, device: &Device) -> Self {
-        <Self as Backbone>::new(config, true, device)
-    }
-
-    fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec {
-        <Self as Backbone>::spec(config, false, &["pooler."])
-    }
-
-    fn stored_config(config: &Self::Config) -> Option<Self::Config> {
-        <Self as Backbone>::stored_config(config)
-    }
-
-    fn from_stored(self, config: &Self::Config) -> Self {
-        <Self as Backbone>::from_stored(self, config)
     }
 }

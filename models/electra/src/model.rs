@@ -72,7 +72,6 @@ pub fn project_and_encode(
 }
 
 impl Backbone for ElectraModel {
-    type Config = ElectraConfig;
     const CLASS: &'static str = "Electra";
     const PREFIX: &'static str = "electra";
 
