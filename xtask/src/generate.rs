@@ -158,25 +158,60 @@ enum Input {
     Ids(Vec<u32>),
 }
 
-/// Every input, from the arguments or from `--input` (numbered from 1 in errors).
-fn inputs(args: &GenerateArgs) -> Result<Vec<Input>, String> {
-    let Some(path) = &args.input else {
-        if args.texts.is_empty() {
-            return Err("no inputs: give texts as arguments, or read them with --input FILE (- for stdin)".into());
+/// The inputs, read as they are needed: from the arguments, or line by line from `--input`
+/// (so that results stream while the rest is still being read). Numbered from 1 in errors.
+struct Inputs {
+    name: String,
+    lines: Option<Box<dyn BufRead>>,
+    texts: std::vec::IntoIter<String>,
+    read: usize,
+}
+
+impl Inputs {
+    fn open(args: &GenerateArgs) -> Result<Self, String> {
+        let Some(path) = &args.input else {
+            if args.texts.is_empty() {
+                return Err("no inputs: give texts as arguments, or read them with --input FILE (- for stdin)".into());
+            }
+            return Ok(Self { name: "arguments".into(), lines: None, texts: args.texts.clone().into_iter(), read: 0 });
+        };
+        let (name, reader) = crate::open_input(path)?;
+        Ok(Self { name, lines: Some(reader), texts: Vec::new().into_iter(), read: 0 })
+    }
+
+    /// The number of inputs read so far (the next one's index).
+    fn read(&self) -> usize {
+        self.read
+    }
+
+    /// The next `n` inputs (fewer at the end, none when all are read).
+    fn next_batch(&mut self, n: usize) -> Result<Vec<Input>, String> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let Some(input) = self.next_input()? else { break };
+            out.push(input);
         }
-        return Ok(args.texts.iter().cloned().map(Input::Text).collect());
-    };
-    let (name, reader) = crate::open_input(path)?;
-    let mut out = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("{name}: line {}: {e}", i + 1))?;
+        Ok(out)
+    }
+
+    fn next_input(&mut self) -> Result<Option<Input>, String> {
+        let Some(reader) = self.lines.as_mut() else {
+            self.read += usize::from(self.texts.len() > 0);
+            return Ok(self.texts.next().map(Input::Text));
+        };
+        let mut line = String::new();
+        let line_no = self.read + 1;
+        if reader.read_line(&mut line).map_err(|e| format!("{}: line {line_no}: {e}", self.name))? == 0 {
+            return Ok(None);
+        }
+        self.read += 1;
+        let line = line.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&line);
         if !line.trim_start().starts_with('{') {
-            out.push(Input::Text(line));
-            continue;
+            return Ok(Some(Input::Text(line.to_string())));
         }
-        let bad = |what: &str| format!("{name}: line {}: {what}", i + 1);
-        let value: serde_json::Value = serde_json::from_str(&line).map_err(|e| bad(&format!("not JSON ({e})")))?;
-        out.push(match (value.get("text"), value.get("input_ids")) {
+        let bad = |what: &str| format!("{}: line {line_no}: {what}", self.name);
+        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&format!("not JSON ({e})")))?;
+        Ok(Some(match (value.get("text"), value.get("input_ids")) {
             (Some(serde_json::Value::String(text)), None) => Input::Text(text.clone()),
             (None, Some(serde_json::Value::Array(ids))) => Input::Ids(
                 ids.iter()
@@ -185,40 +220,39 @@ fn inputs(args: &GenerateArgs) -> Result<Vec<Input>, String> {
                     .ok_or_else(|| bad("\"input_ids\" must be a list of non-negative token ids"))?,
             ),
             _ => return Err(bad("a JSON line needs a string \"text\" or a list \"input_ids\" (one of them)")),
-        });
+        }))
     }
-    Ok(out)
 }
 
-/// The tokenizer of `dir`, when one is needed (a text input) or present.
-fn tokenizer(dir: &Path, inputs: &[Input]) -> Result<Option<Tokenizer>, String> {
-    let has_text = inputs.iter().any(|i| matches!(i, Input::Text(_)));
+/// The tokenizer of `dir`, or why there is none (an error only once a text input needs it).
+fn tokenizer(dir: &Path) -> (Option<Tokenizer>, Option<String>) {
     match Tokenizer::from_dir(dir) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if has_text => Err(format!("{e} (inputs given as \"input_ids\" need no tokenizer)")),
-        Err(_) => Ok(None),
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(format!("{e} (inputs given as \"input_ids\" need no tokenizer)"))),
     }
 }
 
-/// Token ids of every input, each at most `max_len` long.
-fn encode(inputs: &[Input], tokenizer: Option<&Tokenizer>, max_len: usize) -> Result<Vec<Vec<u32>>, String> {
+/// Token ids of `inputs` (the first numbered `first + 1` in errors), each at most `max_len`
+/// long; `missing` says why there is no tokenizer, for a text input.
+fn encode(inputs: &[Input], first: usize, (tokenizer, missing): (Option<&Tokenizer>, Option<&String>), max_len: usize) -> Result<Vec<Vec<u32>>, String> {
     inputs
         .iter()
         .enumerate()
         .map(|(i, input)| {
+            let n = first + i + 1;
             let ids = match input {
                 Input::Ids(ids) => ids.clone(),
                 Input::Text(text) => {
-                    let tokenizer = tokenizer.expect("a tokenizer for text inputs");
-                    let encoded = tokenizer.encode_each(&[text.as_str()], usize::MAX, false).map_err(|e| format!("input {}: {e}", i + 1))?;
+                    let tokenizer = tokenizer.ok_or_else(|| format!("input {n}: {}", missing.map_or("no tokenizer", String::as_str)))?;
+                    let encoded = tokenizer.encode_each(&[text.as_str()], usize::MAX, false).map_err(|e| format!("input {n}: {e}"))?;
                     encoded[0].input_ids.iter().map(|&t| t as u32).collect()
                 }
             };
             if ids.is_empty() {
-                return Err(format!("input {}: no tokens", i + 1));
+                return Err(format!("input {n}: no tokens"));
             }
             if ids.len() > max_len {
-                return Err(format!("input {}: {} tokens exceed the model's {max_len} positions (shorten it)", i + 1, ids.len()));
+                return Err(format!("input {n}: {} tokens exceed the model's {max_len} positions (shorten it)", ids.len()));
             }
             Ok(ids)
         })
@@ -314,8 +348,8 @@ fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<usize>) -> 
 /// `generate` for an encoder-decoder `M` (BART): sources batched and padded, encoded once.
 pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let dir = &args.model;
-    let inputs = inputs(args)?;
-    let tokenizer = tokenizer(dir, &inputs)?;
+    let mut inputs = Inputs::open(args)?;
+    let (tokenizer, missing) = tokenizer(dir);
     let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
     let model = loaded.model;
@@ -323,11 +357,14 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
         format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display())
     })?;
-    let sources = encode(&inputs, tokenizer.as_ref(), model.max_positions())?;
     let pad = config.pad_id();
     let (per_input, repeat) = rows_per_input(&config);
-    for (b, batch) in sources.chunks(args.batch_size).enumerate() {
-        let first = b * args.batch_size;
+    loop {
+        let first = inputs.read();
+        let batch = encode(&inputs.next_batch(args.batch_size)?, first, (tokenizer.as_ref(), missing.as_ref()), model.max_positions())?;
+        if batch.is_empty() {
+            break;
+        }
         let rows: Vec<&Vec<u32>> = batch.iter().flat_map(|s| std::iter::repeat_n(s, repeat)).collect();
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
         let ids: Vec<i64> = rows.iter().flat_map(|r| r.iter().map(|&t| i64::from(t)).chain(std::iter::repeat(i64::from(pad))).take(width)).collect();
@@ -355,25 +392,23 @@ pub fn generate_causal<B: Backbone>(args: &GenerateArgs, device: &Device) -> Res
             B::causal_lm_architecture()
         ));
     }
-    let inputs = inputs(args)?;
-    let tokenizer = tokenizer(dir, &inputs)?;
+    let mut inputs = Inputs::open(args)?;
+    let (tokenizer, missing) = tokenizer(dir);
     let loaded = ForCausalLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
     let limits = B::input_limits(&loaded.config);
     let config = settings(dir, args, limits.max_len, None)?;
-    // A prompt's tokens as the tokenizer frames them, less a closing separator ([SEP], </s>)
-    // that would end it: generation continues the text.
-    let mut prompts = encode(&inputs, tokenizer.as_ref(), limits.max_len)?;
-    if let Some(tokenizer) = &tokenizer {
-        let sep = tokenizer.token_to_id(&tokenizer.special_tokens().sep);
-        for (prompt, input) in prompts.iter_mut().zip(&inputs) {
-            if matches!(input, Input::Text(_)) && prompt.len() > 1 && prompt.last().copied() == sep {
-                prompt.pop();
-            }
-        }
-    }
+    let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
     let (per_input, repeat) = rows_per_input(&config);
-    for (i, prompt) in prompts.iter().enumerate() {
+    loop {
+        let i = inputs.read();
+        let input = inputs.next_batch(1)?;
+        let Some(mut prompt) = encode(&input, i, (tokenizer.as_ref(), missing.as_ref()), limits.max_len)?.pop() else { break };
+        // A prompt's tokens as the tokenizer frames them, less a closing separator ([SEP],
+        // </s>) that would end it: generation continues the text.
+        if matches!(input[0], Input::Text(_)) && prompt.len() > 1 && prompt.last().copied() == sep {
+            prompt.pop();
+        }
         let decoder = CausalDecoder::new(&loaded.model, &loaded.config);
         let rows = vec![prompt.clone(); repeat];
         let mut streamer = LineStreamer::new(args, i, repeat, tokenizer.as_ref());
@@ -389,8 +424,8 @@ pub fn generate_causal<B: Backbone>(args: &GenerateArgs, device: &Device) -> Res
 pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     use sesame_unilm::{UnilmForMaskedLM, UnilmModel, UnilmSeq2SeqDecoder};
     let dir = &args.model;
-    let inputs = inputs(args)?;
-    let tokenizer = tokenizer(dir, &inputs)?;
+    let mut inputs = Inputs::open(args)?;
+    let (tokenizer, missing) = tokenizer(dir);
     let mask = match (args.mask_token_id, &tokenizer) {
         (Some(id), _) => id,
         (None, Some(t)) => t.mask_token_id().map_err(|e| format!("--unilm-seq2seq: {e}"))?,
@@ -401,10 +436,13 @@ pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String
     crate::report(&loaded.report);
     let limits = UnilmModel::input_limits(&loaded.config);
     let config = settings(dir, args, limits.max_len, sep)?;
-    let sources = encode(&inputs, tokenizer.as_ref(), limits.max_len)?;
     let (per_input, repeat) = rows_per_input(&config);
-    for (b, batch) in sources.chunks(args.batch_size).enumerate() {
-        let first = b * args.batch_size;
+    loop {
+        let first = inputs.read();
+        let batch = encode(&inputs.next_batch(args.batch_size)?, first, (tokenizer.as_ref(), missing.as_ref()), limits.max_len)?;
+        if batch.is_empty() {
+            break;
+        }
         let range = first..first + batch.len();
         let rows: Vec<Vec<u32>> = batch.iter().flat_map(|s| std::iter::repeat_n(s.clone(), repeat)).collect();
         let n = rows.len();

@@ -164,6 +164,36 @@ fn generate_streams_final_tokens_before_each_result() {
     }
 }
 
+/// `generate --input -` answers each batch while the next input is still to come: the first
+/// result line arrives before the second input is written.
+#[test]
+fn generate_answers_each_batch_before_reading_the_rest() {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["generate", "--model", "fixtures/bart/base-generation", "--input", "-", "--batch-size", "1", "--max-new-tokens", "3"])
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Lines of stdout as they come, so that a command that waits for the end fails, not hangs.
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| lines.send(l)));
+    let next = || received.recv_timeout(std::time::Duration::from_secs(120));
+    stdin.write_all(b"{\"input_ids\": [0, 17, 23, 2]}\n").unwrap();
+    stdin.flush().unwrap();
+    let first = next();
+    let answered = first.as_ref().is_ok_and(|l| l.contains("\"sequences\""));
+    stdin.write_all(b"{\"input_ids\": [0, 33, 2]}\n").unwrap();
+    drop(stdin);
+    assert!(answered, "the first input's result, with the second not yet written: {first:?}");
+    assert!(next().is_ok_and(|l| l.contains("\"sequences\"")));
+    assert!(child.wait().unwrap().success());
+}
+
 /// `--unilm-seq2seq` decodes a UniLM (BERT) checkpoint sequence to sequence: greedy and beam
 /// search from two sources of different lengths, batched or alone, give the library's
 /// `UnilmSeq2SeqDecoder` sequences (whose steps equal the full seq-to-seq forward pass, in
