@@ -253,6 +253,14 @@ fn bad_training_flags_corpora_and_run_directories() {
     for (flag, value) in [("--batch-size", "0"), ("--seq-len", "4"), ("--steps", "0"), ("--grad-accum", "0"), ("--vocab-size", "3"), ("--static-masks", "0")] {
         fails(&["train", "bert", flag, value, "--out", path(&o)], &[flag]);
     }
+    // BART's noise settings name their flag; the masked-LM flags are refused for BART, and
+    // BART's for the masked-LM families.
+    for (flag, value) in [("--mask", "1.5"), ("--mask-random", "2"), ("--replace-length", "2"), ("--poisson-lambda", "0"), ("--permute-sentences", "1.01")] {
+        fails(&["train", "bart", flag, value, "--out", path(&o)], &[flag]);
+    }
+    fails(&["train", "bart", "--mask-length", "subword", "--replace-length", "-1", "--out", path(&o)], &["--replace-length"]);
+    fails(&["train", "bart", "--masking", "span", "--out", path(&o)], &["--masking"]);
+    fails(&["train", "bert", "--mask", "0.2", "--out", path(&o)], &["--mask"]);
     fails(&["train", "nosuch"], &["nosuch"]);
     fails(&["train", "bert", "--preset", "huge", "--tokenizer", tok, "--corpus", path(&tiny), "--batch-size", "1", "--out", path(&out("preset"))], &["preset", "huge"]);
     fails(&["train", "bert", "--packing", "doc", "--out", path(&out("packing"))], &["--packing"]);
