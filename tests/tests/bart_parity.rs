@@ -266,3 +266,39 @@ fn bart_for_causal_lm_matches_transformers() {
         m.forward(f.int::<2>("input.input_ids", d), Some(f.int::<2>("input.attention_mask", d)), Some(f.int::<2>("label.labels", d)), o).named()
     });
 }
+
+/// `BartForCausalLM` generates left to right through `CausalDecoder`: greedy and beam search
+/// with the decoder's key/value cache equal them without it, and every greedy step's scores
+/// are the last-position logits of one forward pass over the sequence so far (the forward
+/// pass being at parity with transformers, above).
+#[test]
+fn bart_for_causal_lm_generates_left_to_right() {
+    use sesame_layers::decoding::CausalDecoder;
+    let f = Fixture::open("bart/base-causal-lm");
+    let prompts: Vec<Vec<u32>> = vec![vec![0, 17, 23, 9], vec![0, 40, 41, 42]];
+    let stopping = Stopping { max_new_tokens: 6, eos_token_ids: vec![2], pad_token_id: 1, output_scores: true };
+    for (backend, device) in devices() {
+        let loaded = sesame_bart::BartForCausalLM::from_pretrained(&f.dir, &device).unwrap();
+        let (model, config) = (loaded.model, loaded.config);
+        let cached = greedy(&CausalDecoder::new(&model, &config), &prompts, &[], &stopping).unwrap();
+        let uncached = greedy(&CausalDecoder::new(&model, &config).with_cache(false), &prompts, &[], &stopping).unwrap();
+        assert_eq!(cached.sequences, uncached.sequences, "{backend:?}: cached and uncached greedy decoding differ");
+        for (step, rows) in cached.scores.iter().enumerate() {
+            for (row, scores) in rows.iter().enumerate() {
+                let so_far: Vec<i64> = cached.sequences[row][..prompts[row].len() + step].iter().map(|&t| i64::from(t)).collect();
+                let s = so_far.len();
+                let logits = model.forward(Tensor::from_data(TensorData::new(so_far, [1, s]), &device), None, None, OutputOptions::default()).logits;
+                let vocab = logits.dims()[2];
+                let last = logits.slice([0..1, s - 1..s, 0..vocab]).into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+                let gap = last.iter().zip(scores).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(gap <= TOLERANCE, "{backend:?}: step {step} row {row}: decoding and the full pass differ by {gap}");
+            }
+        }
+        let beams = BeamSettings { num_return_sequences: 2, ..BeamSettings::new(3) };
+        let (a, b) = (
+            beam_search(&CausalDecoder::new(&model, &config), &prompts, &[], &stopping, &beams).unwrap(),
+            beam_search(&CausalDecoder::new(&model, &config).with_cache(false), &prompts, &[], &stopping, &beams).unwrap(),
+        );
+        assert_eq!(a.sequences, b.sequences, "{backend:?}: cached and uncached beam search differ");
+    }
+}

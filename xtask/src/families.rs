@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use sesame_albert::{Albert, AlbertModel};
-use sesame_bart::BartForConditionalGeneration;
 use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
@@ -19,7 +18,7 @@ use sesame_train::pretraining::PretrainingFamily;
 use crate::bench::{bench_bart, bench_family, BenchArgs};
 use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, BertHeads, ElectraHeads, ForwardArgs, NoOwnHeads, OwnHeads};
-use crate::generate::{generate_causal, generate_seq2seq, GenerateArgs};
+use crate::generate::{generate_bart, generate_causal, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
 /// What the command line can do with one family.
@@ -74,15 +73,16 @@ impl FamilyEntry {
         }
     }
 
-    /// An encoder-decoder family that generates with its model `M`, with its own pre-training
-    /// (`train`, `export`) and `forward`.
-    const fn seq2seq<M: PretrainedModel + sesame_layers::decoding::Seq2SeqLM>(
+    /// An encoder-decoder family with its own pre-training (`train`, `export`, `bench`),
+    /// `generate` and `forward`.
+    const fn seq2seq(
         name: &'static str,
         about: &'static str,
         model_types: &'static [&'static str],
         train: fn(TrainArgs, Device) -> Result<String, String>,
         export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
         bench: fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>,
+        generate: fn(&GenerateArgs, &Device) -> Result<(), String>,
         forward: fn(&ForwardArgs, &Device) -> Result<(), String>,
     ) -> Self {
         Self {
@@ -94,7 +94,7 @@ impl FamilyEntry {
             bench: Some(bench),
             embed: None,
             fill_mask: None,
-            generate: Some(generate_seq2seq::<M>),
+            generate: Some(generate),
             forward: Some(forward),
         }
     }
@@ -147,13 +147,14 @@ pub static FAMILIES: [FamilyEntry; 6] = [
         "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
         &["unilm"],
     ),
-    FamilyEntry::seq2seq::<BartForConditionalGeneration>(
+    FamilyEntry::seq2seq(
         "bart",
         "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE",
         sesame_bart::config::MODEL_TYPES,
         train_bart,
         export_bart,
         bench_bart,
+        generate_bart,
         forward_bart,
     ),
 ];

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::prelude::*;
 use sesame_generate::config::EarlyStoppingValue;
 use sesame_generate::{generate_streaming, GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
-use sesame_layers::decoding::{CausalDecoder, Seq2SeqDecoder, Seq2SeqLM};
+use sesame_layers::decoding::{CausalDecoder, CausalLM, Seq2SeqDecoder, Seq2SeqLM};
 use sesame_layers::{Backbone, ForCausalLM, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
 
@@ -392,11 +392,29 @@ pub fn generate_causal<B: Backbone>(args: &GenerateArgs, device: &Device) -> Res
             B::causal_lm_architecture()
         ));
     }
+    generate_left_to_right::<ForCausalLM<B>>(args, device)
+}
+
+/// `generate` for BART: `BartForCausalLM` checkpoints (config.json's first architecture)
+/// left to right, the others as encoder-decoders.
+pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    match crate::config_json(&args.model)?["architectures"][0].as_str() {
+        Some("BartForCausalLM") => generate_left_to_right::<sesame_bart::BartForCausalLM>(args, device),
+        _ => generate_seq2seq::<sesame_bart::BartForConditionalGeneration>(args, device),
+    }
+}
+
+/// `generate` for a left-to-right model `M`: each prompt alone, continued after its last token.
+fn generate_left_to_right<M>(args: &GenerateArgs, device: &Device) -> Result<(), String>
+where
+    M: PretrainedModel + CausalLM<Config = <M as PretrainedModel>::Config>,
+{
+    let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = ForCausalLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
-    let limits = B::input_limits(&loaded.config);
+    let limits = <M as CausalLM>::causal_limits(&loaded.config);
     let config = settings(dir, args, limits.max_len, None)?;
     let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
     let (per_input, repeat) = rows_per_input(&config);

@@ -194,6 +194,30 @@ fn generate_answers_each_batch_before_reading_the_rest() {
     assert!(child.wait().unwrap().success());
 }
 
+/// A `BartForCausalLM` checkpoint generates left to right through the same command, with the
+/// library's `CausalDecoder` tokens under the model's own generation settings.
+#[test]
+fn generate_continues_with_bart_s_decoder_alone() {
+    use sesame_layers::PretrainedModel;
+    let dir = "fixtures/bart/base-causal-lm";
+    let prompts: Vec<Vec<u32>> = vec![vec![0, 17, 23, 9], vec![0, 40, 41]];
+    let input: String = prompts.iter().map(|p| format!("{{\"input_ids\": {p:?}}}\n")).collect();
+    let got: Vec<serde_json::Value> = xtask(&["generate", "--model", dir, "--input", "-", "--max-new-tokens", "6", "--num-beams", "2"], &input)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let device = burn::tensor::Device::flex();
+    let loaded = sesame_bart::BartForCausalLM::from_pretrained(&repo().join(dir), &device).unwrap();
+    let mut settings = sesame_generate::GenerationConfig::from_dir(&repo().join(dir)).unwrap();
+    (settings.max_new_tokens, settings.num_beams) = (Some(6), Some(2));
+    for (i, prompt) in prompts.iter().enumerate() {
+        let decoder = sesame_layers::decoding::CausalDecoder::new(&loaded.model, &loaded.config);
+        let want = sesame_generate::generate(&decoder, std::slice::from_ref(prompt), &settings, 0).unwrap();
+        assert_eq!(got[i]["sequences"], serde_json::json!(want.sequences), "input {i}");
+        assert!(want.sequences[0].len() > prompt.len(), "input {i}: something generated");
+    }
+}
+
 /// `--unilm-seq2seq` decodes a UniLM (BERT) checkpoint sequence to sequence: greedy and beam
 /// search from two sources of different lengths, batched or alone, give the library's
 /// `UnilmSeq2SeqDecoder` sequences (whose steps equal the full seq-to-seq forward pass, in

@@ -30,20 +30,75 @@ pub fn last_logits(logits: Tensor<3>) -> Result<Vec<Vec<f32>>, InputError> {
     Ok(values.chunks(vocab).map(<[f32]>::to_vec).collect())
 }
 
-/// A [`ForCausalLM`] generating on its device: the prompts run once, then one position per row
+/// A left-to-right language model, as generation needs it: a capability that
+/// [`ForCausalLM`] of any encoder family and BART's decoder-only `BartForCausalLM` implement.
+pub trait CausalLM {
+    /// The model's configuration.
+    type Config;
+    /// The keys and values of the positions run so far.
+    type Cache;
+
+    /// The vocabulary and the positions the model takes.
+    fn causal_limits(config: &Self::Config) -> InputLimits;
+
+    /// A cache that holds no position yet.
+    fn empty_cache(&self) -> Self::Cache;
+
+    /// Logits `[rows, new, vocab]` of `ids` `[rows, new]` after the positions in `cache` (from
+    /// position 0 without one), and the cache extended by them (`None` without one).
+    fn causal_logits(&self, ids: Tensor<2, Int>, cache: Option<Self::Cache>) -> (Tensor<3>, Option<Self::Cache>);
+
+    /// Rows `rows` of `cache`, in that order.
+    fn select_cache_rows(&self, cache: Self::Cache, rows: &[usize]) -> Self::Cache;
+
+    /// The device the model lives on.
+    fn device(&self) -> Device;
+}
+
+impl<B: Backbone> CausalLM for ForCausalLM<B> {
+    type Config = B::Config;
+    type Cache = EncoderCache;
+
+    fn causal_limits(config: &B::Config) -> InputLimits {
+        B::input_limits(config)
+    }
+
+    fn empty_cache(&self) -> EncoderCache {
+        EncoderCache::default()
+    }
+
+    fn causal_logits(&self, ids: Tensor<2, Int>, cache: Option<EncoderCache>) -> (Tensor<3>, Option<EncoderCache>) {
+        let mut input = EncoderInput::new(ids);
+        if let Some(cache) = cache {
+            input = input.with_cache(cache);
+        }
+        let out = self.forward(input, None, OutputOptions::default());
+        (out.logits, out.encoder.cache)
+    }
+
+    fn select_cache_rows(&self, cache: EncoderCache, rows: &[usize]) -> EncoderCache {
+        cache.select_rows(&row_index(rows, &self.base.device()))
+    }
+
+    fn device(&self) -> Device {
+        self.base.device()
+    }
+}
+
+/// A [`CausalLM`] generating on its device: the prompts run once, then one position per row
 /// per step against the key/value cache. Without the cache (`use_cache` false) every step runs
 /// every position again, which gives the same tokens (a test checks it) and shows what the
 /// cache saves.
-pub struct CausalDecoder<'a, B: Backbone> {
-    model: &'a ForCausalLM<B>,
+pub struct CausalDecoder<'a, M: CausalLM> {
+    model: &'a M,
     limits: InputLimits,
     use_cache: bool,
 }
 
-impl<'a, B: Backbone> CausalDecoder<'a, B> {
+impl<'a, M: CausalLM> CausalDecoder<'a, M> {
     /// Decode with `model` of configuration `config`, with its cache.
-    pub fn new(model: &'a ForCausalLM<B>, config: &B::Config) -> Self {
-        Self { model, limits: B::input_limits(config), use_cache: true }
+    pub fn new(model: &'a M, config: &M::Config) -> Self {
+        Self { model, limits: M::causal_limits(config), use_cache: true }
     }
 
     /// Use the cache (default) or run every position at every step.
@@ -52,50 +107,55 @@ impl<'a, B: Backbone> CausalDecoder<'a, B> {
         self
     }
 
-    /// Run `rows` `[batch][seq]` after `cache`; each row's last logits `[vocab]`, and the
-    /// extended cache.
-    fn run(&self, rows: &[Vec<u32>], cache: Option<EncoderCache>) -> Result<(Vec<Vec<f32>>, Option<EncoderCache>), InputError> {
-        let mut input = EncoderInput::new(id_tensor(rows, &self.model.base.device())?);
-        if let Some(cache) = cache {
-            input = input.with_cache(cache);
+    /// Run `rows` `[batch][seq]` after `past` positions held in `cache`; each row's last
+    /// logits `[vocab]`, and the extended cache. Ids out of the vocabulary and sequences past
+    /// the positions are refused.
+    fn run(&self, rows: &[Vec<u32>], past: usize, cache: Option<M::Cache>) -> Result<(Vec<Vec<f32>>, Option<M::Cache>), InputError> {
+        let ids = id_tensor(rows, &self.model.device())?;
+        let len = past + rows.first().map_or(0, Vec::len);
+        if len > self.limits.max_len {
+            return Err(InputError::TooLong { len, max: self.limits.max_len });
         }
-        input.validate(&self.limits)?;
-        let out = self.model.forward(input, None, OutputOptions::default());
-        Ok((last_logits(out.logits)?, out.encoder.cache))
+        if let Some(&id) = rows.iter().flatten().find(|&&t| t as usize >= self.limits.vocab_size) {
+            return Err(InputError::IdOutOfRange { what: "token", id: i64::from(id), limit: self.limits.vocab_size });
+        }
+        let (logits, cache) = self.model.causal_logits(ids, cache);
+        Ok((last_logits(logits)?, cache))
     }
 }
 
-/// Where a [`CausalDecoder`] is: every row's tokens, and the cache of them.
-pub struct CausalState {
+/// Where a [`CausalDecoder`] is: every row's tokens, and the cache `C` of them.
+pub struct CausalState<C> {
     tokens: Vec<Vec<u32>>,
-    cache: Option<EncoderCache>,
+    cache: Option<C>,
 }
 
-impl<B: Backbone> Decoder for CausalDecoder<'_, B> {
-    type State = CausalState;
+impl<M: CausalLM> Decoder for CausalDecoder<'_, M> {
+    type State = CausalState<M::Cache>;
     type Error = InputError;
 
-    fn start(&self, prompts: &[Vec<u32>]) -> Result<(CausalState, Vec<Vec<f32>>), InputError> {
-        let (logits, cache) = self.run(prompts, self.use_cache.then(EncoderCache::default))?;
+    fn start(&self, prompts: &[Vec<u32>]) -> Result<(CausalState<M::Cache>, Vec<Vec<f32>>), InputError> {
+        let (logits, cache) = self.run(prompts, 0, self.use_cache.then(|| self.model.empty_cache()))?;
         Ok((CausalState { tokens: prompts.to_vec(), cache }, logits))
     }
 
-    fn step(&self, state: &mut CausalState, tokens: &[u32]) -> Result<Vec<Vec<f32>>, InputError> {
+    fn step(&self, state: &mut CausalState<M::Cache>, tokens: &[u32]) -> Result<Vec<Vec<f32>>, InputError> {
+        let past = state.tokens.first().map_or(0, Vec::len);
         for (row, &t) in state.tokens.iter_mut().zip(tokens) {
             row.push(t);
         }
         let (logits, cache) = match state.cache.take() {
-            Some(cache) => self.run(&tokens.iter().map(|&t| vec![t]).collect::<Vec<_>>(), Some(cache))?,
-            None => self.run(&state.tokens, None)?,
+            Some(cache) => self.run(&tokens.iter().map(|&t| vec![t]).collect::<Vec<_>>(), past, Some(cache))?,
+            None => self.run(&state.tokens, 0, None)?,
         };
         state.cache = cache;
         Ok(logits)
     }
 
-    fn reorder(&self, state: &mut CausalState, rows: &[usize]) {
+    fn reorder(&self, state: &mut CausalState<M::Cache>, rows: &[usize]) {
         state.tokens = rows.iter().map(|&r| state.tokens[r].clone()).collect();
-        if let Some(cache) = &state.cache {
-            state.cache = Some(cache.select_rows(&row_index(rows, &self.model.base.device())));
+        if let Some(cache) = state.cache.take() {
+            state.cache = Some(self.model.select_cache_rows(cache, rows));
         }
     }
 }

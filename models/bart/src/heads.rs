@@ -4,11 +4,11 @@
 use burn::module::Param;
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
-use sesame_layers::decoding::Seq2SeqLM;
+use sesame_layers::decoding::{CausalLM, Seq2SeqLM};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::per_token_cross_entropy;
 use sesame_layers::{
-    shift_tokens_right, Activation, CheckpointSpec, DecoderCache, ClassificationHead, InputError, OutputOptions, PretrainedModel,
+    shift_tokens_right, Activation, CheckpointSpec, DecoderCache, ClassificationHead, InputError, InputLimits, OutputOptions, PretrainedModel,
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqQuestionAnsweringOutput,
     SequenceLabels,
 };
@@ -282,12 +282,47 @@ impl BartForCausalLM {
     /// Logits of `input_ids` `[batch, seq]` under the padding mask `attention_mask` (causal);
     /// with `labels` `[batch, seq]` (-100 = ignored) the cross-entropy, position for position.
     pub fn forward(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> CausalLmOutput {
+        let (logits, decoder) = self.run(input_ids, attention_mask, DecoderCache::without_encoder(), options);
+        let loss = labels.map(|labels| per_token_cross_entropy(logits.clone(), labels));
+        CausalLmOutput { logits, loss, decoder }
+    }
+
+    /// Logits `[batch, seq, vocab]` of `input_ids` after the positions in `cache`, and the
+    /// decoder's outputs (the cache extended).
+    fn run(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>, cache: DecoderCache, options: OutputOptions) -> (Tensor<3>, sesame_layers::DecoderOutput) {
         let decoder = &self.model.decoder;
         let table = decoder.embed_tokens.as_ref().expect("BartForCausalLM's decoder owns its token table");
-        let out = decoder.forward(table, input_ids, attention_mask, DecoderCache::without_encoder(), options);
-        let logits = vocabulary_logits(out.last_hidden_state.clone(), self.lm_head.as_ref(), table.weight.val(), None);
-        let loss = labels.map(|labels| per_token_cross_entropy(logits.clone(), labels));
-        CausalLmOutput { logits, loss, decoder: out }
+        let out = decoder.forward(table, input_ids, attention_mask, cache, options);
+        (vocabulary_logits(out.last_hidden_state.clone(), self.lm_head.as_ref(), table.weight.val(), None), out)
+    }
+}
+
+/// BART's decoder generates left to right (`sesame_layers::decoding::CausalDecoder`).
+impl CausalLM for BartForCausalLM {
+    type Config = BartConfig;
+    type Cache = DecoderCache;
+
+    fn causal_limits(config: &BartConfig) -> InputLimits {
+        InputLimits { vocab_size: config.vocab_size, type_vocab_size: 0, positions: config.max_position_embeddings, max_len: config.max_position_embeddings }
+    }
+
+    fn empty_cache(&self) -> DecoderCache {
+        DecoderCache::without_encoder()
+    }
+
+    fn causal_logits(&self, ids: Tensor<2, Int>, cache: Option<DecoderCache>) -> (Tensor<3>, Option<DecoderCache>) {
+        let keep = cache.is_some();
+        let (logits, out) = self.run(ids, None, cache.unwrap_or_else(DecoderCache::without_encoder), OutputOptions::default());
+        (logits, keep.then_some(out.cache))
+    }
+
+    fn select_cache_rows(&self, mut cache: DecoderCache, rows: &[usize]) -> DecoderCache {
+        cache.select_rows(rows, &CausalLM::device(self));
+        cache
+    }
+
+    fn device(&self) -> Device {
+        self.model.decoder.embeddings.embed_positions.weight.device()
     }
 }
 
