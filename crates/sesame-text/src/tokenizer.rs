@@ -510,7 +510,7 @@ impl Tokenizer {
         // that the vocabulary files alone rebuild it.
         if let Some((mask, id)) = &s.mask {
             if self.inner.get_added_tokens_decoder().get(id).is_some_and(|t| t.lstrip) {
-                cfg["mask_token"] = serde_json::json!({ "content": mask, "lstrip": true, "rstrip": false, "normalized": false, "single_word": false, "special": true });
+                cfg["mask_token"] = serde_json::json!({ "__type": "AddedToken", "content": mask, "lstrip": true, "rstrip": false, "normalized": false, "single_word": false, "special": true });
             }
         }
         let path = dir.join("tokenizer_config.json");
