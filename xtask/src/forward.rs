@@ -82,12 +82,6 @@ impl Inputs {
         }
     }
 
-    /// [`Self::ids`] for a name known at run time (one of the family's label names).
-    fn ids_named<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
-        let name: &'static str = ["next_sentence_label", "sentence_order_label"].into_iter().find(|n| *n == name).expect("a known label name");
-        self.ids::<D>(name, device)
-    }
-
     /// Integer ids `[D]` (i64 or i32).
     fn ids<const D: usize>(&self, name: &'static str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
@@ -330,7 +324,7 @@ where
     let outputs = if let Some(outputs) = H::run(&head, args, &input, &inputs, device) {
         outputs?
     } else if let (Some((logits, label)), true) = (sentence_task, head == class("ForPreTraining")) {
-        let labels = match (inputs.ids::<2>("labels", device)?, inputs.ids_named::<1>(label, device)?) {
+        let labels = match (inputs.ids::<2>("labels", device)?, inputs.ids::<1>(label, device)?) {
             (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
             (None, None) => None,
             _ => return Err(format!("--inputs {}: {head} takes `labels` and `{label}` together", args.inputs.display())),
