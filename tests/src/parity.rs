@@ -4,7 +4,7 @@
 
 use burn::prelude::*;
 use sesame_layers::{
-    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
+    Backbone, EncoderInput, HasMaskedLmHead, HasSentenceHead, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
     ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SequenceHead,
     SequenceLabels,
 };
@@ -84,9 +84,10 @@ pub fn base_model<B: Backbone>(family: &str, shapes: &[&str]) {
     });
 }
 
-/// MLM + sentence-level head (`{shape}-pretraining`); the reference names its sentence logits
-/// `sentence_logits` and its sentence labels `sentence_labels`.
-pub fn pretraining<B: Backbone>(family: &str, shapes: &[&str], sentence_logits: &str, sentence_labels: &str) {
+/// MLM + sentence-level head (`{shape}-pretraining`); the reference names the sentence logits
+/// and labels as the family's capability does (`B::LOGITS`, `B::LABELS`).
+pub fn pretraining<B: HasSentenceHead>(family: &str, shapes: &[&str]) {
+    let (sentence_logits, sentence_labels) = (B::LOGITS, B::LABELS);
     each(family, shapes, "pretraining", |f, device, c, options| {
         let model = ForPreTraining::<B>::from_pretrained(&f.dir, device).unwrap().model;
         let labels = PreTrainingLabels {
@@ -102,7 +103,7 @@ pub fn pretraining<B: Backbone>(family: &str, shapes: &[&str], sentence_logits: 
 }
 
 /// The MLM head (`{shape}-masked-lm`).
-pub fn masked_lm<B: Backbone>(family: &str, shapes: &[&str]) {
+pub fn masked_lm<B: HasMaskedLmHead>(family: &str, shapes: &[&str]) {
     each(family, shapes, "masked-lm", |f, device, c, options| {
         let model = ForMaskedLM::<B>::from_pretrained(&f.dir, device).unwrap().model;
         let out = model.forward(input(f, device), Some(f.int("label.labels", device)), options);
@@ -113,7 +114,7 @@ pub fn masked_lm<B: Backbone>(family: &str, shapes: &[&str]) {
 }
 
 /// Sequence classification for each HF problem type (`{shape}-seqcls-*`).
-pub fn sequence_classification<B: Backbone, H: SequenceHead>(family: &str, shapes: &[&str]) {
+pub fn sequence_classification<B: Backbone, H: SequenceHead<B>>(family: &str, shapes: &[&str]) {
     for (kind, problem) in [("seqcls-single", 0), ("seqcls-regression", 1), ("seqcls-multilabel", 2)] {
         each(family, shapes, kind, |f, device, c, options| {
             let model = ForSequenceClassification::<B, H>::from_pretrained(&f.dir, device).unwrap().model;
@@ -155,7 +156,7 @@ pub fn question_answering<B: Backbone>(family: &str, shapes: &[&str]) {
 }
 
 /// Multiple choice (`{shape}-multiple-choice`): inputs `[batch, choices, seq]` flattened.
-pub fn multiple_choice<B: Backbone, H: SequenceHead>(family: &str, shapes: &[&str]) {
+pub fn multiple_choice<B: Backbone, H: SequenceHead<B>>(family: &str, shapes: &[&str]) {
     each(family, shapes, "multiple-choice", |f, device, c, options| {
         let model = ForMultipleChoice::<B, H>::from_pretrained(&f.dir, device).unwrap().model;
         // The fixture's `[batch, choices, seq]` inputs are read flattened to `[batch * choices, seq]`.

@@ -11,13 +11,13 @@ use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
 use sesame_layers::pipeline::EmbedOptions;
-use sesame_layers::{Backbone, ClassificationHead, Classifier, PretrainedModel, SequenceHead, SummaryClassifier};
+use sesame_layers::{ClassificationHead, Classifier, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
 use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_bart, bench_family, BenchArgs};
 use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
-use crate::forward::{forward_bart, forward_encoder, BertHeads, ElectraHeads, ForwardArgs, NoOwnHeads, OwnHeads};
+use crate::forward::{forward_bart, forward_encoder, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::generate::{generate_bart, generate_causal, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
@@ -48,14 +48,15 @@ pub struct FamilyEntry {
 
 impl FamilyEntry {
     /// A family pre-trained on masked batches by the shared task with `F`'s objective, whose
-    /// base model is `B` and whose sequence classifier is `S`.
+    /// base model is `B`, whose sequence classifier is `S` and multiple-choice scorer `C`, and
+    /// which has heads `H` beyond the shared ones (`forward` runs them).
     const fn masked_lm<F, B, S, C, H>(name: &'static str, about: &'static str, model_types: &'static [&'static str]) -> Self
     where
         F: PretrainingFamily,
-        C: SequenceHead,
-        H: OwnHeads,
-        S: SequenceHead,
-        B: Backbone,
+        C: SequenceHead<B>,
+        H: ExtraHeads<B>,
+        S: SequenceHead<B>,
+        B: HasMaskedLmHead,
         F::Model: PretrainedModel<Config = B::Config>,
     {
         Self {
@@ -69,7 +70,7 @@ impl FamilyEntry {
             fill_mask: Some(fill_mask_with::<B>),
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
-            forward: Some(forward_encoder::<F, B, S, C, H>),
+            forward: Some(forward_encoder::<B, S, C, H>),
         }
     }
 
@@ -121,17 +122,17 @@ impl FamilyEntry {
 
 /// Every family the command line knows.
 pub static FAMILIES: [FamilyEntry; 6] = [
-    FamilyEntry::masked_lm::<Bert, BertModel, Classifier, Classifier, BertHeads>(
+    FamilyEntry::masked_lm::<Bert, BertModel, Classifier, Classifier, (PreTraining, BertHeads)>(
         "bert",
         "masked LM + next-sentence prediction on sentence pairs, WordPiece",
         Bert::MODEL_TYPES,
     ),
-    FamilyEntry::masked_lm::<Roberta, RobertaModel, ClassificationHead, Classifier, NoOwnHeads>(
+    FamilyEntry::masked_lm::<Roberta, RobertaModel, ClassificationHead, Classifier, ()>(
         "roberta",
         "dynamic masked LM on packed full sentences, byte-level BPE",
         Roberta::MODEL_TYPES,
     ),
-    FamilyEntry::masked_lm::<Albert, AlbertModel, Classifier, Classifier, NoOwnHeads>(
+    FamilyEntry::masked_lm::<Albert, AlbertModel, Classifier, Classifier, PreTraining>(
         "albert",
         "n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary",
         Albert::MODEL_TYPES,
@@ -142,7 +143,7 @@ pub static FAMILIES: [FamilyEntry; 6] = [
         sesame_electra::config::MODEL_TYPES,
     ),
     // UniLM exports are BERT checkpoints (`model_type: bert`, read by the `bert` entry).
-    FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier, Classifier, NoOwnHeads>(
+    FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier, Classifier, PreTraining>(
         "unilm",
         "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
         &["unilm"],

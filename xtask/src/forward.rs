@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
+use sesame_bert::{BertForNextSentencePrediction, BertModel};
+use sesame_electra::{ElectraForPreTraining, ElectraModel};
 use sesame_layers::{
-    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
+    Backbone, EncoderInput, HasMaskedLmHead, HasSentenceHead, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, InputError, NamedOutput, OutputOptions, PreTrainingLabels, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
 };
-use sesame_text::{PairConfig, SentenceTask};
-use sesame_train::pretraining::{Layout, PretrainingFamily};
 
 /// What to run, on what, and where the outputs go.
 #[derive(clap::Args, Debug)]
@@ -249,89 +249,115 @@ fn multi_label(dir: &Path) -> Result<bool, String> {
     Ok(crate::config_json(dir)?["problem_type"] == "multi_label_classification")
 }
 
-/// A family's own heads besides the shared ones (BERT's next-sentence head, ELECTRA's
-/// discriminator).
-pub trait OwnHeads {
-    /// The outputs of `head` when it is one of them, `None` otherwise.
+/// Heads that only some encoder families have, beside the shared ones every family runs:
+/// those a capability gives ([`PreTraining`] for a family [`HasSentenceHead`]) and a family's
+/// own head models (BERT's next-sentence head, ELECTRA's discriminator). A tuple runs either.
+pub trait ExtraHeads<B: Backbone> {
+    /// The HF classes these heads are.
+    fn classes() -> Vec<String>;
+    /// The outputs of `head` when it is one of these heads, `None` otherwise.
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>>;
 }
 
-/// No heads of its own.
-pub struct NoOwnHeads;
+impl<B: Backbone> ExtraHeads<B> for () {
+    fn classes() -> Vec<String> {
+        Vec::new()
+    }
 
-impl OwnHeads for NoOwnHeads {
     fn run(_: &str, _: &ForwardArgs, _: &EncoderInput, _: &Inputs, _: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         None
     }
 }
 
-/// BERT's: `BertForNextSentencePrediction`.
+impl<B: Backbone, X: ExtraHeads<B>, Y: ExtraHeads<B>> ExtraHeads<B> for (X, Y) {
+    fn classes() -> Vec<String> {
+        [X::classes(), Y::classes()].concat()
+    }
+
+    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
+        X::run(head, args, input, inputs, device).or_else(|| Y::run(head, args, input, inputs, device))
+    }
+}
+
+/// `…ForPreTraining`: masked LM and the sentence-pair head (BERT's NSP, ALBERT's SOP), with
+/// `labels` and the sentence head's labels (`next_sentence_label`, `sentence_order_label`).
+pub struct PreTraining;
+
+impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
+    fn classes() -> Vec<String> {
+        vec![format!("{}ForPreTraining", B::CLASS)]
+    }
+
+    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
+        (head == <Self as ExtraHeads<B>>::classes()[0]).then(|| {
+            let labels = match (inputs.ids::<2>("labels", device)?, inputs.ids::<1>(B::LABELS, device)?) {
+                (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
+                (None, None) => None,
+                _ => return Err(format!("--inputs {}: {head} takes `labels` and `{}` together", args.inputs.display(), B::LABELS)),
+            };
+            let (m, c) = load::<ForPreTraining<B>>(args, device)?;
+            input.validate(&B::input_limits(&c)).map_err(bad_input(head))?;
+            Ok(m.forward(input.clone(), labels, options(args)).named(B::LOGITS))
+        })
+    }
+}
+
+/// BERT's own: `BertForNextSentencePrediction`.
 pub struct BertHeads;
 
-impl OwnHeads for BertHeads {
+impl ExtraHeads<BertModel> for BertHeads {
+    fn classes() -> Vec<String> {
+        vec!["BertForNextSentencePrediction".into()]
+    }
+
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
-        use sesame_bert::BertForNextSentencePrediction;
         (head == "BertForNextSentencePrediction").then(|| {
-        let labels = inputs.ids::<1>("labels", device)?;
-        let (m, c) = load::<BertForNextSentencePrediction>(args, device)?;
-        input.validate(&sesame_bert::BertModel::input_limits(&c)).map_err(bad_input(head))?;
-        Ok(m.forward(input.clone(), labels, options(args)).named())
+            let labels = inputs.ids::<1>("labels", device)?;
+            let (m, c) = load::<BertForNextSentencePrediction>(args, device)?;
+            input.validate(&BertModel::input_limits(&c)).map_err(bad_input(head))?;
+            Ok(m.forward(input.clone(), labels, options(args)).named())
         })
     }
 }
 
-/// ELECTRA's: `ElectraForPreTraining` (the discriminator).
+/// ELECTRA's own: `ElectraForPreTraining` (the discriminator).
 pub struct ElectraHeads;
 
-impl OwnHeads for ElectraHeads {
+impl ExtraHeads<ElectraModel> for ElectraHeads {
+    fn classes() -> Vec<String> {
+        vec!["ElectraForPreTraining".into()]
+    }
+
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
-        use sesame_electra::ElectraForPreTraining;
         (head == "ElectraForPreTraining").then(|| {
-        let labels = inputs.ids::<2>("labels", device)?;
-        let (m, c) = load::<ElectraForPreTraining>(args, device)?;
-        input.validate(&sesame_electra::ElectraModel::input_limits(&c)).map_err(bad_input(head))?;
-        let out = m.forward(input.clone(), labels, options(args));
-        Ok(sesame_layers::HeadOutput { logits: out.logits, loss: out.loss, encoder: out.encoder }.named())
+            let labels = inputs.ids::<2>("labels", device)?;
+            let (m, c) = load::<ElectraForPreTraining>(args, device)?;
+            input.validate(&ElectraModel::input_limits(&c)).map_err(bad_input(head))?;
+            let out = m.forward(input.clone(), labels, options(args));
+            Ok(sesame_layers::HeadOutput { logits: out.logits, loss: out.loss, encoder: out.encoder }.named())
         })
     }
 }
 
-/// `forward` for an encoder family pre-trained as `F`, with base model `B`, sequence
-/// classifier `S` and multiple-choice scorer `C`: its base model, pre-training heads (MLM +
-/// NSP / SOP, when `F` trains on sentence pairs), masked LM, sequence and token
-/// classification, multiple choice, QA and left-to-right heads, and its own heads `H`.
-pub fn forward_encoder<F, B, S, C, H>(args: &ForwardArgs, device: &Device) -> Result<(), String>
+/// `forward` for an encoder family with base model `B`, sequence classifier `S` and
+/// multiple-choice scorer `C`: its base model, masked LM, sequence and token classification,
+/// multiple choice, QA and left-to-right heads, and the heads `H` only it has.
+pub fn forward_encoder<B, S, C, H>(args: &ForwardArgs, device: &Device) -> Result<(), String>
 where
-    F: PretrainingFamily,
-    B: Backbone,
-    S: SequenceHead,
-    C: SequenceHead,
-    H: OwnHeads,
+    B: HasMaskedLmHead,
+    S: SequenceHead<B>,
+    C: SequenceHead<B>,
+    H: ExtraHeads<B>,
 {
     let head = head_class(args)?;
     let mut inputs = Inputs::read(&args.inputs)?;
     let class = |suffix: &str| format!("{}{suffix}", B::CLASS);
     let choices = if head == class("ForMultipleChoice") { Some(inputs.flatten_choices()?) } else { None };
     let input = inputs.encoder(device)?;
-    // BERT's NSP or ALBERT's SOP: the pre-training head's sentence logits and labels.
-    let sentence_task = match F::layout() {
-        Layout::Pairs(PairConfig { task: SentenceTask::NextSentence, .. }) => Some(("seq_relationship_logits", "next_sentence_label")),
-        Layout::Pairs(PairConfig { task: SentenceTask::SentenceOrder, .. }) => Some(("sop_logits", "sentence_order_label")),
-        Layout::Packed { .. } => None,
-    };
     let o = options(args);
     let check = |config: &B::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
     let outputs = if let Some(outputs) = H::run(&head, args, &input, &inputs, device) {
         outputs?
-    } else if let (Some((logits, label)), true) = (sentence_task, head == class("ForPreTraining")) {
-        let labels = match (inputs.ids::<2>("labels", device)?, inputs.ids::<1>(label, device)?) {
-            (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
-            (None, None) => None,
-            _ => return Err(format!("--inputs {}: {head} takes `labels` and `{label}` together", args.inputs.display())),
-        };
-        let (m, c) = load::<ForPreTraining<B>>(args, device)?;
-        check(&c)?;
-        m.forward(input, labels, o).named(logits)
     } else if let (Some(choices), true) = (choices, head == class("ForMultipleChoice")) {
         let labels = inputs.ids::<1>("labels", device)?;
         let (m, c) = load::<ForMultipleChoice<B, C>>(args, device)?;
@@ -368,10 +394,8 @@ where
         m.forward(input, labels, o).named()
     } else {
         let mut runs = vec![class("Model"), class("ForMaskedLM"), class("ForSequenceClassification"), class("ForTokenClassification"), class("ForMultipleChoice"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
-        if sentence_task.is_some() {
-            runs.insert(1, class("ForPreTraining"));
-        }
-        return Err(format!("--head {head}: not a head of this family (forward runs {}, and the family's own heads)", runs.join(", ")));
+        runs.extend(H::classes());
+        return Err(format!("--head {head}: not a head of this family (forward runs {})", runs.join(", ")));
     };
     inputs.check_all_taken(&head)?;
     write(outputs, &args.out)

@@ -382,7 +382,7 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
 
 /// `generate` for a left-to-right model (a checkpoint saved with `is_decoder`, such as
 /// `BertLMHeadModel`): each prompt alone, continued after its last token.
-pub fn generate_causal<B: Backbone>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+pub fn generate_causal<B: sesame_layers::HasMaskedLmHead>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let dir = &args.model;
     let json = crate::config_json(dir)?;
     if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {

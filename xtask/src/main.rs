@@ -310,7 +310,7 @@ pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tens
     })
 }
 
-pub(crate) fn fill_mask_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, top_k: usize, batch_size: usize) -> Result<String, String> {
+pub(crate) fn fill_mask_with<B: sesame_layers::HasMaskedLmHead>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, top_k: usize, batch_size: usize) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let loaded = ForMaskedLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
     if !loaded.report.initialized.is_empty() {

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use sesame_layers::{Backbone, EncoderInput, ForMaskedLM, OutputOptions, PretrainedModel};
+use sesame_layers::{EncoderInput, HasMaskedLmHead, ForMaskedLM, OutputOptions, PretrainedModel};
 use sesame_text::Tokenizer;
 
 fn repo() -> PathBuf {
@@ -97,7 +97,7 @@ fn discriminator_logits(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec
 }
 
 /// MLM logits of the model saved in `export`, on `batch`.
-fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec<f32> {
+fn sesame_logits<B: HasMaskedLmHead>(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec<f32> {
     let device = Device::flex();
     let model = ForMaskedLM::<B>::from_pretrained(export, &device).unwrap().model;
     let (ids, mask, types) = batch.tensors(&device);

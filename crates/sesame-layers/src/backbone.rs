@@ -173,9 +173,10 @@ impl BackboneOutput {
     }
 }
 
-/// What a family's configuration says about the task heads on its base model.
+/// What a family's configuration says about the fine-tuning heads every encoder takes
+/// (sequence and token classification, multiple choice, QA).
 #[derive(Clone, Debug)]
-pub struct HeadSizes {
+pub struct ClassifierSizes {
     /// Encoder width.
     pub hidden_size: usize,
     /// Number of labels of classification heads.
@@ -184,16 +185,14 @@ pub struct HeadSizes {
     pub classifier_dropout: f64,
     /// Activation inside two-layer classification heads (RoBERTa's tanh, ELECTRA's GELU).
     pub classifier_activation: Activation,
-    /// The sentence-level pre-training classifier on the pooled output (NSP, SOP).
-    pub sentence_head: ClassifierConfig,
     /// How heads without a pooler reduce a sequence to one vector (HF `SequenceSummary`).
     pub summary: SequenceSummaryConfig,
-    /// The MLM head.
-    pub lm_head: MaskedLmHeadConfig,
 }
 
 /// A family's base model (HF `BertModel`, `RobertaModel`, `AlbertModel`): what the shared task
-/// heads need from it. Its configuration and its load hooks (`hf_form`, `stored_config`,
+/// heads need from it. What only some families have is a capability of its own
+/// ([`HasPooler`], [`HasMaskedLmHead`], [`HasSentenceHead`]): a head model that needs one
+/// does not compile on a family without it. Its configuration and its load hooks (`hf_form`, `stored_config`,
 /// `from_stored`) are those of its [`PretrainedModel`] implementation: one `Config`, one set of
 /// hooks.
 pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
@@ -208,14 +207,14 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
     /// Run the model over `input`.
     fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput;
 
-    /// The word-embedding table `[vocab, embedding]` the MLM decoder is tied to.
+    /// The input word-embedding table `[vocab, embedding]` (what an LM decoder is tied to).
     fn word_embeddings(&self) -> Tensor<2>;
 
     /// What input the model accepts.
     fn input_limits(config: &Self::Config) -> InputLimits;
 
-    /// The sizes of the task heads.
-    fn head_sizes(config: &Self::Config) -> HeadSizes;
+    /// The sizes of the fine-tuning heads.
+    fn classifier_sizes(config: &Self::Config) -> ClassifierSizes;
 
     /// The family's table from HF names to Burn paths, base model and heads (head models keep
     /// the base model in a field `base` and their heads in `lm_head`, `sentence_head`, `head`).
@@ -254,4 +253,36 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
             aliases: Vec::new(),
         }
     }
+}
+
+/// Capability: a pooler (HF `pooler`, `tanh(dense(h[:, 0]))`), built when
+/// [`Backbone::new`] is asked for it. Heads on the pooled output need it (BERT's classifier,
+/// the sentence-pair head); ELECTRA has none.
+pub trait HasPooler: Backbone {
+    /// The pooled output `[batch, hidden]` of a model built with its pooler, which every head
+    /// model needing it is (they build their base model with `add_pooling_layer`).
+    fn pooled(out: &BackboneOutput) -> Tensor<2> {
+        out.pooler_output.clone().expect("a head on the pooled output builds its base model with the pooler")
+    }
+}
+
+/// Capability: a masked-LM head (HF `cls.predictions`, `lm_head`, `generator_predictions`) whose
+/// decoder is tied to [`Backbone::word_embeddings`]. Masked LM, fill-mask, and the left-to-right
+/// LM of an encoder family (`is_decoder`) run on it.
+pub trait HasMaskedLmHead: Backbone {
+    /// The head's configuration.
+    fn lm_head(config: &Self::Config) -> MaskedLmHeadConfig;
+}
+
+/// Capability: a sentence-pair pre-training head on the pooled output (BERT's next-sentence
+/// prediction, ALBERT's sentence order), trained beside masked LM in `…ForPreTraining`.
+pub trait HasSentenceHead: HasMaskedLmHead + HasPooler {
+    /// HF's name of the head's logits in the pre-training output (`seq_relationship_logits`,
+    /// `sop_logits`).
+    const LOGITS: &'static str;
+    /// HF's name of its labels (`next_sentence_label`, `sentence_order_label`).
+    const LABELS: &'static str;
+
+    /// The head's configuration.
+    fn sentence_head(config: &Self::Config) -> ClassifierConfig;
 }

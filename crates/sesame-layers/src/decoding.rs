@@ -6,7 +6,7 @@ use burn::prelude::*;
 use sesame_generate::Decoder;
 
 use crate::attention::row_index;
-use crate::backbone::{Backbone, EncoderInput, InputLimits};
+use crate::backbone::{EncoderInput, HasMaskedLmHead, InputLimits};
 use crate::decoder::DecoderCache;
 use crate::encoder::{EncoderCache, OutputOptions};
 use crate::pretrained::InputError;
@@ -55,7 +55,7 @@ pub trait CausalLM {
     fn device(&self) -> Device;
 }
 
-impl<B: Backbone> CausalLM for ForCausalLM<B> {
+impl<B: HasMaskedLmHead> CausalLM for ForCausalLM<B> {
     type Config = B::Config;
     type Cache = EncoderCache;
 

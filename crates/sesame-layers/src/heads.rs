@@ -10,7 +10,7 @@ use burn::tensor::module::linear;
 
 use crate::dropout::{Dropout, DropoutConfig};
 use crate::activation::Activation;
-use crate::backbone::{BackboneOutput, EncoderInput, HeadSizes};
+use crate::backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasPooler};
 use crate::loss::{binary_cross_entropy_with_logits, cross_entropy, cross_entropy_ignoring, mse};
 
 /// Configuration of [`MaskedLmHead`].
@@ -151,28 +151,27 @@ impl Classifier {
 }
 
 /// A head that gives one row of logits per sequence (sequence classification, a choice's
-/// score): reads the backbone output and, where it needs them (BART's EOS positions), the input.
-pub trait SequenceHead: Module + burn::module::ModuleDisplay {
+/// score) on base model `B`: reads its output and, where it needs them, the input. A head on
+/// the pooled output is one only for a base model [`HasPooler`].
+pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay {
     /// Whether the head reads the pooler output (the backbone is then built with a pooler).
     const POOLED: bool;
     /// A fresh head of `num_labels` outputs, sized and configured by `sizes`.
-    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self;
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self;
     /// Logits `[batch, num_labels]`.
     fn forward(&self, out: &BackboneOutput, input: &EncoderInput) -> Tensor<2>;
 }
 
 /// BERT's and ALBERT's head: dropout + linear on the pooled output.
-impl SequenceHead for Classifier {
+impl<B: HasPooler> SequenceHead<B> for Classifier {
     const POOLED: bool = true;
 
-    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
         ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
     }
 
     fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
-        // `POOLED` heads are only built on base models with a pooler (see `ForSequenceClassification::init`).
-        let pooled = out.pooler_output.clone().expect("a POOLED head runs on a base model built with its pooler");
-        Classifier::forward(self, pooled)
+        Classifier::forward(self, B::pooled(out))
     }
 }
 
@@ -192,10 +191,10 @@ pub struct ClassificationHead {
     pub out_proj: Linear,
 }
 
-impl SequenceHead for ClassificationHead {
+impl<B: Backbone> SequenceHead<B> for ClassificationHead {
     const POOLED: bool = false;
 
-    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
         Self::with_sizes(sizes.hidden_size, num_labels, sizes.classifier_dropout, sizes.classifier_activation, device)
     }
 
@@ -337,10 +336,10 @@ pub struct SummaryClassifier {
     pub classifier: Linear,
 }
 
-impl SequenceHead for SummaryClassifier {
+impl<B: Backbone> SequenceHead<B> for SummaryClassifier {
     const POOLED: bool = false;
 
-    fn new(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Self {
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
         Self {
             sequence_summary: sizes.summary.init(device),
             classifier: LinearConfig::new(sizes.summary.proj_size, num_labels).init(device),

@@ -28,7 +28,7 @@ pub mod tasks;
 
 pub use activation::Activation;
 pub use attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
-pub use backbone::{Backbone, BackboneOutput, EncoderInput, HeadSizes, InputLimits};
+pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler, HasSentenceHead, InputLimits};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use dropout::{Dropout, DropoutConfig};

@@ -4,7 +4,7 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, EncodedText, Tokenizer, TokenizerError};
 
-use crate::backbone::{Backbone, EncoderInput, InputLimits};
+use crate::backbone::{Backbone, EncoderInput, HasMaskedLmHead, InputLimits};
 use crate::config::{read_json_config, ConfigError};
 use crate::device::default_threads;
 use crate::encoder::OutputOptions;
@@ -73,7 +73,7 @@ fn to_input(batch: &EncodedBatch, limits: &InputLimits, device: &Device) -> Resu
 }
 
 /// The `top_k` most likely tokens for each mask token in `text`, in order of appearance.
-pub fn fill_mask<B: Backbone>(
+pub fn fill_mask<B: HasMaskedLmHead>(
     model: &ForMaskedLM<B>,
     config: &B::Config,
     tokenizer: &Tokenizer,
@@ -85,7 +85,7 @@ pub fn fill_mask<B: Backbone>(
 
 /// [`fill_mask`] for many texts, run `batch_size` at a time in batches of similar length;
 /// the results in the order of `texts`. The vocabulary projection runs on the mask tokens only.
-pub fn fill_masks<B: Backbone>(
+pub fn fill_masks<B: HasMaskedLmHead>(
     model: &ForMaskedLM<B>,
     config: &B::Config,
     tokenizer: &Tokenizer,

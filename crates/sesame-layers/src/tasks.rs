@@ -6,7 +6,7 @@
 use burn::prelude::*;
 
 use crate::attention::causal_restriction;
-use crate::backbone::{Backbone, EncoderInput, HeadSizes, InputLimits};
+use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasSentenceHead, InputLimits};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
@@ -58,7 +58,7 @@ impl QuestionAnsweringOutput {
     }
 }
 
-fn classifier(sizes: &HeadSizes, num_labels: usize, device: &Device) -> Classifier {
+fn classifier(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Classifier {
     ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
 }
 
@@ -111,7 +111,7 @@ pub struct PreTrainingOutput {
 /// The base model with the MLM head and a two-way classifier on the pooled output (HF
 /// `BertForPreTraining` with NSP, `AlbertForPreTraining` with SOP).
 #[derive(Module, Debug)]
-pub struct ForPreTraining<B: Backbone> {
+pub struct ForPreTraining<B: HasSentenceHead> {
     /// The base model, with pooler.
     pub base: B,
     /// MLM head.
@@ -120,13 +120,12 @@ pub struct ForPreTraining<B: Backbone> {
     pub sentence_head: Classifier,
 }
 
-impl<B: Backbone> ForPreTraining<B> {
+impl<B: HasSentenceHead> ForPreTraining<B> {
     /// Logits of both heads, and `mlm + sentence` loss when `labels` are given.
     pub fn forward(&self, input: EncoderInput, labels: Option<PreTrainingLabels>, options: OutputOptions) -> PreTrainingOutput {
         let out = self.base.forward(input, options);
         let prediction_logits = self.lm_head.forward(out.last_hidden_state(), self.base.word_embeddings());
-        let pooled = out.pooler_output.clone().expect("ForPreTraining builds its base model with the pooler");
-        let sentence_logits = self.sentence_head.forward(pooled);
+        let sentence_logits = self.sentence_head.forward(B::pooled(&out));
         let (mlm_loss, sentence_loss) = match labels {
             Some(l) => (
                 Some(per_token_cross_entropy(prediction_logits.clone(), l.mlm)),
@@ -139,7 +138,7 @@ impl<B: Backbone> ForPreTraining<B> {
     }
 }
 
-impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
+impl<B: HasSentenceHead> PretrainedModel for ForPreTraining<B> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -147,11 +146,10 @@ impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        let sizes = B::head_sizes(config);
         Self {
             base: B::new(config, true, device),
-            lm_head: sizes.lm_head.init(device),
-            sentence_head: sizes.sentence_head.init(device),
+            lm_head: B::lm_head(config).init(device),
+            sentence_head: B::sentence_head(config).init(device),
         }
     }
 
@@ -164,14 +162,14 @@ impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
 
 /// The base model with the MLM head only (HF `BertForMaskedLM`; no pooler).
 #[derive(Module, Debug)]
-pub struct ForMaskedLM<B: Backbone> {
+pub struct ForMaskedLM<B: HasMaskedLmHead> {
     /// The base model, without pooler.
     pub base: B,
     /// The MLM head.
     pub lm_head: MaskedLmHead,
 }
 
-impl<B: Backbone> ForMaskedLM<B> {
+impl<B: HasMaskedLmHead> ForMaskedLM<B> {
     /// Vocabulary logits `[batch, seq, vocab]`; MLM loss when `labels` `[batch, seq]` are given.
     pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
         let out = self.base.forward(input, options);
@@ -181,7 +179,7 @@ impl<B: Backbone> ForMaskedLM<B> {
     }
 }
 
-impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
+impl<B: HasMaskedLmHead> PretrainedModel for ForMaskedLM<B> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -189,7 +187,7 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        Self { base: B::new(config, false, device), lm_head: B::head_sizes(config).lm_head.init(device) }
+        Self { base: B::new(config, false, device), lm_head: B::lm_head(config).init(device) }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
@@ -203,14 +201,14 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
 /// `RobertaForCausalLM`, `ElectraForCausalLM`: a `config.json` with `is_decoder`): each position
 /// attends to itself and the positions before it, and predicts the next token.
 #[derive(Module, Debug)]
-pub struct ForCausalLM<B: Backbone> {
+pub struct ForCausalLM<B: HasMaskedLmHead> {
     /// The base model, without pooler.
     pub base: B,
     /// The language-model head (the MLM head's weights).
     pub lm_head: MaskedLmHead,
 }
 
-impl<B: Backbone> ForCausalLM<B> {
+impl<B: HasMaskedLmHead> ForCausalLM<B> {
     /// Next-token logits `[batch, seq, vocab]`; with `labels` `[batch, seq]` (the input ids, -100
     /// where not predicted) HF's loss: logits at `i` against the label at `i + 1`. A cache in
     /// `input` continues after its positions (the returned cache is in `encoder.cache`).
@@ -241,7 +239,7 @@ fn causal(input: EncoderInput) -> EncoderInput {
     input.with_attention_restriction(restriction)
 }
 
-impl<B: Backbone> PretrainedModel for ForCausalLM<B> {
+impl<B: HasMaskedLmHead> PretrainedModel for ForCausalLM<B> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -249,7 +247,7 @@ impl<B: Backbone> PretrainedModel for ForCausalLM<B> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        Self { base: B::new(config, false, device), lm_head: B::head_sizes(config).lm_head.init(device) }
+        Self { base: B::new(config, false, device), lm_head: B::lm_head(config).init(device) }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
@@ -331,15 +329,14 @@ pub trait MaskedLmObjective: PretrainedModel {
     fn input_limits(config: &Self::Config) -> InputLimits;
 }
 
-impl<B: Backbone> MaskedLmObjective for ForPreTraining<B> {
+impl<B: HasSentenceHead> MaskedLmObjective for ForPreTraining<B> {
     const SENTENCE_TASK: bool = true;
 
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, sentence: Tensor<1, Int>) -> ObjectiveOutput {
         let out = self.base.forward(input, OutputOptions::default());
         let prediction_logits = self.lm_head.forward(masked.gather(out.last_hidden_state()), self.base.word_embeddings());
         let mlm_loss = cross_entropy(prediction_logits.clone(), masked.targets.clone());
-        let pooled = out.pooler_output.expect("ForPreTraining builds its base model with the pooler");
-        let sentence_logits = self.sentence_head.forward(pooled);
+        let sentence_logits = self.sentence_head.forward(B::pooled(&out));
         let sentence_loss = cross_entropy(sentence_logits.clone(), sentence);
         ObjectiveOutput {
             loss: mlm_loss.clone() + sentence_loss.clone(),
@@ -354,7 +351,7 @@ impl<B: Backbone> MaskedLmObjective for ForPreTraining<B> {
     }
 }
 
-impl<B: Backbone> MaskedLmObjective for ForMaskedLM<B> {
+impl<B: HasMaskedLmHead> MaskedLmObjective for ForMaskedLM<B> {
     const SENTENCE_TASK: bool = false;
 
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, _sentence: Tensor<1, Int>) -> ObjectiveOutput {
@@ -373,14 +370,14 @@ impl<B: Backbone> MaskedLmObjective for ForMaskedLM<B> {
 /// ([`Classifier`]: BERT, ALBERT) or a two-layer head on the first token
 /// ([`crate::heads::ClassificationHead`]: RoBERTa).
 #[derive(Module, Debug)]
-pub struct ForSequenceClassification<B: Backbone, H: SequenceHead> {
+pub struct ForSequenceClassification<B: Backbone, H: SequenceHead<B>> {
     /// The base model (with a pooler when `H` reads it).
     pub base: B,
     /// The classifier (HF `classifier`).
     pub head: H,
 }
 
-impl<B: Backbone, H: SequenceHead> ForSequenceClassification<B, H> {
+impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
     /// Logits `[batch, num_labels]`; the loss of `labels` (whose variant is the problem type).
     pub fn forward(&self, input: EncoderInput, labels: Option<SequenceLabels>, options: OutputOptions) -> HeadOutput<2> {
         let out = self.base.forward(input.clone(), options);
@@ -390,7 +387,7 @@ impl<B: Backbone, H: SequenceHead> ForSequenceClassification<B, H> {
     }
 }
 
-impl<B: Backbone, H: SequenceHead> PretrainedModel for ForSequenceClassification<B, H> {
+impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForSequenceClassification<B, H> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -398,7 +395,7 @@ impl<B: Backbone, H: SequenceHead> PretrainedModel for ForSequenceClassification
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        let sizes = B::head_sizes(config);
+        let sizes = B::classifier_sizes(config);
         Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, sizes.num_labels, device) }
     }
 
@@ -436,7 +433,7 @@ impl<B: Backbone> PretrainedModel for ForTokenClassification<B> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        let sizes = B::head_sizes(config);
+        let sizes = B::classifier_sizes(config);
         let head = classifier(&sizes, sizes.num_labels, device);
         Self { base: B::new(config, false, device), head }
     }
@@ -494,7 +491,7 @@ impl<B: Backbone> PretrainedModel for ForQuestionAnswering<B> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        let hidden = B::head_sizes(config).hidden_size;
+        let hidden = B::classifier_sizes(config).hidden_size;
         Self { base: B::new(config, false, device), head: QuestionAnsweringHeadConfig::new(hidden).init(device) }
     }
 
@@ -509,14 +506,14 @@ impl<B: Backbone> PretrainedModel for ForQuestionAnswering<B> {
 /// linear on the pooled output ([`Classifier`]: BERT, RoBERTa, ALBERT) or on a sequence
 /// summary ([`crate::heads::SummaryClassifier`]: ELECTRA) (HF `BertForMultipleChoice`).
 #[derive(Module, Debug)]
-pub struct ForMultipleChoice<B: Backbone, H: SequenceHead> {
+pub struct ForMultipleChoice<B: Backbone, H: SequenceHead<B>> {
     /// The base model (with a pooler when `H` reads it).
     pub base: B,
     /// `-> 1` score per choice.
     pub head: H,
 }
 
-impl<B: Backbone, H: SequenceHead> ForMultipleChoice<B, H> {
+impl<B: Backbone, H: SequenceHead<B>> ForMultipleChoice<B, H> {
     /// `input` holds `[batch * choices, seq]` tensors, choice-major within each example.
     /// Returns logits `[batch, choices]`; the loss when `labels` `[batch]` are given.
     pub fn forward(
@@ -535,7 +532,7 @@ impl<B: Backbone, H: SequenceHead> ForMultipleChoice<B, H> {
     }
 }
 
-impl<B: Backbone, H: SequenceHead> PretrainedModel for ForMultipleChoice<B, H> {
+impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForMultipleChoice<B, H> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -543,7 +540,7 @@ impl<B: Backbone, H: SequenceHead> PretrainedModel for ForMultipleChoice<B, H> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
-        let sizes = B::head_sizes(config);
+        let sizes = B::classifier_sizes(config);
         Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, 1, device) }
     }
 

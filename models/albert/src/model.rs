@@ -8,7 +8,7 @@ use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
     Activation, AttentionMask, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, EncoderCache,
-    EncoderInput, EncoderLayer, FeedForward, HeadSizes, InputLimits, KeyMap, LayerParts, MaskedLmHeadConfig,
+    EncoderInput, EncoderLayer, FeedForward, ClassifierSizes, HasMaskedLmHead, HasPooler, HasSentenceHead, InputLimits, KeyMap, LayerParts, MaskedLmHeadConfig,
     MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 
@@ -211,19 +211,13 @@ impl Backbone for AlbertModel {
         }
     }
 
-    fn head_sizes(config: &AlbertConfig) -> HeadSizes {
-        let lm_head = MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, config.hidden_act)
-            .with_layer_norm_eps(config.layer_norm_eps)
-            .with_tie_word_embeddings(config.tie_word_embeddings);
-        HeadSizes {
+    fn classifier_sizes(config: &AlbertConfig) -> ClassifierSizes {
+        ClassifierSizes {
             hidden_size: config.hidden_size,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout_prob,
             classifier_activation: Activation::Tanh,
-            // SOP: dropout, then as many outputs as labels (HF's `AlbertSOPHead`).
-            sentence_head: ClassifierConfig::new(config.hidden_size, config.num_labels()).with_dropout(config.classifier_dropout_prob),
             summary: SequenceSummaryConfig::first_token(config.hidden_size),
-            lm_head,
         }
     }
 
@@ -237,6 +231,26 @@ impl Backbone for AlbertModel {
 
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "encoder".into(), "pooler".into()]
+    }
+}
+
+impl HasPooler for AlbertModel {}
+
+impl HasMaskedLmHead for AlbertModel {
+    fn lm_head(config: &AlbertConfig) -> MaskedLmHeadConfig {
+        MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, config.hidden_act)
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings)
+    }
+}
+
+/// Sentence-order prediction (HF `AlbertSOPHead`): dropout, then as many outputs as labels.
+impl HasSentenceHead for AlbertModel {
+    const LOGITS: &'static str = "sop_logits";
+    const LABELS: &'static str = "sentence_order_label";
+
+    fn sentence_head(config: &AlbertConfig) -> ClassifierConfig {
+        ClassifierConfig::new(config.hidden_size, config.num_labels()).with_dropout(config.classifier_dropout_prob)
     }
 }
 

@@ -5,7 +5,7 @@
 use burn::prelude::*;
 use sesame_layers::loss::cross_entropy;
 use sesame_layers::{
-    Backbone, CheckpointSpec, Classifier, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining,
+    Backbone, CheckpointSpec, HasPooler, HasSentenceHead, Classifier, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining,
     ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HeadOutput, OutputOptions, PretrainedModel,
 };
 
@@ -39,8 +39,7 @@ impl BertForNextSentencePrediction {
     /// NSP logits `[batch, 2]`; loss when `labels` `[batch]` (0 = is next) are given.
     pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<1, Int>>, options: OutputOptions) -> HeadOutput<2> {
         let out = self.base.forward(input, options);
-        let pooled = out.pooler_output.clone().expect("BertForNextSentencePrediction builds its base model with the pooler");
-        let logits = self.sentence_head.forward(pooled);
+        let logits = self.sentence_head.forward(BertModel::pooled(&out));
         let loss = labels.map(|l| cross_entropy(logits.clone(), l));
         HeadOutput { logits, loss, encoder: out.encoder }
     }
@@ -56,7 +55,7 @@ impl PretrainedModel for BertForNextSentencePrediction {
     fn init(config: &BertConfig, device: &Device) -> Self {
         Self {
             base: BertModel::new(config, true, device),
-            sentence_head: BertModel::head_sizes(config).sentence_head.init(device),
+            sentence_head: BertModel::sentence_head(config).init(device),
         }
     }
 

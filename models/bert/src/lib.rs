@@ -31,7 +31,7 @@ pub use heads::{
     BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction, BertForPreTraining, BertForQuestionAnswering,
     BertForSequenceClassification, BertForTokenClassification, BertLMHeadModel,
 };
-pub use model::BertLikeModel;
+pub use model::{BertLikeModel, NextSentenceFamily};
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
 
 /// BERT hyper-parameters (HF `BertConfig`, same names and defaults).

@@ -6,8 +6,8 @@ use std::marker::PhantomData;
 use burn::module::Param;
 use burn::prelude::*;
 use sesame_layers::{
-    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, EncoderInput, HeadSizes, InputLimits, KeyMap,
-    MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
+    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler,
+    HasSentenceHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{Embeddings, Encoder};
@@ -106,20 +106,13 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
         }
     }
 
-    fn head_sizes(config: &Self::Config) -> HeadSizes {
-        let hidden = config.hidden_size;
-        let lm_head = MaskedLmHeadConfig::new(hidden, hidden, config.vocab_size, F::lm_head_activation(config))
-            .with_layer_norm_eps(config.layer_norm_eps)
-            .with_tie_word_embeddings(config.tie_word_embeddings);
-        HeadSizes {
-            hidden_size: hidden,
+    fn classifier_sizes(config: &Self::Config) -> ClassifierSizes {
+        ClassifierSizes {
+            hidden_size: config.hidden_size,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout(),
             classifier_activation: Activation::Tanh,
-            // BERT's NSP head has no dropout.
-            sentence_head: ClassifierConfig::new(hidden, 2).with_dropout(0.0),
-            summary: SequenceSummaryConfig::first_token(hidden),
-            lm_head,
+            summary: SequenceSummaryConfig::first_token(config.hidden_size),
         }
     }
 
@@ -133,6 +126,33 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
 
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "encoder".into(), "pooler".into()]
+    }
+}
+
+impl<F: BertLikeFamily> HasPooler for BertLikeModel<F> {}
+
+impl<F: BertLikeFamily> HasMaskedLmHead for BertLikeModel<F> {
+    fn lm_head(config: &Self::Config) -> MaskedLmHeadConfig {
+        let hidden = config.hidden_size;
+        MaskedLmHeadConfig::new(hidden, hidden, config.vocab_size, F::lm_head_activation(config))
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings)
+    }
+}
+
+/// A BERT-shaped family pre-trained with next-sentence prediction beside masked LM (BERT,
+/// UniLM; not RoBERTa, which dropped it).
+pub trait NextSentenceFamily: BertLikeFamily {}
+
+impl NextSentenceFamily for crate::config::Bert {}
+
+impl<F: NextSentenceFamily> HasSentenceHead for BertLikeModel<F> {
+    const LOGITS: &'static str = "seq_relationship_logits";
+    const LABELS: &'static str = "next_sentence_label";
+
+    fn sentence_head(config: &Self::Config) -> ClassifierConfig {
+        // BERT's NSP head has no dropout.
+        ClassifierConfig::new(config.hidden_size, 2).with_dropout(0.0)
     }
 }
 

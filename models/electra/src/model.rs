@@ -6,14 +6,27 @@ use burn::prelude::*;
 use sesame_bert::checkpoint::encoder_rows;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{
-    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, Encoder, EncoderInput, EncoderOutput, HeadSizes,
-    InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
+    Activation, Backbone, BackboneOutput, CheckpointSpec, Embeddings, Encoder, EncoderInput, EncoderOutput, ClassifierSizes,
+    HasMaskedLmHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
 };
 
 use crate::checkpoint::{ELECTRA_HEAD_ROWS, ELECTRA_TIED_DECODER};
 use crate::config::ElectraConfig;
 
 /// The ELECTRA encoder (HF `ElectraModel`), the body of both the generator and the discriminator.
+///
+/// It has a masked-LM head (the generator's) but neither a pooler nor a sentence-level task, so
+/// the head models that need those do not compile on it:
+/// ```
+/// fn masked_lm(_: sesame_layers::ForMaskedLM<sesame_electra::ElectraModel>) {}
+/// fn choices(_: sesame_layers::ForMultipleChoice<sesame_electra::ElectraModel, sesame_layers::SummaryClassifier>) {}
+/// ```
+/// ```compile_fail
+/// fn pretraining(_: sesame_layers::ForPreTraining<sesame_electra::ElectraModel>) {}
+/// ```
+/// ```compile_fail
+/// fn pooled_choices(_: sesame_layers::ForMultipleChoice<sesame_electra::ElectraModel, sesame_layers::Classifier>) {}
+/// ```
 #[derive(Module, Debug)]
 pub struct ElectraModel {
     /// Word + position + token-type embeddings, `embedding_size` wide.
@@ -97,22 +110,14 @@ impl Backbone for ElectraModel {
         }
     }
 
-    fn head_sizes(config: &ElectraConfig) -> HeadSizes {
-        // The generator's head: dense to the embedding width, GELU (always), LayerNorm, the
-        // tied word embeddings plus its own bias (HF `generator_predictions` + `generator_lm_head`).
-        let lm_head = MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, Activation::Gelu)
-            .with_layer_norm_eps(config.layer_norm_eps)
-            .with_tie_word_embeddings(config.tie_word_embeddings);
-        HeadSizes {
+    fn classifier_sizes(config: &ElectraConfig) -> ClassifierSizes {
+        ClassifierSizes {
             hidden_size: config.hidden_size,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout(),
             // "although BERT uses tanh here, it seems Electra authors used gelu" (HF).
             classifier_activation: Activation::Gelu,
-            // ELECTRA has no sentence-level pre-training task; no head model uses this.
-            sentence_head: ClassifierConfig::new(config.hidden_size, 2).with_dropout(config.classifier_dropout()),
             summary: config.summary(),
-            lm_head,
         }
     }
 
@@ -134,6 +139,17 @@ impl Backbone for ElectraModel {
 
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "embeddings_project".into(), "encoder".into()]
+    }
+}
+
+/// The generator's head: dense to the embedding width, GELU (always), LayerNorm, the tied word
+/// embeddings plus its own bias (HF `generator_predictions` + `generator_lm_head`). ELECTRA has
+/// neither a pooler nor a sentence-level task.
+impl HasMaskedLmHead for ElectraModel {
+    fn lm_head(config: &ElectraConfig) -> MaskedLmHeadConfig {
+        MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, Activation::Gelu)
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings)
     }
 }
 

@@ -20,7 +20,7 @@ use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use sesame_layers::loss::cross_entropy;
 use sesame_layers::random::uniform;
-use sesame_layers::{
+use sesame_layers::{HasMaskedLmHead, 
     Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, MaskedPositions, OutputOptions,
     Pretrained, PretrainedError, PretrainedModel, WeightFiles,
 };
@@ -56,7 +56,7 @@ impl ElectraGenerator {
         Self {
             embeddings_project: embeddings_project(config, device),
             encoder: config.encoder().init(device),
-            lm_head: ElectraModel::head_sizes(config).lm_head.init(device),
+            lm_head: ElectraModel::lm_head(config).init(device),
         }
     }
 }

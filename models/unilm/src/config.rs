@@ -71,4 +71,7 @@ impl BertLikeFamily for Unilm {
 
 /// UniLM hyper-parameters: BERT's, with UniLM v1's defaults (six token types, LayerNorm
 /// epsilon 1e-5).
+/// UniLM keeps BERT's next-sentence prediction beside its cloze objectives.
+impl sesame_bert::NextSentenceFamily for Unilm {}
+
 pub type UnilmConfig = BertLikeConfig<Unilm>;
