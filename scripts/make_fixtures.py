@@ -922,10 +922,154 @@ def make_bart():
     print("bart/base-generation:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
 
 
+XLNET_SHAPES = {
+    # A small XLNet; the wide one: deeper, other head count and width, gelu_new, an untied LM head.
+    "base": dict(vocab_size=60, d_model=32, n_layer=2, n_head=4, d_inner=37, ff_activation="gelu", mem_len=6,
+                 pad_token_id=5, bos_token_id=1, eos_token_id=2),
+    "wide": dict(vocab_size=70, d_model=48, n_layer=3, n_head=6, d_inner=64, ff_activation="gelu_new", mem_len=None,
+                 pad_token_id=5, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False),
+}
+
+
+def xlnet_outputs(result, prefix):
+    """Every tensor of an XLNet output by its field name; tuples numbered, and the two-stream
+    attentions' (content, query) pairs as `attentions.{layer}.{stream}`; `mems` as HF returns
+    them (sequence-first)."""
+    io = {}
+    for key, value in result.items():
+        if value is None:
+            continue
+        if isinstance(value, (tuple, list)):
+            for i, t in enumerate(value):
+                if isinstance(t, (tuple, list)):
+                    for j, u in enumerate(t):
+                        io[f"{prefix}.{key}.{i}.{j}"] = u.float().contiguous()
+                else:
+                    io[f"{prefix}.{key}.{i}"] = t.float().contiguous()
+        else:
+            io[f"{prefix}.{key}"] = value.float().reshape(-1).contiguous() if key == "loss" else value.float().contiguous()
+    return io
+
+
+def xlnet_batch(g, vocab, lengths, seq, two_segments=True):
+    """XLNet's layout, left-padded: `<pad>… A <sep> B <sep> <cls>`, token types 0 / 1, `<cls>` 2,
+    padding 3 (ids: pad 5, sep 4, cls 3)."""
+    b = len(lengths)
+    ids = torch.full((b, seq), 5, dtype=torch.long)
+    types = torch.full((b, seq), 3, dtype=torch.long)
+    mask = torch.zeros(b, seq, dtype=torch.long)
+    for r, n in enumerate(lengths):
+        start = seq - n
+        ids[r, start:] = torch.randint(6, vocab, (n,), generator=g)
+        split = start + (n - 1) // 2 if two_segments else seq - 1
+        types[r, start:split] = 0
+        types[r, split:] = 1
+        ids[r, seq - 1], types[r, seq - 1] = 3, 2
+        ids[r, seq - 2] = 4
+        if two_segments and split - 1 > start:
+            ids[r, split - 1] = 4
+        mask[r, start:] = 1
+    return ids, types, mask
+
+
+def permutation_inputs(g, mask, num_predict):
+    """A random factorisation order per row over its real tokens: `perm_mask` [b, s, s] (1 = may
+    not see) and `target_mapping` [b, num_predict, s] on the last `num_predict` of the order,
+    which see nothing later in the order (and the query stream not themselves)."""
+    b, s = mask.shape
+    perm = torch.zeros(b, s, s)
+    mapping = torch.zeros(b, num_predict, s)
+    for r in range(b):
+        real = [int(i) for i in torch.nonzero(mask[r]).flatten()]
+        order = [real[i] for i in torch.randperm(len(real), generator=g)]
+        rank = {p: k for k, p in enumerate(order)}
+        for i in range(s):
+            for j in range(s):
+                if j in rank and (i not in rank or rank[j] >= rank[i]):
+                    perm[r, i, j] = 1.0 if j != i or i in rank else 0.0
+        for k, p in enumerate(order[-num_predict:]):
+            mapping[r, k, p] = 1.0
+    return perm, mapping
+
+
+def make_xlnet():
+    """XLNet on two shapes: plain (left-padded, two segments), two-stream (perm_mask +
+    target_mapping), a second segment on the first one's memory, bi_data with clamp_len, and
+    uni attention with same_length; default and all outputs: fixtures/xlnet/{name}."""
+    from transformers import XLNetConfig, XLNetLMHeadModel, XLNetModel
+
+    g = torch.Generator().manual_seed(21)
+
+    def write(name, cls, kw, seed, inputs, labels, first=None):
+        cfg = XLNetConfig(**kw)
+        torch.manual_seed(seed)
+        model = cls(cfg)
+        redraw(model, seed)
+        out = OUT / "xlnet" / name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        model.float().eval().save_pretrained(out)
+        model = model.double()
+        # HF builds the position encodings in float32 and casts them to the weights' dtype in
+        # the one-stream branch only: in float64 they are cast here for both.
+        base = model.transformer if hasattr(model, "transformer") else model
+        encode = base.relative_positional_encoding
+        base.relative_positional_encoding = lambda *a, **k: encode(*a, **k).double()
+        io = {}
+        with torch.no_grad():
+            if first is not None:
+                # The first segment: its memory feeds the second.
+                io.update({f"first.{k}": v.contiguous() for k, v in first.items()})
+                mems = model(**first, use_mems=True).mems
+                io.update({f"first.mems.{i}": m.float().contiguous() for i, m in enumerate(mems)})
+                inputs = {**inputs, "mems": mems}
+            io.update({f"input.{k}": v.contiguous() for k, v in inputs.items() if k != "mems"})
+            io.update({f"label.{k}": v.contiguous() for k, v in labels.items()})
+            floats = {k: (v.double() if k in ("perm_mask", "target_mapping") else v) for k, v in inputs.items()}
+            io.update(xlnet_outputs(model(**floats, **labels), "output.default"))
+            io.update(xlnet_outputs(model(**floats, **labels, output_hidden_states=True, output_attentions=True), "output.all"))
+        for k in list(io):
+            if io[k].dtype == torch.float64:
+                io[k] = io[k].float()
+        save_file(io, out / "io.safetensors")
+        meta = {"kind": cls.__name__, "transformers": transformers.__version__, "torch": torch.__version__}
+        (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+        print(f"xlnet/{name}: {cls.__name__}, outputs {len(io)}")
+
+    for s_i, (shape, kw) in enumerate(XLNET_SHAPES.items()):
+        seed = 700 + 100 * s_i
+        vocab = kw["vocab_size"]
+        ids, types, mask = xlnet_batch(g, vocab, [9, 6], 9)
+        write(f"{shape}-model", XLNetModel, kw, seed, {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}, {})
+        write(f"{shape}-lm", XLNetLMHeadModel, kw, seed, {"input_ids": ids, "token_type_ids": types, "attention_mask": mask},
+              {"labels": torch.where(mask.bool(), ids, torch.full_like(ids, -100))})
+        perm, mapping = permutation_inputs(g, mask, 3)
+        targets = torch.stack([ids[r][mapping[r].argmax(-1)] for r in range(2)])
+        write(f"{shape}-two-stream", XLNetLMHeadModel, kw, seed,
+              {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "perm_mask": perm, "target_mapping": mapping},
+              {"labels": targets})
+        first_ids, first_types, _ = xlnet_batch(g, vocab, [7, 7], 7)
+        second_ids, second_types, _ = xlnet_batch(g, vocab, [5, 5], 5)
+        write(f"{shape}-memory", XLNetLMHeadModel, {**kw, "mem_len": 6, "reuse_len": 5}, seed,
+              {"input_ids": second_ids, "token_type_ids": second_types}, {},
+              first={"input_ids": first_ids, "token_type_ids": first_types})
+    kw = XLNET_SHAPES["base"]
+    ids, types, mask = xlnet_batch(g, kw["vocab_size"], [8, 8, 8, 8], 8)
+    perm, mapping = permutation_inputs(g, mask, 2)
+    write("bi-data", XLNetLMHeadModel, {**kw, "bi_data": True, "clamp_len": 3}, 950,
+          {"input_ids": ids, "token_type_ids": types, "perm_mask": perm, "target_mapping": mapping}, {})
+    first_ids, first_types, _ = xlnet_batch(g, kw["vocab_size"], [6, 6], 6)
+    second_ids, second_types, _ = xlnet_batch(g, kw["vocab_size"], [4, 4], 4)
+    write("uni", XLNetLMHeadModel, {**kw, "attn_type": "uni", "same_length": True, "mem_len": 4}, 960,
+          {"input_ids": second_ids, "token_type_ids": second_types}, {},
+          first={"input_ids": first_ids, "token_type_ids": first_types})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -938,6 +1082,9 @@ def main():
         return
     if args.only == "bart":
         make_bart()
+        return
+    if args.only == "xlnet":
+        make_xlnet()
         return
     if args.only == "generation":
         make_generation_processors()
@@ -963,6 +1110,7 @@ def main():
     make_generation_processors()
     make_generation_greedy()
     make_bart()
+    make_xlnet()
     if args.minilm:
         make_minilm(args.minilm)
 

@@ -199,3 +199,30 @@ impl Checker {
         assert!(self.failures.is_empty(), "{context}:\n  {}", self.failures.join("\n  "));
     }
 }
+
+/// Every `output.{mode}.*` tensor of fixture `f` equals ours of the same HF name within
+/// [`TOLERANCE`], and we give no output the fixture lacks (`ours` as a model's `named()` lists
+/// them).
+pub fn compare_named(f: &Fixture, mode: &str, ours: Vec<sesame_layers::NamedOutput>, context: &str) {
+    let ours: std::collections::BTreeMap<String, Vec<f32>> =
+        ours.into_iter().map(|(n, d)| (n, d.convert::<f32>().try_to_vec::<f32>().unwrap())).collect();
+    let prefix = format!("output.{mode}.");
+    let theirs: std::collections::BTreeMap<&str, &Array> = f.io.iter().filter_map(|(k, v)| k.strip_prefix(&prefix).map(|n| (n, v))).collect();
+    assert!(!theirs.is_empty(), "{context}: the fixture has no {mode} outputs");
+    let mut failures = vec![];
+    for (name, want) in &theirs {
+        match ours.get(*name) {
+            None => failures.push(format!("{name}: missing")),
+            Some(got) => {
+                let diff = max_abs_diff(got, &want.f32);
+                if !(diff <= TOLERANCE) {
+                    failures.push(format!("{name}: max abs diff {diff:e}"));
+                }
+            }
+        }
+    }
+    for name in ours.keys().filter(|n| !theirs.contains_key(n.as_str())) {
+        failures.push(format!("{name}: not among transformers' outputs"));
+    }
+    assert!(failures.is_empty(), "{context} ({mode}):\n  {}", failures.join("\n  "));
+}

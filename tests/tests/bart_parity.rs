@@ -11,7 +11,7 @@ use sesame_bart::{BartConfig, BartForConditionalGeneration, BartForQuestionAnswe
 use sesame_generate::*;
 use sesame_layers::decoding::Seq2SeqDecoder;
 use sesame_layers::{InputError, NamedOutput, OutputOptions, PretrainedModel, Seq2SeqInput, SequenceLabels};
-use sesame_tests::{devices, max_abs_diff, Fixture, TOLERANCE};
+use sesame_tests::{compare_named as compare, devices, max_abs_diff, Fixture, TOLERANCE};
 
 const SHAPES: [&str; 2] = ["base", "wide"];
 
@@ -25,31 +25,6 @@ fn input(f: &Fixture, device: &Device) -> Seq2SeqInput {
         decoder_attention_mask: get("decoder_attention_mask"),
         ..Default::default()
     }
-}
-
-/// Every `output.{mode}.*` tensor of the fixture equals ours of the same HF name within 1e-4,
-/// and we give no output the fixture lacks.
-fn compare(f: &Fixture, mode: &str, ours: Vec<NamedOutput>, context: &str) {
-    let ours: BTreeMap<String, Vec<f32>> = ours.into_iter().map(|(n, d)| (n, d.convert::<f32>().try_to_vec::<f32>().unwrap())).collect();
-    let prefix = format!("output.{mode}.");
-    let theirs: BTreeMap<&str, &sesame_tests::Array> = f.io.iter().filter_map(|(k, v)| k.strip_prefix(&prefix).map(|n| (n, v))).collect();
-    assert!(!theirs.is_empty(), "{context}: the fixture has no {mode} outputs");
-    let mut failures = vec![];
-    for (name, want) in &theirs {
-        match ours.get(*name) {
-            None => failures.push(format!("{name}: missing")),
-            Some(got) => {
-                let diff = max_abs_diff(got, &want.f32);
-                if !(diff <= TOLERANCE) {
-                    failures.push(format!("{name}: max abs diff {diff:e}"));
-                }
-            }
-        }
-    }
-    for name in ours.keys().filter(|n| !theirs.contains_key(n.as_str())) {
-        failures.push(format!("{name}: not among transformers' outputs"));
-    }
-    assert!(failures.is_empty(), "{context} ({mode}):\n  {}", failures.join("\n  "));
 }
 
 /// Run `run` on every shape's `head` fixture, on every backend, with default and all outputs.

@@ -171,6 +171,14 @@ pub enum InputError {
         /// Why it is needed.
         reason: &'static str,
     },
+    /// An input the model's configuration rules out (XLNet's `bi_data` with an odd batch).
+    #[error("{what}: {reason}")]
+    Invalid {
+        /// The input.
+        what: &'static str,
+        /// Why it cannot run.
+        reason: String,
+    },
     /// Two input tensors disagree in shape.
     #[error("{what} has shape {found:?}, expected {expected:?} (from input_ids and the cache)")]
     ShapeMismatch {

@@ -1,0 +1,35 @@
+//! XLNet for Burn (Yang et al., 2019): a permutation language model with two-stream relative
+//! attention and Transformer-XL's memory, with HuggingFace-compatible configuration, model,
+//! heads and checkpoints.
+//!
+//! What XLNet is, in this crate:
+//! - no absolute positions: every layer attends with sinusoidal relative encodings, a content
+//!   term, a position term and a segment term (same or other segment), each with its own
+//!   query bias (`r_w_bias`, `r_r_bias`, `r_s_bias`), and HF's `rel_shift`;
+//! - two streams: the content stream sees what `perm_mask` allows and itself; the query
+//!   stream (with `target_mapping`) starts from `mask_emb`, sees the same content but never its
+//!   own position, and gives the predictions;
+//! - memory: each layer's input states are kept (`mem_len`, `reuse_len`) and attended to by the
+//!   next segment (`mems`);
+//! - `attn_type` bi or uni, `bi_data`, `clamp_len`, `same_length` as in HF.
+//!
+//! ```no_run
+//! use burn::prelude::*;
+//! use sesame_layers::{OutputOptions, PretrainedModel};
+//! use sesame_xlnet::{XlnetInput, XlnetLmHeadModel};
+//!
+//! let device = Device::default();
+//! let loaded = XlnetLmHeadModel::from_pretrained("path/to/xlnet-base-cased".as_ref(), &device).unwrap();
+//! let ids = Tensor::<2, Int>::from_data([[17, 3157, 4, 3]], &device);
+//! let out = loaded.model.forward(XlnetInput::new(ids), None, OutputOptions::default());
+//! let (logits, mems) = (out.logits, out.transformer.mems);
+//! ```
+
+pub mod checkpoint;
+pub mod config;
+pub mod heads;
+pub mod model;
+
+pub use config::{AttnType, XlnetConfig};
+pub use heads::{LmLoss, XlnetLmHeadModel, XlnetLmHeadOutput};
+pub use model::{RelativeAttention, XlnetInput, XlnetLayer, XlnetModel, XlnetOutput};

@@ -1,0 +1,522 @@
+//! The XLNet encoder (HF `XLNetModel`), top to bottom: word embeddings (no positions: they
+//! enter every layer's attention as sinusoidal *relative* encodings), then layers of
+//! two-stream relative attention and a feed-forward block, each post-LN. The content stream
+//! `h` runs over every position; the query stream `g` (with `target_mapping`) starts from
+//! `mask_emb` and runs over the predicted positions, seeing the content of the positions
+//! `perm_mask` allows but never its own. Each layer can also attend to a memory of earlier
+//! segments' states (`mems`, Transformer-XL's recurrence).
+//!
+//! Tensors are batch-first (`[batch, seq, d_model]`); HF's are sequence-first inside, and its
+//! `mems` are returned sequence-first (`named()` writes them so).
+
+use burn::module::Param;
+use burn::nn::{Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig};
+use burn::prelude::*;
+use burn::tensor::activation::softmax;
+use sesame_layers::{Dropout, DropoutConfig, FeedForward, FeedForwardConfig, InputError, NamedOutput, OutputOptions};
+
+use crate::config::{AttnType, XlnetConfig};
+
+/// One batch of XLNet input (HF argument names), batch-first.
+#[derive(Clone, Debug)]
+pub struct XlnetInput {
+    /// Token ids `[batch, seq]`.
+    pub input_ids: Tensor<2, Int>,
+    /// 1 for tokens, 0 for padding `[batch, seq]` (HF `attention_mask`; XLNet pads on the left).
+    pub attention_mask: Option<Tensor<2>>,
+    /// Segment ids `[batch, seq]`; no segment term when absent.
+    pub token_type_ids: Option<Tensor<2, Int>>,
+    /// `[batch, seq, seq]`, 1 where position `i` may **not** see position `j` (the factorisation
+    /// order of permutation LM). The content stream always sees itself.
+    pub perm_mask: Option<Tensor<3>>,
+    /// `[batch, num_predict, seq]`, one-hot rows: the positions the query stream predicts.
+    pub target_mapping: Option<Tensor<3>>,
+    /// Each layer's memory of earlier segments `[batch, mem, d_model]`, attended to by every
+    /// position (HF `mems`, here batch-first).
+    pub mems: Option<Vec<Tensor<3>>>,
+    /// Return the new memory; `None`: the config's `use_mems_eval`.
+    pub use_mems: Option<bool>,
+}
+
+impl XlnetInput {
+    /// Input from token ids alone.
+    pub fn new(input_ids: Tensor<2, Int>) -> Self {
+        Self { input_ids, attention_mask: None, token_type_ids: None, perm_mask: None, target_mapping: None, mems: None, use_mems: None }
+    }
+
+    /// Length of the memory given.
+    pub fn mem_len(&self) -> usize {
+        self.mems.as_ref().and_then(|m| m.first()).map_or(0, |m| m.dims()[1])
+    }
+
+    /// Check shapes and ids against `config`.
+    pub fn validate(&self, config: &XlnetConfig) -> Result<(), InputError> {
+        let [b, s] = self.input_ids.dims();
+        let shape = |what: &'static str, expected: Vec<usize>, found: Vec<usize>| {
+            if expected == found { Ok(()) } else { Err(InputError::ShapeMismatch { what, expected, found }) }
+        };
+        sesame_layers::pretrained::check_shape(&self.input_ids, None, "input_ids", usize::MAX)?;
+        sesame_layers::pretrained::check_ids(&self.input_ids, config.vocab_size, "token")?;
+        if let Some(mask) = &self.attention_mask {
+            shape("attention_mask", vec![b, s], mask.dims().to_vec())?;
+        }
+        if let Some(types) = &self.token_type_ids {
+            shape("token_type_ids", vec![b, s], types.dims().to_vec())?;
+        }
+        if let Some(perm) = &self.perm_mask {
+            shape("perm_mask", vec![b, s, s], perm.dims().to_vec())?;
+        }
+        if let Some(mapping) = &self.target_mapping {
+            let [mb, m, ms] = mapping.dims();
+            shape("target_mapping", vec![b, m.max(1), s], vec![mb, m, ms])?;
+        }
+        if let Some(mems) = &self.mems {
+            let m = self.mem_len();
+            if mems.len() != config.n_layer {
+                return Err(InputError::ShapeMismatch { what: "mems", expected: vec![config.n_layer], found: vec![mems.len()] });
+            }
+            for mem in mems {
+                shape("mems", vec![b, m, config.d_model], mem.dims().to_vec())?;
+            }
+        }
+        if config.bi_data && b % 2 == 1 {
+            return Err(InputError::Invalid { what: "input_ids", reason: format!("bi_data runs half of the batch forwards and half backwards: {b} rows is odd") });
+        }
+        Ok(())
+    }
+}
+
+/// What [`XlnetModel`] returns.
+#[derive(Clone, Debug)]
+pub struct XlnetOutput {
+    /// The query stream's last states `[batch, num_predict, d]` with `target_mapping`, else the
+    /// content stream's `[batch, seq, d]`.
+    pub last_hidden_state: Tensor<3>,
+    /// Each layer's new memory `[batch, mem, d]` (its input states, after the old memory,
+    /// cut to `mem_len`), when memory is used.
+    pub mems: Option<Vec<Tensor<3>>>,
+    /// Every layer's input and the last output, as HF lists them: in two-stream mode content
+    /// and query states alternate (`h0, g0, h1, g1, …`). Empty unless asked.
+    pub hidden_states: Vec<Tensor<3>>,
+    /// Attention probabilities `[batch, heads, queries, keys]` of each layer: the content
+    /// stream's, then (two-stream) the query stream's over every position. Empty unless asked.
+    pub attentions: Vec<(Tensor<4>, Option<Tensor<4>>)>,
+}
+
+impl XlnetOutput {
+    /// Every output present, under HF's names: `last_hidden_state`, `mems.0` (sequence-first,
+    /// `[mem, batch, d]`, as HF returns them), `hidden_states.0`, `attentions.0` (two-stream:
+    /// `attentions.0.0` content, `attentions.0.1` query).
+    pub fn named(&self) -> Vec<NamedOutput> {
+        let mut out = vec![("last_hidden_state".to_string(), self.last_hidden_state.to_data())];
+        out.extend(self.named_layers());
+        out
+    }
+
+    /// The memory, hidden states and attentions under HF's names.
+    pub fn named_layers(&self) -> Vec<NamedOutput> {
+        let mut out = Vec::new();
+        for (i, mem) in self.mems.iter().flatten().enumerate() {
+            out.push((format!("mems.{i}"), mem.clone().swap_dims(0, 1).to_data()));
+        }
+        for (i, h) in self.hidden_states.iter().enumerate() {
+            out.push((format!("hidden_states.{i}"), h.to_data()));
+        }
+        for (i, (h, g)) in self.attentions.iter().enumerate() {
+            match g {
+                Some(g) => {
+                    out.push((format!("attentions.{i}.0"), h.to_data()));
+                    out.push((format!("attentions.{i}.1"), g.to_data()));
+                }
+                None => out.push((format!("attentions.{i}"), h.to_data())),
+            }
+        }
+        out
+    }
+}
+
+/// Relative multi-head attention with content, position and segment terms (HF
+/// `XLNetRelativeAttention`): projections `[d_model, heads, d_head]` as HF stores them.
+#[derive(Module, Debug)]
+pub struct RelativeAttention {
+    /// Query projection.
+    pub q: Param<Tensor<3>>,
+    /// Key projection (content).
+    pub k: Param<Tensor<3>>,
+    /// Value projection.
+    pub v: Param<Tensor<3>>,
+    /// Output projection (back to `d_model`).
+    pub o: Param<Tensor<3>>,
+    /// Key projection of the relative position encodings.
+    pub r: Param<Tensor<3>>,
+    /// Query bias of the content term `[heads, d_head]`.
+    pub r_w_bias: Param<Tensor<2>>,
+    /// Query bias of the position term.
+    pub r_r_bias: Param<Tensor<2>>,
+    /// Query bias of the segment term.
+    pub r_s_bias: Param<Tensor<2>>,
+    /// Same-segment and other-segment keys `[2, heads, d_head]`.
+    pub seg_embed: Param<Tensor<3>>,
+    /// LayerNorm after the residual.
+    pub layer_norm: LayerNorm,
+    /// Dropout on probabilities and on the output.
+    pub dropout: Dropout,
+}
+
+/// What every layer's attention shares: masks, positions and segments.
+struct AttentionContext {
+    /// Content-stream mask `[batch, 1, q, k]` (1 = masked), every position seeing itself.
+    mask_h: Option<Tensor<4>>,
+    /// Query-stream mask `[batch, 1, q, k]`.
+    mask_g: Option<Tensor<4>>,
+    /// Relative position encodings `[batch, positions, d]`.
+    pos_emb: Tensor<3>,
+    /// 1 where query and key lie in different segments `[batch, 1, q, k]`.
+    seg_mat: Option<Tensor<4>>,
+    /// `[batch, 1, num_predict, seq]`.
+    target_mapping: Option<Tensor<4>>,
+    klen: usize,
+    return_probs: bool,
+}
+
+impl RelativeAttention {
+    fn new(config: &XlnetConfig, device: &Device) -> Self {
+        let (d, n, h) = (config.d_model, config.n_head, config.head_width());
+        let init = Initializer::Normal { mean: 0.0, std: config.initializer_range };
+        Self {
+            q: init.init([d, n, h], device),
+            k: init.init([d, n, h], device),
+            v: init.init([d, n, h], device),
+            o: init.init([d, n, h], device),
+            r: init.init([d, n, h], device),
+            r_w_bias: init.init([n, h], device),
+            r_r_bias: init.init([n, h], device),
+            r_s_bias: init.init([n, h], device),
+            seg_embed: init.init([2, n, h], device),
+            layer_norm: LayerNormConfig::new(d).with_epsilon(config.layer_norm_eps).init(device),
+            dropout: DropoutConfig::new(config.dropout).init(),
+        }
+    }
+
+    /// `x` `[batch, len, d]` through `weight` `[d, heads, d_head]`: `[batch, heads, len, d_head]`.
+    fn heads(x: Tensor<3>, weight: &Param<Tensor<3>>) -> Tensor<4> {
+        let [b, l, d] = x.dims();
+        let [_, n, h] = weight.dims();
+        x.reshape([b * l, d]).matmul(weight.val().reshape([d, n * h])).reshape([b, l, n, h]).swap_dims(1, 2)
+    }
+
+    /// A `[heads, d_head]` bias broadcast over `[batch, heads, len, d_head]`.
+    fn bias(bias: &Param<Tensor<2>>) -> Tensor<4> {
+        let [n, h] = bias.dims();
+        bias.val().reshape([1, n, 1, h])
+    }
+
+    /// HF `rel_shift_bnij`: scores against positions `[b, n, q, P]` to scores against keys
+    /// `[b, n, q, klen]`, by HF's reshape (entries that fall outside are masked in any use).
+    fn rel_shift(x: Tensor<4>, klen: usize) -> Tensor<4> {
+        let [b, n, q, p] = x.dims();
+        x.reshape([b, n, p, q]).slice([0..b, 0..n, 1..p, 0..q]).reshape([b, n, q, p - 1]).slice([0..b, 0..n, 0..q, 0..klen])
+    }
+
+    /// Attention of queries `q_head` `[b, n, q, h]` over keys and values `[b, n, k, h]`:
+    /// the output `[b, n, q, h]` and the probabilities when asked.
+    fn core(&self, q_head: Tensor<4>, k_head_h: &Tensor<4>, v_head_h: &Tensor<4>, k_head_r: &Tensor<4>, mask: Option<&Tensor<4>>, ctx: &AttentionContext) -> (Tensor<4>, Option<Tensor<4>>) {
+        let scale = 1.0 / (q_head.dims()[3] as f64).sqrt();
+        let ac = (q_head.clone() + Self::bias(&self.r_w_bias)).matmul(k_head_h.clone().swap_dims(2, 3));
+        let bd = Self::rel_shift((q_head.clone() + Self::bias(&self.r_r_bias)).matmul(k_head_r.clone().swap_dims(2, 3)), ctx.klen);
+        let mut score = ac + bd;
+        if let Some(seg) = &ctx.seg_mat {
+            // (q + r_s_bias) against the same-segment and other-segment embeddings: [b, n, q, 2].
+            let [_, n, h] = self.seg_embed.dims();
+            let ef = (q_head + Self::bias(&self.r_s_bias)).matmul(self.seg_embed.val().permute([1, 2, 0]).reshape([1, n, h, 2]));
+            let [b, n, q, _] = ef.dims();
+            let same = ef.clone().slice([0..b, 0..n, 0..q, 0..1]);
+            let other = ef.slice([0..b, 0..n, 0..q, 1..2]);
+            score = score + same * (seg.clone().neg() + 1.0) + other * seg.clone();
+        }
+        let mut score = score * scale;
+        if let Some(mask) = mask {
+            score = score - mask.clone() * 1e30;
+        }
+        let probs = self.dropout.forward(softmax(score, 3));
+        let out = probs.clone().matmul(v_head_h.clone());
+        (out, ctx.return_probs.then_some(probs))
+    }
+
+    /// HF `post_attention`: `o` back to `d_model`, dropout, residual, LayerNorm.
+    fn post_attention(&self, residual: Tensor<3>, attn_vec: Tensor<4>) -> Tensor<3> {
+        let [b, n, q, h] = attn_vec.dims();
+        let d = self.o.dims()[0];
+        let flat = attn_vec.swap_dims(1, 2).reshape([b * q, n * h]);
+        let out = flat.matmul(self.o.val().reshape([d, n * h]).transpose()).reshape([b, q, d]);
+        self.layer_norm.forward(self.dropout.forward(out) + residual)
+    }
+
+    /// One layer's attention over the memory and the content stream: the new content stream,
+    /// the new query stream (when there is one) and the probabilities of each when asked.
+    fn forward(&self, h: Tensor<3>, g: Option<Tensor<3>>, mem: Option<Tensor<3>>, ctx: &AttentionContext) -> (Tensor<3>, Option<Tensor<3>>, (Option<Tensor<4>>, Option<Tensor<4>>)) {
+        let cat = match mem {
+            Some(mem) => Tensor::cat(vec![mem, h.clone()], 1),
+            None => h.clone(),
+        };
+        let k_head_h = Self::heads(cat.clone(), &self.k);
+        let v_head_h = Self::heads(cat, &self.v);
+        let k_head_r = Self::heads(ctx.pos_emb.clone(), &self.r);
+        let q_head_h = Self::heads(h.clone(), &self.q);
+        let (attn_vec_h, probs_h) = self.core(q_head_h, &k_head_h, &v_head_h, &k_head_r, ctx.mask_h.as_ref(), ctx);
+        let output_h = self.post_attention(h, attn_vec_h);
+        let Some(g) = g else {
+            return (output_h, None, (probs_h, None));
+        };
+        let q_head_g = Self::heads(g.clone(), &self.q);
+        let (attn_vec_g, probs_g) = match &ctx.target_mapping {
+            Some(mapping) => {
+                // Each predicted position's query placed at its position: [b, n, seq, h].
+                let placed = mapping.clone().swap_dims(2, 3).matmul(q_head_g);
+                let (vec, probs) = self.core(placed, &k_head_h, &v_head_h, &k_head_r, ctx.mask_g.as_ref(), ctx);
+                (mapping.clone().matmul(vec), probs)
+            }
+            None => self.core(q_head_g, &k_head_h, &v_head_h, &k_head_r, ctx.mask_g.as_ref(), ctx),
+        };
+        let output_g = self.post_attention(g, attn_vec_g);
+        (output_h, Some(output_g), (probs_h, probs_g))
+    }
+}
+
+/// One XLNet layer: relative attention, then the feed-forward block (HF `XLNetLayer`), both
+/// streams through the same weights.
+#[derive(Module, Debug)]
+pub struct XlnetLayer {
+    /// Two-stream relative attention (HF `rel_attn`).
+    pub rel_attn: RelativeAttention,
+    /// `layer_1`, activation, dropout, `layer_2` (HF `ff`).
+    pub feed_forward: FeedForward,
+    /// Dropout after `layer_2`.
+    pub dropout: Dropout,
+    /// LayerNorm after the feed-forward residual (HF `ff.layer_norm`).
+    pub ff_layer_norm: LayerNorm,
+}
+
+impl XlnetLayer {
+    fn new(config: &XlnetConfig, device: &Device) -> Self {
+        Self {
+            rel_attn: RelativeAttention::new(config, device),
+            feed_forward: FeedForwardConfig::new(config.d_model, config.d_inner, config.ff_activation).with_activation_dropout(config.dropout).init(device),
+            dropout: DropoutConfig::new(config.dropout).init(),
+            ff_layer_norm: LayerNormConfig::new(config.d_model).with_epsilon(config.layer_norm_eps).init(device),
+        }
+    }
+
+    fn ff(&self, x: Tensor<3>) -> Tensor<3> {
+        self.ff_layer_norm.forward(self.dropout.forward(self.feed_forward.forward(x.clone())) + x)
+    }
+}
+
+/// The XLNet encoder (HF `XLNetModel`).
+#[derive(Module, Debug)]
+pub struct XlnetModel {
+    /// Token embeddings (HF `word_embedding`).
+    pub word_embedding: Embedding,
+    /// The query stream's input at every predicted position `[1, 1, d]`.
+    pub mask_emb: Param<Tensor<3>>,
+    /// The layers.
+    pub layer: Vec<XlnetLayer>,
+    /// Dropout on embeddings, position encodings and the output.
+    pub dropout: Dropout,
+    /// The switches of the forward pass.
+    #[module(skip)]
+    pub settings: XlnetSettings,
+}
+
+/// The config fields the forward pass reads.
+#[derive(Clone, Debug)]
+pub struct XlnetSettings {
+    /// Bidirectional or left-to-right attention.
+    pub attn_type: AttnType,
+    /// Half the batch forwards, half backwards.
+    pub bi_data: bool,
+    /// Clamp of relative distances (negative: none).
+    pub clamp_len: i64,
+    /// Same number of keys for every query (uni).
+    pub same_length: bool,
+    /// Memory kept (`0`: all).
+    pub mem_len: usize,
+    /// This segment's positions kept in the memory (`0`: all).
+    pub reuse_len: usize,
+    /// Return the memory by default.
+    pub use_mems_eval: bool,
+}
+
+impl XlnetModel {
+    /// A fresh model for `config`.
+    pub fn new(config: &XlnetConfig, device: &Device) -> Self {
+        Self {
+            word_embedding: EmbeddingConfig::new(config.vocab_size, config.d_model).init(device),
+            mask_emb: Initializer::Normal { mean: 0.0, std: config.initializer_range }.init([1, 1, config.d_model], device),
+            layer: (0..config.n_layer).map(|_| XlnetLayer::new(config, device)).collect(),
+            dropout: DropoutConfig::new(config.dropout).init(),
+            settings: XlnetSettings {
+                attn_type: config.attn_type,
+                bi_data: config.bi_data,
+                clamp_len: config.clamp_len,
+                same_length: config.same_length,
+                mem_len: config.mem_len.unwrap_or(0),
+                reuse_len: config.reuse_len.unwrap_or(0),
+                use_mems_eval: config.use_mems_eval,
+            },
+        }
+    }
+
+    /// The device the model lives on.
+    pub fn device(&self) -> Device {
+        self.word_embedding.weight.device()
+    }
+
+    /// The word-embedding table `[vocab, d]` (what the LM head is tied to).
+    pub fn word_embeddings(&self) -> Tensor<2> {
+        self.word_embedding.weight.val()
+    }
+
+    /// HF `create_mask`: `[q, mlen + q]`, 1 where position `i` may not see key `j` under
+    /// left-to-right attention.
+    fn causal_mask(&self, q: usize, mlen: usize, device: &Device) -> Tensor<2> {
+        let rows = Tensor::<1, Int>::arange(0..q as i64, device).reshape([q, 1]).float();
+        let cols = Tensor::<1, Int>::arange(0..(mlen + q) as i64, device).reshape([1, mlen + q]).float();
+        let future = cols.clone().greater(rows.clone() + mlen as f64).float();
+        if !self.settings.same_length {
+            return future;
+        }
+        // `same_length`: also hide the keys further back than the first query can see.
+        let past = cols.lower(rows).float();
+        let mask_lo = past.slice([0..q, 0..q]);
+        let [_, k] = future.dims();
+        let tail = Tensor::zeros([q, k - q], device);
+        future + Tensor::cat(vec![mask_lo, tail], 1)
+    }
+
+    /// HF `relative_positional_encoding`: `[batch, positions, d]`.
+    fn relative_positions(&self, q: usize, klen: usize, b: usize, d: usize, device: &Device) -> Tensor<3> {
+        let (beg, end) = match self.settings.attn_type {
+            AttnType::Bi => (klen as i64, -(q as i64)),
+            AttnType::Uni => (klen as i64, -1),
+        };
+        let inv_freq: Vec<f32> = (0..d).step_by(2).map(|i| 1.0 / 10000f64.powf(i as f64 / d as f64) as f32).collect();
+        let clamp = |p: i64| if self.settings.clamp_len > 0 { p.clamp(-self.settings.clamp_len, self.settings.clamp_len) } else { p };
+        let encode = |sign: i64| {
+            let positions: Vec<f32> = (end + 1..=beg).rev().map(|p| clamp(sign * p) as f32).collect();
+            let p = positions.len();
+            let pos = Tensor::<1>::from_data(TensorData::new(positions, [p]), device).reshape([p, 1]);
+            let freq = Tensor::<1>::from_data(TensorData::new(inv_freq.clone(), [d / 2]), device).reshape([1, d / 2]);
+            let sinusoid = pos * freq;
+            Tensor::cat(vec![sinusoid.clone().sin(), sinusoid.cos()], 1).reshape([1, p, d])
+        };
+        let fwd = encode(1);
+        let p = fwd.dims()[1];
+        if self.settings.bi_data {
+            let half = b / 2;
+            Tensor::cat(vec![fwd.expand([half, p, d]), encode(-1).expand([b - half, p, d])], 0)
+        } else {
+            fwd.expand([b, p, d])
+        }
+    }
+
+    /// HF `cache_mem`: the states `h` `[b, q, d]` entering a layer, after the old memory, cut
+    /// to `mem_len` (`reuse_len` of them at most), detached.
+    fn cache_mem(&self, h: &Tensor<3>, prev: Option<&Tensor<3>>) -> Tensor<3> {
+        let [b, q, d] = h.dims();
+        let keep = if self.settings.reuse_len > 0 { self.settings.reuse_len.min(q) } else { q };
+        let current = h.clone().slice([0..b, 0..keep, 0..d]);
+        let all = match prev {
+            Some(prev) => Tensor::cat(vec![prev.clone(), current], 1),
+            None => current,
+        };
+        let len = all.dims()[1];
+        let start = if self.settings.mem_len > 0 { len.saturating_sub(self.settings.mem_len) } else { 0 };
+        all.slice([0..b, start..len, 0..d]).detach()
+    }
+
+    /// Run the model over `input` (check it first with [`XlnetInput::validate`]).
+    pub fn forward(&self, input: XlnetInput, options: OutputOptions) -> XlnetOutput {
+        let device = input.input_ids.device();
+        let [b, q] = input.input_ids.dims();
+        let mlen = input.mem_len();
+        let klen = mlen + q;
+        let d = self.mask_emb.dims()[2];
+
+        // Which keys each query may not see, 1 = masked: [b, q, klen].
+        let mut mask: Option<Tensor<3>> = match self.settings.attn_type {
+            AttnType::Uni => Some(self.causal_mask(q, mlen, &device).reshape([1, q, klen]).expand([b, q, klen])),
+            AttnType::Bi => None,
+        };
+        let padding = input.attention_mask.clone().map(|m| (m.neg() + 1.0).reshape([b, 1, q]).expand([b, q, q]));
+        let data = match (padding, input.perm_mask.clone()) {
+            (Some(p), Some(perm)) => Some(p + perm),
+            (p, perm) => p.or(perm),
+        };
+        if let Some(data) = data {
+            let data = if mlen > 0 { Tensor::cat(vec![Tensor::zeros([b, q, mlen], &device), data], 2) } else { data };
+            mask = Some(match mask {
+                Some(m) => m + data,
+                None => data,
+            });
+        }
+        let mask = mask.map(|m| m.greater_elem(0.0).float());
+        // The content stream always sees itself.
+        let non_tgt_mask = mask.clone().map(|m| {
+            let eye = Tensor::<2>::eye(q, &device);
+            let eye = if mlen > 0 { Tensor::cat(vec![Tensor::zeros([q, mlen], &device), eye], 1) } else { eye };
+            (m - eye.reshape([1, q, klen])).greater_elem(0.0).float()
+        });
+
+        let mut output_h = self.dropout.forward(self.word_embedding.forward(input.input_ids.clone()));
+        let mut output_g = input.target_mapping.as_ref().map(|mapping| {
+            let m = mapping.dims()[1];
+            self.dropout.forward(self.mask_emb.val().expand([b, m, d]))
+        });
+
+        let seg_mat = input.token_type_ids.as_ref().map(|types| {
+            let cat = if mlen > 0 { Tensor::cat(vec![Tensor::zeros([b, mlen], &device), types.clone()], 1) } else { types.clone() };
+            types.clone().reshape([b, q, 1]).not_equal(cat.reshape([b, 1, klen])).float().reshape([b, 1, q, klen])
+        });
+        let pos_emb = self.dropout.forward(self.relative_positions(q, klen, b, d, &device));
+        let ctx = AttentionContext {
+            mask_h: non_tgt_mask.map(|m| m.reshape([b, 1, q, klen])),
+            mask_g: mask.map(|m| m.reshape([b, 1, q, klen])),
+            pos_emb,
+            seg_mat,
+            target_mapping: input.target_mapping.as_ref().map(|t| {
+                let [b, m, s] = t.dims();
+                t.clone().reshape([b, 1, m, s])
+            }),
+            klen,
+            return_probs: options.attentions,
+        };
+
+        let use_mems = input.use_mems.unwrap_or(self.settings.use_mems_eval);
+        let mut new_mems = Vec::new();
+        let mut hidden_states = Vec::new();
+        let mut attentions = Vec::new();
+        for (i, layer) in self.layer.iter().enumerate() {
+            let mem = input.mems.as_ref().map(|m| m[i].clone());
+            if use_mems {
+                new_mems.push(self.cache_mem(&output_h, mem.as_ref()));
+            }
+            if options.hidden_states {
+                hidden_states.push(output_h.clone());
+                hidden_states.extend(output_g.clone());
+            }
+            let (h, g, (probs_h, probs_g)) = layer.rel_attn.forward(output_h, output_g, mem, &ctx);
+            output_g = g.map(|g| layer.ff(g));
+            output_h = layer.ff(h);
+            if let Some(probs_h) = probs_h {
+                attentions.push((probs_h, probs_g));
+            }
+        }
+        if options.hidden_states {
+            hidden_states.push(output_h.clone());
+            hidden_states.extend(output_g.clone());
+        }
+        let last = self.dropout.forward(output_g.unwrap_or(output_h));
+        XlnetOutput { last_hidden_state: last, mems: use_mems.then_some(new_mems), hidden_states, attentions }
+    }
+}

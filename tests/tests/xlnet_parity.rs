@@ -1,0 +1,116 @@
+//! XLNet against transformers (fixtures/xlnet, `make_fixtures.py --only xlnet`): the base
+//! model and the LM head on two shapes, left-padded with two segments; the two-stream mode
+//! (`perm_mask` + `target_mapping`); a second segment on the memory of the first, the memory
+//! computed here; `bi_data` with `clamp_len`; left-to-right attention with `same_length`. Every
+//! output compared by HF's name, with the default outputs and with every output, on every
+//! compiled backend; and the errors of bad input.
+
+use burn::prelude::*;
+use sesame_layers::{InputError, NamedOutput, OutputOptions, PretrainedModel};
+use sesame_tests::{compare_named, devices, max_abs_diff, Fixture, TOLERANCE};
+use sesame_xlnet::{XlnetConfig, XlnetInput, XlnetLmHeadModel, XlnetModel};
+
+/// The fixture's `{prefix}.*` inputs as `XlnetInput` (those it holds).
+fn input(f: &Fixture, prefix: &str, device: &Device) -> XlnetInput {
+    let name = |n: &str| format!("{prefix}.{n}");
+    let int = |n: &str| f.has(&name(n)).then(|| f.int::<2>(&name(n), device));
+    let float = |n: &str| f.has(&name(n)).then(|| f.float::<3>(&name(n), device));
+    XlnetInput {
+        input_ids: f.int::<2>(&name("input_ids"), device),
+        attention_mask: int("attention_mask").map(|m| m.float()),
+        token_type_ids: int("token_type_ids"),
+        perm_mask: float("perm_mask"),
+        target_mapping: float("target_mapping"),
+        mems: None,
+        use_mems: None,
+    }
+}
+
+/// Run `run` on fixture `name` on every backend, with default and all outputs; the model
+/// loads every tensor of the file and leaves none.
+fn each<M: PretrainedModel<Config = XlnetConfig>>(name: &str, run: impl Fn(&M, &Fixture, &Device, OutputOptions) -> Vec<NamedOutput>) {
+    let f = Fixture::open(&format!("xlnet/{name}"));
+    for (backend, device) in devices() {
+        let loaded = M::from_pretrained(&f.dir, &device).unwrap();
+        assert!(loaded.report.initialized.is_empty() && loaded.report.unused.is_empty(), "{name}: {}", loaded.report);
+        for (mode, options) in [("default", OutputOptions::default()), ("all", OutputOptions::all())] {
+            compare_named(&f, mode, run(&loaded.model, &f, &device, options), &format!("{backend:?} xlnet/{name}"));
+        }
+    }
+}
+
+fn labels(f: &Fixture, device: &Device) -> Option<Tensor<2, Int>> {
+    f.has("label.labels").then(|| f.int::<2>("label.labels", device))
+}
+
+/// The LM head on fixture `name`, the memory of `first.*` computed here first when the
+/// fixture has a first segment (and checked against transformers' memory).
+fn lm_head(name: &str) {
+    each::<XlnetLmHeadModel>(name, |m, f, d, o| {
+        let mut x = input(f, "input", d);
+        if f.has("first.input_ids") {
+            let first = m.forward(input(f, "first", d), None, OutputOptions::default());
+            let mems = first.transformer.mems.expect("the memory is returned at inference");
+            for (i, mem) in mems.iter().enumerate() {
+                let want = f.get(&format!("first.mems.{i}"));
+                let got = sesame_tests::values(mem.clone().swap_dims(0, 1));
+                assert!(max_abs_diff(&got, &want.f32) <= TOLERANCE, "{name}: the first segment's mems.{i}");
+            }
+            x.mems = Some(mems);
+        }
+        m.forward(x, labels(f, d), o).named()
+    });
+}
+
+#[test]
+fn xlnet_model_matches_transformers() {
+    for name in ["base-model", "wide-model"] {
+        each::<XlnetModel>(name, |m, f, d, o| m.forward(input(f, "input", d), o).named());
+    }
+}
+
+#[test]
+fn xlnet_lm_head_matches_transformers() {
+    for name in ["base-lm", "wide-lm"] {
+        lm_head(name);
+    }
+}
+
+#[test]
+fn two_stream_attention_matches_transformers() {
+    for name in ["base-two-stream", "wide-two-stream"] {
+        lm_head(name);
+    }
+}
+
+#[test]
+fn a_second_segment_on_the_first_ones_memory_matches_transformers() {
+    for name in ["base-memory", "wide-memory"] {
+        lm_head(name);
+    }
+}
+
+#[test]
+fn bi_data_and_left_to_right_attention_match_transformers() {
+    for name in ["bi-data", "uni"] {
+        lm_head(name);
+    }
+}
+
+#[test]
+fn bad_input_is_refused_by_name() {
+    let f = Fixture::open("xlnet/bi-data");
+    let device = devices()[0].1.clone();
+    let loaded = XlnetLmHeadModel::from_pretrained(&f.dir, &device).unwrap();
+    let ids = |rows: usize, len: usize| Tensor::<2, Int>::from_data(TensorData::new(vec![7i64; rows * len], [rows, len]), &device);
+    let odd = XlnetInput::new(ids(3, 4));
+    assert!(matches!(odd.validate(&loaded.config), Err(InputError::Invalid { what: "input_ids", .. })));
+    let mut wrong = XlnetInput::new(ids(2, 4));
+    wrong.perm_mask = Some(Tensor::zeros([2, 4, 3], &device));
+    assert_eq!(wrong.validate(&loaded.config), Err(InputError::ShapeMismatch { what: "perm_mask", expected: vec![2, 4, 4], found: vec![2, 4, 3] }));
+    let mut mems = XlnetInput::new(ids(2, 4));
+    mems.mems = Some(vec![Tensor::zeros([2, 3, 32], &device)]);
+    assert!(matches!(mems.validate(&loaded.config), Err(InputError::ShapeMismatch { what: "mems", .. })));
+    let out_of_range = XlnetInput::new(Tensor::<2, Int>::from_data([[1, 2, 60, 3]], &device));
+    assert!(matches!(out_of_range.validate(&loaded.config), Err(InputError::IdOutOfRange { id: 60, .. })));
+}
