@@ -996,7 +996,8 @@ def make_xlnet():
     """XLNet on two shapes: plain (left-padded, two segments), two-stream (perm_mask +
     target_mapping), a second segment on the first one's memory, bi_data with clamp_len, and
     uni attention with same_length; default and all outputs: fixtures/xlnet/{name}."""
-    from transformers import XLNetConfig, XLNetLMHeadModel, XLNetModel
+    from transformers import (XLNetConfig, XLNetForMultipleChoice, XLNetForQuestionAnswering, XLNetForQuestionAnsweringSimple,
+                              XLNetForSequenceClassification, XLNetForTokenClassification, XLNetLMHeadModel, XLNetModel)
 
     g = torch.Generator().manual_seed(21)
 
@@ -1026,7 +1027,8 @@ def make_xlnet():
                 inputs = {**inputs, "mems": mems}
             io.update({f"input.{k}": v.contiguous() for k, v in inputs.items() if k != "mems"})
             io.update({f"label.{k}": v.contiguous() for k, v in labels.items()})
-            floats = {k: (v.double() if k in ("perm_mask", "target_mapping") else v) for k, v in inputs.items()}
+            double = lambda d: {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in d.items()}
+            floats, labels = double(inputs), double(labels)
             io.update(xlnet_outputs(model(**floats, **labels), "output.default"))
             io.update(xlnet_outputs(model(**floats, **labels, output_hidden_states=True, output_attentions=True), "output.all"))
         for k in list(io):
@@ -1049,6 +1051,28 @@ def make_xlnet():
         write(f"{shape}-two-stream", XLNetLMHeadModel, kw, seed,
               {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "perm_mask": perm, "target_mapping": mapping},
               {"labels": targets})
+        heads = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+        for kind, n, problem, y in [("single", 3, None, torch.tensor([2, 0])),
+                                    ("regression", 2, "regression", torch.randn(2, 2, generator=g)),
+                                    ("multilabel", 4, "multi_label_classification", torch.tensor([[1.0, 0, 1, 0], [0, 0, 1, 1]]))]:
+            write(f"{shape}-seqcls-{kind}", XLNetForSequenceClassification, {**kw, "num_labels": n, "problem_type": problem}, seed,
+                  heads, {"labels": y})
+        write(f"{shape}-token-classification", XLNetForTokenClassification, {**kw, "num_labels": 5}, seed, heads,
+              {"labels": torch.where(mask.bool(), torch.randint(0, 5, ids.shape, generator=g), torch.full_like(ids, -100))})
+        c_ids, c_types, c_mask = xlnet_batch(g, vocab, [9, 7, 8, 6, 9, 5], 9)
+        write(f"{shape}-multiple-choice", XLNetForMultipleChoice, kw, seed,
+              {"input_ids": c_ids.view(2, 3, 9), "token_type_ids": c_types.view(2, 3, 9), "attention_mask": c_mask.view(2, 3, 9)},
+              {"labels": torch.tensor([1, 2])})
+        write(f"{shape}-qa-simple", XLNetForQuestionAnsweringSimple, kw, seed, heads,
+              {"start_positions": torch.tensor([4, 40]), "end_positions": torch.tensor([6, 7])})
+        p_mask = (1 - mask).float()
+        p_mask[:, -1] = 0.0
+        p_mask[:, -2] = 1.0
+        write(f"{shape}-qa-train", XLNetForQuestionAnswering, kw, seed, {**heads, "p_mask": p_mask},
+              {"start_positions": torch.tensor([4, 5]), "end_positions": torch.tensor([6, 7]),
+               "cls_index": torch.tensor([8, 8]), "is_impossible": torch.tensor([0.0, 1.0])})
+        write(f"{shape}-qa-beam", XLNetForQuestionAnswering, {**kw, "start_n_top": 3, "end_n_top": 2 + s_i}, seed,
+              {**heads, "p_mask": p_mask, "cls_index": torch.tensor([8, 8])}, {})
         first_ids, first_types, _ = xlnet_batch(g, vocab, [7, 7], 7)
         second_ids, second_types, _ = xlnet_batch(g, vocab, [5, 5], 5)
         write(f"{shape}-memory", XLNetLMHeadModel, {**kw, "mem_len": 6, "reuse_len": 5}, seed,

@@ -6,9 +6,12 @@
 //! compiled backend; and the errors of bad input.
 
 use burn::prelude::*;
-use sesame_layers::{InputError, NamedOutput, OutputOptions, PretrainedModel};
+use sesame_layers::{InputError, NamedOutput, OutputOptions, PretrainedModel, SequenceLabels};
 use sesame_tests::{compare_named, devices, max_abs_diff, Fixture, TOLERANCE};
-use sesame_xlnet::{XlnetConfig, XlnetInput, XlnetLmHeadModel, XlnetModel};
+use sesame_xlnet::{
+    SquadLabels, XlnetConfig, XlnetForMultipleChoice, XlnetForQuestionAnswering, XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification,
+    XlnetForTokenClassification, XlnetInput, XlnetLmHeadModel, XlnetModel,
+};
 
 /// The fixture's `{prefix}.*` inputs as `XlnetInput` (those it holds).
 fn input(f: &Fixture, prefix: &str, device: &Device) -> XlnetInput {
@@ -94,6 +97,58 @@ fn a_second_segment_on_the_first_ones_memory_matches_transformers() {
 fn bi_data_and_left_to_right_attention_match_transformers() {
     for name in ["bi-data", "uni"] {
         lm_head(name);
+    }
+}
+
+const SHAPES: [&str; 2] = ["base", "wide"];
+
+#[test]
+fn sequence_classification_matches_transformers_for_each_problem_type() {
+    for shape in SHAPES {
+        for kind in ["single", "regression", "multilabel"] {
+            each::<XlnetForSequenceClassification>(&format!("{shape}-seqcls-{kind}"), |m, f, d, o| {
+                let labels = match kind {
+                    "single" => SequenceLabels::SingleLabel(f.int::<1>("label.labels", d)),
+                    "regression" => SequenceLabels::Regression(f.float::<2>("label.labels", d)),
+                    _ => SequenceLabels::MultiLabel(f.float::<2>("label.labels", d)),
+                };
+                m.forward(input(f, "input", d), Some(labels), o).named()
+            });
+        }
+    }
+}
+
+#[test]
+fn token_classification_and_multiple_choice_match_transformers() {
+    for shape in SHAPES {
+        each::<XlnetForTokenClassification>(&format!("{shape}-token-classification"), |m, f, d, o| m.forward(input(f, "input", d), labels(f, d), o).named());
+        each::<XlnetForMultipleChoice>(&format!("{shape}-multiple-choice"), |m, f, d, o| {
+            let choices = f.get("input.input_ids").shape[1];
+            m.forward(input(f, "input", d), choices, Some(f.int::<1>("label.labels", d)), o).named()
+        });
+    }
+}
+
+#[test]
+fn question_answering_heads_match_transformers() {
+    for shape in SHAPES {
+        each::<XlnetForQuestionAnsweringSimple>(&format!("{shape}-qa-simple"), |m, f, d, o| {
+            let positions = (f.int::<1>("label.start_positions", d), f.int::<1>("label.end_positions", d));
+            m.forward(input(f, "input", d), Some(positions), o).named()
+        });
+        // Training: start, end conditioned on the true start, answerability; with `p_mask`.
+        each::<XlnetForQuestionAnswering>(&format!("{shape}-qa-train"), |m, f, d, o| {
+            let labels = SquadLabels {
+                start_positions: f.int::<1>("label.start_positions", d),
+                end_positions: f.int::<1>("label.end_positions", d),
+                answerability: Some((f.int::<1>("label.cls_index", d), f.float::<1>("label.is_impossible", d))),
+            };
+            m.forward(input(f, "input", d), Some(f.float::<2>("input.p_mask", d)), None, Some(labels), o).named()
+        });
+        // Inference: the beam over starts and ends, and the answerability logit.
+        each::<XlnetForQuestionAnswering>(&format!("{shape}-qa-beam"), |m, f, d, o| {
+            m.forward(input(f, "input", d), Some(f.float::<2>("input.p_mask", d)), Some(f.int::<1>("input.cls_index", d)), None, o).named()
+        });
     }
 }
 

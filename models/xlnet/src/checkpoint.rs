@@ -8,6 +8,8 @@ pub const XLNET_ROWS: &[(&str, &str)] = &[
     ("ff.layer_2", "feed_forward.output"),
     ("ff.layer_norm", "ff_layer_norm"),
     ("^lm_loss", "^lm_loss"),
+    ("^qa_outputs", "^qa_head.qa_outputs"),
+    ("^end_logits.LayerNorm", "^end_logits.layer_norm"),
 ];
 
 /// The checkpoint spec of XLNet's base model (`with_base` false) or of a head model holding it

@@ -85,12 +85,15 @@ pub struct XlnetConfig {
     /// Project the summary.
     #[serde(default = "d::yes")]
     pub summary_use_proj: bool,
-    /// Activation after the projection (`tanh`; any other value: none).
+    /// Activation after the projection (`tanh` in XLNet's checkpoints).
     #[serde(default = "d::summary_activation")]
     pub summary_activation: Option<Activation>,
     /// Project to `num_labels` instead of `d_model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_proj_to_labels: Option<bool>,
+    /// Dropout before the summary's projection (absent from HF's defaults, honoured when set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_first_dropout: Option<f64>,
     /// Dropout after the summary's activation.
     #[serde(default = "d::summary_last_dropout")]
     pub summary_last_dropout: f64,
@@ -173,8 +176,8 @@ impl XlnetConfig {
             summary_type: self.summary_type,
             use_proj: self.summary_use_proj,
             proj_size: if self.summary_use_proj && to_labels { num_labels } else { self.d_model },
-            activation: self.summary_activation.filter(|a| *a == Activation::Tanh),
-            first_dropout: 0.0,
+            activation: self.summary_activation,
+            first_dropout: self.summary_first_dropout.unwrap_or(0.0),
             last_dropout: self.summary_last_dropout,
         }
     }
@@ -191,6 +194,7 @@ impl XlnetConfig {
         }
         ensure_probability(self.dropout, "dropout")?;
         ensure_probability(self.summary_last_dropout, "summary_last_dropout")?;
+        ensure_probability(self.summary_first_dropout.unwrap_or(0.0), "summary_first_dropout")?;
         for (id, f) in [(self.pad_token_id, "pad_token_id"), (self.bos_token_id, "bos_token_id"), (self.eos_token_id, "eos_token_id")] {
             if let Some(id) = id {
                 ensure(id < self.vocab_size, f, || format!("{id} is outside the vocabulary of {}", self.vocab_size))?;

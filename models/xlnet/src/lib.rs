@@ -29,7 +29,12 @@ pub mod checkpoint;
 pub mod config;
 pub mod heads;
 pub mod model;
+pub mod tasks;
 
 pub use config::{AttnType, XlnetConfig};
 pub use heads::{LmLoss, XlnetLmHeadModel, XlnetLmHeadOutput};
 pub use model::{RelativeAttention, XlnetInput, XlnetLayer, XlnetModel, XlnetOutput};
+pub use tasks::{
+    SquadBeam, SquadLabels, XlnetForMultipleChoice, XlnetForQuestionAnswering, XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification,
+    XlnetForTokenClassification, XlnetHeadOutput, XlnetQuestionAnsweringOutput, XlnetQuestionAnsweringSimpleOutput,
+};
