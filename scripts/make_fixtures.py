@@ -1026,6 +1026,8 @@ def make_xlnet():
                 io.update({f"first.mems.{i}": m.float().contiguous() for i, m in enumerate(mems)})
                 inputs = {**inputs, "mems": mems}
             io.update({f"input.{k}": v.contiguous() for k, v in inputs.items() if k != "mems"})
+            # The memory as transformers takes it (`cargo xtask forward` reads `mems.0`, …).
+            io.update({f"input.mems.{i}": m.float().contiguous() for i, m in enumerate(inputs.get("mems", []))})
             io.update({f"label.{k}": v.contiguous() for k, v in labels.items()})
             double = lambda d: {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in d.items()}
             floats, labels = double(inputs), double(labels)

@@ -17,7 +17,7 @@ use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_bart, bench_family, BenchArgs};
 use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
-use crate::forward::{forward_bart, forward_encoder, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
+use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::generate::{generate_bart, generate_causal, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
@@ -121,7 +121,7 @@ impl FamilyEntry {
 }
 
 /// Every family the command line knows.
-pub static FAMILIES: [FamilyEntry; 6] = [
+pub static FAMILIES: [FamilyEntry; 7] = [
     FamilyEntry::masked_lm::<Bert, BertModel, Classifier, Classifier, (PreTraining, BertHeads)>(
         "bert",
         "masked LM + next-sentence prediction on sentence pairs, WordPiece",
@@ -158,6 +158,19 @@ pub static FAMILIES: [FamilyEntry; 6] = [
         generate_bart,
         forward_bart,
     ),
+    // XLNet runs every head so far; pre-training and generation come with #21.
+    FamilyEntry {
+        name: "xlnet",
+        about: "permutation LM: two-stream relative attention with memory, SentencePiece",
+        model_types: sesame_xlnet::config::MODEL_TYPES,
+        train: None,
+        export: None,
+        bench: None,
+        embed: None,
+        fill_mask: None,
+        generate: None,
+        forward: Some(forward_xlnet),
+    },
 ];
 
 /// The family called `name`.

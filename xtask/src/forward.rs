@@ -6,6 +6,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
+use sesame_xlnet::{
+    SquadLabels, XlnetConfig, XlnetForMultipleChoice, XlnetForQuestionAnswering, XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification,
+    XlnetForTokenClassification, XlnetInput, XlnetLmHeadModel, XlnetModel,
+};
 use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
 use sesame_bert::{BertForNextSentencePrediction, BertModel};
 use sesame_electra::{ElectraForPreTraining, ElectraModel};
@@ -48,7 +52,7 @@ struct Input {
 pub struct Inputs {
     file: PathBuf,
     tensors: BTreeMap<String, Input>,
-    taken: std::cell::RefCell<Vec<&'static str>>,
+    taken: std::cell::RefCell<Vec<String>>,
 }
 
 impl Inputs {
@@ -73,8 +77,8 @@ impl Inputs {
         format!("--inputs {}: `{name}` {what}", self.file.display())
     }
 
-    fn get(&self, name: &'static str, rank: usize) -> Result<Option<&Input>, String> {
-        self.taken.borrow_mut().push(name);
+    fn get(&self, name: &str, rank: usize) -> Result<Option<&Input>, String> {
+        self.taken.borrow_mut().push(name.to_string());
         match self.tensors.get(name) {
             None => Ok(None),
             Some(t) if t.shape.len() != rank => Err(self.fail(name, format!("has shape {:?}; expected {rank} dimensions", t.shape))),
@@ -83,7 +87,7 @@ impl Inputs {
     }
 
     /// Integer ids `[D]` (i64 or i32).
-    fn ids<const D: usize>(&self, name: &'static str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
+    fn ids<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values = t.ints.clone().ok_or_else(|| self.fail(name, "is float; ids are I64 or I32".into()))?;
         let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
@@ -91,11 +95,50 @@ impl Inputs {
     }
 
     /// Floats `[D]` (float targets).
-    fn floats<const D: usize>(&self, name: &'static str, device: &Device) -> Result<Option<Tensor<D>>, String> {
+    fn floats<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values = t.floats.clone().ok_or_else(|| self.fail(name, "is an integer tensor; expected F32".into()))?;
         let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
         Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
+    }
+
+    /// A float mask `[D]` given as floats or integers (`perm_mask`, `target_mapping`, `p_mask`,
+    /// as transformers takes them).
+    fn mask_values<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
+        let Some(t) = self.get(name, D)? else { return Ok(None) };
+        let values: Vec<f32> = match (&t.ints, &t.floats) {
+            (Some(i), _) => i.iter().map(|&v| v as f32).collect(),
+            (_, Some(f)) => f.clone(),
+            _ => unreachable!("read as ints or floats"),
+        };
+        let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
+        Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
+    }
+
+    /// XLNet's input: ids, `attention_mask` (or `input_mask`, 1 = padding), token types,
+    /// `perm_mask`, `target_mapping`, and the memory `mems.0`, `mems.1`, … as transformers
+    /// returns it (`[mem, batch, d]`).
+    fn xlnet(&self, device: &Device) -> Result<XlnetInput, String> {
+        let ids = self.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", self.file.display()))?;
+        let mut input = XlnetInput::new(ids);
+        input.attention_mask = self.mask_values::<2>("attention_mask", device)?;
+        if let Some(padding) = self.mask_values::<2>("input_mask", device)? {
+            if input.attention_mask.is_some() {
+                return Err(format!("--inputs {}: give one of `attention_mask` and `input_mask`", self.file.display()));
+            }
+            input.attention_mask = Some(padding.neg() + 1.0);
+        }
+        input.token_type_ids = self.ids::<2>("token_type_ids", device)?;
+        input.perm_mask = self.mask_values::<3>("perm_mask", device)?;
+        input.target_mapping = self.mask_values::<3>("target_mapping", device)?;
+        let mut mems = Vec::new();
+        while self.tensors.contains_key(&format!("mems.{}", mems.len())) {
+            let name = format!("mems.{}", mems.len());
+            let mem = self.floats::<3>(&name, device)?.expect("present");
+            mems.push(mem.swap_dims(0, 1));
+        }
+        input.mems = (!mems.is_empty()).then_some(mems);
+        Ok(input)
     }
 
     /// A 2-D padding mask of integers or floats (non-zero = token), as HF accepts it; with
@@ -188,7 +231,7 @@ impl Inputs {
     /// Refuse inputs the head did not take.
     fn check_all_taken(&self, head: &str) -> Result<(), String> {
         let taken = self.taken.borrow();
-        match self.tensors.keys().find(|k| !taken.contains(&k.as_str())) {
+        match self.tensors.keys().find(|k| !taken.contains(k)) {
             Some(name) => Err(format!("--inputs {}: `{name}` is not an input {head} takes (it takes {})", self.file.display(), taken.join(", "))),
             None => Ok(()),
         }
@@ -444,6 +487,75 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
         other => {
             return Err(format!(
                 "--head {other}: not a BART head (BartModel, BartForConditionalGeneration, BartForSequenceClassification, BartForQuestionAnswering, BartForCausalLM)"
+            ))
+        }
+    };
+    inputs.check_all_taken(&head)?;
+    write(outputs, &args.out)
+}
+
+/// `forward` for XLNet: every head, with `perm_mask`, `target_mapping` and `mems.N` as inputs
+/// and the new memory among the outputs.
+pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> {
+    let head = head_class(args)?;
+    let mut inputs = Inputs::read(&args.inputs)?;
+    let choices = if head == "XLNetForMultipleChoice" { Some(inputs.flatten_choices()?) } else { None };
+    let input = inputs.xlnet(device)?;
+    let o = options(args);
+    let check = |config: &XlnetConfig| input.validate(config).map_err(bad_input(&head));
+    let outputs = match head.as_str() {
+        "XLNetModel" => {
+            let (m, c) = load::<XlnetModel>(args, device)?;
+            check(&c)?;
+            m.forward(input, o).named()
+        }
+        "XLNetLMHeadModel" => {
+            let labels = inputs.ids::<2>("labels", device)?;
+            let (m, c) = load::<XlnetLmHeadModel>(args, device)?;
+            check(&c)?;
+            m.forward(input, labels, o).named()
+        }
+        "XLNetForSequenceClassification" => {
+            let labels = inputs.sequence_labels(multi_label(&args.model)?, device)?;
+            let (m, c) = load::<XlnetForSequenceClassification>(args, device)?;
+            check(&c)?;
+            m.forward(input, labels, o).named()
+        }
+        "XLNetForTokenClassification" => {
+            let labels = inputs.ids::<2>("labels", device)?;
+            let (m, c) = load::<XlnetForTokenClassification>(args, device)?;
+            check(&c)?;
+            m.forward(input, labels, o).named()
+        }
+        "XLNetForMultipleChoice" => {
+            let labels = inputs.ids::<1>("labels", device)?;
+            let (m, c) = load::<XlnetForMultipleChoice>(args, device)?;
+            check(&c)?;
+            m.forward(input, choices.expect("flattened above"), labels, o).named()
+        }
+        "XLNetForQuestionAnsweringSimple" => {
+            let positions = inputs.positions(device)?;
+            let (m, c) = load::<XlnetForQuestionAnsweringSimple>(args, device)?;
+            check(&c)?;
+            m.forward(input, positions, o).named()
+        }
+        "XLNetForQuestionAnswering" => {
+            let p_mask = inputs.mask_values::<2>("p_mask", device)?;
+            let cls_index = inputs.ids::<1>("cls_index", device)?;
+            let is_impossible = inputs.mask_values::<1>("is_impossible", device)?;
+            let labels = inputs.positions(device)?.map(|(start_positions, end_positions)| SquadLabels {
+                start_positions,
+                end_positions,
+                answerability: cls_index.clone().zip(is_impossible),
+            });
+            let (m, c) = load::<XlnetForQuestionAnswering>(args, device)?;
+            check(&c)?;
+            m.forward(input, p_mask, cls_index, labels, o).named()
+        }
+        other => {
+            return Err(format!(
+                "--head {other}: not a head of this family (forward runs XLNetModel, XLNetLMHeadModel, XLNetForSequenceClassification, \
+                 XLNetForTokenClassification, XLNetForMultipleChoice, XLNetForQuestionAnsweringSimple, XLNetForQuestionAnswering)"
             ))
         }
     };

@@ -322,7 +322,8 @@ fn forward_case(fixture: &str) -> (PathBuf, std::collections::BTreeMap<String, (
 /// `forward` runs a head on inputs named as transformers' arguments and writes every output
 /// under transformers' names, with transformers' values (BART; BERT's masked LM, QA,
 /// pre-training and next-sentence heads; ALBERT's pre-training; ELECTRA's discriminator;
-/// multiple choice on `[batch, choices, seq]` inputs: the fixtures' own inputs, labels and
+/// multiple choice on `[batch, choices, seq]` inputs; XLNet's two streams, a segment on the
+/// memory `mems.N` of the one before, its SQuAD head: the fixtures' own inputs, labels and
 /// every-output references).
 #[test]
 fn forward_writes_transformers_outputs_under_their_names() {
@@ -340,6 +341,13 @@ fn forward_writes_transformers_outputs_under_their_names() {
         "bert/base-multiple-choice",
         "electra/base-multiple-choice",
         "roberta/base-multiple-choice",
+        "xlnet/base-two-stream",
+        "xlnet/wide-memory",
+        "xlnet/uni",
+        "xlnet/base-qa-beam",
+        "xlnet/base-qa-train",
+        "xlnet/wide-multiple-choice",
+        "xlnet/base-seqcls-regression",
     ] {
         let (inputs, want) = forward_case(fixture);
         let out = inputs.with_extension("out.safetensors");
