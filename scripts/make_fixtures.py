@@ -412,6 +412,33 @@ def make_spiece():
     write_encodings(transformers.AlbertTokenizer.from_pretrained(out, **settings), cased, cases)
 
 
+def make_xlnet_spiece():
+    """A bare `spiece.model` as XLNet ships it (`<unk> <s> </s>`, control `<cls> <sep> <pad>
+    <mask> <eod> <eop>`, nmt_nfkc), in a directory whose config.json says `xlnet` and no
+    tokenizer_config.json, as xlnet-base-cased's: encoded by transformers' XLNetTokenizer, one text
+    or pair at a time and as a batch padded on the left."""
+    import io
+    import sentencepiece as spm
+    lines = [l for l in (ROOT / "data" / "moby-dick.txt").read_text().splitlines() if l.strip()][:1500]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=700, model_type="unigram",
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, control_symbols=["<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"],
+        num_threads=1, minloglevel=2)
+    out = OUT / "xlnet" / "spiece"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "spiece.model").write_bytes(model.getvalue())
+    (out / "config.json").write_text(json.dumps({"model_type": "xlnet", "vocab_size": 700}, indent=1) + "\n")
+    tok = transformers.XLNetTokenizer.from_pretrained(out)
+    write_encodings(tok, out)
+    texts = ["Call me Ishmael.", "The <mask> whale sank, and the sea rolled on as it rolled five thousand years ago."]
+    batch = tok(texts, padding=True, return_token_type_ids=True)
+    pairs = tok(["short", "The whale."], ["a second sentence about the sea", "A ship!"], padding=True, return_token_type_ids=True)
+    (out / "batch.json").write_text(json.dumps({"texts": texts, "single": dict(batch), "pairs": dict(pairs)}, indent=1) + "\n")
+
+
 def make_minilm(model_dir: Path):
     """Reference sentence embeddings of the real all-MiniLM-L6-v2 checkpoint."""
     from sentence_transformers import SentenceTransformer
@@ -1119,6 +1146,7 @@ def main():
     if args.only == "tokenizers":
         make_family_tokenizers()
         make_spiece()
+        make_xlnet_spiece()
         return
     torch.set_default_dtype(torch.float32)
     for family in args.families or FAMILIES:
@@ -1129,6 +1157,7 @@ def main():
     make_tokenizer_and_fill_mask()
     make_family_tokenizers()
     make_spiece()
+    make_xlnet_spiece()
     make_train_step("bert")
     make_train_step("albert")
     make_electra_train_step()

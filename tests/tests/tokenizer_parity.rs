@@ -333,3 +333,48 @@ fn byte_level_bpe_training_equals_the_tokenizers_crate() {
     assert_eq!(ours["model"]["merges"], theirs["model"]["merges"], "the same merges in the same order");
     assert!(ours["model"]["merges"].as_array().unwrap().len() > 400);
 }
+
+#[derive(serde::Deserialize)]
+struct XlnetBatch {
+    input_ids: Vec<Vec<i64>>,
+    token_type_ids: Vec<Vec<i64>>,
+    attention_mask: Vec<Vec<i64>>,
+}
+
+/// XLNet's bare `spiece.model` in a directory whose config.json says `xlnet` (no
+/// tokenizer_config.json, as xlnet-base-cased ships): cased, `a <sep> b <sep> <cls>` with
+/// `<cls>` of type 2, and batches padded on the left, as transformers' XLNetTokenizer. Padding
+/// takes token type 3 as in the original and in transformers 4; transformers 5 writes 0 there
+/// (its XLNetTokenizer sets 3 before the base class resets it), which the model masks either way.
+#[test]
+fn xlnet_spiece_encodes_and_pads_on_the_left_as_transformers() {
+    let dir = fixtures_dir().join("xlnet/spiece");
+    let tok = Tokenizer::from_dir(&dir).unwrap();
+    check_encodings("xlnet spiece.model", &tok, &dir);
+    let s = tok.special_tokens();
+    assert_eq!((s.cls.as_str(), s.sep.as_str(), s.pad.0.as_str(), s.pad.1, tok.mask_token_id().unwrap()), ("<cls>", "<sep>", "<pad>", 5, 6));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).unwrap()).unwrap();
+    let texts: Vec<String> = serde_json::from_value(json["texts"].clone()).unwrap();
+    let single: XlnetBatch = serde_json::from_value(json["single"].clone()).unwrap();
+    let pairs: XlnetBatch = serde_json::from_value(json["pairs"].clone()).unwrap();
+    let ours_single = tok.encode(&texts.iter().map(String::as_str).collect::<Vec<_>>(), 512, false).unwrap();
+    let ours_pairs = tok.encode_pairs(&[("short", "a second sentence about the sea"), ("The whale.", "A ship!")], 512, false).unwrap();
+    for (what, ours, theirs) in [("single", ours_single, single), ("pairs", ours_pairs, pairs)] {
+        assert_eq!(ours.input_ids, theirs.input_ids.concat(), "{what}: ids");
+        assert_eq!(ours.attention_mask, theirs.attention_mask.concat(), "{what}: mask");
+        let want: Vec<i64> = theirs.token_type_ids.concat().iter().zip(theirs.attention_mask.concat()).map(|(&t, m)| if m == 1 { t } else { 3 }).collect();
+        assert_eq!(ours.token_type_ids, want, "{what}: token types (padding 3)");
+    }
+    // Saved, it reloads as XLNet's from tokenizer.json and tokenizer_config.json.
+    let out = std::env::temp_dir().join(format!("sesame-xlnet-spiece-{}", std::process::id()));
+    tok.save(&out, &TokenizerConfig::read_for(&dir.join("tokenizer_config.json"), Some("XLNetTokenizer")).unwrap()).unwrap();
+    let reloaded = Tokenizer::from_dir(&out).unwrap();
+    check_encodings("xlnet, saved", &reloaded, &dir);
+    assert_eq!(reloaded.encode(&texts.iter().map(String::as_str).collect::<Vec<_>>(), 512, false).unwrap().input_ids, single_ids(&json));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+fn single_ids(json: &serde_json::Value) -> Vec<i64> {
+    let rows: Vec<Vec<i64>> = serde_json::from_value(json["single"]["input_ids"].clone()).unwrap();
+    rows.concat()
+}

@@ -86,6 +86,10 @@ pub struct SpecialTokens {
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     special: SpecialTokens,
+    /// Pad on the left (XLNet), else on the right.
+    pad_left: bool,
+    /// The token type of padding (XLNet's 3, else 0).
+    pad_type_id: i64,
     /// The file it was loaded from (named by its errors).
     origin: String,
 }
@@ -165,7 +169,7 @@ impl Tokenizer {
         let vocab = dir.join("vocab.txt");
         let (bpe_vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
         let spiece = dir.join("spiece.model");
-        let config = TokenizerConfig::read(&dir.join("tokenizer_config.json"))?;
+        let config = TokenizerConfig::read_for(&dir.join("tokenizer_config.json"), model_type_class(dir))?;
         if json.is_file() {
             Self::from_tokenizer_json(&json, &config)
         } else if bpe_vocab.is_file() && merges.is_file() {
@@ -235,9 +239,13 @@ impl Tokenizer {
     fn read_sentencepiece(path: &Path, config: &TokenizerConfig) -> Result<Self, TokenizerError> {
         use tokenizers::models::unigram::Unigram;
         let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
-        if let Some(class) = config.tokenizer_class.as_deref().filter(|c| TokenizerKind::of_class(c) != Some(TokenizerKind::Unigram)) {
-            return Err(load(format!("tokenizer_class {class}: Sesame reads SentencePiece models as ALBERT's (AlbertTokenizer)")));
-        }
+        let kind = match config.tokenizer_class.as_deref() {
+            None => TokenizerKind::Unigram,
+            Some(class) => match TokenizerKind::of_class(class) {
+                Some(kind @ (TokenizerKind::Unigram | TokenizerKind::Xlnet)) => kind,
+                _ => return Err(load(format!("tokenizer_class {class}: Sesame reads SentencePiece models as ALBERT's (AlbertTokenizer) or XLNet's (XLNetTokenizer)"))),
+            },
+        };
         let model = SentencePieceModel::read(path)?;
         let vocab = model.pieces.iter().map(|(piece, score, _)| (piece.clone(), *score)).collect();
         let unigram = Unigram::from(vocab, Some(model.unk_id), model.byte_fallback).map_err(|e| load(e.to_string()))?;
@@ -250,7 +258,7 @@ impl Tokenizer {
         };
         inner.add_special_tokens(&added(PieceType::Control));
         inner.add_tokens(&added(PieceType::UserDefined));
-        Self::with_family_specials(inner, config, TokenizerKind::Unigram, path)
+        Self::with_family_specials(inner, config, kind, path)
     }
 
     /// `inner` with `kind`'s special tokens registered and its special-token layout.
@@ -276,7 +284,9 @@ impl Tokenizer {
         };
         inner.with_truncation(None).map_err(|e| TokenizerError::Encode { origin: origin.clone(), reason: e.to_string() })?;
         inner.with_padding(None);
-        Ok(Self { inner, special, origin })
+        let pad_left = config.padding_side == "left";
+        let pad_type_id = config.tokenizer_class.as_deref().and_then(TokenizerKind::of_class).map_or(0, TokenizerKind::pad_token_type_id);
+        Ok(Self { inner, special, pad_left, pad_type_id, origin })
     }
 
     /// A failure of this tokenizer on a text, naming its file.
@@ -341,25 +351,24 @@ impl Tokenizer {
         self.encode_unpadded(inputs, max_len, truncate)
     }
 
-    /// Pad `rows` to the longest of them, on the right, as HF's `padding=True` does.
+    /// Pad `rows` to the longest of them, as HF's `padding=True` does: on the right, or on the
+    /// left for a tokenizer whose `padding_side` is `left` (XLNet's), padding with the family's
+    /// padding token type (XLNet's 3, else 0).
     pub fn pad(&self, rows: &[&EncodedText]) -> Result<EncodedBatch, TokenizerError> {
         let seq = rows.iter().map(|r| r.len()).max().ok_or(TokenizerError::EmptyBatch)?;
         let (pad_token, pad_id) = &self.special.pad;
-        let padded = |row: &[i64], pad: i64| {
-            let mut out = row.to_vec();
-            out.resize(seq, pad);
-            out
-        };
+        let left = self.pad_left;
+        fn padded<T: Clone>(row: &[T], pad: T, seq: usize, left: bool) -> Vec<T> {
+            let fill = std::iter::repeat_n(pad, seq - row.len());
+            if left { fill.chain(row.iter().cloned()).collect() } else { row.iter().cloned().chain(fill).collect() }
+        }
         Ok(EncodedBatch {
             batch: rows.len(),
             seq,
-            input_ids: rows.iter().flat_map(|r| padded(&r.input_ids, *pad_id as i64)).collect(),
-            attention_mask: rows.iter().flat_map(|r| (0..seq).map(move |p| i64::from(p < r.len()))).collect(),
-            token_type_ids: rows.iter().flat_map(|r| padded(&r.token_type_ids, 0)).collect(),
-            tokens: rows
-                .iter()
-                .map(|r| r.tokens.iter().cloned().chain(std::iter::repeat_n(pad_token.clone(), seq - r.len())).collect())
-                .collect(),
+            input_ids: rows.iter().flat_map(|r| padded(&r.input_ids, *pad_id as i64, seq, left)).collect(),
+            attention_mask: rows.iter().flat_map(|r| padded(&vec![1i64; r.len()], 0, seq, left)).collect(),
+            token_type_ids: rows.iter().flat_map(|r| padded(&r.token_type_ids, self.pad_type_id, seq, left)).collect(),
+            tokens: rows.iter().map(|r| padded(&r.tokens, pad_token.clone(), seq, left)).collect(),
         })
     }
 
@@ -437,7 +446,7 @@ impl Tokenizer {
                 byte_level_pipeline(&mut inner, config);
                 (inner, Recipe::ByteLevelBpe)
             }
-            TokenizerKind::Unigram => {
+            TokenizerKind::Unigram | TokenizerKind::Xlnet => {
                 let mut inner = tokenizers::Tokenizer::new(tokenizers::models::unigram::Unigram::default());
                 sentencepiece_pipeline(&mut inner, config, None).map_err(fail)?;
                 (inner, Recipe::Unigram { unk: config.unk_token.clone() })
@@ -475,7 +484,10 @@ impl Tokenizer {
                 bpe.save(dir, None).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
                 TokenizerKind::ByteLevelBpe
             }
-            ModelWrapper::Unigram(_) => TokenizerKind::Unigram,
+            ModelWrapper::Unigram(_) => match config.tokenizer_class.as_deref().and_then(TokenizerKind::of_class) {
+                Some(TokenizerKind::Xlnet) => TokenizerKind::Xlnet,
+                _ => TokenizerKind::Unigram,
+            },
             _ => {
                 let mut vocab: Vec<(u32, String)> = self.inner.get_vocab(true).into_iter().map(|(t, i)| (i, t)).collect();
                 vocab.sort();
@@ -499,8 +511,11 @@ impl Tokenizer {
             cfg["bos_token"] = s.cls.clone().into();
             cfg["eos_token"] = s.sep.clone().into();
         }
-        if kind == TokenizerKind::Unigram {
+        if matches!(kind, TokenizerKind::Unigram | TokenizerKind::Xlnet) {
             cfg["keep_accents"] = config.keep_accents.into();
+        }
+        if self.pad_left {
+            cfg["padding_side"] = "left".into();
         }
         if kind == TokenizerKind::ByteLevelBpe {
             cfg["add_prefix_space"] = config.add_prefix_space.into();
@@ -586,7 +601,8 @@ fn add_specials(inner: &mut tokenizers::Tokenizer, config: &TokenizerConfig, kin
 }
 
 /// The family's special-token layout: BERT/ALBERT `[CLS] a [SEP] b [SEP]` (types 0, then 1),
-/// RoBERTa `<s> a </s></s> b </s>` (types all 0).
+/// RoBERTa `<s> a </s></s> b </s>` (types all 0), XLNet `a <sep> b <sep> <cls>` (types 0, 1,
+/// and 2 for `<cls>`).
 fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind: TokenizerKind) -> Result<PostProcessorWrapper, String> {
     use tokenizers::processors::roberta::RobertaProcessing;
     use tokenizers::processors::template::TemplateProcessing;
@@ -595,6 +611,17 @@ fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind:
     Ok(match kind {
         TokenizerKind::WordPiece => BertProcessing::new(sep, cls).into(),
         TokenizerKind::ByteLevelBpe => RobertaProcessing::new(sep, cls).trim_offsets(true).add_prefix_space(config.add_prefix_space).into(),
+        TokenizerKind::Xlnet => {
+            let (c, s) = (&cls.0, &sep.0);
+            TemplateProcessing::builder()
+                .try_single(format!("$A:0 {s}:0 {c}:2"))
+                .and_then(|b| b.try_pair(format!("$A:0 {s}:0 $B:1 {s}:1 {c}:2")))
+                .map_err(|e| e.to_string())?
+                .special_tokens(vec![sep.clone(), cls.clone()])
+                .build()
+                .map_err(|e| e.to_string())?
+                .into()
+        }
         TokenizerKind::Unigram => {
             let (c, s) = (&cls.0, &sep.0);
             TemplateProcessing::builder()
@@ -623,6 +650,9 @@ pub enum TokenizerKind {
     ByteLevelBpe,
     /// ALBERT's SentencePiece Unigram model: `<pad> <unk> [CLS] [SEP] [MASK]`, lower-cased.
     Unigram,
+    /// XLNet's SentencePiece Unigram model: `<unk> <s> </s> <cls> <sep> <pad> <mask> <eod>
+    /// <eop>`, cased, `a <sep> b <sep> <cls>`, padded on the left with token type 3.
+    Xlnet,
 }
 
 impl TokenizerKind {
@@ -644,6 +674,26 @@ impl TokenizerKind {
                 ..bert
             },
             TokenizerKind::Unigram => TokenizerConfig { unk_token: "<unk>".into(), pad_token: "<pad>".into(), ..bert },
+            TokenizerKind::Xlnet => TokenizerConfig {
+                do_lower_case: false,
+                unk_token: "<unk>".into(),
+                sep_token: "<sep>".into(),
+                pad_token: "<pad>".into(),
+                cls_token: "<cls>".into(),
+                mask_token: "<mask>".into(),
+                // As xlnet-base-cased's: `<mask>` takes the space before it.
+                mask_lstrip: true,
+                padding_side: "left".into(),
+                ..bert
+            },
+        }
+    }
+
+    /// The token type of padding (transformers' `pad_token_type_id`).
+    pub fn pad_token_type_id(self) -> i64 {
+        match self {
+            TokenizerKind::Xlnet => 3,
+            _ => 0,
         }
     }
 
@@ -653,6 +703,7 @@ impl TokenizerKind {
             TokenizerKind::WordPiece => "BertTokenizer",
             TokenizerKind::ByteLevelBpe => "RobertaTokenizer",
             TokenizerKind::Unigram => "AlbertTokenizer",
+            TokenizerKind::Xlnet => "XLNetTokenizer",
         }
     }
 
@@ -663,18 +714,21 @@ impl TokenizerKind {
             "BertTokenizer" | "DistilBertTokenizer" | "ElectraTokenizer" => Some(TokenizerKind::WordPiece),
             "RobertaTokenizer" | "BartTokenizer" | "GPT2Tokenizer" | "LongformerTokenizer" => Some(TokenizerKind::ByteLevelBpe),
             "AlbertTokenizer" => Some(TokenizerKind::Unigram),
+            "XLNetTokenizer" => Some(TokenizerKind::Xlnet),
             _ => None,
         }
     }
 
     /// Special tokens in the order of the family's vocabularies (ids 0, 1, …).
     fn specials(self, c: &TokenizerConfig) -> Vec<String> {
-        let order = match self {
-            TokenizerKind::WordPiece => [&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
-            TokenizerKind::ByteLevelBpe => [&c.cls_token, &c.pad_token, &c.sep_token, &c.unk_token, &c.mask_token],
-            TokenizerKind::Unigram => [&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
+        let order: Vec<&str> = match self {
+            TokenizerKind::WordPiece => vec![&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
+            TokenizerKind::ByteLevelBpe => vec![&c.cls_token, &c.pad_token, &c.sep_token, &c.unk_token, &c.mask_token],
+            TokenizerKind::Unigram => vec![&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
+            // XLNet's `<s>`, `</s>`, `<eod>` and `<eop>` (sequence and document boundaries) too.
+            TokenizerKind::Xlnet => vec![&c.unk_token, "<s>", "</s>", &c.cls_token, &c.sep_token, &c.pad_token, &c.mask_token, "<eod>", "<eop>"],
         };
-        order.into_iter().cloned().collect()
+        order.into_iter().map(str::to_string).collect()
     }
 }
 
@@ -704,6 +758,8 @@ pub struct TokenizerConfig {
     pub cls_token: String,
     /// Mask token.
     pub mask_token: String,
+    /// Which side `pad` pads (`right`, or XLNet's `left`).
+    pub padding_side: String,
     /// The special-token fields `tokenizer_config.json` set itself (the others may be found
     /// in the vocabulary under their RoBERTa/ALBERT names).
     #[serde(skip)]
@@ -729,6 +785,7 @@ impl Default for TokenizerConfig {
             pad_token: "[PAD]".into(),
             cls_token: "[CLS]".into(),
             mask_token: "[MASK]".into(),
+            padding_side: "right".into(),
         }
     }
 }
@@ -736,8 +793,16 @@ impl Default for TokenizerConfig {
 impl TokenizerConfig {
     /// Read `path`, or the defaults when it does not exist.
     pub fn read(path: &Path) -> Result<Self, TokenizerError> {
+        Self::read_for(path, None)
+    }
+
+    /// [`TokenizerConfig::read`], taking the tokenizer class to be `class` when the file names
+    /// none (as transformers' `AutoTokenizer` takes it from the model's `model_type`).
+    pub fn read_for(path: &Path, class: Option<&str>) -> Result<Self, TokenizerError> {
         if !path.is_file() {
-            return Ok(Self::default());
+            let kind = class.and_then(TokenizerKind::of_class);
+            let config = kind.map_or_else(Self::default, TokenizerKind::config);
+            return Ok(Self { tokenizer_class: class.filter(|_| kind.is_some()).map(str::to_string), ..config });
         }
         let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
         let text = std::fs::read_to_string(path).map_err(|e| load(e.to_string()))?;
@@ -755,6 +820,9 @@ impl TokenizerConfig {
             }
         }
         // Defaults are the class's (RoBERTa's `<s>`, ALBERT's `<pad>`), overridden by the file.
+        if let (Some(map), Some(class)) = (value.as_object_mut(), class) {
+            map.entry("tokenizer_class").or_insert(class.into());
+        }
         let class = value.get("tokenizer_class").and_then(|c| c.as_str()).and_then(TokenizerKind::of_class);
         let mut merged = serde_json::to_value(class.unwrap_or(TokenizerKind::WordPiece).config()).expect("JSON");
         let mut explicit = Vec::new();
@@ -770,6 +838,8 @@ impl TokenizerConfig {
             }
         }
         let config: Self = serde_json::from_value(merged).map_err(|e| load(e.to_string()))?;
+        // XLNetTokenizer's `<mask>` takes the space before it unless the file says otherwise.
+        let mask_lstrip = mask_lstrip || class == Some(TokenizerKind::Xlnet) && !explicit.contains(&"mask_token");
         Ok(Self { explicit, mask_lstrip, ..config })
     }
 
@@ -795,6 +865,17 @@ impl TokenizerConfig {
         pick("cls_token", &mut config.cls_token, |c| &c.cls_token);
         pick("mask_token", &mut config.mask_token, |c| &c.mask_token);
         config
+    }
+}
+
+/// The tokenizer class a model directory's `config.json` implies where it changes the layout
+/// (XLNet's checkpoints ship `spiece.model` without a `tokenizer_config.json`).
+fn model_type_class(dir: &Path) -> Option<&'static str> {
+    let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    match value.get("model_type")?.as_str()? {
+        "xlnet" => Some("XLNetTokenizer"),
+        _ => None,
     }
 }
 
