@@ -1119,6 +1119,50 @@ def make_xlnet():
           first={"input_ids": first_ids, "token_type_ids": first_types})
 
 
+def make_xlnet_generation():
+    """XLNetLMHeadModel and transformers' `generate` on it (its dummy-token scheme over the
+    memory): greedy and beam search from two prompts of one length, on a model keeping its whole
+    memory and on one keeping 3 positions: fixtures/xlnet/generation{,-short-memory}; and what
+    `cargo xtask generate` must print with the model's own defaults."""
+    from transformers import XLNetConfig, XLNetLMHeadModel
+    prompts = torch.tensor([[17, 23, 9, 40, 31, 8], [33, 12, 50, 44, 7, 21]])
+    runs = {
+        "greedy": dict(max_new_tokens=8),
+        "greedy-eos": dict(max_new_tokens=8, eos_token_id=[2, 36], no_repeat_ngram_size=2),
+        "beam": dict(max_new_tokens=6, num_beams=3, num_return_sequences=2, eos_token_id=[2, 25]),
+    }
+    for name, mem_len in [("generation", None), ("generation-short-memory", 3)]:
+        kw = {**XLNET_SHAPES["base"], "mem_len": mem_len}
+        cfg = XLNetConfig(**kw)
+        torch.manual_seed(990)
+        model = XLNetLMHeadModel(cfg)
+        redraw(model, 990)
+        out = OUT / "xlnet" / name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        # float32: `generate` builds its perm_mask and target_mapping in float32.
+        model.float().eval().save_pretrained(out)
+        io = {"input.input_ids": prompts}
+        with torch.no_grad():
+            for run, kwargs in runs.items():
+                kw = dict(do_sample=False, num_beams=1, pad_token_id=5, eos_token_id=2, output_scores=True, return_dict_in_generate=True)
+                kw.update(kwargs)
+                result = model.generate(prompts, **kw)
+                io[f"output.{run}.sequences"] = result.sequences.contiguous()
+                io[f"output.{run}.scores"] = torch.stack(result.scores, dim=0).float().contiguous()
+                if kw["num_beams"] > 1:
+                    io[f"output.{run}.sequences_scores"] = result.sequences_scores.float().contiguous()
+            # `cargo xtask generate` with the model's own defaults, one prompt at a time.
+            for row in range(2):
+                result = model.generate(prompts[row:row + 1], max_new_tokens=7, return_dict_in_generate=True)
+                io[f"output.cli.{row}.sequences"] = result.sequences.contiguous()
+        save_file(io, out / "io.safetensors")
+        meta = {"kind": "XLNet generation", "runs": runs, "transformers": transformers.__version__, "torch": torch.__version__}
+        (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+        print(f"xlnet/{name}:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
@@ -1138,6 +1182,8 @@ def main():
         return
     if args.only == "xlnet":
         make_xlnet()
+        make_xlnet_spiece()
+        make_xlnet_generation()
         return
     if args.only == "generation":
         make_generation_processors()
@@ -1166,6 +1212,7 @@ def main():
     make_generation_greedy()
     make_bart()
     make_xlnet()
+    make_xlnet_generation()
     if args.minilm:
         make_minilm(args.minilm)
 

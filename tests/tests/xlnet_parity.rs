@@ -169,3 +169,55 @@ fn bad_input_is_refused_by_name() {
     let out_of_range = XlnetInput::new(Tensor::<2, Int>::from_data([[1, 2, 60, 3]], &device));
     assert!(matches!(out_of_range.validate(&loaded.config), Err(InputError::IdOutOfRange { id: 60, .. })));
 }
+
+/// Greedy and beam search from two prompts equal transformers' `generate` (its dummy-token
+/// scheme over the memory), with the whole memory and with 3 positions of it: sequences, every
+/// step's scores and the sequence scores; beam search reorders the memory with its beams.
+#[test]
+fn generation_matches_transformers_generate() {
+    use sesame_generate::*;
+    use sesame_layers::decoding::CausalDecoder;
+    for name in ["generation", "generation-short-memory"] {
+        let f = Fixture::open(&format!("xlnet/{name}"));
+        for (backend, device) in devices() {
+            let loaded = XlnetLmHeadModel::from_pretrained(&f.dir, &device).unwrap();
+            let a = f.get("input.input_ids");
+            let prompts: Vec<Vec<u32>> = a.i64.chunks(a.shape[1]).map(|r| r.iter().map(|&t| t as u32).collect()).collect();
+            for (run, settings) in f.meta["runs"].as_object().unwrap() {
+                let eos = match settings["eos_token_id"].as_array() {
+                    Some(ids) => ids.iter().map(|e| e.as_u64().unwrap() as u32).collect(),
+                    None => vec![2],
+                };
+                let stopping = Stopping { max_new_tokens: settings["max_new_tokens"].as_u64().unwrap() as usize, eos_token_ids: eos, pad_token_id: 5, output_scores: true };
+                let processors: Vec<Box<dyn LogitsProcessor>> = match settings["no_repeat_ngram_size"].as_u64() {
+                    Some(n) => vec![Box::new(NoRepeatNgram::new(n as usize).unwrap())],
+                    None => vec![],
+                };
+                let decoder = CausalDecoder::new(&loaded.model, &loaded.config);
+                let out = match settings["num_beams"].as_u64() {
+                    None => greedy(&decoder, &prompts, &processors, &stopping).unwrap(),
+                    Some(k) => {
+                        let beams = BeamSettings {
+                            num_beams: k as usize,
+                            length_penalty: 1.0,
+                            early_stopping: EarlyStopping::Heuristic,
+                            num_return_sequences: settings["num_return_sequences"].as_u64().unwrap_or(1) as usize,
+                        };
+                        beam_search(&decoder, &prompts, &processors, &stopping, &beams).unwrap()
+                    }
+                };
+                let context = format!("{backend:?} {name} {run}");
+                let ours: Vec<i64> = out.sequences.iter().flatten().map(|&t| i64::from(t)).collect();
+                assert_eq!(ours, f.get(&format!("output.{run}.sequences")).i64, "{context}: the sequences transformers generated");
+                let steps: Vec<f32> = out.scores.iter().flatten().flatten().copied().collect();
+                let theirs = &f.get(&format!("output.{run}.scores")).f32;
+                let gap = steps.iter().zip(theirs).filter(|(a, b)| a.is_finite() || b.is_finite()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(steps.len() == theirs.len() && gap <= TOLERANCE, "{context}: step scores differ by {gap}");
+                if let Some(scores) = out.sequences_scores {
+                    let diff = max_abs_diff(&scores, &f.get(&format!("output.{run}.sequences_scores")).f32);
+                    assert!(diff <= TOLERANCE, "{context}: sequence scores differ by {diff}");
+                }
+            }
+        }
+    }
+}

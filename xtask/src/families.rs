@@ -18,7 +18,7 @@ use sesame_train::pretraining::PretrainingFamily;
 use crate::bench::{bench_bart, bench_family, BenchArgs};
 use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
-use crate::generate::{generate_bart, generate_causal, GenerateArgs};
+use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
 /// What the command line can do with one family.
@@ -158,7 +158,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         generate_bart,
         forward_bart,
     ),
-    // XLNet runs every head so far; pre-training and generation come with #21.
+    // XLNet runs every head and generates; its pre-training comes with #21.
     FamilyEntry {
         name: "xlnet",
         about: "permutation LM: two-stream relative attention with memory, SentencePiece",
@@ -168,7 +168,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         bench: None,
         embed: None,
         fill_mask: None,
-        generate: None,
+        generate: Some(generate_xlnet),
         forward: Some(forward_xlnet),
     },
 ];

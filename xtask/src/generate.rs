@@ -92,6 +92,10 @@ pub struct GenerateArgs {
     /// The mask token of --unilm-seq2seq when the model has no tokenizer (inputs as ids).
     #[arg(long, requires = "unilm_seq2seq")]
     pub mask_token_id: Option<u32>,
+    /// Text put before every text input (transformers' pipeline `prefix`): XLNet continues a
+    /// short prompt better after a long padding text.
+    #[arg(long)]
+    pub prefix: Option<String>,
 }
 
 impl GenerateArgs {
@@ -165,18 +169,21 @@ struct Inputs {
     lines: Option<Box<dyn BufRead>>,
     texts: std::vec::IntoIter<String>,
     read: usize,
+    /// Put before every text (`--prefix`).
+    prefix: String,
 }
 
 impl Inputs {
     fn open(args: &GenerateArgs) -> Result<Self, String> {
+        let prefix = args.prefix.clone().unwrap_or_default();
         let Some(path) = &args.input else {
             if args.texts.is_empty() {
                 return Err("no inputs: give texts as arguments, or read them with --input FILE (- for stdin)".into());
             }
-            return Ok(Self { name: "arguments".into(), lines: None, texts: args.texts.clone().into_iter(), read: 0 });
+            return Ok(Self { name: "arguments".into(), lines: None, texts: args.texts.clone().into_iter(), read: 0, prefix });
         };
         let (name, reader) = crate::open_input(path)?;
-        Ok(Self { name, lines: Some(reader), texts: Vec::new().into_iter(), read: 0 })
+        Ok(Self { name, lines: Some(reader), texts: Vec::new().into_iter(), read: 0, prefix })
     }
 
     /// The number of inputs read so far (the next one's index).
@@ -195,6 +202,13 @@ impl Inputs {
     }
 
     fn next_input(&mut self) -> Result<Option<Input>, String> {
+        Ok(self.next_raw()?.map(|input| match input {
+            Input::Text(text) if !self.prefix.is_empty() => Input::Text(format!("{}{text}", self.prefix)),
+            other => other,
+        }))
+    }
+
+    fn next_raw(&mut self) -> Result<Option<Input>, String> {
         let Some(reader) = self.lines.as_mut() else {
             self.read += usize::from(self.texts.len() > 0);
             return Ok(self.texts.next().map(Input::Text));
@@ -395,6 +409,12 @@ pub fn generate_causal<B: sesame_layers::HasMaskedLmHead>(args: &GenerateArgs, d
     generate_left_to_right::<ForCausalLM<B>>(args, device)
 }
 
+/// `generate` for XLNet (`XLNetLMHeadModel`), as transformers runs it: a dummy token predicted
+/// through the query stream after the memory.
+pub fn generate_xlnet(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    generate_left_to_right::<sesame_xlnet::XlnetLmHeadModel>(args, device)
+}
+
 /// `generate` for BART: `BartForCausalLM` checkpoints (config.json's first architecture)
 /// left to right, the others as encoder-decoders.
 pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String> {
@@ -416,15 +436,15 @@ where
     crate::report(&loaded.report);
     let limits = <M as CausalLM>::causal_limits(&loaded.config);
     let config = settings(dir, args, limits.max_len, None)?;
-    let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
+    let closing: Vec<u32> = tokenizer.iter().flat_map(|t| [&t.special_tokens().sep, &t.special_tokens().cls].into_iter().filter_map(|s| t.token_to_id(s))).collect();
     let (per_input, repeat) = rows_per_input(&config);
     loop {
         let i = inputs.read();
         let input = inputs.next_batch(1)?;
         let Some(mut prompt) = encode(&input, i, (tokenizer.as_ref(), missing.as_ref()), limits.max_len)?.pop() else { break };
-        // A prompt's tokens as the tokenizer frames them, less a closing separator ([SEP],
-        // </s>) that would end it: generation continues the text.
-        if matches!(input[0], Input::Text(_)) && prompt.len() > 1 && prompt.last().copied() == sep {
+        // A prompt's tokens as the tokenizer frames them, less the closing special tokens
+        // ([SEP], </s>; XLNet's <sep> <cls>) that would end it: generation continues the text.
+        while matches!(input[0], Input::Text(_)) && prompt.len() > 1 && prompt.last().is_some_and(|t| closing.contains(t)) {
             prompt.pop();
         }
         let decoder = CausalDecoder::new(&loaded.model, &loaded.config);

@@ -218,6 +218,41 @@ fn generate_continues_with_bart_s_decoder_alone() {
     }
 }
 
+/// An XLNet checkpoint generates through the same command as transformers' `generate` does,
+/// with the model's own settings (one prompt at a time, as ids); a text prompt loses the
+/// `<sep> <cls>` the tokenizer closes it with, and `--prefix` goes before it.
+#[test]
+fn generate_continues_with_xlnet_as_transformers_does() {
+    let dir = "fixtures/xlnet/generation";
+    let bytes = std::fs::read(repo().join(dir).join("io.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let ints = |name: &str| -> Vec<i64> { st.tensor(name).unwrap().data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect() };
+    let prompts: Vec<Vec<i64>> = ints("input.input_ids").chunks(6).map(<[i64]>::to_vec).collect();
+    let input: String = prompts.iter().map(|p| format!("{{\"input_ids\": {p:?}}}\n")).collect();
+    let got: Vec<serde_json::Value> =
+        xtask(&["generate", "--model", dir, "--input", "-", "--max-new-tokens", "7"], &input).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for row in 0..2 {
+        assert_eq!(got[row]["sequences"], serde_json::json!([ints(&format!("output.cli.{row}.sequences"))]), "input {row}");
+    }
+    // Text: the tokenizer's `<sep> <cls>` are dropped, the prefix comes first.
+    use sesame_layers::{HfConfig, PretrainedModel};
+    let spiece = repo().join("fixtures/xlnet/spiece/spiece.model");
+    let model = std::env::temp_dir().join(format!("sesame-xlnet-generate-{}", std::process::id()));
+    let mut config = sesame_xlnet::XlnetConfig::from_dir(&repo().join(dir)).unwrap();
+    config.vocab_size = 700;
+    let fresh = sesame_xlnet::XlnetLmHeadModel::new_hf(&config, &burn::tensor::Device::flex());
+    fresh.save_pretrained(&config, &model).unwrap();
+    std::fs::copy(&spiece, model.join("spiece.model")).unwrap();
+    let m = model.to_str().unwrap();
+    let out: serde_json::Value = serde_json::from_str(xtask(&["generate", "--model", m, "--max-new-tokens", "3", "--prefix", "Call me ", "Ishmael."], "").trim()).unwrap();
+    let tok = sesame_text::Tokenizer::from_dir(&model).unwrap();
+    let ids: Vec<u32> = tok.encode(&["Call me Ishmael."], 512, false).unwrap().input_ids.iter().map(|&t| t as u32).collect();
+    let sequence: Vec<u32> = serde_json::from_value(out["sequences"][0].clone()).unwrap();
+    assert_eq!(&sequence[..ids.len() - 2], &ids[..ids.len() - 2], "the prompt, prefix first, less <sep> <cls>");
+    assert_eq!(sequence.len(), ids.len() - 2 + 3);
+    std::fs::remove_dir_all(&model).unwrap();
+}
+
 /// `--unilm-seq2seq` decodes a UniLM (BERT) checkpoint sequence to sequence: greedy and beam
 /// search from two sources of different lengths, batched or alone, give the library's
 /// `UnilmSeq2SeqDecoder` sequences (whose steps equal the full seq-to-seq forward pass, in

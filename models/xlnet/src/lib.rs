@@ -27,11 +27,13 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod decoding;
 pub mod heads;
 pub mod model;
 pub mod tasks;
 
 pub use config::{AttnType, XlnetConfig};
+pub use decoding::XlnetCache;
 pub use heads::{LmLoss, XlnetLmHeadModel, XlnetLmHeadOutput};
 pub use model::{RelativeAttention, XlnetInput, XlnetLayer, XlnetModel, XlnetOutput};
 pub use tasks::{
