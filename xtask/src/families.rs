@@ -16,7 +16,7 @@ use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_bart, bench_family, BenchArgs};
-use crate::train::{export_bart, export_model, train_bart, train_family, TrainArgs};
+use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
@@ -158,13 +158,13 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         generate_bart,
         forward_bart,
     ),
-    // XLNet runs every head and generates; its pre-training comes with #21.
+    // XLNet's benchmark comes with #21.
     FamilyEntry {
         name: "xlnet",
         about: "permutation LM: two-stream relative attention with memory, SentencePiece",
         model_types: sesame_xlnet::config::MODEL_TYPES,
-        train: None,
-        export: None,
+        train: Some(train_xlnet),
+        export: Some(export_xlnet),
         bench: None,
         embed: None,
         fill_mask: None,

@@ -94,6 +94,9 @@ pub struct TrainArgs {
     /// BART's noise, with fairseq's names and BART's recipe as defaults.
     #[command(flatten)]
     pub noise: NoiseArgs,
+    /// XLNet's permutation-LM settings, with the original's names and proportions as defaults.
+    #[command(flatten)]
+    pub permutation: PermutationArgs,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -200,6 +203,45 @@ impl NoiseArgs {
         }
         c.validate().map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
         Ok(c)
+    }
+}
+
+/// XLNet's permutation LM (the original's `data_utils.py` flags; `cargo xtask train xlnet` only).
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "XLNet permutation LM (train xlnet)")]
+pub struct PermutationArgs {
+    /// Tokens of each window that continue the previous one and go into the memory
+    /// [default: half of --seq-len].
+    #[arg(long)]
+    pub reuse_len: Option<usize>,
+    /// Length of the blocks a factorisation order is drawn within [default: --reuse-len].
+    #[arg(long)]
+    pub perm_size: Option<usize>,
+    /// Tokens predicted per window [default: 85 per 512].
+    #[arg(long)]
+    pub num_predict: Option<usize>,
+    /// States the memory keeps [default: twice --reuse-len].
+    #[arg(long)]
+    pub mem_len: Option<usize>,
+    /// Context tokens per group of --mask-beta predicted ones [default: 6].
+    #[arg(long)]
+    pub mask_alpha: Option<usize>,
+    /// Predicted tokens per --mask-alpha of context [default: 1].
+    #[arg(long)]
+    pub mask_beta: Option<usize>,
+    /// Do not add the rows read backwards (the original's bi_data, on by default).
+    #[arg(long)]
+    pub no_bi_data: bool,
+    /// Spans of pieces, as the original code samples them, instead of whole words.
+    #[arg(long)]
+    pub piece_spans: bool,
+}
+
+impl PermutationArgs {
+    /// Whether any option is given.
+    fn any(&self) -> bool {
+        let f = [self.reuse_len, self.perm_size, self.num_predict, self.mem_len, self.mask_alpha, self.mask_beta];
+        f.iter().any(Option::is_some) || self.no_bi_data || self.piece_spans
     }
 }
 
@@ -428,6 +470,9 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     if args.noise.any() {
         return Err(format!("--mask, --insert, --rotate, … set BART's noise; {} masks with --masking", F::NAME));
     }
+    if args.permutation.any() {
+        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {} masks with --masking", F::NAME));
+    }
     let masking = args.masking.unwrap_or_else(F::masking);
     let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(&args)?;
@@ -464,6 +509,9 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
             return Err(format!("{flag} is for the masked-LM families; BART's noise is set by --mask, --mask-length, --permute-sentences, …"));
         }
     }
+    if args.permutation.any() {
+        return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
+    }
     let noise = args.noise.config()?;
     let steps = args.steps.unwrap_or(BART_STEPS);
     let spec = RunSpec::new(&args, format!("{noise:?}"), "sentence blocks (complete_doc)".into());
@@ -489,6 +537,66 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
         model.save_pretrained(&config, dir)?;
         Ok(vec![dir.to_path_buf()])
     })
+}
+
+/// Default `--steps` of XLNet.
+const XLNET_STEPS: u64 = 2000;
+
+/// `train xlnet`: permutation-LM pre-training as the original's data pipeline, the memory of
+/// each window carried to the next.
+pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    use sesame_xlnet::pretraining::{PermutationConfig, PermutationLm, NAME, TOKENIZER};
+    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
+    for (given, flag) in [(args.masking.is_some(), "--masking"), (args.packing.is_some(), "--packing"), (args.static_masks.is_some(), "--static-masks")] {
+        if given {
+            return Err(format!("{flag} is for the masked-LM families; XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …"));
+        }
+    }
+    if args.noise.any() {
+        return Err("--mask, --insert, --rotate, … set BART's noise; XLNet's permutation LM is set by --reuse-len, --num-predict, …".into());
+    }
+    let p = &args.permutation;
+    let mut permutation = PermutationConfig::new(args.seq_len);
+    permutation.reuse_len = p.reuse_len.unwrap_or(permutation.reuse_len);
+    permutation.perm_size = p.perm_size.unwrap_or(permutation.reuse_len);
+    permutation.num_predict = p.num_predict.unwrap_or(permutation.num_predict);
+    permutation.mask_alpha = p.mask_alpha.unwrap_or(permutation.mask_alpha);
+    permutation.mask_beta = p.mask_beta.unwrap_or(permutation.mask_beta);
+    permutation.bi_data = !p.no_bi_data;
+    permutation.whole_words = !p.piece_spans;
+    permutation.validate(args.batch_size).map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    let mem_len = p.mem_len.unwrap_or(2 * permutation.reuse_len);
+    let steps = args.steps.unwrap_or(XLNET_STEPS);
+    let spec = RunSpec::new(&args, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
+    let out = &open_run(&args, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&args)?;
+    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
+    let train_device = device.autodiff();
+    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
+    let ids = [tokenizer.special_tokens().pad.1 as usize, special("<s>")?, special("</s>")?];
+    let (model, config) = run_model::<XlnetLmHeadModel>(&args, out, &train_device, || XlnetConfig::preset(&args.preset, tokenizer.vocab_size(), &permutation, mem_len, ids))?;
+    if config.bi_data != permutation.bi_data {
+        return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
+    }
+    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(err)?;
+    eprintln!(
+        "model: {}, {} parameters; {} windows of {} tokens per pass ({} reused, {} predicted, memory {mem_len}); {} steps of {} x {}",
+        XlnetLmHeadModel::architecture(), burn::module::Module::num_params(&model), task.num_train_windows(), permutation.seq_len,
+        permutation.reuse_len, permutation.num_predict, steps, args.grad_accum, args.batch_size
+    );
+    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.save_pretrained(&config, dir)?;
+        Ok(vec![dir.to_path_buf()])
+    })
+}
+
+/// `export` of an XLNet run: the language model in HF layout.
+pub fn export_xlnet(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
+    let config = XlnetConfig::from_dir(run).map_err(err)?;
+    let model = burn::module::Module::try_load_file(XlnetLmHeadModel::init(&config, device), checkpoint).map_err(err)?;
+    model.save_pretrained(&config, out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
 }
 
 /// Options of `cargo xtask export`.

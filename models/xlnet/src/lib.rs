@@ -30,6 +30,8 @@ pub mod config;
 pub mod decoding;
 pub mod heads;
 pub mod model;
+#[cfg(feature = "train")]
+pub mod pretraining;
 pub mod tasks;
 
 pub use config::{AttnType, XlnetConfig};
