@@ -540,7 +540,7 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
 }
 
 /// Default `--steps` of XLNet.
-const XLNET_STEPS: u64 = 2000;
+const XLNET_STEPS: u64 = 1500;
 
 /// `train xlnet`: permutation-LM pre-training as the original's data pipeline, the memory of
 /// each window carried to the next.
@@ -564,7 +564,10 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
     permutation.mask_beta = p.mask_beta.unwrap_or(permutation.mask_beta);
     permutation.bi_data = !p.no_bi_data;
     permutation.whole_words = !p.piece_spans;
-    permutation.validate(args.batch_size).map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    permutation.validate(args.batch_size).map_err(|e| match e.field {
+        "bi_data" => format!("--batch-size {}: {} (or train without backward rows: --no-bi-data)", args.batch_size, e.reason),
+        field => format!("--{}: {}", field.replace('_', "-"), e.reason),
+    })?;
     let mem_len = p.mem_len.unwrap_or(2 * permutation.reuse_len);
     let steps = args.steps.unwrap_or(XLNET_STEPS);
     let spec = RunSpec::new(&args, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
@@ -585,17 +588,18 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
         permutation.reuse_len, permutation.num_predict, steps, args.grad_accum, args.batch_size
     );
     fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
-        model.save_pretrained(&config, dir)?;
+        model.save_pretrained(&config.for_inference(), dir)?;
         Ok(vec![dir.to_path_buf()])
     })
 }
 
-/// `export` of an XLNet run: the language model in HF layout.
+/// `export` of an XLNet run: the language model in HF layout (`bi_data` and `reuse_len`, which
+/// shape the pre-training data, left out).
 pub fn export_xlnet(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
     use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
     let config = XlnetConfig::from_dir(run).map_err(err)?;
     let model = burn::module::Module::try_load_file(XlnetLmHeadModel::init(&config, device), checkpoint).map_err(err)?;
-    model.save_pretrained(&config, out).map_err(err)?;
+    model.save_pretrained(&config.for_inference(), out).map_err(err)?;
     Ok(vec![out.to_path_buf()])
 }
 

@@ -261,6 +261,16 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["train", "bart", "--mask-length", "subword", "--replace-length", "-1", "--out", path(&o)], &["--replace-length"]);
     fails(&["train", "bart", "--masking", "span", "--out", path(&o)], &["--masking"]);
     fails(&["train", "bert", "--mask", "0.2", "--out", path(&o)], &["--mask"]);
+    // XLNet's permutation settings name their flag; the others' flags are refused for XLNet and
+    // XLNet's for them.
+    for (flag, value) in [("--reuse-len", "30"), ("--perm-size", "3"), ("--num-predict", "40"), ("--mask-beta", "0")] {
+        fails(&["train", "xlnet", "--seq-len", "32", flag, value, "--out", path(&o)], &[flag]);
+    }
+    fails(&["train", "xlnet", "--batch-size", "7", "--out", path(&o)], &["--batch-size 7", "even", "--no-bi-data"]);
+    fails(&["train", "xlnet", "--masking", "span", "--out", path(&o)], &["--masking"]);
+    fails(&["train", "xlnet", "--mask", "0.2", "--out", path(&o)], &["--mask"]);
+    fails(&["train", "bert", "--reuse-len", "4", "--out", path(&o)], &["--reuse-len"]);
+    fails(&["train", "bart", "--num-predict", "4", "--out", path(&o)], &["--num-predict"]);
     fails(&["train", "nosuch"], &["nosuch"]);
     fails(&["train", "bert", "--preset", "huge", "--tokenizer", tok, "--corpus", path(&tiny), "--batch-size", "1", "--out", path(&out("preset"))], &["preset", "huge"]);
     fails(&["train", "bert", "--packing", "doc", "--out", path(&out("packing"))], &["--packing"]);

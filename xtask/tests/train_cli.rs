@@ -1,4 +1,4 @@
-//! `cargo xtask train bert|roberta|albert|electra|unilm|bart` end to end, through the real binary:
+//! `cargo xtask train bert|roberta|albert|electra|unilm|bart|xlnet` end to end, through the real binary:
 //! train on the shipped corpus with the family's objective and tokenizer, get killed, resume,
 //! export; the export works with `fill-mask`, and transformers loads it (ELECTRA: the
 //! discriminator and the generator) with the same tokens and outputs.
@@ -270,6 +270,47 @@ fn bart_is_killed_resumes_and_exports_a_model_transformers_loads_and_generates_f
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// XLNet through the same round trip: killed (its memory checkpointed), resumed, exported;
+/// transformers loads the export strictly, tokenizes as Sesame does, and generates from it what
+/// `cargo xtask generate` generates.
+#[test]
+fn xlnet_is_killed_resumes_and_exports_a_model_transformers_loads_and_generates_from() {
+    let (out, _) = killed_and_resumed("xlnet", &["loss", "perplexity", "token_accuracy", "unigram_loss"]);
+    let checkpoints = std::fs::read_dir(out.join("checkpoints")).unwrap();
+    assert!(checkpoints.filter_map(Result::ok).any(|e| e.path().join("memory.safetensors").is_file()), "the memory is checkpointed");
+    export_checks(&out);
+    let export = out.join("export");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("config.json")).unwrap()).unwrap();
+    assert_eq!((config["bi_data"].as_bool(), config["reuse_len"].as_u64()), (Some(false), None), "{config}");
+    let text = "Call me Ishmael. Some years ago";
+    let tokenizer = Tokenizer::from_dir(&export).unwrap();
+    let encoded = tokenizer.encode(&[text], 64, false).unwrap();
+    let prompt = &encoded.input_ids[..encoded.input_ids.len() - 2];
+    let line = format!("{{\"input_ids\": {prompt:?}}}\n");
+    let mut child = xtask(&["generate", "--model", export.to_str().unwrap(), "--max-new-tokens", "6", "--input", "-"])
+        .stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), line.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "generate: {}", String::from_utf8_lossy(&output.stderr));
+    let ours: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    let Some(python) = python() else { return };
+    let script = "import json, sys, torch\nfrom transformers import AutoTokenizer, XLNetLMHeadModel\n\
+                  t = AutoTokenizer.from_pretrained(sys.argv[1])\n\
+                  m, info = XLNetLMHeadModel.from_pretrained(sys.argv[1], output_loading_info=True)\n\
+                  bad = {k: v for k, v in info.items() if v and k in ('missing_keys', 'unexpected_keys', 'mismatched_keys')}\n\
+                  assert not bad, bad\n\
+                  ids = t(sys.argv[2])['input_ids']\n\
+                  out = m.eval().generate(torch.tensor([ids[:-2]]), max_new_tokens=6, do_sample=False)\n\
+                  print(json.dumps({'input_ids': ids, 'sequences': out.tolist()}))";
+    let output = Command::new(&python).args(["-c", script]).arg(&export).arg(text).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    assert!(output.status.success(), "transformers: {}", String::from_utf8_lossy(&output.stderr));
+    let theirs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(serde_json::json!(encoded.input_ids), theirs["input_ids"], "the exported tokenizer");
+    assert_eq!(ours["sequences"], theirs["sequences"], "greedy search on the export");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn bench_times_each_family_s_pretraining_step() {
     for family in ["bert", "roberta", "albert", "electra", "unilm", "bart"] {
@@ -373,7 +414,7 @@ fn the_same_seed_gives_bit_identical_runs_tokenizer_included() {
         let _ = std::fs::remove_dir_all(&out);
         (files, metrics)
     };
-    for family in ["bert", "roberta", "albert", "electra", "unilm", "bart"] {
+    for family in ["bert", "roberta", "albert", "electra", "unilm", "bart", "xlnet"] {
         let (a, b) = (run(family, "a", false), run(family, "b", true));
         assert!(a.0.keys().any(|p| p.ends_with("tokenizer.json")) && a.0.keys().any(|p| p.ends_with("model.safetensors")), "{family}: {:?}", a.0.keys());
         assert_eq!(a.0.keys().collect::<Vec<_>>(), b.0.keys().collect::<Vec<_>>(), "{family}: the same files");

@@ -636,6 +636,15 @@ impl XlnetConfig {
     }
 }
 
+impl XlnetConfig {
+    /// The configuration to export a pre-trained model with: `bi_data` off and no `reuse_len`,
+    /// as XLNet's released checkpoints are (both shape the pre-training data; transformers runs
+    /// `bi_data` only on even batches).
+    pub fn for_inference(&self) -> Self {
+        Self { bi_data: false, reuse_len: None, ..self.clone() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
