@@ -71,6 +71,17 @@ pub fn hf_tensors<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path)
     tensors
 }
 
+/// The bytes of every tensor of `model` saved in HF layout in `dir` (inference mode), sorted by
+/// name: what two runs must agree on bit for bit.
+pub fn saved_bytes<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path) -> Vec<(String, Vec<u8>)> {
+    model.valid().save_pretrained(config, dir).unwrap();
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: Vec<(String, Vec<u8>)> = st.tensors().into_iter().map(|(n, v)| (n, v.data().to_vec())).collect();
+    tensors.sort();
+    tensors
+}
+
 /// The fixture's tensors under `prefix` (`grad.`, `after.`), by HF name.
 pub fn reference(f: &Fixture, prefix: &str) -> HashMap<String, Vec<f32>> {
     f.io.iter().filter_map(|(k, a)| k.strip_prefix(prefix).map(|name| (name.to_string(), a.f32.clone()))).collect()

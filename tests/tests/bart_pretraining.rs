@@ -8,7 +8,7 @@ use burn::prelude::*;
 use sesame_bart::pretraining::{Denoising, DenoisingDataError, TOKENIZER};
 use sesame_bart::{BartConfig, BartForConditionalGeneration};
 use sesame_layers::PretrainedModel;
-use sesame_tests::training::run_dir;
+use sesame_tests::training::{run_dir, saved_bytes as saved};
 use sesame_tests::{fixtures_dir, Backend};
 use sesame_text::{Corpus, DenoisingConfig, Tokenizer};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
@@ -109,16 +109,6 @@ fn a_tiny_bart_learns_to_copy_and_to_infill_from_context() {
     // (Getting below the copy + unigram oracle takes the main job's ~800 steps of 128 blocks.)
     assert!(after["token_accuracy"] > 0.5 && after["loss"] < after["unigram_loss"] - 3.0, "{after:?}");
     assert!(after["infill_loss"] < after["unigram_infill_loss"] - 0.3, "{after:?}");
-}
-
-/// The weights of `model` as saved in HF layout in `dir`, by tensor name.
-fn saved(model: &BartForConditionalGeneration, config: &BartConfig, dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    burn::module::Module::valid(model).save_pretrained(config, dir).unwrap();
-    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let mut tensors: Vec<(String, Vec<u8>)> = st.tensors().into_iter().map(|(n, v)| (n, v.data().to_vec())).collect();
-    tensors.sort();
-    tensors
 }
 
 /// A run stopped after step 5 and resumed from its step-4 checkpoint ends with the weights of

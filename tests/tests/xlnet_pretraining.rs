@@ -6,7 +6,7 @@
 
 use burn::prelude::*;
 use sesame_layers::PretrainedModel;
-use sesame_tests::training::run_dir;
+use sesame_tests::training::{run_dir, saved_bytes as saved};
 use sesame_tests::{fixtures_dir, Backend};
 use sesame_text::{Corpus, Tokenizer};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
@@ -121,16 +121,6 @@ fn a_tiny_xlnet_learns_to_predict_in_any_order() {
     assert!((before["loss"] - chance).abs() < 1.0, "initial loss {:.3}, chance is {chance:.3}", before["loss"]);
     let after = trainer.fit(&task, model, false).unwrap().held_out;
     assert!(after["loss"] < after["unigram_loss"] - 0.3, "{after:?}");
-}
-
-/// The weights of `model` as saved in HF layout in `dir`, by tensor name.
-fn saved(model: &XlnetLmHeadModel, config: &XlnetConfig, dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    burn::module::Module::valid(model).save_pretrained(config, dir).unwrap();
-    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let mut tensors: Vec<(String, Vec<u8>)> = st.tensors().into_iter().map(|(n, v)| (n, v.data().to_vec())).collect();
-    tensors.sort();
-    tensors
 }
 
 /// A run stopped after step 5 and resumed from its step-4 checkpoint ends with the weights of
