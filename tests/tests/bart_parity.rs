@@ -4,8 +4,6 @@
 //! and from scratch; checkpoints that store the shared table under its other names; and
 //! the errors of bad input.
 
-use std::collections::BTreeMap;
-
 use burn::prelude::*;
 use sesame_bart::{BartConfig, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
 use sesame_generate::*;

@@ -499,16 +499,22 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
 }
 
+/// Refuse the masked-LM families' data flags for a family whose corruption is its own
+/// (`instead`: how that family's is set).
+fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<(), String> {
+    let given = [(args.masking.is_some(), "--masking"), (args.packing.is_some(), "--packing"), (args.static_masks.is_some(), "--static-masks")];
+    match given.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(format!("{flag} is for the masked-LM families; {instead}")),
+        None => Ok(()),
+    }
+}
+
 /// `train bart`: denoising pre-training (text infilling and sentence permutation by default)
 /// on blocks of whole sentences.
 pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
     use sesame_bart::{BartConfig, BartForConditionalGeneration};
-    for (given, flag) in [(args.masking.is_some(), "--masking"), (args.packing.is_some(), "--packing"), (args.static_masks.is_some(), "--static-masks")] {
-        if given {
-            return Err(format!("{flag} is for the masked-LM families; BART's noise is set by --mask, --mask-length, --permute-sentences, …"));
-        }
-    }
+    refuse_masked_lm_flags(&args, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
     if args.permutation.any() {
         return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
     }
@@ -547,11 +553,7 @@ const XLNET_STEPS: u64 = 1500;
 pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     use sesame_xlnet::pretraining::{PermutationConfig, PermutationLm, NAME, TOKENIZER};
     use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
-    for (given, flag) in [(args.masking.is_some(), "--masking"), (args.packing.is_some(), "--packing"), (args.static_masks.is_some(), "--static-masks")] {
-        if given {
-            return Err(format!("{flag} is for the masked-LM families; XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …"));
-        }
-    }
+    refuse_masked_lm_flags(&args, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
     if args.noise.any() {
         return Err("--mask, --insert, --rotate, … set BART's noise; XLNet's permutation LM is set by --reuse-len, --num-predict, …".into());
     }

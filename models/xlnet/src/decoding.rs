@@ -6,6 +6,7 @@
 //! The cost of a step is three positions against the memory, whatever the length.
 
 use burn::prelude::*;
+use sesame_layers::attention::row_index;
 use sesame_layers::decoding::CausalLM;
 use sesame_layers::{InputLimits, OutputOptions};
 
@@ -84,8 +85,7 @@ impl CausalLM for XlnetLmHeadModel {
     }
 
     fn select_cache_rows(&self, cache: XlnetCache, rows: &[usize]) -> XlnetCache {
-        let device = self.transformer.device();
-        let index = Tensor::<1, Int>::from_data(TensorData::new(rows.iter().map(|&r| r as i64).collect::<Vec<_>>(), [rows.len()]), &device);
+        let index = row_index(rows, &self.transformer.device());
         XlnetCache {
             mems: cache.mems.map(|mems| mems.into_iter().map(|m| m.select(0, index.clone())).collect()),
             last: cache.last.map(|l| l.select(0, index.clone())),

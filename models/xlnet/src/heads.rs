@@ -6,11 +6,12 @@ use burn::nn::Initializer;
 use burn::prelude::*;
 use burn::tensor::module::linear;
 use sesame_layers::loss::per_token_cross_entropy;
-use sesame_layers::{CheckpointSpec, NamedOutput, OutputOptions, PretrainedModel};
+use sesame_layers::{CheckpointSpec, OutputOptions, PretrainedModel};
 
 use crate::checkpoint::spec;
 use crate::config::XlnetConfig;
-use crate::model::{XlnetInput, XlnetModel, XlnetOutput};
+use crate::model::{XlnetInput, XlnetModel};
+use crate::tasks::XlnetHeadOutput;
 
 impl PretrainedModel for XlnetModel {
     type Config = XlnetConfig;
@@ -39,26 +40,10 @@ pub struct LmLoss {
     pub bias: Param<Tensor<1>>,
 }
 
-/// What [`XlnetLmHeadModel`] returns.
-#[derive(Clone, Debug)]
-pub struct XlnetLmHeadOutput {
-    /// Vocabulary logits `[batch, num_predict or seq, vocab]`.
-    pub logits: Tensor<3>,
-    /// Mean cross-entropy of `labels` (-100 ignored), when given.
-    pub loss: Option<Tensor<1>>,
-    /// The base model's memory, hidden states and attentions (its last state is in `logits`).
-    pub transformer: XlnetOutput,
-}
-
-impl XlnetLmHeadOutput {
-    /// Every output present, under HF's names (`logits`, `loss`, `mems.0`, `hidden_states.0`, …).
-    pub fn named(&self) -> Vec<NamedOutput> {
-        let mut out = vec![("logits".to_string(), self.logits.to_data())];
-        out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
-        out.extend(self.transformer.named_layers());
-        out
-    }
-}
+/// What [`XlnetLmHeadModel`] returns: vocabulary logits `[batch, num_predict or seq, vocab]`,
+/// the mean cross-entropy of `labels` (-100 ignored) when given, and the base model's memory,
+/// hidden states and attentions.
+pub type XlnetLmHeadOutput = XlnetHeadOutput<3>;
 
 /// XLNet with its language-model head (HF `XLNetLMHeadModel`): logits at every position, or at
 /// the predicted positions of `target_mapping` (the query stream).
