@@ -7,13 +7,14 @@ prints one JSON object on stdout:
 
   pretrain  --config DIR   training steps (forward with labels, backward, AdamW) of the
                            architecture DIR/config.json names, fresh weights; batch of the same
-                           synthetic ids and labels as Sesame's (every seventh token predicted)
+                           synthetic ids and labels as Sesame's (every seventh token predicted;
+                           XLNet: the permutation batch in DIR/batch.safetensors, with memory)
   infer     --config DIR   forward passes of the base model (with its pooler), inference mode
   embed     --model DIR    sentence-transformers `encode` of the sentences in --sentences
                            (one per line), model loading timed apart
   gemm                     an n x n by n x n f32 matrix product (--gemm-size), GFLOP/s
-  generate  --config DIR   `generate` of BartForConditionalGeneration with DIR's weights on the
-                           synthetic sources, exactly --max-new-tokens tokens (min = max),
+  generate  --config DIR   `generate` of DIR's architecture and weights (BART, XLNet) on the
+                           synthetic sources or prompts, exactly --max-new-tokens tokens (min = max),
                            greedy or --num-beams; tokens/s and the process's peak RSS
 
 ELECTRA (DIR/generator/config.json present) trains generator + discriminator jointly as
@@ -78,6 +79,8 @@ def pretrain(args):
     generator_dir = os.path.join(args.config, "generator")
     if os.path.isfile(os.path.join(generator_dir, "config.json")):
         step = electra_step(config, load_config(generator_dir)[0], data, inputs)
+    elif config.model_type == "xlnet":
+        step = xlnet_step(config, os.path.join(args.config, "batch.safetensors"))
     else:
         model = getattr(transformers, architecture)(config)
         model.train()
@@ -131,6 +134,29 @@ def electra_step(config, generator_config, data, inputs):
     return step
 
 
+def xlnet_step(config, batch_path):
+    """XLNet's permutation-LM step on the batch Sesame's pipeline built (perm_mask,
+    target_mapping, labels of the predicted tokens), over the memory of the previous step, as
+    `cargo xtask train xlnet` runs it (config.json's mem_len, reuse_len and bi_data)."""
+    import transformers
+    from safetensors.torch import load_file
+
+    batch = load_file(batch_path)
+    model = transformers.XLNetLMHeadModel(config)
+    model.train()
+    opt = optimizer(model.parameters())
+    mems = [None]
+
+    def step():
+        out = model(**batch, mems=mems[0], use_mems=True)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        mems[0] = out.mems
+
+    return step
+
+
 def infer(args):
     import transformers
 
@@ -180,15 +206,19 @@ def generate(args):
 
     import transformers
 
-    model = transformers.BartForConditionalGeneration.from_pretrained(args.config).eval()
+    _, architecture = load_config(args.config)
+    model = getattr(transformers, architecture).from_pretrained(args.config).eval()
     data = synthetic_batch(model.config.vocab_size, args.batch_size, args.seq_len)
     n = args.max_new_tokens
+    # An encoder-decoder returns the decoder start and the new tokens; a left-to-right model
+    # (XLNet) the prompt and the new tokens.
+    length = n + 1 if model.config.is_encoder_decoder else args.seq_len + n
 
     def step():
         with torch.inference_mode():
             out = model.generate(data["input_ids"], attention_mask=data["attention_mask"], max_new_tokens=n,
                                  min_new_tokens=n, num_beams=args.num_beams, do_sample=False)
-        assert out.shape[1] == n + 1, out.shape
+        assert out.shape[1] == length, out.shape
 
     median = timed(step, args.warmup, args.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -4,9 +4,9 @@
 //! - `train`: a family's pre-training step (forward, its objective's loss, backward, AdamW),
 //!   tokens/s per size preset;
 //! - `infer`: forward passes of the base model, tokens/s per preset;
-//! - `generate`: BART generation (greedy and 4-beam search, exactly `--max-new-tokens` tokens
-//!   on both sides) of a fresh model of a preset's shape (`base`: bart-base), tokens/s, and
-//!   each process's peak memory;
+//! - `generate`: BART's (default) or XLNet's generation (greedy and 4-beam search, exactly
+//!   `--max-new-tokens` tokens on both sides) of a fresh model of a preset's shape (`base`:
+//!   bart-base, xlnet-base), tokens/s, and each process's peak memory;
 //! - `embed`: sentence embeddings of a checkpoint (`--model`, e.g. all-MiniLM-L6-v2) on the
 //!   first `--sentences` sentences of the corpus, sentences/s, model loading timed apart.
 //!
@@ -35,8 +35,8 @@ pub enum BenchMode {
     /// A square f32 matrix product of side `--gemm-size` (GFLOP/s): the kernel under every
     /// layer, to tell a backend's GEMM rate from the costs Sesame adds.
     Gemm,
-    /// BART generation, greedy and beam search (`--presets tiny,base`; `--seq-len` source
-    /// tokens; `--max-new-tokens`; `--num-beams`).
+    /// Generation of BART (default) or XLNet, greedy and beam search (`--presets tiny,base`;
+    /// `--seq-len` source or prompt tokens; `--max-new-tokens`; `--num-beams`).
     Generate,
 }
 
@@ -46,9 +46,9 @@ pub struct BenchArgs {
     /// What to time.
     #[arg(long, value_enum, default_value = "train")]
     pub mode: BenchMode,
-    /// The family timed (train, infer; embed takes the family of `--model`).
-    #[arg(long, default_value = "bert", value_parser = crate::families::parser())]
-    pub family: String,
+    /// The family timed [default: bert; bart for generate]; embed takes the family of `--model`.
+    #[arg(long, value_parser = crate::families::parser())]
+    pub family: Option<String>,
     /// Vocabulary size (BERT's by default; RoBERTa's is 50265, ALBERT's 30000).
     #[arg(long, default_value_t = 30522)]
     pub vocab_size: usize,
@@ -117,7 +117,7 @@ impl BenchArgs {
 /// (`scripts/bench_pytorch.py` builds the same).
 fn batch(vocab_size: usize, rows: std::ops::Range<usize>, s: usize, device: &Device) -> PretrainingBatch {
     let b = rows.len();
-    let input_ids: Vec<i64> = (rows.start * s..rows.end * s).map(|i| 5 + (i as i64 * 7919) % (vocab_size as i64 - 5)).collect();
+    let input_ids: Vec<i64> = synthetic_row(vocab_size, rows.start * s..rows.end * s).into_iter().map(i64::from).collect();
     let mlm_labels = input_ids.iter().zip(rows.start * s..).map(|(&id, i)| if i % 7 == 3 { id } else { -100 }).collect();
     let batch = MaskedBatch {
         batch: b,
@@ -171,13 +171,11 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
     if args.mode == BenchMode::Gemm {
         return bench_gemm(&args, device, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
     }
-    if args.mode == BenchMode::Generate {
-        return bench_generate(&args, device, backend).map(|rows| serde_json::to_string(&rows).expect("JSON"));
-    }
     let family = match (&args.mode, &args.model) {
         (BenchMode::Embed, Some(model)) => crate::model_family(model)?,
         (BenchMode::Embed, None) => return Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
-        _ => crate::families::by_name(&args.family)?,
+        (BenchMode::Generate, _) => crate::families::by_name(args.family.as_deref().unwrap_or("bart"))?,
+        _ => crate::families::by_name(args.family.as_deref().unwrap_or("bert"))?,
     };
     let rows = family.command("bench", family.bench)?(&args, device, backend)?;
     Ok(serde_json::to_string(&rows).expect("JSON"))
@@ -192,6 +190,9 @@ where
 {
     if args.mode == BenchMode::Embed {
         return bench_embed::<B>(args, device, backend).map(|row| vec![row]);
+    }
+    if args.mode == BenchMode::Generate {
+        return Err(format!("--mode generate benches bart and xlnet, not {}", F::NAME));
     }
     let family = F::NAME;
     let (b, s) = (args.batch_size(), args.seq_len);
@@ -268,8 +269,10 @@ fn time_train_steps<M: burn::module::Module + Send + Sync>(args: &BenchArgs, mod
 pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
     use sesame_bart::pretraining::{denoising_step, DenoisingBatch};
     use sesame_bart::BartForConditionalGeneration;
-    if args.mode != BenchMode::Train {
-        return Err(format!("--family bart benches --mode train (and --mode generate); not --mode {:?}", args.mode).to_lowercase());
+    match args.mode {
+        BenchMode::Train => {}
+        BenchMode::Generate => return bench_generate_bart(args, device, backend),
+        mode => return Err(format!("--family bart benches --mode train and --mode generate; not --mode {mode:?}").to_lowercase()),
     }
     let (b, s) = (args.batch_size(), args.seq_len);
     let micro = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device)).min(b) as u64;
@@ -278,7 +281,7 @@ pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec
         let config = sesame_bart::BartConfig { vocab_size: args.vocab_size, max_position_embeddings: s.max(1024), ..bart_preset(preset)? };
         let device = device.clone().autodiff();
         let part = |rows: std::ops::Range<usize>| {
-            let ids: Vec<i64> = (rows.start * s..rows.end * s).map(|i| 5 + (i as i64 * 7919) % (args.vocab_size as i64 - 5)).collect();
+            let ids: Vec<i64> = synthetic_row(args.vocab_size, rows.start * s..rows.end * s).into_iter().map(i64::from).collect();
             let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), s]), &device);
             DenoisingBatch { input_ids: ids.clone(), attention_mask: ids.ones_like(), labels: ids, infilled: Tensor::zeros([rows.len(), s], &device), tokens: rows.len() * s }
         };
@@ -399,65 +402,220 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// `--mode generate`: greedy and beam search of a fresh BART of each preset's shape on a batch
-/// of `--batch-size` sources of `--seq-len` synthetic tokens, exactly `--max-new-tokens` each.
-fn bench_generate(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+/// `--mode generate` for BART: greedy and beam search of a fresh BART of each preset's shape on
+/// a batch of `--batch-size` sources of `--seq-len` synthetic tokens, exactly
+/// `--max-new-tokens` each.
+fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
     use sesame_bart::BartForConditionalGeneration;
-    use sesame_generate::{generate, GenerationConfig};
     use sesame_layers::decoding::Seq2SeqDecoder;
     let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
     let mut rows = Vec::new();
     for preset in &args.presets {
         let config = bart_preset(preset)?;
         let model = BartForConditionalGeneration::new_hf(&config, &device);
-        // The ids `scripts/bench_pytorch.py` builds: 5 + (i * 7919) mod (V - 5).
-        let ids: Vec<i64> = (0..b * s).map(|i| 5 + (i as i64 * 7919) % (config.vocab_size as i64 - 5)).collect();
-        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [b, s]), &device);
+        let ids = synthetic_ids(config.vocab_size, b, s, &device);
         let mask = Tensor::<2, Int>::ones([b, s], &device);
-        for beams in [1, args.num_beams] {
-            let settings = GenerationConfig {
-                max_new_tokens: Some(n),
-                min_new_tokens: Some(n),
-                num_beams: Some(beams),
-                eos_token_id: config.eos_token_id.map(|e| sesame_generate::Ids::One(e as u32)),
-                pad_token_id: config.pad_token_id.map(|p| p as u32),
-                ..GenerationConfig::default()
-            };
-            let start_token = config.decoder_start_id() as u32;
-            let median = median_time(args.warmup, args.steps, || {
-                let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).map_err(|e| e.to_string())?;
-                let out = generate(&decoder, &vec![vec![start_token]; b], &settings, 0).map_err(|e| e.to_string())?;
-                if out.sequences.iter().any(|r| r.len() != n + 1) {
-                    return Err(format!("generated {:?} tokens, not {n}", out.sequences.iter().map(Vec::len).collect::<Vec<_>>()));
-                }
-                Ok(())
-            })?;
-            let tokens_per_s = (b * n) as f64 / median;
-            let search = if beams == 1 { "greedy".to_string() } else { format!("beam{beams}") };
-            let peak = peak_rss_mib();
-            eprintln!("{backend} bart {preset} generate {search}: {median:.3} s for {b}x{n} tokens after {s}-token sources, {tokens_per_s:.1} tokens/s; peak RSS {:.0} MiB", peak.unwrap_or(f64::NAN));
-            let mut row = serde_json::json!({
-                "mode": "generate", "backend": backend, "family": "bart", "preset": preset, "search": search, "num_beams": beams,
-                "batch_size": b, "source_len": s, "new_tokens": n, "median_s": median, "tokens_per_s": tokens_per_s,
-                "peak_rss_mib": peak, "timed_steps": args.steps,
-            });
-            if args.compare_pytorch {
-                let dir = std::env::temp_dir().join(format!("sesame-bench-bart-{preset}-{}", std::process::id()));
-                model.save_pretrained(&config, &dir).map_err(|e| e.to_string())?;
-                let theirs = pytorch(args, &[
-                    "generate".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(),
-                    "--seq-len".into(), s.to_string(), "--max-new-tokens".into(), n.to_string(), "--num-beams".into(), beams.to_string(),
-                ]);
-                let _ = std::fs::remove_dir_all(&dir);
-                let theirs = theirs?;
-                let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-                eprintln!("pytorch bart {preset} generate {search}: {:.1} tokens/s, peak RSS {:.0} MiB; Sesame {backend} / PyTorch = {ratio:.2}x",
-                    theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN), theirs["peak_rss_mib"].as_f64().unwrap_or(f64::NAN));
-                row["pytorch"] = theirs;
-                row["ratio"] = ratio.into();
-            }
-            rows.push(row);
-        }
+        let settings = sesame_generate::GenerationConfig {
+            eos_token_id: config.eos_token_id.map(|e| sesame_generate::Ids::One(e as u32)),
+            pad_token_id: config.pad_token_id.map(|p| p as u32),
+            ..Default::default()
+        };
+        let start_token = config.decoder_start_id() as u32;
+        let run = |settings: &sesame_generate::GenerationConfig| {
+            let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).map_err(|e| e.to_string())?;
+            sesame_generate::generate(&decoder, &vec![vec![start_token]; b], settings, 0).map_err(|e| e.to_string())
+        };
+        let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
+        rows.extend(time_generation(args, backend, ("bart", preset), [b, s, n], n + 1, settings, run, save)?);
     }
     Ok(rows)
+}
+
+/// Rows of `b × s` ids `5 + (i · 7919) mod (V − 5)`, as `scripts/bench_pytorch.py` builds them.
+fn synthetic_ids(vocab_size: usize, b: usize, s: usize, device: &Device) -> Tensor<2, Int> {
+    let ids: Vec<i64> = synthetic_row(vocab_size, 0..b * s).into_iter().map(i64::from).collect();
+    Tensor::from_data(TensorData::new(ids, [b, s]), device)
+}
+
+/// The synthetic ids at flat positions `range` of a batch.
+fn synthetic_row(vocab_size: usize, range: std::ops::Range<usize>) -> Vec<u32> {
+    range.map(|i| 5 + ((i as u64 * 7919) % (vocab_size as u64 - 5)) as u32).collect()
+}
+
+/// Time generation of `b` rows of `n` new tokens after `s`-token inputs (each returned row
+/// `out_len` long), greedy and with `--num-beams`, by `run` with `settings` plus the search's;
+/// with `--compare-pytorch` the same on the weights `save` writes. One row per search.
+#[allow(clippy::too_many_arguments)]
+fn time_generation(
+    args: &BenchArgs,
+    backend: &str,
+    (family, preset): (&str, &str),
+    [b, s, n]: [usize; 3],
+    out_len: usize,
+    settings: sesame_generate::GenerationConfig,
+    run: impl Fn(&sesame_generate::GenerationConfig) -> Result<sesame_generate::Generated, String>,
+    save: impl Fn(&Path) -> Result<(), String>,
+) -> Result<Vec<serde_json::Value>, String> {
+    let mut rows = Vec::new();
+    for beams in [1, args.num_beams] {
+        let settings = sesame_generate::GenerationConfig { max_new_tokens: Some(n), min_new_tokens: Some(n), num_beams: Some(beams), ..settings.clone() };
+        let median = median_time(args.warmup, args.steps, || {
+            let out = run(&settings)?;
+            if out.sequences.iter().any(|r| r.len() != out_len) {
+                return Err(format!("generated rows of {:?} tokens, not {out_len}", out.sequences.iter().map(Vec::len).collect::<Vec<_>>()));
+            }
+            Ok(())
+        })?;
+        let tokens_per_s = (b * n) as f64 / median;
+        let search = if beams == 1 { "greedy".to_string() } else { format!("beam{beams}") };
+        let peak = peak_rss_mib();
+        eprintln!("{backend} {family} {preset} generate {search}: {median:.3} s for {b}x{n} tokens after {s}-token inputs, {tokens_per_s:.1} tokens/s; peak RSS {:.0} MiB", peak.unwrap_or(f64::NAN));
+        let mut row = serde_json::json!({
+            "mode": "generate", "backend": backend, "family": family, "preset": preset, "search": search, "num_beams": beams,
+            "batch_size": b, "source_len": s, "new_tokens": n, "median_s": median, "tokens_per_s": tokens_per_s,
+            "peak_rss_mib": peak, "timed_steps": args.steps,
+        });
+        if args.compare_pytorch {
+            let dir = std::env::temp_dir().join(format!("sesame-bench-{family}-{preset}-{}", std::process::id()));
+            save(&dir)?;
+            let theirs = pytorch(args, &[
+                "generate".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(),
+                "--seq-len".into(), s.to_string(), "--max-new-tokens".into(), n.to_string(), "--num-beams".into(), beams.to_string(),
+            ]);
+            let _ = std::fs::remove_dir_all(&dir);
+            let theirs = theirs?;
+            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!("pytorch {family} {preset} generate {search}: {:.1} tokens/s, peak RSS {:.0} MiB; Sesame {backend} / PyTorch = {ratio:.2}x",
+                theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN), theirs["peak_rss_mib"].as_f64().unwrap_or(f64::NAN));
+            row["pytorch"] = theirs;
+            row["ratio"] = ratio.into();
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `bench --family xlnet`:
+/// - `--mode train`: the permutation-LM step (two streams, `num_predict` targets through
+///   `target_mapping`, the memory of the previous step, backward, AdamW) on windows built by
+///   the pre-training pipeline's own sampler (spans, factorisation order, `reuse_len` split,
+///   `bi_data`) from synthetic ids; `--compare-pytorch` gives `XLNetLMHeadModel` the same
+///   `perm_mask`, `target_mapping`, labels and memory length (the batch travels as
+///   safetensors).
+/// - `--mode generate`: greedy and beam search of `--max-new-tokens` after `--seq-len`-token
+///   prompts, against transformers' `generate`.
+pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    use sesame_xlnet::pretraining::{collate, permutation_step, Memory, PermutationConfig, PermutationExample, SpecialIds};
+    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
+    use rand::SeedableRng;
+    let (s, v) = (args.seq_len, args.vocab_size);
+    // Ids below 5 are XLNet's specials: `<pad>` 0 here (the synthetic ids never hold it), `<s>`,
+    // `</s>`, `<cls>`, `<sep>`.
+    let special = SpecialIds { sep: 4, cls: 3, eod: 2 };
+    let ids = [0, 1, 2];
+    let mut rows = Vec::new();
+    if args.mode == BenchMode::Generate {
+        let (b, n) = (args.batch_size.unwrap_or(1), args.max_new_tokens);
+        for preset in &args.presets {
+            let config = XlnetConfig::preset(preset, v, &PermutationConfig::new(16), 512, ids).map_err(|e| e.to_string())?.for_inference();
+            let model = XlnetLmHeadModel::new_hf(&config, &device);
+            let prompts: Vec<Vec<u32>> = (0..b).map(|r| synthetic_row(v, r * s..(r + 1) * s)).collect();
+            let settings = sesame_generate::GenerationConfig { eos_token_id: Some(sesame_generate::Ids::One(2)), pad_token_id: Some(0), ..Default::default() };
+            let run = |settings: &sesame_generate::GenerationConfig| {
+                sesame_generate::generate(&sesame_layers::decoding::CausalDecoder::new(&model, &config), &prompts, settings, 0).map_err(|e| e.to_string())
+            };
+            let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
+            rows.extend(time_generation(args, backend, ("xlnet", preset), [b, s, n], s + n, settings, run, save)?);
+        }
+        return Ok(rows);
+    }
+    if args.mode != BenchMode::Train {
+        return Err(format!("--family xlnet benches --mode train and --mode generate; not --mode {:?}", args.mode).to_lowercase());
+    }
+    let b = args.batch_size();
+    let micro = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device)).min(b);
+    let permutation = PermutationConfig::new(s);
+    permutation.validate(b).map_err(|e| format!("--seq-len {s} / --batch-size {b}: {}: {}", e.field, e.reason))?;
+    if permutation.bi_data && (b % micro != 0 || (b / micro) % 2 != 0) {
+        return Err(format!("--batch-size {b} in {micro} micro-batches: each needs an even number of rows (bi_data's forward and backward halves)"));
+    }
+    // Row r: synthetic ids, split into the reused part, A (half of the rest) and B (B follows A).
+    let examples: Vec<PermutationExample> = (0..b)
+        .map(|r| {
+            let row = synthetic_row(v, r * s..(r + 1) * s);
+            let (reused, rest) = row.split_at(permutation.reuse_len);
+            let rest = &rest[..rest.len() - 3];
+            let (a, b_part) = rest.split_at(rest.len() / 2);
+            let half = if permutation.bi_data { b / 2 } else { b };
+            let mut rng = rand::rngs::StdRng::seed_from_u64(r as u64);
+            PermutationExample::new([reused, a, b_part], 1, &[], &permutation, special, r >= half, &mut rng)
+        })
+        .collect();
+    for preset in &args.presets {
+        let mem_len = 2 * permutation.reuse_len;
+        let config = XlnetConfig::preset(preset, v, &permutation, mem_len, ids).map_err(|e| e.to_string())?;
+        let train_device = device.clone().autodiff();
+        // Micro-batch m: rows m·b/micro… (forward rows first, then their backward copies, as
+        // the pipeline batches them), with its own memory.
+        let per = b / micro;
+        let parts: Vec<_> = (0..micro)
+            .map(|m| {
+                let half = |k: usize| if permutation.bi_data { if k < per / 2 { m * per / 2 + k } else { b / 2 + m * per / 2 + k - per / 2 } } else { m * per + k };
+                collate(&(0..per).map(|k| examples[half(k)].clone()).collect::<Vec<_>>(), permutation.num_predict, &train_device)
+            })
+            .collect();
+        let memories: Vec<std::sync::Mutex<Memory>> = (0..micro).map(|_| Default::default()).collect();
+        let model = XlnetLmHeadModel::new_hf(&config, &train_device);
+        let median = time_train_steps(args, model, micro as u64, |i, replica| {
+            let mut memory = memories[i as usize].lock().expect("memory");
+            permutation_step(replica, parts[i as usize].clone(), &mut memory).loss
+        })?;
+        let tokens_per_s = (b * s) as f64 / median;
+        eprintln!(
+            "{backend} xlnet {preset} train: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s}, {} predicted, memory {mem_len}, in {micro} micro-batches)",
+            permutation.num_predict
+        );
+        let mut row = serde_json::json!({
+            "mode": "train", "backend": backend, "family": "xlnet", "preset": preset, "vocab_size": v, "batch_size": b, "seq_len": s,
+            "num_predict": permutation.num_predict, "reuse_len": permutation.reuse_len, "mem_len": mem_len, "bi_data": permutation.bi_data,
+            "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
+        });
+        if args.compare_pytorch {
+            let dir = std::env::temp_dir().join(format!("sesame-bench-xlnet-train-{preset}-{}", std::process::id()));
+            XlnetLmHeadModel::init(&config, &device).save_pretrained(&config, &dir).map_err(|e| e.to_string())?;
+            let whole = collate(&examples, permutation.num_predict, &device);
+            let theirs = save_batch(&dir.join("batch.safetensors"), &whole).and_then(|()| {
+                pytorch(args, &["pretrain".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()])
+            });
+            let _ = std::fs::remove_dir_all(&dir);
+            let theirs = theirs?;
+            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!("pytorch xlnet {preset} train: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
+            row["pytorch"] = theirs;
+            row["ratio"] = ratio.into();
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Write an XLNet permutation batch for `scripts/bench_pytorch.py` (`input_ids`,
+/// `token_type_ids`, `labels` as i64; `perm_mask`, `target_mapping` as f32).
+fn save_batch(path: &Path, batch: &sesame_xlnet::pretraining::PermutationBatch) -> Result<(), String> {
+    fn bytes<T: burn::tensor::Element>(data: TensorData) -> (Vec<usize>, Vec<u8>) {
+        (data.shape().to_vec(), data.convert::<T>().as_bytes().to_vec())
+    }
+    let tensors = [
+        ("input_ids", safetensors::Dtype::I64, bytes::<i64>(batch.input_ids.to_data())),
+        ("token_type_ids", safetensors::Dtype::I64, bytes::<i64>(batch.token_type_ids.to_data())),
+        ("labels", safetensors::Dtype::I64, bytes::<i64>(batch.labels.to_data())),
+        ("perm_mask", safetensors::Dtype::F32, bytes::<f32>(batch.perm_mask.to_data())),
+        ("target_mapping", safetensors::Dtype::F32, bytes::<f32>(batch.target_mapping.to_data())),
+    ];
+    let views = tensors
+        .iter()
+        .map(|(name, dtype, (shape, data))| safetensors::tensor::TensorView::new(*dtype, shape.clone(), data).map(|v| (name.to_string(), v)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    std::fs::write(path, safetensors::serialize(views, None).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -15,7 +15,7 @@ use sesame_layers::{ClassificationHead, Classifier, HasMaskedLmHead, PretrainedM
 use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
-use crate::bench::{bench_bart, bench_family, BenchArgs};
+use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
@@ -158,14 +158,13 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         generate_bart,
         forward_bart,
     ),
-    // XLNet's benchmark comes with #21.
     FamilyEntry {
         name: "xlnet",
         about: "permutation LM: two-stream relative attention with memory, SentencePiece",
         model_types: sesame_xlnet::config::MODEL_TYPES,
         train: Some(train_xlnet),
         export: Some(export_xlnet),
-        bench: None,
+        bench: Some(bench_xlnet),
         embed: None,
         fill_mask: None,
         generate: Some(generate_xlnet),

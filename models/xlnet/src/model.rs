@@ -165,9 +165,10 @@ pub struct RelativeAttention {
 
 /// What every layer's attention shares: masks, positions and segments.
 struct AttentionContext {
-    /// Content-stream mask `[batch, 1, q, k]` (1 = masked), every position seeing itself.
+    /// Content-stream mask `[batch, 1, q, k]`, `1e30` where masked (HF subtracts
+    /// `1e30 · mask`), every position seeing itself.
     mask_h: Option<Tensor<4>>,
-    /// Query-stream mask `[batch, 1, q, k]`.
+    /// Query-stream mask `[batch, 1, q, k]`, `1e30` where masked.
     mask_g: Option<Tensor<4>>,
     /// Relative position encodings `[batch, positions, d]`.
     pos_emb: Tensor<3>,
@@ -175,8 +176,50 @@ struct AttentionContext {
     seg_mat: Option<Tensor<4>>,
     /// `[batch, 1, num_predict, seq]`.
     target_mapping: Option<Tensor<4>>,
+    /// The predicted positions, when `target_mapping` has one-hot (or empty) rows.
+    targets: Option<Targets>,
     klen: usize,
     return_probs: bool,
+}
+
+/// The query stream run over its `m` predicted positions only. transformers places each
+/// predicted query at its position and attends from every position (`seq` rows, most of them
+/// multiplied by zero afterwards); with one-hot rows the same numbers come from the `m` rows
+/// alone.
+struct Targets {
+    /// `[batch, heads, m, klen]`: for predicted row `k` at position `i` and key `j`, the column
+    /// `j + q − i` of the position scores that `rel_shift` brings to `(i, j)`.
+    shift: Tensor<4, Int>,
+    /// The query-stream mask's rows at the predicted positions `[batch, 1, m, klen]`.
+    mask: Option<Tensor<4>>,
+    /// The segment matrix's rows at the predicted positions `[batch, 1, m, klen]`.
+    seg: Option<Tensor<4>>,
+    /// `[batch, 1, m, 1]`: 1 for a predicted row, 0 for an empty one.
+    weight: Tensor<4>,
+}
+
+impl Targets {
+    /// The targets of `mapping` `[b, m, q]` over `klen` keys and `positions` position
+    /// encodings, for `heads` heads; `None` unless every row is one-hot or zero (checked on
+    /// the host: one number read back).
+    fn of(mapping: &Tensor<3>, mask_g: Option<&Tensor<4>>, seg: Option<&Tensor<4>>, [heads, klen, positions]: [usize; 3]) -> Option<Self> {
+        let [b, m, q] = mapping.dims();
+        let map = mapping.clone().detach();
+        let row_sum = map.clone().sum_dim(2);
+        let off = (map.clone() * (map.clone() - 1.0)).abs().sum() + (row_sum.clone() - 1.0).clamp_min(0.0).sum();
+        if off.into_scalar::<f32>() != 0.0 {
+            return None;
+        }
+        let device = mapping.device();
+        let pos = map.argmax(2).reshape([b, 1, m, 1]);
+        let keys = Tensor::<1, Int>::arange(0..klen as i64, &device).reshape([1, 1, 1, klen]);
+        let shift = (keys + q as i64 - pos.clone()).clamp_max(positions as i64 - 1).expand([b, heads, m, klen]);
+        let rows = |t: &Tensor<4>| {
+            let [tb, _, _, k] = t.dims();
+            t.clone().gather(2, pos.clone().expand([tb, 1, m, k]))
+        };
+        Some(Self { shift, mask: mask_g.map(rows), seg: seg.map(rows), weight: row_sum.reshape([b, 1, m, 1]) })
+    }
 }
 
 impl RelativeAttention {
@@ -218,25 +261,40 @@ impl RelativeAttention {
         x.reshape([b, n, p, q]).slice([0..b, 0..n, 1..p, 0..q]).reshape([b, n, q, p - 1]).slice([0..b, 0..n, 0..q, 0..klen])
     }
 
-    /// Attention of queries `q_head` `[b, n, q, h]` over keys and values `[b, n, k, h]`:
-    /// the output `[b, n, q, h]` and the probabilities when asked.
-    fn core(&self, q_head: Tensor<4>, k_head_h: &Tensor<4>, v_head_h: &Tensor<4>, k_head_r: &Tensor<4>, mask: Option<&Tensor<4>>, ctx: &AttentionContext) -> (Tensor<4>, Option<Tensor<4>>) {
+    /// Attention of queries `q_head` `[b, n, q, h]` over keys and values `[b, n, k, h]`, with
+    /// the additive `mask` and segment matrix `seg` `[b, 1, q, k]`; the position scores
+    /// `rel_shift`ed, or gathered by `shift` (queries at chosen positions): the output
+    /// `[b, n, q, h]` and the probabilities when asked.
+    #[allow(clippy::too_many_arguments)]
+    fn core(
+        &self,
+        q_head: Tensor<4>,
+        [k_head_h, v_head_h, k_head_r]: [&Tensor<4>; 3],
+        mask: Option<&Tensor<4>>,
+        seg: Option<&Tensor<4>>,
+        shift: Option<&Tensor<4, Int>>,
+        ctx: &AttentionContext,
+    ) -> (Tensor<4>, Option<Tensor<4>>) {
         let scale = 1.0 / (q_head.dims()[3] as f64).sqrt();
         let ac = (q_head.clone() + Self::bias(&self.r_w_bias)).matmul(k_head_h.clone().swap_dims(2, 3));
-        let bd = Self::rel_shift((q_head.clone() + Self::bias(&self.r_r_bias)).matmul(k_head_r.clone().swap_dims(2, 3)), ctx.klen);
+        let bd = (q_head.clone() + Self::bias(&self.r_r_bias)).matmul(k_head_r.clone().swap_dims(2, 3));
+        let bd = match shift {
+            Some(shift) => bd.gather(3, shift.clone()),
+            None => Self::rel_shift(bd, ctx.klen),
+        };
         let mut score = ac + bd;
-        if let Some(seg) = &ctx.seg_mat {
+        if let Some(seg) = seg {
             // (q + r_s_bias) against the same-segment and other-segment embeddings: [b, n, q, 2].
             let [_, n, h] = self.seg_embed.dims();
             let ef = (q_head + Self::bias(&self.r_s_bias)).matmul(self.seg_embed.val().permute([1, 2, 0]).reshape([1, n, h, 2]));
             let [b, n, q, _] = ef.dims();
             let same = ef.clone().slice([0..b, 0..n, 0..q, 0..1]);
             let other = ef.slice([0..b, 0..n, 0..q, 1..2]);
-            score = score + same * (seg.clone().neg() + 1.0) + other * seg.clone();
+            score = score + (same.clone() + (other - same) * seg.clone());
         }
         let mut score = score * scale;
         if let Some(mask) = mask {
-            score = score - mask.clone() * 1e30;
+            score = score - mask.clone();
         }
         let probs = self.dropout.forward(softmax(score, 3));
         let out = probs.clone().matmul(v_head_h.clone());
@@ -263,20 +321,25 @@ impl RelativeAttention {
         let v_head_h = Self::heads(cat, &self.v);
         let k_head_r = Self::heads(ctx.pos_emb.clone(), &self.r);
         let q_head_h = Self::heads(h.clone(), &self.q);
-        let (attn_vec_h, probs_h) = self.core(q_head_h, &k_head_h, &v_head_h, &k_head_r, ctx.mask_h.as_ref(), ctx);
+        let kvr = [&k_head_h, &v_head_h, &k_head_r];
+        let (attn_vec_h, probs_h) = self.core(q_head_h, kvr, ctx.mask_h.as_ref(), ctx.seg_mat.as_ref(), None, ctx);
         let output_h = self.post_attention(h, attn_vec_h);
         let Some(g) = g else {
             return (output_h, None, (probs_h, None));
         };
         let q_head_g = Self::heads(g.clone(), &self.q);
-        let (attn_vec_g, probs_g) = match &ctx.target_mapping {
-            Some(mapping) => {
+        let (attn_vec_g, probs_g) = match (&ctx.targets, &ctx.target_mapping) {
+            (Some(t), _) => {
+                let (vec, _) = self.core(q_head_g, kvr, t.mask.as_ref(), t.seg.as_ref(), Some(&t.shift), ctx);
+                (vec * t.weight.clone(), None)
+            }
+            (None, Some(mapping)) => {
                 // Each predicted position's query placed at its position: [b, n, seq, h].
                 let placed = mapping.clone().swap_dims(2, 3).matmul(q_head_g);
-                let (vec, probs) = self.core(placed, &k_head_h, &v_head_h, &k_head_r, ctx.mask_g.as_ref(), ctx);
+                let (vec, probs) = self.core(placed, kvr, ctx.mask_g.as_ref(), ctx.seg_mat.as_ref(), None, ctx);
                 (mapping.clone().matmul(vec), probs)
             }
-            None => self.core(q_head_g, &k_head_h, &v_head_h, &k_head_r, ctx.mask_g.as_ref(), ctx),
+            (None, None) => self.core(q_head_g, kvr, ctx.mask_g.as_ref(), ctx.seg_mat.as_ref(), None, ctx),
         };
         let output_g = self.post_attention(g, attn_vec_g);
         (output_h, Some(output_g), (probs_h, probs_g))
@@ -479,15 +542,23 @@ impl XlnetModel {
             types.clone().reshape([b, q, 1]).not_equal(cat.reshape([b, 1, klen])).float().reshape([b, 1, q, klen])
         });
         let pos_emb = self.dropout.forward(self.relative_positions(q, klen, b, d, &device));
+        let mask_g = mask.map(|m| m.reshape([b, 1, q, klen]) * 1e30);
+        // Attention probabilities are returned as HF returns them, from every position.
+        let heads = self.layer.first().map_or(1, |l| l.rel_attn.q.dims()[1]);
+        let targets = match &input.target_mapping {
+            Some(mapping) if !options.attentions => Targets::of(mapping, mask_g.as_ref(), seg_mat.as_ref(), [heads, klen, pos_emb.dims()[1]]),
+            _ => None,
+        };
         let ctx = AttentionContext {
-            mask_h: non_tgt_mask.map(|m| m.reshape([b, 1, q, klen])),
-            mask_g: mask.map(|m| m.reshape([b, 1, q, klen])),
+            mask_h: non_tgt_mask.map(|m| m.reshape([b, 1, q, klen]) * 1e30),
+            mask_g,
             pos_emb,
             seg_mat,
             target_mapping: input.target_mapping.as_ref().map(|t| {
                 let [b, m, s] = t.dims();
                 t.clone().reshape([b, 1, m, s])
             }),
+            targets,
             klen,
             return_probs: options.attentions,
         };
@@ -518,5 +589,37 @@ impl XlnetModel {
         }
         let last = self.dropout.forward(output_g.unwrap_or(output_h));
         XlnetOutput { last_hidden_state: last, mems: use_mems.then_some(new_mems), hidden_states, attentions }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query stream over its predicted positions only gives what transformers' placement
+    /// over every position gives (taken when attentions are asked for), with memory, segments,
+    /// a permutation mask, an empty target row, and both attention types.
+    #[test]
+    fn query_stream_over_its_targets_equals_the_placed_queries() {
+        let device = Device::default();
+        for attn_type in [AttnType::Bi, AttnType::Uni] {
+            let config = XlnetConfig { vocab_size: 50, d_model: 32, n_layer: 2, n_head: 2, d_inner: 64, attn_type, dropout: 0.0, ..XlnetConfig::default() };
+            let model = XlnetModel::new(&config, &device);
+            let (b, s, m, mlen) = (2, 7, 3, 4);
+            let ids: Vec<i64> = (0..b * s).map(|i| (i as i64 * 13) % 50).collect();
+            let mut input = XlnetInput::new(Tensor::from_data(TensorData::new(ids, [b, s]), &device));
+            input.token_type_ids = Some(Tensor::from_data(TensorData::new((0..b * s).map(|i| i64::from(i % s > 3)).collect::<Vec<_>>(), [b, s]), &device));
+            input.perm_mask = Some(Tensor::from_data(TensorData::new((0..b * s * s).map(|i| ((i * 7) % 3 == 0) as u8 as f32).collect::<Vec<_>>(), [b, s, s]), &device));
+            // Row 0 predicts positions 5, 1 and 6; row 1 predicts 2 and 0, its last row empty.
+            let mut mapping = vec![0f32; b * m * s];
+            for (r, k, p) in [(0, 0, 5), (0, 1, 1), (0, 2, 6), (1, 0, 2), (1, 1, 0)] {
+                mapping[(r * m + k) * s + p] = 1.0;
+            }
+            input.target_mapping = Some(Tensor::from_data(TensorData::new(mapping, [b, m, s]), &device));
+            input.mems = Some((0..2).map(|l| Tensor::random([b, mlen, 32], burn::tensor::Distribution::Normal(0.0, 1.0 + l as f64), &device)).collect());
+            let fast = model.forward(input.clone(), OutputOptions::default()).last_hidden_state;
+            let placed = model.forward(input, OutputOptions { attentions: true, ..OutputOptions::default() }).last_hidden_state;
+            fast.into_data().assert_approx_eq::<f32>(&placed.into_data(), burn::tensor::Tolerance::absolute(1e-5));
+        }
     }
 }

@@ -349,6 +349,46 @@ pub struct PermutationExample {
     pub label: u8,
 }
 
+impl PermutationExample {
+    /// The window `reused` ++ `a <sep> b <sep> <cls>` (`seq_len` tokens in all) with its
+    /// predicted tokens (`_sample_mask`, `reverse` for a row read backwards) and factorisation
+    /// order (`_local_perm`) drawn from `rng`; `start[id]` says whether a token starts a word.
+    pub fn new([reused, a, b]: [&[u32]; 3], label: u8, start: &[bool], c: &PermutationConfig, special: SpecialIds, reverse: bool, rng: &mut impl Rng) -> Self {
+        let mut second: Vec<u32> = a.to_vec();
+        second.push(special.sep);
+        second.extend(b);
+        second.extend([special.sep, special.cls]);
+        let (goal_0, goal_1) = (c.num_predict - c.num_predict / 2, c.num_predict / 2);
+        let mask_0 = sample_mask(reused, start, goal_0, c, reverse, rng);
+        let mask_1 = sample_mask(&second, start, goal_1, c, reverse, rng);
+        let mut order: Vec<usize> = (0..c.perm_size).collect();
+        order.shuffle(rng);
+        let (pm_0, target_0) = local_perm(reused, &mask_0, &order, special);
+        order.shuffle(rng);
+        let (pm_1, target_1) = local_perm(&second, &mask_1, &order, special);
+        // The reused part never sees the new one; the new one sees all of the reused part.
+        let (n, r) = (reused.len() + second.len(), reused.len());
+        let mut perm_mask = vec![0f32; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                perm_mask[i * n + j] = match (i < r, j < r) {
+                    (true, true) => pm_0[i * r + j],
+                    (true, false) => 1.0,
+                    (false, true) => 0.0,
+                    (false, false) => pm_1[(i - r) * (n - r) + (j - r)],
+                };
+            }
+        }
+        let mut input_ids = reused.to_vec();
+        input_ids.extend(&second);
+        let mut token_type_ids = vec![0i64; r + a.len() + 1];
+        token_type_ids.extend(std::iter::repeat_n(1, b.len() + 1));
+        token_type_ids.push(2);
+        let targets = target_0.iter().chain(&target_1).enumerate().filter(|(_, &t)| t).map(|(p, _)| p).take(c.num_predict).collect();
+        Self { input_ids, token_type_ids, perm_mask, targets, label }
+    }
+}
+
 /// One batch on a device.
 #[derive(Clone, Debug)]
 pub struct PermutationBatch {
@@ -468,39 +508,8 @@ impl PermutationLm {
         let begin = window * c.reuse_len;
         let reused = &ids[begin..begin + c.reuse_len];
         let (a, b, label) = split_a_and_b(sentence, begin + c.reuse_len, c.seq_len - c.reuse_len - 3, rng);
-        let mut second: Vec<u32> = ids[a.clone()].to_vec();
-        second.push(self.special.sep);
-        second.extend(&ids[b.clone()]);
-        second.extend([self.special.sep, self.special.cls]);
         let reverse = c.bi_data && row >= rows.ids.len() / 2;
-        let (goal_0, goal_1) = (c.num_predict - c.num_predict / 2, c.num_predict / 2);
-        let mask_0 = sample_mask(reused, &self.start, goal_0, c, reverse, rng);
-        let mask_1 = sample_mask(&second, &self.start, goal_1, c, reverse, rng);
-        let mut order: Vec<usize> = (0..c.perm_size).collect();
-        order.shuffle(rng);
-        let (pm_0, target_0) = local_perm(reused, &mask_0, &order, self.special);
-        order.shuffle(rng);
-        let (pm_1, target_1) = local_perm(&second, &mask_1, &order, self.special);
-        // The reused part never sees the new one; the new one sees all of the reused part.
-        let (n, r) = (c.seq_len, c.reuse_len);
-        let mut perm_mask = vec![0f32; n * n];
-        for i in 0..n {
-            for j in 0..n {
-                perm_mask[i * n + j] = match (i < r, j < r) {
-                    (true, true) => pm_0[i * r + j],
-                    (true, false) => 1.0,
-                    (false, true) => 0.0,
-                    (false, false) => pm_1[(i - r) * (n - r) + (j - r)],
-                };
-            }
-        }
-        let mut input_ids = reused.to_vec();
-        input_ids.extend(&second);
-        let mut token_type_ids = vec![0i64; r + a.len() + 1];
-        token_type_ids.extend(std::iter::repeat_n(1, b.len() + 1));
-        token_type_ids.push(2);
-        let targets = target_0.iter().chain(&target_1).enumerate().filter(|(_, &t)| t).map(|(p, _)| p).take(c.num_predict).collect();
-        PermutationExample { input_ids, token_type_ids, perm_mask, targets, label }
+        PermutationExample::new([reused, &ids[a], &ids[b]], label, &self.start, c, self.special, reverse, rng)
     }
 
     /// Batch `window` of `rows`, row `r` drawn from a seed of (`seed`, `index`, `r`).
