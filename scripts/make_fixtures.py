@@ -1163,10 +1163,134 @@ def make_xlnet_generation():
         print(f"xlnet/{name}:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
 
 
+def make_metrics():
+    """fixtures/metrics/reference.json: fixed predictions and what scikit-learn, SciPy, seqeval
+    and torchmetrics' SQuAD (the official script's normalisation and scoring) give for them."""
+    import random
+
+    import numpy as np
+    import scipy.stats
+    import seqeval.metrics
+    import seqeval.scheme
+    import sklearn.metrics as skm
+    from torchmetrics.functional.text import squad
+
+    rng = random.Random(0)
+    out = {"versions": {"scikit-learn": __import__("sklearn").__version__, "scipy": scipy.__version__,
+                        "seqeval": "1.2.2", "torchmetrics": __import__("torchmetrics").__version__}}
+
+    def prf(t, p, average, **kw):
+        pr, rc, f, _ = skm.precision_recall_fscore_support(t, p, average=average, zero_division=0, **kw)
+        return {"precision": float(pr), "recall": float(rc), "f1": float(f)}
+
+    cases = []
+    # Label counts and skews, one label never occurring, a binary case, and a constant prediction.
+    for n, rows, skew, never in [(2, 40, 0.5, None), (3, 60, 0.7, None), (5, 80, 0.4, 3), (4, 30, 0.9, None), (3, 25, 0.0, None)]:
+        labels = [x for x in range(n) if x != never]
+        truth = [rng.choice(labels) for _ in range(rows)]
+        if skew == 0.0:
+            predicted = [labels[0]] * rows
+        else:
+            predicted = [t if rng.random() < skew else rng.choice(labels) for t in truth]
+        per = skm.precision_recall_fscore_support(truth, predicted, labels=list(range(n)), average=None, zero_division=0)
+        cases.append({
+            "num_labels": n, "truth": truth, "predicted": predicted,
+            "accuracy": skm.accuracy_score(truth, predicted),
+            "mcc": float(skm.matthews_corrcoef(truth, predicted)),
+            "confusion": skm.confusion_matrix(truth, predicted, labels=list(range(n))).tolist(),
+            "per_class": [{"precision": float(per[0][i]), "recall": float(per[1][i]), "f1": float(per[2][i]), "support": int(per[3][i])} for i in range(n)],
+            **{avg: prf(truth, predicted, avg) for avg in ("micro", "macro", "weighted")},
+        })
+    out["classification"] = cases
+
+    cases = []
+    for n, rows in [(3, 30), (5, 50)]:
+        truth = [[rng.random() < 0.4 for _ in range(n)] for _ in range(rows)]
+        predicted = [[t if rng.random() < 0.75 else not t for t in row] for row in truth]
+        t, p = np.array(truth, dtype=int), np.array(predicted, dtype=int)
+        per = skm.precision_recall_fscore_support(t, p, average=None, zero_division=0)
+        cases.append({
+            "num_labels": n, "truth": truth, "predicted": predicted,
+            "exact_match": skm.accuracy_score(t, p), "hamming_loss": skm.hamming_loss(t, p),
+            "per_label": [{"precision": float(per[0][i]), "recall": float(per[1][i]), "f1": float(per[2][i]), "support": int(per[3][i])} for i in range(n)],
+            **{avg: prf(t, p, avg) for avg in ("micro", "macro", "weighted")},
+        })
+    out["multilabel"] = cases
+
+    cases = []
+    for rows, ties in [(30, False), (40, True), (12, True)]:
+        truth = [round(rng.uniform(0, 5), 1 if ties else 6) for _ in range(rows)]
+        predicted = [round(t + rng.gauss(0, 1), 1 if ties else 6) for t in truth]
+        cases.append({
+            "truth": truth, "predicted": predicted,
+            "pearson": float(scipy.stats.pearsonr(truth, predicted)[0]),
+            "spearman": float(scipy.stats.spearmanr(truth, predicted)[0]),
+            "mse": skm.mean_squared_error(truth, predicted), "mae": skm.mean_absolute_error(truth, predicted),
+        })
+    out["regression"] = cases
+
+    def tags(prefixes, kinds, length, valid):
+        seq = []
+        for _ in range(length):
+            p = rng.choice(prefixes)
+            seq.append("O" if p == "O" else f"{p}-{rng.choice(kinds)}")
+        return seq
+
+    def corrupt(seq, prefixes, kinds):
+        return [t if rng.random() < 0.7 else ("O" if rng.random() < 0.3 else f"{rng.choice([x for x in prefixes if x != 'O'])}-{rng.choice(kinds)}") for t in seq]
+
+    cases = []
+    kinds = ["PER", "LOC", "ORG"]
+    for scheme, prefixes in [(None, ["B", "I", "O", "O", "I"]), (None, ["B", "I", "E", "S", "O", "O"]),
+                             ("IOB2", ["B", "I", "O", "O", "I"]), ("IOBES", ["B", "I", "E", "S", "O", "O"])]:
+        truth = [tags(prefixes, kinds, rng.randint(1, 12), True) for _ in range(25)]
+        predicted = [corrupt(s, prefixes, kinds) for s in truth]
+        kw = {} if scheme is None else {"mode": "strict", "scheme": getattr(seqeval.scheme, scheme)}
+        report = seqeval.metrics.classification_report(truth, predicted, output_dict=True, zero_division=0, **kw)
+        case = {"scheme": scheme or "default", "truth": truth, "predicted": predicted,
+                "accuracy": seqeval.metrics.accuracy_score(truth, predicted),
+                "per_type": {k: {"precision": v["precision"], "recall": v["recall"], "f1": v["f1-score"], "support": int(v["support"])}
+                             for k, v in report.items() if k in kinds or k == "_"}}
+        for avg in ("micro", "macro", "weighted"):
+            case[avg] = {name: float(getattr(seqeval.metrics, f"{name}_score")(truth, predicted, average=avg, zero_division=0, **kw))
+                         for name in ("precision", "recall", "f1")}
+        cases.append(case)
+    out["tagging"] = cases
+
+    import importlib
+
+    # SQuAD 1.1's scoring (torchmetrics) and 2.0's agree unless an answer normalises to nothing
+    # (2.0 drops such gold answers and scores two empty answers as a match): those are left out
+    # here and tested apart.
+    normalize = importlib.import_module("torchmetrics.functional.text.squad")._normalize_text
+    words = ["The", "cat", "an", "Apple", "a", "dog's", "run", "(the)", "U.S.", "café", "42", "Thé", "an-apple", "x_y", "the,"]
+
+    def answer(longest):
+        while not normalize(text := " ".join(rng.choice(words) for _ in range(rng.randint(1, longest)))):
+            pass
+        return text
+
+    questions = []
+    for i in range(40):
+        gold = [answer(4) for _ in range(rng.randint(1, 3))]
+        pred = rng.choice(gold) if rng.random() < 0.3 else answer(5)
+        pred = pred.upper() if rng.random() < 0.2 else pred
+        target = [{"answers": {"answer_start": [0] * len(gold), "text": gold}, "id": str(i)}]
+        scores = squad(preds=[{"prediction_text": pred, "id": str(i)}], target=target)
+        questions.append({"answers": gold, "predicted": pred, "exact": float(scores["exact_match"]), "f1": float(scores["f1"])})
+    preds = [{"prediction_text": q["predicted"], "id": str(i)} for i, q in enumerate(questions)]
+    target = [{"answers": {"answer_start": [0] * len(q["answers"]), "text": q["answers"]}, "id": str(i)} for i, q in enumerate(questions)]
+    total = squad(preds=preds, target=target)
+    out["squad"] = {"questions": questions, "exact": float(total["exact_match"]), "f1": float(total["f1"])}
+
+    (OUT / "metrics").mkdir(parents=True, exist_ok=True)
+    (OUT / "metrics" / "reference.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1184,6 +1308,9 @@ def main():
         make_xlnet()
         make_xlnet_spiece()
         make_xlnet_generation()
+        return
+    if args.only == "metrics":
+        make_metrics()
         return
     if args.only == "generation":
         make_generation_processors()
@@ -1213,6 +1340,7 @@ def main():
     make_bart()
     make_xlnet()
     make_xlnet_generation()
+    make_metrics()
     if args.minilm:
         make_minilm(args.minilm)
 
