@@ -5,6 +5,7 @@ pub mod batcher;
 pub mod contain;
 pub mod corpus;
 pub mod fs;
+pub mod labelled;
 pub mod masking;
 pub mod noising;
 pub mod pretraining;
