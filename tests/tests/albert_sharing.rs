@@ -55,7 +55,7 @@ struct SopBatch {
 
 fn sop_step(model: &AlbertForPreTraining, batch: SopBatch) -> StepOutput {
     let out = model.forward(batch.input, Some(batch.labels), OutputOptions::default());
-    StepOutput { loss: out.loss.expect("labels given"), metrics: vec![], tokens: 0 }
+    StepOutput { loss: out.loss.expect("labels given"), metrics: vec![], tokens: 0, predictions: None }
 }
 
 #[test]

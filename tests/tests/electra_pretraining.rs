@@ -26,7 +26,7 @@ fn fixture_batch(f: &Fixture, device: &Device) -> Sampled {
 }
 
 fn joint_step(model: &ElectraPreTrainingPair, (batch, samples): Sampled) -> StepOutput {
-    StepOutput { loss: model.objective(&batch, Some(samples)).loss, metrics: vec![], tokens: 0 }
+    StepOutput { loss: model.objective(&batch, Some(samples)).loss, metrics: vec![], tokens: 0, predictions: None }
 }
 
 #[test]

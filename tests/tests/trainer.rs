@@ -312,7 +312,7 @@ impl TrainTask for Carrying {
         };
         let y = model.forward(input);
         memory.0 = Some(y.clone().detach().mean_dim(0));
-        StepOutput { loss: (y - x).square().mean(), metrics: vec![], tokens: 32 }
+        StepOutput { loss: (y - x).square().mean(), metrics: vec![], tokens: 32, predictions: None }
     }
 }
 

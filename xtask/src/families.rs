@@ -18,6 +18,7 @@ use sesame_train::pretraining::PretrainingFamily;
 use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
+use crate::finetune::{finetune_classifier, FinetuneArgs};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
 use crate::{embed_with, fill_mask_with, Texts};
 
@@ -44,6 +45,8 @@ pub struct FamilyEntry {
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
+    /// `cargo xtask finetune` from a checkpoint of this family.
+    pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
 }
 
 impl FamilyEntry {
@@ -58,6 +61,7 @@ impl FamilyEntry {
         S: SequenceHead<B>,
         B: HasMaskedLmHead,
         F::Model: PretrainedModel<Config = B::Config>,
+        sesame_layers::ForSequenceClassification<B, S>: Send + Sync,
     {
         Self {
             name,
@@ -71,6 +75,7 @@ impl FamilyEntry {
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
+            finetune: Some(finetune_classifier::<B, S>),
         }
     }
 
@@ -97,6 +102,7 @@ impl FamilyEntry {
             fill_mask: None,
             generate: Some(generate),
             forward: Some(forward),
+            finetune: None,
         }
     }
 
@@ -115,6 +121,7 @@ impl FamilyEntry {
             ("fill-mask", self.fill_mask.is_some()),
             ("generate", self.generate.is_some()),
             ("forward", self.forward.is_some()),
+            ("finetune", self.finetune.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
@@ -169,6 +176,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         fill_mask: None,
         generate: Some(generate_xlnet),
         forward: Some(forward_xlnet),
+        finetune: None,
     },
 ];
 

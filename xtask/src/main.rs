@@ -11,6 +11,7 @@ use sesame_text::Tokenizer;
 use sesame_train::Backend;
 
 mod bench;
+mod finetune;
 mod families;
 mod forward;
 mod generate;
@@ -72,6 +73,14 @@ enum Command {
     Train {
         #[command(flatten)]
         args: train::TrainArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Fine-tune a checkpoint on your labelled file (CSV, TSV, JSON lines) and export the best
+    /// model with its labels; prints the evaluation metrics as JSON.
+    Finetune {
+        #[command(flatten)]
+        args: finetune::FinetuneArgs,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -234,6 +243,11 @@ fn run(cli: Cli) -> Result<String, String> {
     match cli.command {
         Command::Train { args, backend } => train::train(args, backend.device()?),
         Command::Export { args, backend } => train::export(args, backend.device()?),
+        Command::Finetune { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("finetune", family.finetune)?(&args, device)
+        }
         Command::Bench { args, backend } => {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
             bench::bench(args, backend.device()?, name)

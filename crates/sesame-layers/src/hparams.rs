@@ -79,6 +79,9 @@ pub struct LabelConfig {
     /// Label names of classification heads; their count is the number of labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id2label: Option<BTreeMap<String, String>>,
+    /// Label ids by name (HF writes it beside `id2label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label2id: Option<BTreeMap<String, usize>>,
     /// Explicit label count (HF accepts it instead of `id2label`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_labels: Option<usize>,
@@ -96,6 +99,7 @@ impl LabelConfig {
     /// Set the number of labels (names `LABEL_i`).
     pub fn set_count(&mut self, n: usize) {
         self.id2label = Some((0..n).map(|i| (i.to_string(), format!("LABEL_{i}"))).collect());
+        self.label2id = Some((0..n).map(|i| (format!("LABEL_{i}"), i)).collect());
         self.num_labels = None;
     }
 

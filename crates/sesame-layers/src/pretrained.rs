@@ -29,6 +29,10 @@ pub trait HfConfig: Sized + Clone {
     fn initializer_range(&self) -> f64 {
         0.02
     }
+    /// The label names, ids and problem type of classification heads.
+    fn labels(&self) -> &crate::hparams::LabelConfig;
+    /// The same, to change (a fine-tuning run sets its own labels).
+    fn labels_mut(&mut self) -> &mut crate::hparams::LabelConfig;
 }
 
 /// A model loaded from an HF directory, with its config and what loading did.

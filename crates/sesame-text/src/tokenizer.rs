@@ -351,6 +351,12 @@ impl Tokenizer {
         self.encode_unpadded(inputs, max_len, truncate)
     }
 
+    /// Encode sentence pairs one by one, unpadded (the same tokens as [`Tokenizer::encode_pairs`]).
+    pub fn encode_pairs_each(&self, pairs: &[(&str, &str)], max_len: usize, truncate: bool) -> Result<Vec<EncodedText>, TokenizerError> {
+        let inputs = pairs.iter().map(|(a, b)| EncodeInput::Dual((*a).into(), (*b).into())).collect();
+        self.encode_unpadded(inputs, max_len, truncate)
+    }
+
     /// Pad `rows` to the longest of them, as HF's `padding=True` does: on the right, or on the
     /// left for a tokenizer whose `padding_side` is `left` (XLNet's), padding with the family's
     /// padding token type (XLNet's 3, else 0).

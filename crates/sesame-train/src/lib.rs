@@ -8,6 +8,7 @@
 
 pub mod backend;
 pub mod clip;
+pub mod finetune;
 pub mod metrics;
 pub mod pretraining;
 pub mod schedule;
@@ -17,4 +18,4 @@ pub use backend::{Backend, BackendNotCompiled};
 pub use metrics::{Metric, MetricTotals};
 pub use pretraining::{pretraining_step, read_back, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily, PretrainingModel};
 pub use schedule::{Decay, LrSchedule};
-pub use trainer::{is_cpu, run_micro_batches, BoxError, CarriedState, StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};
+pub use trainer::{is_cpu, run_micro_batches, Best, BoxError, CarriedState, StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};

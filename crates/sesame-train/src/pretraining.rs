@@ -525,7 +525,7 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
         metrics.push(Metric::mean(&format!("{name}_loss"), losses[1] * rows, rows));
         metrics.push(Metric::mean(&format!("{name}_accuracy"), counts[2], rows));
     }
-    StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
+    StepOutput { loss: out.loss, metrics, tokens: batch.tokens, predictions: None }
 }
 
 /// The values of `t` on the host, or `fallback` for each when the device fails to give them

@@ -60,6 +60,14 @@ pub trait TrainTask {
     fn baselines(&self) -> std::collections::BTreeMap<String, f64> {
         Default::default()
     }
+
+    /// Metrics of the whole held-out set that are not means over batches (F1, Matthews'
+    /// correlation, Pearson's), from every held-out batch's [`StepOutput::predictions`] in
+    /// order. None by default.
+    fn held_out_scores(&self, predictions: &[TensorData]) -> std::collections::BTreeMap<String, f64> {
+        let _ = predictions;
+        Default::default()
+    }
 }
 
 /// Data a [`TrainTask`] carries from one step to the next, written into every step
@@ -94,6 +102,9 @@ pub struct StepOutput {
     pub metrics: Vec<Metric>,
     /// Non-padding tokens in the batch (for tokens/s).
     pub tokens: usize,
+    /// What the model predicted for the batch (logits, one row per example), for metrics of
+    /// the whole held-out set ([`TrainTask::held_out_scores`]); `None` for tasks without them.
+    pub predictions: Option<TensorData>,
 }
 
 /// Optimisation and bookkeeping settings.
@@ -129,6 +140,16 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Keep this many most recent checkpoints.
     pub keep_checkpoints: usize,
+    /// The held-out metric that picks the best model (kept in `best/`), if any.
+    #[serde(default)]
+    pub best_metric: Option<String>,
+    /// Whether a larger `best_metric` is better (`None`: yes, unless its name ends in `loss`,
+    /// as transformers' Trainer decides).
+    #[serde(default)]
+    pub greater_is_better: Option<bool>,
+    /// Stop after this many evaluations without a better `best_metric` (0: never).
+    #[serde(default)]
+    pub patience: u64,
 }
 
 impl Default for TrainConfig {
@@ -149,6 +170,9 @@ impl Default for TrainConfig {
             eval_every: 100,
             checkpoint_every: 100,
             keep_checkpoints: 2,
+            best_metric: None,
+            greater_is_better: None,
+            patience: 0,
         }
     }
 }
@@ -261,6 +285,23 @@ pub struct TrainOutcome<M> {
     pub held_out: std::collections::BTreeMap<String, f64>,
     /// The step the run started from (0, or the resumed checkpoint's step).
     pub resumed_from: u64,
+    /// The best evaluation by `best_metric`, whose model is in `best/model.bpk`.
+    pub best: Option<Best>,
+    /// The step at which `patience` stopped the run, if it did.
+    pub stopped_early: Option<u64>,
+}
+
+/// The best evaluation so far by [`TrainConfig::best_metric`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    /// The step it was taken at.
+    pub step: u64,
+    /// The metric's value.
+    pub value: f64,
+    /// Every held-out metric of that evaluation.
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    /// Evaluations since, none of them better.
+    pub stale: u64,
 }
 
 /// The state saved with each checkpoint besides the model and optimizer.
@@ -268,6 +309,9 @@ pub struct TrainOutcome<M> {
 struct CheckpointState {
     step: u64,
     config: TrainConfig,
+    /// The best evaluation so far (with `best_metric`).
+    #[serde(default)]
+    best: Option<Best>,
 }
 
 /// One micro-batch's loss, metrics, token count and gradients.
@@ -405,6 +449,7 @@ impl Trainer {
         model.visit(&mut Materialize);
         let mut optim = config.optimizer();
         let mut start = 0;
+        let mut best: Option<Best> = None;
         let mut state = T::State::default();
         if resume {
             let checkpoint = self.latest_checkpoint().ok_or_else(|| TrainError::NoCheckpoint(self.dir.clone()))?;
@@ -416,6 +461,7 @@ impl Trainer {
             optim = optim.load(checkpoint.join("optim.bpk")).map_err(|e| load(e.into()))?;
             state = T::State::load(&checkpoint, &device).map_err(load)?;
             start = saved.step;
+            best = saved.best;
         }
         sesame_text::fs::write_atomic(&self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON").as_bytes())
             .map_err(io("cannot write", &self.dir))?;
@@ -475,23 +521,44 @@ impl Trainer {
                 (window_tokens, window_start) = (0, Instant::now());
             }
             let eval_now = (config.eval_every > 0 && done % config.eval_every == 0) || done == config.steps;
+            let mut out_of_patience = false;
             if eval_now && !held_out.is_empty() {
                 held_out_metrics = self.evaluate(task, &model, &held_out);
                 held_out_metrics.extend(baselines.clone());
                 bar.suspend(|| eprintln!("step {done}: held-out {}", format_values(&held_out_metrics)));
                 log.push(LogLine { step: done, split: "held_out".into(), values: held_out_metrics.clone() })
                     .map_err(io("cannot write metrics in", &self.dir))?;
+                if let Some(name) = &config.best_metric {
+                    // A metric undefined at this evaluation (a correlation of constant
+                    // predictions) is no improvement.
+                    let value = held_out_metrics.get(name).copied();
+                    let larger = config.greater_is_better.unwrap_or(!name.ends_with("loss"));
+                    let better = value.is_some_and(|v| best.as_ref().is_none_or(|b| if larger { v > b.value } else { v < b.value }));
+                    let value = value.unwrap_or(f64::NAN);
+                    if better {
+                        self.save_best(&model)?;
+                        best = Some(Best { step: done, value, metrics: held_out_metrics.clone(), stale: 0 });
+                    } else if let Some(b) = &mut best {
+                        b.stale += 1;
+                        out_of_patience = config.patience > 0 && b.stale >= config.patience;
+                    }
+                }
             }
             if Some(done) == self.stop_after {
                 bar.abandon();
-                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start });
+                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: None });
             }
-            if (config.checkpoint_every > 0 && done % config.checkpoint_every == 0) || done == config.steps {
-                last_checkpoint = self.save_checkpoint(done, &model, &optim, &state)?.display().to_string();
+            if (config.checkpoint_every > 0 && done % config.checkpoint_every == 0) || done == config.steps || out_of_patience {
+                last_checkpoint = self.save_checkpoint(done, &model, &optim, &state, best.as_ref())?.display().to_string();
+            }
+            if out_of_patience {
+                bar.abandon();
+                bar.suspend(|| eprintln!("step {done}: no better {} in {} evaluations; stopping", config.best_metric.as_deref().unwrap_or(""), config.patience));
+                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: Some(done) });
             }
         }
         bar.finish();
-        Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start })
+        Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: None })
     }
 
     /// Forward and backward passes of step `step`'s micro-batches, in micro-batch order,
@@ -532,8 +599,8 @@ impl Trainer {
     {
         let device = model.devices().into_iter().next().expect("a model with parameters").without_autodiff();
         let inference = model.clone().valid().fork(&device);
-        let scalar = |out: StepOutput| (out.loss.try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64), out.metrics);
-        let outputs: Vec<(f64, Vec<Metric>)> = if T::State::EMPTY {
+        let scalar = |out: StepOutput| (out.loss.try_into_scalar::<f32>().map_or(f64::NAN, |v| v as f64), out.metrics, out.predictions);
+        let outputs: Vec<(f64, Vec<Metric>, Option<TensorData>)> = if T::State::EMPTY {
             let seed = self.config.seed ^ 0x5EED_E7A1_0000_0000;
             run_micro_batches(&inference, batches.len() as u64, self.threads, seed, |i, m| scalar(task.step(m, batches[i as usize].clone())))
         } else {
@@ -541,16 +608,22 @@ impl Trainer {
             batches.iter().map(|batch| scalar(task.step_with_state(&inference, batch.clone(), &mut state))).collect()
         };
         let mut totals = MetricTotals::default();
-        for (loss, metrics) in outputs {
+        let mut predictions = Vec::new();
+        for (loss, metrics, predicted) in outputs {
             totals.add(&metrics);
             totals.add(&[Metric::mean("loss", loss, 1.0)]);
+            predictions.extend(predicted);
         }
-        totals.summarise()
+        let mut values = totals.summarise();
+        if !predictions.is_empty() {
+            values.extend(task.held_out_scores(&predictions));
+        }
+        values
     }
 
     /// Write `checkpoints/step-N` (model, optimizer, the task's carried state, the step)
     /// atomically and point `latest` to it.
-    fn save_checkpoint<M: Module, S: CarriedState>(&self, step: u64, model: &M, optim: &ModuleOptimizer, carried: &S) -> Result<PathBuf, TrainError> {
+    fn save_checkpoint<M: Module, S: CarriedState>(&self, step: u64, model: &M, optim: &ModuleOptimizer, carried: &S, best: Option<&Best>) -> Result<PathBuf, TrainError> {
         let root = self.checkpoints();
         let name = format!("step-{step:08}");
         let tmp = root.join(format!(".{name}.tmp"));
@@ -561,7 +634,7 @@ impl Trainer {
         model.clone().save_file(tmp.join("model.bpk")).map_err(|e| fail(e.into()))?;
         optim.save(tmp.join("optim.bpk")).map_err(|e| fail(e.into()))?;
         carried.save(&tmp).map_err(fail)?;
-        let state = CheckpointState { step, config: self.config.clone() };
+        let state = CheckpointState { step, config: self.config.clone(), best: best.cloned() };
         std::fs::write(tmp.join("state.json"), serde_json::to_string_pretty(&state).expect("JSON")).map_err(|e| fail(e.into()))?;
         let _ = std::fs::remove_dir_all(&fin);
         std::fs::rename(&tmp, &fin).map_err(io("cannot rename", &tmp))?;
@@ -570,6 +643,20 @@ impl Trainer {
         std::fs::rename(&latest_tmp, root.join("latest")).map_err(io("cannot write", &root))?;
         self.prune(&root)?;
         Ok(fin)
+    }
+
+    /// The best model so far: `best/model.bpk`, written atomically.
+    fn save_best<M: Module>(&self, model: &M) -> Result<(), TrainError> {
+        let dir = self.dir.join("best");
+        std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
+        let tmp = dir.join(".model.tmp.bpk");
+        model.clone().save_file(&tmp).map_err(|e| TrainError::Io { what: "cannot write the best model", path: tmp.clone(), source: e.into() })?;
+        std::fs::rename(&tmp, dir.join("model.bpk")).map_err(io("cannot rename", &tmp))
+    }
+
+    /// The best model written by a run with [`TrainConfig::best_metric`].
+    pub fn best_model(&self) -> PathBuf {
+        self.dir.join("best").join("model.bpk")
     }
 
     fn prune(&self, root: &Path) -> Result<(), TrainError> {

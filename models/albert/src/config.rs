@@ -134,6 +134,14 @@ impl AlbertConfig {
 }
 
 impl HfConfig for AlbertConfig {
+    fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
+        &self.hparams.labels
+    }
+
+    fn labels_mut(&mut self) -> &mut sesame_layers::hparams::LabelConfig {
+        &mut self.hparams.labels
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, Albert::MODEL_TYPES, Albert::defaults())?;
         config.validate()?;

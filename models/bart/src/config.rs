@@ -247,6 +247,14 @@ impl BartConfig {
 }
 
 impl HfConfig for BartConfig {
+    fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
+        &self.labels
+    }
+
+    fn labels_mut(&mut self) -> &mut sesame_layers::hparams::LabelConfig {
+        &mut self.labels
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, serde_json::json!({}))?;
         config.validate()?;

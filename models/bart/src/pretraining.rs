@@ -295,5 +295,5 @@ pub fn denoising_step(model: &BartForConditionalGeneration, batch: DenoisingBatc
         metrics.push(Metric::mean("infill_loss", infill_nll, infilled));
         metrics.push(Metric::mean("infill_accuracy", infill_correct, infilled));
     }
-    StepOutput { loss, metrics, tokens: batch.tokens }
+    StepOutput { loss, metrics, tokens: batch.tokens, predictions: None }
 }

@@ -156,6 +156,14 @@ impl<F: BertLikeFamily> BertLikeConfig<F> {
 }
 
 impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
+    fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
+        &self.hparams.labels
+    }
+
+    fn labels_mut(&mut self) -> &mut sesame_layers::hparams::LabelConfig {
+        &mut self.hparams.labels
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let mut config: Self = read_family_config(dir, F::MODEL_TYPES, F::defaults())?;
         config.validate()?;

@@ -138,6 +138,14 @@ impl ElectraConfig {
 }
 
 impl HfConfig for ElectraConfig {
+    fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
+        &self.hparams.labels
+    }
+
+    fn labels_mut(&mut self) -> &mut sesame_layers::hparams::LabelConfig {
+        &mut self.hparams.labels
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, defaults())?;
         config.validate()?;

@@ -272,7 +272,7 @@ impl ElectraPreTrainingPair {
             Metric::mean("rtd_recall", true_positives, replaced),
             Metric::mean("replaced_fraction", replaced, tokens),
         ];
-        StepOutput { loss: out.loss, metrics, tokens: batch.tokens }
+        StepOutput { loss: out.loss, metrics, tokens: batch.tokens, predictions: None }
     }
 }
 

@@ -205,6 +205,14 @@ impl XlnetConfig {
 }
 
 impl HfConfig for XlnetConfig {
+    fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
+        &self.labels
+    }
+
+    fn labels_mut(&mut self) -> &mut sesame_layers::hparams::LabelConfig {
+        &mut self.labels
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, serde_json::json!({}))?;
         config.validate()?;

@@ -607,7 +607,7 @@ pub fn permutation_step(model: &XlnetLmHeadModel, batch: PermutationBatch, memor
     let sums = Tensor::cat(vec![valid.float().sum(), correct, loss.clone().detach()], 0);
     let [tokens, correct, mean] = read_back(sums, f64::NAN)[..] else { unreachable!("three sums") };
     let metrics = vec![Metric::exp_mean("perplexity", mean * tokens, tokens), Metric::mean("token_accuracy", correct, tokens)];
-    StepOutput { loss, metrics, tokens: batch.tokens }
+    StepOutput { loss, metrics, tokens: batch.tokens, predictions: None }
 }
 
 impl XlnetConfig {

@@ -1,0 +1,295 @@
+//! `cargo xtask finetune`: fine-tune a checkpoint on the user's own labelled file, evaluate it
+//! with the field's metrics, and export the best (or last) model in HF layout with its label
+//! names and tokenizer.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::Device;
+use sesame_layers::{Backbone, ForSequenceClassification, PretrainedModel, SequenceHead, WeightFiles};
+use sesame_text::labelled::{self, Columns, ProblemType, Target};
+use sesame_text::{Tokenizer, TokenizerConfig};
+use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification};
+use sesame_train::{TrainConfig, TrainTask, Trainer};
+
+/// What to learn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+pub enum FinetuneTask {
+    /// Sequence classification; the labels say which kind (`run_classification.py`'s rule):
+    /// strings or integers are classes, floats a regression target, lists sets of classes.
+    Classify,
+    /// Multi-label classification (a list of classes per row, or one class).
+    Multilabel,
+    /// Regression on a number per row.
+    Regress,
+}
+
+/// Options of `cargo xtask finetune` (names as `train`'s where they overlap; defaults as
+/// transformers' `Trainer`'s).
+#[derive(clap::Args, Debug)]
+pub struct FinetuneArgs {
+    /// The HF checkpoint to start from (config.json, weights, tokenizer files).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// What to learn.
+    #[arg(long, value_enum, default_value = "classify")]
+    pub task: FinetuneTask,
+    /// Training rows: CSV or TSV with a header, or JSON lines.
+    #[arg(long)]
+    pub train: PathBuf,
+    /// Evaluation rows, in the same form.
+    #[arg(long)]
+    pub eval: PathBuf,
+    /// Run directory: checkpoints, metrics.jsonl, the exported model in `model/`.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Column (field) of the text.
+    #[arg(long, default_value = "text")]
+    pub text_column: String,
+    /// Column (field) of the second text of sentence pairs.
+    #[arg(long)]
+    pub text_pair_column: Option<String>,
+    /// Column (field) of the label.
+    #[arg(long, default_value = "label")]
+    pub label_column: String,
+    /// Passes over the training rows.
+    #[arg(long, default_value_t = 3.0, conflicts_with = "steps")]
+    pub epochs: f64,
+    /// Optimizer steps, instead of --epochs.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: Option<u64>,
+    /// Rows per batch.
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub batch_size: usize,
+    /// Batches per optimizer step (gradients averaged).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub grad_accum: u64,
+    /// Peak learning rate.
+    #[arg(long, default_value_t = 5e-5)]
+    pub lr: f64,
+    /// Tokens per row at most (longer texts are truncated), special tokens included
+    /// [default: 128, or the model's positions if fewer].
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=65_536))]
+    pub seq_len: Option<usize>,
+    /// Warm-up steps (then linear decay to 0).
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+    /// AdamW weight decay (not on biases and LayerNorm).
+    #[arg(long, default_value_t = 0.0)]
+    pub weight_decay: f64,
+    /// Global gradient-norm clip (0: none).
+    #[arg(long, default_value_t = 1.0)]
+    pub max_grad_norm: f64,
+    /// Evaluate (and checkpoint) every N steps [default: every epoch].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_every: Option<u64>,
+    /// The held-out metric that picks the model exported [default: accuracy; f1_micro for
+    /// multi-label; mse for regression].
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Stop after this many evaluations without a better --metric (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub patience: u64,
+    /// Random seed (head initialisation, shuffling, dropout).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Continue the run in --out from its latest checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Micro-batches trained at once on a CPU backend (default: its cores, at most --grad-accum).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub threads: Option<usize>,
+    /// Stop after this step without a final checkpoint (simulates a kill; for testing resume).
+    #[arg(long, hide = true)]
+    pub stop_after: Option<u64>,
+    /// Hide the progress bar (log lines instead).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The labelled data of a run, read and checked before any model is loaded.
+pub struct FinetuneData {
+    problem: ProblemType,
+    /// Class names (none for regression).
+    classes: Vec<String>,
+    train: (Vec<String>, Option<Vec<String>>, Vec<Target>),
+    eval: (Vec<String>, Option<Vec<String>>, Vec<Target>),
+}
+
+/// Read `--train` and `--eval`: the label kind from the training file (or `--task`), the
+/// classes from the training file, every evaluation label checked against them.
+pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
+    let columns = Columns { text: args.text_column.clone(), pair: args.text_pair_column.clone(), label: args.label_column.clone() };
+    let train = labelled::read_rows(&args.train, &columns).map_err(|e| e.to_string())?;
+    let eval = labelled::read_rows(&args.eval, &columns).map_err(|e| e.to_string())?;
+    let found = labelled::problem_type(&args.train, &train).map_err(|e| e.to_string())?;
+    labelled::problem_type(&args.eval, &eval).map_err(|e| e.to_string())?;
+    let problem = match (args.task, found) {
+        (FinetuneTask::Classify, found) => found,
+        (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
+        (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
+        (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
+        (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
+    };
+    let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };
+    if problem == ProblemType::SingleLabelClassification && classes.len() < 2 {
+        return Err(format!("{}: a classifier needs at least two classes; the labels hold {classes:?}", args.train.display()));
+    }
+    let split = |path: &Path, rows: &[labelled::LabelledRow]| -> Result<_, String> {
+        let targets = labelled::targets(path, rows, problem, &classes).map_err(|e| e.to_string())?;
+        let texts = rows.iter().map(|r| r.text.clone()).collect();
+        let pairs = args.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.clone().unwrap_or_default()).collect());
+        Ok((texts, pairs, targets))
+    };
+    Ok(FinetuneData { problem, train: split(&args.train, &train)?, eval: split(&args.eval, &eval)?, classes })
+}
+
+/// The metric that picks the exported model, and whether larger is better.
+fn best_metric(args: &FinetuneArgs, problem: ProblemType) -> Result<(String, bool), String> {
+    let name = args.metric.clone().unwrap_or_else(|| {
+        match problem {
+            ProblemType::SingleLabelClassification => "accuracy",
+            ProblemType::MultiLabelClassification => "f1_micro",
+            ProblemType::Regression => "mse",
+        }
+        .to_string()
+    });
+    let names = metric_names(problem);
+    if !names.contains(&name.as_str()) {
+        return Err(format!("--metric {name}: {} reports {}", problem.hf_name(), names.join(", ")));
+    }
+    let lower_is_better = name.ends_with("loss") || name == "mse" || name == "mae";
+    Ok((name, !lower_is_better))
+}
+
+/// `finetune` of a checkpoint whose base model is `B`, with sequence head `S`.
+pub fn finetune_classifier<B, S>(args: &FinetuneArgs, device: Device) -> Result<String, String>
+where
+    B: Backbone,
+    S: SequenceHead<B>,
+    ForSequenceClassification<B, S>: PretrainedModel<Config = B::Config> + Send + Sync,
+{
+    let data = read_data(args)?;
+    let (metric, greater_is_better) = best_metric(args, data.problem)?;
+    let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let mut config = <B::Config as sesame_layers::HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
+    let num_labels = data.classes.len().max(1);
+    set_labels(sesame_layers::HfConfig::labels_mut(&mut config), &data.classes, data.problem);
+    let limits = B::input_limits(&config);
+    let seq_len = match args.seq_len {
+        Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
+        Some(n) => n,
+        None => 128.min(limits.max_len),
+    };
+    let encode = |(texts, pairs, targets): &(Vec<String>, Option<Vec<String>>, Vec<Target>), path: &Path| {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let pairs: Option<Vec<&str>> = pairs.as_ref().map(|p| p.iter().map(String::as_str).collect());
+        LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets.clone(), seq_len).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let (train, eval) = (encode(&data.train, &args.train)?, encode(&data.eval, &args.eval)?);
+    let (train_rows, eval_rows) = (train.len(), eval.len());
+    let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, args.batch_size, args.seed);
+    let per_epoch = task.batches_per_epoch().div_ceil(args.grad_accum);
+    let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
+    let every = args.eval_every.unwrap_or(per_epoch).min(steps);
+
+    let out = &args.out;
+    let run = out.join("run");
+    let has_run = run.join("checkpoints").join("latest").is_file();
+    if has_run && !args.resume {
+        return Err(format!("--out {} already holds a run: continue it with --resume, or choose another --out", out.display()));
+    }
+    if args.resume && !has_run {
+        return Err(format!("--resume: {} holds no checkpoint to continue", run.display()));
+    }
+    let train_device = device.clone().autodiff();
+    // The new head is drawn from the seed, as every other random choice of the run.
+    train_device.seed(args.seed);
+    let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
+    let loaded = ForSequenceClassification::<B, S>::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
+    crate::report(&loaded.report);
+    let (model, config) = (loaded.model, loaded.config);
+    eprintln!(
+        "{}: {} training rows, {} evaluation rows, {} {}; {steps} steps ({per_epoch} per epoch) of {} x {}, evaluated every {every}",
+        ForSequenceClassification::<B, S>::architecture(), train_rows, eval_rows, data.problem.hf_name(),
+        if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) }, args.grad_accum, args.batch_size
+    );
+    let train_config = TrainConfig {
+        steps,
+        grad_accum: args.grad_accum,
+        lr: args.lr,
+        warmup: args.warmup.min(steps),
+        weight_decay: args.weight_decay,
+        epsilon: 1e-8,
+        max_grad_norm: args.max_grad_norm,
+        seed: args.seed,
+        log_every: every.clamp(1, 10),
+        eval_every: every,
+        checkpoint_every: every,
+        best_metric: Some(metric.clone()),
+        greater_is_better: Some(greater_is_better),
+        patience: args.patience,
+        ..TrainConfig::default()
+    };
+    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&device));
+    let mut trainer = Trainer::new(train_config, &run).with_progress(!args.quiet).with_threads(threads);
+    if let Some(step) = args.stop_after {
+        trainer = trainer.with_stop_after(step);
+    }
+    let outcome = trainer.fit(&task, model, args.resume).map_err(|e| e.to_string())?;
+    if args.stop_after.is_some() {
+        return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": run }).to_string());
+    }
+    // The model exported: the best by --metric (its evaluation is the one reported).
+    let (model, metrics, step) = match &outcome.best {
+        Some(best) => (outcome.model.try_load_file(trainer.best_model()).map_err(|e| format!("{}: {e}", trainer.best_model().display()))?, best.metrics.clone(), best.step),
+        None => (outcome.model, outcome.held_out.clone(), steps),
+    };
+    let model = model.valid();
+    let export = out.join("model");
+    save_model(&model, &config, &export, &args.model, &tokenizer)?;
+    let predictions = evaluate_rows(&task, &model, &device);
+    let report = serde_json::json!({
+        "task": data.problem.hf_name(),
+        "labels": data.classes,
+        "metric": metric,
+        "step": step,
+        "stopped_early": outcome.stopped_early,
+        "metrics": metrics,
+        "per_class": predictions,
+        "model": export,
+    });
+    sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&report).expect("JSON").as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
+    eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
+    Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "model": export }).to_string())
+}
+
+/// Per-class scores and the confusion matrix of `model` on the held-out rows (single-label).
+fn evaluate_rows<M: sesame_train::finetune::SequenceClassifier>(task: &SequenceClassification<M>, model: &M, device: &Device) -> serde_json::Value {
+    let batches = task.held_out_batches(device);
+    let inference = model.clone().fork(device);
+    let predictions: Vec<_> = batches.into_iter().filter_map(|b| task.step(&inference, b).predictions).collect();
+    task.report(&predictions)
+}
+
+/// Label names, ids and problem type as transformers writes them into config.json.
+fn set_labels(labels: &mut sesame_layers::hparams::LabelConfig, classes: &[String], problem: ProblemType) {
+    let names: Vec<String> = if classes.is_empty() { vec!["LABEL_0".into()] } else { classes.to_vec() };
+    labels.id2label = Some(names.iter().enumerate().map(|(i, n)| (i.to_string(), n.clone())).collect());
+    labels.label2id = Some(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
+    labels.num_labels = None;
+    labels.problem_type = Some(problem.hf_name().to_string());
+}
+
+/// Save `model` with `config` and the tokenizer of `source` in `dir` (written beside, then
+/// moved into place).
+fn save_model<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, source: &Path, tokenizer: &Tokenizer) -> Result<(), String> {
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    model.save_pretrained(config, &tmp).map_err(|e| e.to_string())?;
+    let tok_config = TokenizerConfig::read_for(&source.join("tokenizer_config.json"), None).map_err(|e| e.to_string())?;
+    tokenizer.save(&tmp, &tok_config).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), dir.display()))
+}

@@ -1,0 +1,198 @@
+//! `cargo xtask finetune` end to end, through the real binary, on generated labelled files and
+//! the small BERT fixture (its tokenizer included): single-label, multi-label and regression
+//! runs learn their task; a killed run resumes to the same model; the export carries the label
+//! names and transformers loads it with the same logits; bad files and flags get one line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use burn::prelude::*;
+use sesame_layers::{Classifier, EncoderInput, ForSequenceClassification, OutputOptions, PretrainedModel};
+use sesame_text::Tokenizer;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn model_dir() -> PathBuf {
+    repo().join("fixtures/bert/base-fill-mask")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-finetune-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run `cargo xtask finetune` with `args`: its stdout's last line as JSON, or its stderr.
+fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("finetune").args(args).current_dir(repo()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    if !out.status.success() {
+        return Err(stderr);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("{e}: {stdout}\n{stderr}"))
+}
+
+const NOUNS: [&str; 6] = ["cat", "dog", "house", "car", "tree", "sun"];
+const COLOURS: [&str; 4] = ["red", "blue", "green", "big"];
+
+/// Row `i` of the generated data: a short sentence, whether it names an animal, whether it has a
+/// colour, and how many times it says `big`.
+fn sentence(i: usize) -> (String, bool, bool, usize) {
+    let noun = NOUNS[(i * 7 + i / 3) % NOUNS.len()];
+    let colour = COLOURS[(i * 5 + i / 4) % COLOURS.len()];
+    let bigs = (i * 3 + i / 5) % 3;
+    let mut words = vec!["the", colour, noun];
+    words.extend(std::iter::repeat_n("big", bigs));
+    words.extend(["sat", "on", "the", "mat"]);
+    (words.join(" "), matches!(noun, "cat" | "dog"), colour != "big", bigs + usize::from(colour == "big"))
+}
+
+/// Write `rows` rows from `start` as CSV with `label(row)`.
+fn write_csv(path: &Path, rows: std::ops::Range<usize>, label: impl Fn(&(String, bool, bool, usize)) -> String) {
+    let mut text = String::from("text,label\n");
+    for i in rows {
+        let s = sentence(i);
+        text.push_str(&format!("{},{}\n", s.0, label(&s)));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn args(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let base = [
+        "--model", &model_dir().display().to_string(), "--train", &dir.join("train.csv").display().to_string(),
+        "--eval", &dir.join("eval.csv").display().to_string(), "--batch-size", "16", "--lr", "3e-3", "--quiet",
+    ]
+    .map(String::from);
+    base.into_iter().chain(extra.iter().map(|s| s.to_string())).collect()
+}
+
+#[test]
+fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_loads_it() {
+    let dir = scratch("single");
+    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
+    write_csv(&dir.join("train.csv"), 0..160, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1048, animal);
+    let whole = dir.join("whole");
+    let done = finetune(&args(&dir, &["--steps", "60", "--eval-every", "10", "--out", &whole.display().to_string()])).unwrap();
+    let accuracy = done["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.9, "held-out accuracy {accuracy}: {done}");
+    for name in ["f1_macro", "mcc", "loss"] {
+        assert!(done["metrics"][name].as_f64().is_some_and(f64::is_finite), "{name}: {done}");
+    }
+    // Killed at step 15, resumed: the same evaluation and the same weights.
+    let killed = dir.join("killed");
+    let out = killed.display().to_string();
+    finetune(&args(&dir, &["--steps", "60", "--eval-every", "10", "--out", &out, "--stop-after", "15"])).unwrap();
+    let resumed = finetune(&args(&dir, &["--steps", "60", "--eval-every", "10", "--out", &out, "--resume"])).unwrap();
+    assert_eq!(resumed["metrics"], done["metrics"]);
+    assert_eq!(resumed["step"], done["step"]);
+    let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
+    assert!(weights(&whole) == weights(&killed), "the resumed run's model differs");
+
+    // The export: label names in config.json, the per-class report, and transformers' logits.
+    let export = whole.join("model");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["id2label"], serde_json::json!({"0": "animal", "1": "thing"}));
+    assert_eq!(config["label2id"], serde_json::json!({"animal": 0, "thing": 1}));
+    assert_eq!(config["problem_type"], "single_label_classification");
+    assert_eq!(config["architectures"][0], "BertForSequenceClassification");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(whole.join("eval_results.json")).unwrap()).unwrap();
+    let confusion: Vec<Vec<u64>> = serde_json::from_value(report["per_class"]["confusion_matrix"].clone()).unwrap();
+    assert_eq!(confusion.iter().flatten().sum::<u64>(), 48);
+    let right = (confusion[0][0] + confusion[1][1]) as f64 / 48.0;
+    assert_eq!(right, report["metrics"]["accuracy"].as_f64().unwrap(), "{report}");
+
+    let texts: Vec<String> = (1000..1008).map(|i| sentence(i).0).collect();
+    let ours = sesame_logits(&export, &texts);
+    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
+        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
+        return;
+    };
+    let script = r#"
+import json, sys, torch, transformers
+d, texts = sys.argv[1], json.loads(sys.argv[2])
+tok = transformers.AutoTokenizer.from_pretrained(d)
+model = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()
+with torch.no_grad():
+    logits = model(**tok(texts, padding=True, return_tensors="pt")).logits
+print(json.dumps({"logits": logits.flatten().tolist(), "labels": [model.config.id2label[int(i)] for i in logits.argmax(-1)]}))
+"#;
+    let out = Command::new(python).args(["-c", script, &export.display().to_string(), &serde_json::to_string(&texts).unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs: serde_json::Value = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap();
+    let theirs_logits: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
+    assert_eq!(ours.len(), theirs_logits.len());
+    for (a, b) in ours.iter().zip(&theirs_logits) {
+        assert!((a - b).abs() < 1e-4, "logits {ours:?} against transformers' {theirs_logits:?}");
+    }
+    let labels: Vec<String> = serde_json::from_value(theirs["labels"].clone()).unwrap();
+    let expected: Vec<String> = (1000..1008).map(|i| animal(&sentence(i))).collect();
+    assert!(labels.iter().zip(&expected).filter(|(a, b)| a == b).count() >= 7, "transformers predicts {labels:?} for {expected:?}");
+}
+
+/// Sesame's logits of the exported classifier for `texts`, flattened.
+fn sesame_logits(dir: &Path, texts: &[String]) -> Vec<f32> {
+    let device = Device::default();
+    let model = ForSequenceClassification::<sesame_bert::BertModel, Classifier>::from_pretrained(dir, &device).unwrap().model;
+    let tokenizer = Tokenizer::from_dir(dir).unwrap();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (ids, mask, types) = tokenizer.encode(&refs, 64, false).unwrap().tensors(&device);
+    let mut input = EncoderInput::new(ids);
+    input.attention_mask = Some(mask);
+    input.token_type_ids = Some(types);
+    model.forward(input, None, OutputOptions::default()).logits.into_data().to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn multi_label_and_regression_runs_learn_their_task() {
+    let dir = scratch("multi");
+    let sets = |s: &(String, bool, bool, usize)| {
+        let mut labels = Vec::new();
+        if s.1 {
+            labels.push("\"\"animal\"\"");
+        }
+        if s.2 {
+            labels.push("\"\"colour\"\"");
+        }
+        format!("\"[{}]\"", labels.join(", "))
+    };
+    write_csv(&dir.join("train.csv"), 0..160, sets);
+    write_csv(&dir.join("eval.csv"), 1000..1048, sets);
+    let done = finetune(&args(&dir, &["--steps", "60", "--out", &dir.join("run").display().to_string()])).unwrap();
+    let f1 = done["metrics"]["f1_micro"].as_f64().unwrap();
+    assert!(f1 >= 0.85, "multi-label f1_micro {f1}: {done}");
+    let config = std::fs::read_to_string(dir.join("run/model/config.json")).unwrap();
+    assert!(config.contains("\"multi_label_classification\""), "{config}");
+
+    let dir = scratch("regress");
+    let bigs = |s: &(String, bool, bool, usize)| format!("{}.0", s.3);
+    write_csv(&dir.join("train.csv"), 0..160, bigs);
+    write_csv(&dir.join("eval.csv"), 1000..1048, bigs);
+    let done = finetune(&args(&dir, &["--steps", "60", "--metric", "pearson", "--out", &dir.join("run").display().to_string()])).unwrap();
+    let r = done["metrics"]["pearson"].as_f64().unwrap();
+    assert!(r >= 0.8, "regression pearson {r}: {done}");
+}
+
+#[test]
+fn bad_files_and_flags_get_one_line_naming_them() {
+    let dir = scratch("bad");
+    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
+    write_csv(&dir.join("train.csv"), 0..20, animal);
+    std::fs::write(dir.join("eval.csv"), "text,label\nthe cat sat,animal\nthe car sat,vehicle\n").unwrap();
+    let out = dir.join("run").display().to_string();
+    let error = |extra: &[&str]| {
+        let e = finetune(&args(&dir, &[&["--steps", "2", "--out", &out], extra].concat())).unwrap_err();
+        e.trim().lines().last().unwrap_or("").to_string()
+    };
+    let eval = dir.join("eval.csv").display().to_string();
+    assert_eq!(error(&[]), format!("error: {eval}:3: label \"vehicle\" does not occur in the training data (it has [\"animal\", \"thing\"])"));
+    write_csv(&dir.join("eval.csv"), 100..110, animal);
+    assert_eq!(error(&["--metric", "pearson"]), "error: --metric pearson: single_label_classification reports loss, accuracy, f1_macro, f1_micro, f1_weighted, precision_macro, recall_macro, mcc");
+    assert_eq!(error(&["--task", "regress"]), format!("error: --task regress: the labels of {} are for single_label_classification", dir.join("train.csv").display()));
+    assert_eq!(error(&["--text-column", "body"]), format!("error: {}:1: no column \"body\" (--text-column); the header has [\"text\", \"label\"]", dir.join("train.csv").display()));
+    assert_eq!(error(&["--seq-len", "400"]), "error: --seq-len 400 exceeds the model's 40 positions");
+}
