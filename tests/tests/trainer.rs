@@ -338,3 +338,54 @@ fn state_an_objective_carries_between_steps_is_checkpointed_and_resumed_exactly(
     let diff = max_abs_diff(&weights(&forgetful.model), &weights(&full.model));
     assert!(diff > 1e-4, "the carried memory changed nothing ({diff:e})");
 }
+
+/// A task whose held-out score is the sum of the model's outputs on a fixed input, which
+/// training pushes up (every target is 10).
+struct Climbing;
+
+impl TrainTask for Climbing {
+    type Model = burn::nn::Linear;
+    type Batch = Tensor<2>;
+    type State = ();
+    fn train_batch(&self, _index: u64, device: &Device) -> Tensor<2> {
+        Tensor::ones([4, 8], device)
+    }
+    fn held_out_batches(&self, device: &Device) -> Vec<Tensor<2>> {
+        vec![Tensor::ones([2, 8], device), Tensor::ones([1, 8], device)]
+    }
+    fn step(&self, model: &burn::nn::Linear, x: Tensor<2>) -> StepOutput {
+        let y = model.forward(x);
+        StepOutput { loss: (y.clone() - 10.0).square().mean(), metrics: vec![], tokens: 32, predictions: Some(y.into_data()) }
+    }
+    fn held_out_scores(&self, predictions: &[TensorData]) -> std::collections::BTreeMap<String, f64> {
+        let rows: usize = predictions.iter().map(|p| p.shape()[0]).sum();
+        let sum: f32 = predictions.iter().flat_map(|p| p.clone().convert::<f32>().try_to_vec::<f32>().unwrap()).sum();
+        [("output_sum".to_string(), sum as f64), ("rows".to_string(), rows as f64)].into()
+    }
+}
+
+#[test]
+fn the_best_evaluation_is_kept_and_patience_stops_a_run() {
+    let _serial = serial();
+    let device = devices()[0].1.clone().autodiff();
+    let init = burn::nn::LinearConfig::new(8, 8).init(&device);
+    let sum_of = |m: &burn::nn::Linear| m.forward(Tensor::<2>::ones([3, 8], &device)).sum().into_scalar::<f32>() as f64;
+    let config = |greater| TrainConfig {
+        steps: 20, lr: 1e-2, warmup: 0, eval_every: 2, checkpoint_every: 2, log_every: 1,
+        best_metric: Some("output_sum".into()), greater_is_better: Some(greater), patience: 2, ..TrainConfig::default()
+    };
+    // Smaller is better while training makes it larger: the first evaluation stays the best,
+    // and two evaluations without a better one stop the run.
+    let dir = run_dir("best-smaller");
+    let trainer = Trainer::new(config(false), &dir).with_progress(false);
+    let out = trainer.fit(&Climbing, init.clone(), false).unwrap();
+    let best = out.best.clone().expect("a best evaluation");
+    assert_eq!((best.step, best.stale, out.stopped_early), (2, 2, Some(6)));
+    assert_eq!(out.held_out["rows"], 3.0, "held_out_scores sees every held-out batch's predictions");
+    assert!(out.held_out["output_sum"] > best.value, "{} is not worse than {}", out.held_out["output_sum"], best.value);
+    let kept = burn::module::Module::try_load_file(init.clone(), trainer.best_model()).unwrap();
+    assert!((sum_of(&kept) - best.value).abs() < 1e-4, "best/model.bpk is the model of the best evaluation");
+    // Larger is better: every evaluation improves, none stops the run.
+    let out = Trainer::new(config(true), run_dir("best-larger")).with_progress(false).fit(&Climbing, init, false).unwrap();
+    assert_eq!((out.best.unwrap().step, out.stopped_early), (20, None));
+}

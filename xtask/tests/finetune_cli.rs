@@ -144,7 +144,7 @@ fn sesame_logits(dir: &Path, texts: &[String]) -> Vec<f32> {
     let mut input = EncoderInput::new(ids);
     input.attention_mask = Some(mask);
     input.token_type_ids = Some(types);
-    model.forward(input, None, OutputOptions::default()).logits.into_data().to_vec::<f32>().unwrap()
+    model.forward(input, None, OutputOptions::default()).logits.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
 }
 
 #[test]
