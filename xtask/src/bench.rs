@@ -227,19 +227,29 @@ where
         if args.compare_pytorch {
             // The same architecture: the config.json (and ELECTRA's generator/config.json) of
             // this preset, written by exporting a fresh model.
-            let dir = std::env::temp_dir().join(format!("sesame-bench-{family}-{preset}-{}", std::process::id()));
-            F::Model::init(&config, &device).export(&config, &dir).map_err(|e| e.to_string())?;
-            let theirs = pytorch(args, &[mode.replace("train", "pretrain"), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()]);
-            let _ = std::fs::remove_dir_all(&dir);
-            let theirs = theirs?;
-            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-            eprintln!("pytorch {family} {preset} {mode}: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
-            row["pytorch"] = theirs;
-            row["ratio"] = ratio.into();
+            let write = |dir: &Path| F::Model::init(&config, &device).export(&config, dir).map(|_| ()).map_err(|e| e.to_string());
+            compare_steps(args, &mut row, &format!("{family} {preset} {mode}"), &mode.replace("train", "pretrain"), write)?;
         }
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// PyTorch's side of a `train` or `infer` row: `write` saves the model (its config.json, and
+/// what else `scripts/bench_pytorch.py` reads) into a scratch directory, the script times the
+/// same work there (`mode`), and its figures and the ratio go into `row`.
+fn compare_steps(args: &BenchArgs, row: &mut serde_json::Value, label: &str, mode: &str, write: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("sesame-bench-{}-{}", label.replace(' ', "-"), std::process::id()));
+    let (b, s) = (row["batch_size"].to_string(), row["seq_len"].to_string());
+    let theirs = write(&dir).and_then(|()| pytorch(args, &[mode.into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b, "--seq-len".into(), s]));
+    let _ = std::fs::remove_dir_all(&dir);
+    let theirs = theirs?;
+    let tokens_per_s = theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+    let ratio = row["tokens_per_s"].as_f64().unwrap_or(f64::NAN) / tokens_per_s;
+    eprintln!("pytorch {label}: {tokens_per_s:.0} tokens/s; Sesame {} / PyTorch = {ratio:.2}x", row["backend"].as_str().unwrap_or("?"));
+    row["pytorch"] = theirs;
+    row["ratio"] = ratio.into();
+    Ok(())
 }
 
 /// The trainer's step, timed (median of `--steps` after `--warmup`): `micro` micro-batches,
@@ -296,15 +306,8 @@ pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec
             "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
         if args.compare_pytorch {
-            let dir = std::env::temp_dir().join(format!("sesame-bench-bart-train-{preset}-{}", std::process::id()));
-            BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, &dir).map_err(|e| e.to_string())?;
-            let theirs = pytorch(args, &["pretrain".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()]);
-            let _ = std::fs::remove_dir_all(&dir);
-            let theirs = theirs?;
-            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-            eprintln!("pytorch bart {preset} train: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
-            row["pytorch"] = theirs;
-            row["ratio"] = ratio.into();
+            let write = |dir: &Path| BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string());
+            compare_steps(args, &mut row, &format!("bart {preset} train"), "pretrain", write)?;
         }
         rows.push(row);
     }
@@ -581,18 +584,12 @@ pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Ve
             "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
         if args.compare_pytorch {
-            let dir = std::env::temp_dir().join(format!("sesame-bench-xlnet-train-{preset}-{}", std::process::id()));
-            XlnetLmHeadModel::init(&config, &device).save_pretrained(&config, &dir).map_err(|e| e.to_string())?;
-            let whole = collate(&examples, permutation.num_predict, &device);
-            let theirs = save_batch(&dir.join("batch.safetensors"), &whole).and_then(|()| {
-                pytorch(args, &["pretrain".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()])
-            });
-            let _ = std::fs::remove_dir_all(&dir);
-            let theirs = theirs?;
-            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-            eprintln!("pytorch xlnet {preset} train: {:.0} tokens/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
-            row["pytorch"] = theirs;
-            row["ratio"] = ratio.into();
+            // The model's config.json, and the batch PyTorch is to train on.
+            let write = |dir: &Path| {
+                XlnetLmHeadModel::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string())?;
+                save_batch(&dir.join("batch.safetensors"), &collate(&examples, permutation.num_predict, &device))
+            };
+            compare_steps(args, &mut row, &format!("xlnet {preset} train"), "pretrain", write)?;
         }
         rows.push(row);
     }
