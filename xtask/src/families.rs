@@ -20,7 +20,7 @@ use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_fa
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::finetune::{finetune_classifier, FinetuneArgs};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
-use crate::{embed_with, fill_mask_with, Texts};
+use crate::{classify_with, embed_with, fill_mask_with, Texts};
 
 /// What the command line can do with one family.
 pub struct FamilyEntry {
@@ -45,6 +45,8 @@ pub struct FamilyEntry {
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
+    /// `cargo xtask classify` with a fine-tuned classifier of this family (texts, batch size).
+    pub classify: Option<fn(&Path, &Device, &mut Texts, usize) -> Result<String, String>>,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
 }
@@ -76,6 +78,7 @@ impl FamilyEntry {
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
             finetune: Some(finetune_classifier::<B, S>),
+            classify: Some(classify_with::<B, S>),
         }
     }
 
@@ -103,6 +106,7 @@ impl FamilyEntry {
             generate: Some(generate),
             forward: Some(forward),
             finetune: None,
+            classify: None,
         }
     }
 
@@ -122,6 +126,7 @@ impl FamilyEntry {
             ("generate", self.generate.is_some()),
             ("forward", self.forward.is_some()),
             ("finetune", self.finetune.is_some()),
+            ("classify", self.classify.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
@@ -177,6 +182,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         generate: Some(generate_xlnet),
         forward: Some(forward_xlnet),
         finetune: None,
+        classify: None,
     },
 ];
 

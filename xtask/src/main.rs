@@ -115,6 +115,22 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
     },
+    /// Classify texts with a fine-tuned sequence classifier: prints, per text, the label and its
+    /// probability with every label's (`{"label", "score", "scores"}`), the labels over 0.5 for
+    /// a multi-label model (`{"labels", "scores"}`), or the number of a regression model
+    /// (`{"value"}`).
+    Classify {
+        /// HF model directory with a sequence-classification head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts to classify (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
@@ -275,6 +291,11 @@ fn run(cli: Cli) -> Result<String, String> {
             let family = model_family(&args.model)?;
             family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
         }
+        Command::Classify { model, inputs, backend, texts } => {
+            let device = backend.device()?;
+            let family = model_family(&model)?;
+            family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size)
+        }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
             let family = model_family(&model)?;
@@ -321,6 +342,35 @@ pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tens
         }
         done += chunk.len();
         Ok(vectors)
+    })
+}
+
+pub(crate) fn classify_with<B: sesame_layers::Backbone, S: sesame_layers::SequenceHead<B>>(
+    dir: &std::path::Path,
+    device: &burn::tensor::Device,
+    texts: &mut Texts,
+    batch_size: usize,
+) -> Result<String, String>
+where
+    sesame_layers::ForSequenceClassification<B, S>: Sync,
+{
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = sesame_layers::ForSequenceClassification::<B, S>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    if !loaded.report.initialized.is_empty() {
+        // A head made up on the spot would classify at random.
+        return Err(format!("{} has no sequence-classification head (missing: {}); fine-tune one with `cargo xtask finetune`", dir.display(), loaded.report.initialized.join(", ")));
+    }
+    report(&loaded.report);
+    run_texts(texts, |chunk| {
+        let out = sesame_layers::pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
+        let finite = |c: &sesame_layers::pipeline::Classification| match c {
+            sesame_layers::pipeline::Classification::Value { value } => value.is_finite(),
+            sesame_layers::pipeline::Classification::Single { scores, .. } | sesame_layers::pipeline::Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
+        };
+        if !out.iter().all(finite) {
+            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(out)
     })
 }
 

@@ -132,6 +132,18 @@ print(json.dumps({"logits": logits.flatten().tolist(), "labels": [model.config.i
     let labels: Vec<String> = serde_json::from_value(theirs["labels"].clone()).unwrap();
     let expected: Vec<String> = (1000..1008).map(|i| animal(&sentence(i))).collect();
     assert!(labels.iter().zip(&expected).filter(|(a, b)| a == b).count() >= 7, "transformers predicts {labels:?} for {expected:?}");
+
+    // `cargo xtask classify`: transformers' labels, and the softmax of its logits.
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &export.display().to_string()]).args(&texts).current_dir(repo()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let classified: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, c) in classified.iter().enumerate() {
+        assert_eq!(c["label"].as_str(), Some(labels[i].as_str()), "text {i}: {c}");
+        let (a, b) = (theirs_logits[2 * i], theirs_logits[2 * i + 1]);
+        let top = 1.0 / (1.0 + (-(a - b).abs()).exp());
+        assert!((c["score"].as_f64().unwrap() as f32 - top).abs() < 1e-4, "text {i}: {c} against softmax {top}");
+        assert_eq!(c["scores"].as_array().map(Vec::len), Some(2), "{c}");
+    }
 }
 
 /// Sesame's logits of the exported classifier for `texts`, flattened.
@@ -167,6 +179,9 @@ fn multi_label_and_regression_runs_learn_their_task() {
     assert!(f1 >= 0.85, "multi-label f1_micro {f1}: {done}");
     let config = std::fs::read_to_string(dir.join("run/model/config.json")).unwrap();
     assert!(config.contains("\"multi_label_classification\""), "{config}");
+    let classified = classify(&dir.join("run/model"), &["the big cat sat on the mat", "the red car sat on the mat"]);
+    assert_eq!(classified[0]["labels"], serde_json::json!(["animal"]), "{classified:?}");
+    assert_eq!(classified[1]["labels"], serde_json::json!(["colour"]), "{classified:?}");
 
     let dir = scratch("regress");
     let bigs = |s: &(String, bool, bool, usize)| format!("{}.0", s.3);
@@ -175,6 +190,16 @@ fn multi_label_and_regression_runs_learn_their_task() {
     let done = finetune(&args(&dir, &["--steps", "60", "--metric", "pearson", "--out", &dir.join("run").display().to_string()])).unwrap();
     let r = done["metrics"]["pearson"].as_f64().unwrap();
     assert!(r >= 0.8, "regression pearson {r}: {done}");
+    let classified = classify(&dir.join("run/model"), &["the red cat sat on the mat", "the big cat big big sat on the mat"]);
+    let (few, many) = (classified[0]["value"].as_f64().unwrap(), classified[1]["value"].as_f64().unwrap());
+    assert!(many > few + 1.0, "three `big`s scored {many}, none {few}");
+}
+
+/// `cargo xtask classify` on `texts`: one JSON object per text.
+fn classify(model: &Path, texts: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &model.display().to_string()]).args(texts).current_dir(repo()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Ready-made tasks on text for every family: fill-mask and sentence embeddings.
+//! Ready-made tasks on text for every family: fill-mask, sentence embeddings and text
+//! classification.
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
@@ -10,7 +11,9 @@ use crate::device::default_threads;
 use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
 use crate::pretrained::InputError;
-use crate::tasks::ForMaskedLM;
+use crate::pretrained::HfConfig;
+use crate::tasks::{ForMaskedLM, ForSequenceClassification};
+use crate::heads::SequenceHead;
 
 /// Why a pipeline could not run.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +298,99 @@ pub fn embed<B: Backbone>(
         let [b, d] = pooled.dims();
         let flat: Vec<f32> = pooled.try_to_vec_as::<f32>().map_err(readback("embeddings"))?;
         Ok((0..b).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect())
+    })
+}
+
+/// One label and its score.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LabelScore {
+    /// The label's name (`id2label`).
+    pub label: String,
+    /// Softmax probability (single-label), sigmoid (multi-label).
+    pub score: f32,
+}
+
+/// What [`classify`] says of one text, by the checkpoint's `problem_type`, as transformers'
+/// text-classification pipeline scores it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Classification {
+    /// Single-label: the most likely label, its probability, and every label's (softmax).
+    Single {
+        /// The most likely label.
+        label: String,
+        /// Its probability.
+        score: f32,
+        /// Every label's probability, most likely first.
+        scores: Vec<LabelScore>,
+    },
+    /// Multi-label: the labels whose sigmoid exceeds 0.5, and every label's.
+    Multi {
+        /// The labels predicted.
+        labels: Vec<String>,
+        /// Every label's sigmoid, most likely first.
+        scores: Vec<LabelScore>,
+    },
+    /// Regression: the model's number.
+    Value {
+        /// The predicted value.
+        value: f32,
+    },
+}
+
+/// Classify `texts` with a fine-tuned sequence classifier, `batch_size` texts at a time in
+/// batches of similar length, each truncated to the model's length; results in input order.
+pub fn classify<B: Backbone, H: SequenceHead<B>>(
+    model: &ForSequenceClassification<B, H>,
+    config: &B::Config,
+    tokenizer: &Tokenizer,
+    texts: &[&str],
+    batch_size: usize,
+) -> Result<Vec<Classification>, PipelineError>
+where
+    ForSequenceClassification<B, H>: Sync,
+{
+    let device = model.base.device();
+    let limits = B::input_limits(config);
+    let labels = config.labels();
+    let problem = labels.problem_type.as_deref().unwrap_or("single_label_classification");
+    let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
+    by_length(&encoded, batch_size, &device, |rows| {
+        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
+        let input = to_input(&batch, &limits, &device)?;
+        let logits = model.forward(input, None, OutputOptions::default()).logits;
+        let [b, n] = logits.dims();
+        let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
+        let ranked = |values: &[f32]| {
+            let mut all: Vec<LabelScore> = values.iter().enumerate().map(|(i, &score)| LabelScore { label: name(i), score }).collect();
+            all.sort_by(|a, b| b.score.total_cmp(&a.score));
+            all
+        };
+        let out = match problem {
+            "regression" => logits.try_to_vec_as::<f32>().map_err(readback("logits"))?.chunks(n).map(|r| Classification::Value { value: r[0] }).collect(),
+            "multi_label_classification" => {
+                let probs = burn::tensor::activation::sigmoid(logits).try_to_vec_as::<f32>().map_err(readback("logits"))?;
+                probs
+                    .chunks(n)
+                    .map(|r| {
+                        let scores = ranked(r);
+                        Classification::Multi { labels: scores.iter().filter(|s| s.score > 0.5).map(|s| s.label.clone()).collect(), scores }
+                    })
+                    .collect()
+            }
+            _ => {
+                let probs = softmax(logits, 1).try_to_vec_as::<f32>().map_err(readback("logits"))?;
+                probs
+                    .chunks(n)
+                    .map(|r| {
+                        let scores = ranked(r);
+                        Classification::Single { label: scores[0].label.clone(), score: scores[0].score, scores }
+                    })
+                    .collect()
+            }
+        };
+        debug_assert_eq!(b, rows.len());
+        Ok(out)
     })
 }
 
