@@ -179,9 +179,18 @@ fn multi_label_and_regression_runs_learn_their_task() {
     assert!(f1 >= 0.85, "multi-label f1_micro {f1}: {done}");
     let config = std::fs::read_to_string(dir.join("run/model/config.json")).unwrap();
     assert!(config.contains("\"multi_label_classification\""), "{config}");
-    let classified = classify(&dir.join("run/model"), &["the big cat sat on the mat", "the red car sat on the mat"]);
-    assert_eq!(classified[0]["labels"], serde_json::json!(["animal"]), "{classified:?}");
-    assert_eq!(classified[1]["labels"], serde_json::json!(["colour"]), "{classified:?}");
+    // `classify` predicts the label sets the evaluation scored.
+    let eval: Vec<_> = (1000..1048).map(sentence).collect();
+    let classified = classify(&dir.join("run/model"), &eval.iter().map(|s| s.0.as_str()).collect::<Vec<_>>());
+    let exact = eval.iter().zip(&classified).filter(|(s, c)| {
+        let mut truth = Vec::new();
+        truth.extend(s.1.then_some("animal"));
+        truth.extend(s.2.then_some("colour"));
+        let mut predicted: Vec<&str> = c["labels"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        predicted.sort();
+        predicted == truth
+    });
+    assert_eq!(exact.count() as f64 / 48.0, done["metrics"]["exact_match"].as_f64().unwrap(), "{classified:?}");
 
     let dir = scratch("regress");
     let bigs = |s: &(String, bool, bool, usize)| format!("{}.0", s.3);
@@ -190,9 +199,17 @@ fn multi_label_and_regression_runs_learn_their_task() {
     let done = finetune(&args(&dir, &["--steps", "60", "--metric", "pearson", "--out", &dir.join("run").display().to_string()])).unwrap();
     let r = done["metrics"]["pearson"].as_f64().unwrap();
     assert!(r >= 0.8, "regression pearson {r}: {done}");
-    let classified = classify(&dir.join("run/model"), &["the red cat sat on the mat", "the big cat big big sat on the mat"]);
-    let (few, many) = (classified[0]["value"].as_f64().unwrap(), classified[1]["value"].as_f64().unwrap());
-    assert!(many > few + 1.0, "three `big`s scored {many}, none {few}");
+    // `classify` gives the values the evaluation scored: the same Pearson's r.
+    let eval: Vec<_> = (1000..1048).map(sentence).collect();
+    let classified = classify(&dir.join("run/model"), &eval.iter().map(|s| s.0.as_str()).collect::<Vec<_>>());
+    let values: Vec<f64> = classified.iter().map(|c| c["value"].as_f64().unwrap()).collect();
+    let truth: Vec<f64> = eval.iter().map(|s| s.3 as f64).collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (mv, mt) = (mean(&values), mean(&truth));
+    let cov: f64 = values.iter().zip(&truth).map(|(v, t)| (v - mv) * (t - mt)).sum();
+    let norm = |v: &[f64], m: f64| v.iter().map(|x| (x - m) * (x - m)).sum::<f64>().sqrt();
+    let pearson = cov / (norm(&values, mv) * norm(&truth, mt));
+    assert!((pearson - r).abs() < 1e-4, "classify's values give r = {pearson}, the evaluation {r}");
 }
 
 /// `cargo xtask classify` on `texts`: one JSON object per text.
