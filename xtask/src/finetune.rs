@@ -90,6 +90,10 @@ pub struct FinetuneArgs {
     /// Stop after this many evaluations without a better --metric (0: never).
     #[arg(long, default_value_t = 0)]
     pub patience: u64,
+    /// Feature extraction: keep the pre-trained model fixed (its pooler too) and train the
+    /// classification head alone.
+    #[arg(long)]
+    pub freeze: bool,
     /// Random seed (head initialisation, shuffling, dropout).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -208,7 +212,12 @@ where
     let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
     let loaded = ForSequenceClassification::<B, S>::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
-    let (model, config) = (loaded.model, loaded.config);
+    let (mut model, config) = (loaded.model, loaded.config);
+    if args.freeze {
+        // No gradient reaches the base model (its pooler included): the head learns from
+        // fixed features.
+        model.base = model.base.no_grad();
+    }
     eprintln!(
         "{}: {} training rows, {} evaluation rows, {} {}; {steps} steps ({per_epoch} per epoch) of {} x {}, evaluated every {every}",
         ForSequenceClassification::<B, S>::architecture(), train_rows, eval_rows, data.problem.hf_name(),

@@ -238,3 +238,44 @@ fn bad_files_and_flags_get_one_line_naming_them() {
     assert_eq!(error(&["--text-column", "body"]), format!("error: {}:1: no column \"body\" (--text-column); the header has [\"text\", \"label\"]", dir.join("train.csv").display()));
     assert_eq!(error(&["--seq-len", "400"]), "error: --seq-len 400 exceeds the model's 40 positions");
 }
+
+#[test]
+fn freeze_trains_the_head_alone_and_resumes_to_the_same_head() {
+    let dir = scratch("freeze");
+    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
+    write_csv(&dir.join("train.csv"), 0..160, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1048, animal);
+    let (whole, killed) = (dir.join("whole"), dir.join("killed"));
+    let run = |out: &Path, extra: &[&str]| finetune(&args(&dir, &[&["--freeze", "--steps", "30", "--eval-every", "10", "--out", &out.display().to_string()], extra].concat())).unwrap();
+    let done = run(&whole, &[]);
+    run(&killed, &["--stop-after", "12"]);
+    assert_eq!(run(&killed, &["--resume"])["metrics"], done["metrics"]);
+    let tensors = |path: &Path| {
+        let bytes = std::fs::read(path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        file.tensors().into_iter().map(|(name, view)| (name, view.data().to_vec())).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (before, after, resumed) = (tensors(&model_dir().join("model.safetensors")), tensors(&whole.join("model/model.safetensors")), tensors(&killed.join("model/model.safetensors")));
+    assert_eq!(after, resumed, "the resumed run's model differs");
+    let mut frozen = 0;
+    for (name, data) in &after {
+        match before.get(name) {
+            Some(original) => {
+                assert!(original == data, "{name} changed under --freeze");
+                frozen += 1;
+            }
+            // The fixture has no pooler: it is drawn (from the seed) and kept fixed too.
+            None => assert!(name.starts_with("classifier.") || name.starts_with("bert.pooler."), "{name}: new and not the head"),
+        }
+    }
+    assert!(frozen > 30, "only {frozen} tensors compared");
+    // The head learns: the held-out loss falls from the first evaluation to the last.
+    let log = std::fs::read_to_string(whole.join("run/metrics.jsonl")).unwrap();
+    let losses: Vec<f64> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["split"] == "held_out")
+        .map(|l| l["values"]["loss"].as_f64().unwrap())
+        .collect();
+    assert!(losses.len() == 3 && losses[2] < losses[0], "held-out losses {losses:?}");
+}

@@ -740,5 +740,8 @@ impl ModuleVisitor for Materialize {
 }
 
 fn format_values(values: &std::collections::BTreeMap<String, f64>) -> String {
-    values.iter().map(|(k, v)| format!("{k} {v:.4}")).collect::<Vec<_>>().join(", ")
+    // Four decimals, or three significant digits for what they would show as 0.0000 (a
+    // fine-tuning learning rate of 5e-5).
+    let show = |v: f64| if v != 0.0 && v.abs() < 1e-3 { format!("{v:.2e}") } else { format!("{v:.4}") };
+    values.iter().map(|(k, v)| format!("{k} {}", show(*v))).collect::<Vec<_>>().join(", ")
 }
