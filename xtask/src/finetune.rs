@@ -116,8 +116,10 @@ pub struct FinetuneData {
     problem: ProblemType,
     /// Class names (none for regression).
     classes: Vec<String>,
-    train: (Vec<String>, Option<Vec<String>>, Vec<Target>),
-    eval: (Vec<String>, Option<Vec<String>>, Vec<Target>),
+    /// The training rows and their targets.
+    train: (Vec<labelled::LabelledRow>, Vec<Target>),
+    /// The evaluation rows and their targets.
+    eval: (Vec<labelled::LabelledRow>, Vec<Target>),
 }
 
 /// Read `--train` and `--eval`: the label kind from the training file (or `--task`), the
@@ -139,13 +141,9 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
     if problem == ProblemType::SingleLabelClassification && classes.len() < 2 {
         return Err(format!("{}: a classifier needs at least two classes; the labels hold {classes:?}", args.train.display()));
     }
-    let split = |path: &Path, rows: &[labelled::LabelledRow]| -> Result<_, String> {
-        let targets = labelled::targets(path, rows, problem, &classes).map_err(|e| e.to_string())?;
-        let texts = rows.iter().map(|r| r.text.clone()).collect();
-        let pairs = args.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.clone().unwrap_or_default()).collect());
-        Ok((texts, pairs, targets))
-    };
-    Ok(FinetuneData { problem, train: split(&args.train, &train)?, eval: split(&args.eval, &eval)?, classes })
+    let train_targets = labelled::targets(&args.train, &train, problem, &classes).map_err(|e| e.to_string())?;
+    let eval_targets = labelled::targets(&args.eval, &eval, problem, &classes).map_err(|e| e.to_string())?;
+    Ok(FinetuneData { problem, train: (train, train_targets), eval: (eval, eval_targets), classes })
 }
 
 /// The metric that picks the exported model, and whether larger is better.
@@ -185,12 +183,12 @@ where
         Some(n) => n,
         None => 128.min(limits.max_len),
     };
-    let encode = |(texts, pairs, targets): &(Vec<String>, Option<Vec<String>>, Vec<Target>), path: &Path| {
-        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let pairs: Option<Vec<&str>> = pairs.as_ref().map(|p| p.iter().map(String::as_str).collect());
-        LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets.clone(), seq_len).map_err(|e| format!("{}: {e}", path.display()))
+    let encode = |(rows, targets): (Vec<labelled::LabelledRow>, Vec<Target>), path: &Path| {
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let pairs: Option<Vec<&str>> = args.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.as_deref().unwrap_or_default()).collect());
+        LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
     };
-    let (train, eval) = (encode(&data.train, &args.train)?, encode(&data.eval, &args.eval)?);
+    let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
     let (train_rows, eval_rows) = (train.len(), eval.len());
     let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, args.batch_size, args.seed);
     let per_epoch = task.batches_per_epoch().div_ceil(args.grad_accum);

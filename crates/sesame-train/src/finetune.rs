@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sesame_layers::{Backbone, EncoderInput, ForSequenceClassification, OutputOptions, SequenceHead, SequenceLabels};
 use sesame_metrics::classification::{ConfusionMatrix, MultiLabelCounts};
-use sesame_metrics::{regression, Average};
+use sesame_metrics::{regression, Average, MetricError};
 use sesame_text::labelled::{ProblemType, Target};
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
@@ -153,16 +153,10 @@ impl<M> SequenceClassification<M> {
         let Some(rows) = logit_rows(predictions) else { return serde_json::Value::Null };
         let targets: Vec<&Target> = self.eval_targets().collect();
         match self.problem {
-            ProblemType::SingleLabelClassification => {
-                let predicted: Vec<usize> = rows.iter().map(|r| argmax(r)).collect();
-                let truth: Vec<usize> = targets.iter().map(|t| if let Target::Class(c) = t { *c } else { 0 }).collect();
-                ConfusionMatrix::new(self.num_labels, &truth, &predicted)
-                    .map_or(serde_json::Value::Null, |m| serde_json::json!({ "scores": m.per_class(), "confusion_matrix": m.rows() }))
-            }
+            ProblemType::SingleLabelClassification => confusion_matrix(self.num_labels, &rows, &targets)
+                .map_or(serde_json::Value::Null, |m| serde_json::json!({ "scores": m.per_class(), "confusion_matrix": m.rows() })),
             ProblemType::MultiLabelClassification => {
-                let predicted: Vec<Vec<bool>> = rows.iter().map(|r| r.iter().map(|&l| l > 0.0).collect()).collect();
-                let truth: Vec<Vec<bool>> = targets.iter().map(|t| if let Target::Classes(c) = t { c.clone() } else { vec![false; self.num_labels] }).collect();
-                MultiLabelCounts::new(self.num_labels, &truth, &predicted).map_or(serde_json::Value::Null, |m| serde_json::json!({ "scores": m.per_label() }))
+                multi_label_counts(self.num_labels, &rows, &targets).map_or(serde_json::Value::Null, |m| serde_json::json!({ "scores": m.per_label() }))
             }
             ProblemType::Regression => serde_json::Value::Null,
         }
@@ -234,9 +228,7 @@ pub fn scores<'a>(problem: ProblemType, num_labels: usize, rows: &[Vec<f32>], ta
     let mut out = BTreeMap::new();
     match problem {
         ProblemType::SingleLabelClassification => {
-            let predicted: Vec<usize> = rows.iter().map(|r| argmax(r)).collect();
-            let truth: Vec<usize> = targets.iter().map(|t| if let Target::Class(c) = t { *c } else { 0 }).collect();
-            if let Ok(m) = ConfusionMatrix::new(num_labels, &truth, &predicted) {
+            if let Ok(m) = confusion_matrix(num_labels, rows, &targets) {
                 out.insert("accuracy".into(), m.accuracy());
                 for (avg, name) in [(Average::Macro, "macro"), (Average::Micro, "micro"), (Average::Weighted, "weighted")] {
                     out.insert(format!("f1_{name}"), m.scores(avg).f1);
@@ -248,9 +240,7 @@ pub fn scores<'a>(problem: ProblemType, num_labels: usize, rows: &[Vec<f32>], ta
             }
         }
         ProblemType::MultiLabelClassification => {
-            let predicted: Vec<Vec<bool>> = rows.iter().map(|r| r.iter().map(|&l| l > 0.0).collect()).collect();
-            let truth: Vec<Vec<bool>> = targets.iter().map(|t| if let Target::Classes(c) = t { c.clone() } else { vec![false; num_labels] }).collect();
-            if let Ok(m) = MultiLabelCounts::new(num_labels, &truth, &predicted) {
+            if let Ok(m) = multi_label_counts(num_labels, rows, &targets) {
                 out.insert("exact_match".into(), m.exact_match());
                 out.insert("f1_micro".into(), m.scores(Average::Micro).f1);
                 out.insert("f1_macro".into(), m.scores(Average::Macro).f1);
@@ -275,6 +265,22 @@ pub fn scores<'a>(problem: ProblemType, num_labels: usize, rows: &[Vec<f32>], ta
         }
     }
     out
+}
+
+/// The confusion matrix of logit `rows` (the largest logit is the prediction) against class
+/// `targets`.
+fn confusion_matrix(num_labels: usize, rows: &[Vec<f32>], targets: &[&Target]) -> Result<ConfusionMatrix, MetricError> {
+    let predicted: Vec<usize> = rows.iter().map(|r| argmax(r)).collect();
+    let truth: Vec<usize> = targets.iter().map(|t| if let Target::Class(c) = t { *c } else { 0 }).collect();
+    ConfusionMatrix::new(num_labels, &truth, &predicted)
+}
+
+/// The multi-label counts of logit `rows` (a class is predicted when its logit is positive)
+/// against class-set `targets`.
+fn multi_label_counts(num_labels: usize, rows: &[Vec<f32>], targets: &[&Target]) -> Result<MultiLabelCounts, MetricError> {
+    let predicted: Vec<Vec<bool>> = rows.iter().map(|r| r.iter().map(|&l| l > 0.0).collect()).collect();
+    let truth: Vec<Vec<bool>> = targets.iter().map(|t| if let Target::Classes(c) = t { c.clone() } else { vec![false; num_labels] }).collect();
+    MultiLabelCounts::new(num_labels, &truth, &predicted)
 }
 
 /// The index of the largest value (the first of equals).

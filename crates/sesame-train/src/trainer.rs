@@ -531,16 +531,19 @@ impl Trainer {
                 if let Some(name) = &config.best_metric {
                     // A metric undefined at this evaluation (a correlation of constant
                     // predictions) is no improvement.
-                    let value = held_out_metrics.get(name).copied();
                     let larger = config.greater_is_better.unwrap_or(!name.ends_with("loss"));
-                    let better = value.is_some_and(|v| best.as_ref().is_none_or(|b| if larger { v > b.value } else { v < b.value }));
-                    let value = value.unwrap_or(f64::NAN);
-                    if better {
-                        self.save_best(&model)?;
-                        best = Some(Best { step: done, value, metrics: held_out_metrics.clone(), stale: 0 });
-                    } else if let Some(b) = &mut best {
-                        b.stale += 1;
-                        out_of_patience = config.patience > 0 && b.stale >= config.patience;
+                    let improves = |v: f64, b: &Best| if larger { v > b.value } else { v < b.value };
+                    match held_out_metrics.get(name).copied() {
+                        Some(value) if best.as_ref().is_none_or(|b| improves(value, b)) => {
+                            self.save_best(&model)?;
+                            best = Some(Best { step: done, value, metrics: held_out_metrics.clone(), stale: 0 });
+                        }
+                        _ => {
+                            if let Some(b) = &mut best {
+                                b.stale += 1;
+                                out_of_patience = config.patience > 0 && b.stale >= config.patience;
+                            }
+                        }
                     }
                 }
             }
