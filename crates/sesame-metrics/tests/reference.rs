@@ -27,6 +27,17 @@ fn scores(what: &str, ours: Scores, theirs: &Value) {
     }
 }
 
+/// Case `i`'s per-label scores `ours` against `theirs`, and its micro, macro and weighted
+/// averages.
+fn per_label_and_averages(i: usize, case: &Value, theirs: &Value, ours: Vec<Scores>, averaged: impl Fn(Average) -> Scores) {
+    for (l, (ours, theirs)) in ours.into_iter().zip(theirs.as_array().unwrap()).enumerate() {
+        scores(&format!("case {i} label {l}"), ours, theirs);
+    }
+    for (avg, name) in [(Average::Micro, "micro"), (Average::Macro, "macro"), (Average::Weighted, "weighted")] {
+        scores(&format!("case {i} {name}"), averaged(avg), &case[name]);
+    }
+}
+
 fn usizes(v: &Value) -> Vec<usize> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
 }
@@ -40,12 +51,7 @@ fn classification_equals_scikit_learn() {
         close(&format!("case {i} mcc"), m.matthews_corrcoef(), &case["mcc"], 1e-12);
         let confusion: Vec<Vec<u64>> = serde_json::from_value(case["confusion"].clone()).unwrap();
         assert_eq!(m.rows(), confusion, "case {i} confusion matrix");
-        for (l, (ours, theirs)) in m.per_class().into_iter().zip(case["per_class"].as_array().unwrap()).enumerate() {
-            scores(&format!("case {i} label {l}"), ours, theirs);
-        }
-        for (avg, name) in [(Average::Micro, "micro"), (Average::Macro, "macro"), (Average::Weighted, "weighted")] {
-            scores(&format!("case {i} {name}"), m.scores(avg), &case[name]);
-        }
+        per_label_and_averages(i, case, &case["per_class"], m.per_class(), |avg| m.scores(avg));
     }
 }
 
@@ -57,12 +63,7 @@ fn multilabel_equals_scikit_learn() {
         let m = MultiLabelCounts::new(n, &rows(&case["truth"]), &rows(&case["predicted"])).unwrap();
         close(&format!("case {i} exact match"), m.exact_match(), &case["exact_match"], 1e-12);
         close(&format!("case {i} hamming"), m.hamming_loss(), &case["hamming_loss"], 1e-12);
-        for (l, (ours, theirs)) in m.per_label().into_iter().zip(case["per_label"].as_array().unwrap()).enumerate() {
-            scores(&format!("case {i} label {l}"), ours, theirs);
-        }
-        for (avg, name) in [(Average::Micro, "micro"), (Average::Macro, "macro"), (Average::Weighted, "weighted")] {
-            scores(&format!("case {i} {name}"), m.scores(avg), &case[name]);
-        }
+        per_label_and_averages(i, case, &case["per_label"], m.per_label(), |avg| m.scores(avg));
     }
 }
 
