@@ -18,9 +18,9 @@ use sesame_train::pretraining::PretrainingFamily;
 use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
-use crate::finetune::{finetune_classifier, FinetuneArgs};
+use crate::finetune::{finetune, FinetuneArgs};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
-use crate::{classify_with, embed_with, fill_mask_with, Texts};
+use crate::{classify_with, embed_with, fill_mask_with, tag_with, Texts};
 
 /// What the command line can do with one family.
 pub struct FamilyEntry {
@@ -47,6 +47,9 @@ pub struct FamilyEntry {
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask classify` with a fine-tuned classifier of this family (texts, batch size).
     pub classify: Option<fn(&Path, &Device, &mut Texts, usize) -> Result<String, String>>,
+    /// `cargo xtask tag` with a fine-tuned token classifier of this family (texts, batch size,
+    /// stride).
+    pub tag: Option<fn(&Path, &Device, &mut Texts, usize, Option<usize>) -> Result<String, String>>,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
 }
@@ -77,8 +80,9 @@ impl FamilyEntry {
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
-            finetune: Some(finetune_classifier::<B, S>),
+            finetune: Some(finetune::<B, S>),
             classify: Some(classify_with::<B, S>),
+            tag: Some(tag_with::<B>),
         }
     }
 
@@ -107,6 +111,7 @@ impl FamilyEntry {
             forward: Some(forward),
             finetune: None,
             classify: None,
+            tag: None,
         }
     }
 
@@ -127,6 +132,7 @@ impl FamilyEntry {
             ("forward", self.forward.is_some()),
             ("finetune", self.finetune.is_some()),
             ("classify", self.classify.is_some()),
+            ("tag", self.tag.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
@@ -183,6 +189,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         forward: Some(forward_xlnet),
         finetune: None,
         classify: None,
+        tag: None,
     },
 ];
 

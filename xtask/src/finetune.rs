@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::Device;
-use sesame_layers::{Backbone, ForSequenceClassification, PretrainedModel, SequenceHead, WeightFiles};
+use sesame_layers::{Backbone, ForSequenceClassification, ForTokenClassification, HfConfig, PretrainedModel, SequenceHead, WeightFiles};
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
+use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
-use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification};
+use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification, TaggedSet, TokenClassification, TAGGING_METRICS};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -22,6 +23,9 @@ pub enum FinetuneTask {
     Multilabel,
     /// Regression on a number per row.
     Regress,
+    /// Token classification (named entities, parts of speech): a tag per word, from CoNLL
+    /// files or JSON lines with `tokens` and `tags`.
+    Tag,
 }
 
 /// Options of `cargo xtask finetune` (names as `train`'s where they overlap; defaults as
@@ -43,15 +47,15 @@ pub struct FinetuneArgs {
     /// Run directory: checkpoints, metrics.jsonl, the exported model in `model/`.
     #[arg(long)]
     pub out: PathBuf,
-    /// Column (field) of the text.
-    #[arg(long, default_value = "text")]
-    pub text_column: String,
+    /// Column (field) of the text [default: text; tokens for --task tag].
+    #[arg(long)]
+    pub text_column: Option<String>,
     /// Column (field) of the second text of sentence pairs.
     #[arg(long)]
     pub text_pair_column: Option<String>,
-    /// Column (field) of the label.
-    #[arg(long, default_value = "label")]
-    pub label_column: String,
+    /// Column (field) of the label [default: label; tags for --task tag].
+    #[arg(long)]
+    pub label_column: Option<String>,
     /// Passes over the training rows.
     #[arg(long, default_value_t = 3.0, conflicts_with = "steps")]
     pub epochs: f64,
@@ -71,6 +75,10 @@ pub struct FinetuneArgs {
     /// [default: 128, or the model's positions if fewer].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=65_536))]
     pub seq_len: Option<usize>,
+    /// Tokens shared by consecutive windows of a sentence longer than --seq-len (--task tag)
+    /// [default: a quarter of --seq-len].
+    #[arg(long)]
+    pub stride: Option<usize>,
     /// Warm-up steps (then linear decay to 0).
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
@@ -125,7 +133,12 @@ pub struct FinetuneData {
 /// Read `--train` and `--eval`: the label kind from the training file (or `--task`), the
 /// classes from the training file, every evaluation label checked against them.
 pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
-    let columns = Columns { text: args.text_column.clone(), pair: args.text_pair_column.clone(), label: args.label_column.clone() };
+    let defaults = Columns::default();
+    let columns = Columns {
+        text: args.text_column.clone().unwrap_or(defaults.text),
+        pair: args.text_pair_column.clone(),
+        label: args.label_column.clone().unwrap_or(defaults.label),
+    };
     let train = labelled::read_rows(&args.train, &columns).map_err(|e| e.to_string())?;
     let eval = labelled::read_rows(&args.eval, &columns).map_err(|e| e.to_string())?;
     let found = labelled::problem_type(&args.train, &train).map_err(|e| e.to_string())?;
@@ -135,6 +148,7 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
         (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
         (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
         (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
+        (FinetuneTask::Tag, _) => unreachable!("tagging reads its own files"),
         (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };
@@ -146,147 +160,248 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
     Ok(FinetuneData { problem, train: (train, train_targets), eval: (eval, eval_targets), classes })
 }
 
-/// The metric that picks the exported model, and whether larger is better.
-fn best_metric(args: &FinetuneArgs, problem: ProblemType) -> Result<(String, bool), String> {
-    let name = args.metric.clone().unwrap_or_else(|| {
-        match problem {
-            ProblemType::SingleLabelClassification => "accuracy",
-            ProblemType::MultiLabelClassification => "f1_micro",
-            ProblemType::Regression => "mse",
-        }
-        .to_string()
-    });
-    let names = metric_names(problem);
+/// The metric that picks the exported model (`--metric`, else `default`, checked against
+/// `names`), and whether larger is better.
+fn best_metric(args: &FinetuneArgs, what: &str, names: &[&str], default: &str) -> Result<(String, bool), String> {
+    let name = args.metric.clone().unwrap_or_else(|| default.to_string());
     if !names.contains(&name.as_str()) {
-        return Err(format!("--metric {name}: {} reports {}", problem.hf_name(), names.join(", ")));
+        return Err(format!("--metric {name}: {what} reports {}", names.join(", ")));
     }
     let lower_is_better = name.ends_with("loss") || name == "mse" || name == "mae";
     Ok((name, !lower_is_better))
 }
 
-/// `finetune` of a checkpoint whose base model is `B`, with sequence head `S`.
-pub fn finetune_classifier<B, S>(args: &FinetuneArgs, device: Device) -> Result<String, String>
+/// `finetune` of a checkpoint whose base model is `B`, with sequence head `S`: the task of
+/// `--task`.
+pub fn finetune<B, S>(args: &FinetuneArgs, device: Device) -> Result<String, String>
 where
     B: Backbone,
     S: SequenceHead<B>,
     ForSequenceClassification<B, S>: PretrainedModel<Config = B::Config> + Send + Sync,
+    ForTokenClassification<B>: PretrainedModel<Config = B::Config> + Send + Sync,
 {
-    let data = read_data(args)?;
-    let (metric, greater_is_better) = best_metric(args, data.problem)?;
+    match args.task {
+        FinetuneTask::Tag => finetune_tagger::<B>(args, device),
+        _ => finetune_classifier::<B, S>(args, device),
+    }
+}
+
+/// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
+fn load_start<B: Backbone>(args: &FinetuneArgs) -> Result<(Tokenizer, B::Config, usize), String> {
     let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
-    let mut config = <B::Config as sesame_layers::HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
-    let num_labels = data.classes.len().max(1);
-    set_labels(sesame_layers::HfConfig::labels_mut(&mut config), &data.classes, data.problem);
+    let config = <B::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
     let limits = B::input_limits(&config);
     let seq_len = match args.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,
         None => 128.min(limits.max_len),
     };
+    Ok((tokenizer, config, seq_len))
+}
+
+/// `finetune --task classify|multilabel|regress`.
+fn finetune_classifier<B, S>(args: &FinetuneArgs, device: Device) -> Result<String, String>
+where
+    B: Backbone,
+    S: SequenceHead<B>,
+    ForSequenceClassification<B, S>: PretrainedModel<Config = B::Config> + Send + Sync,
+{
+    let data = read_data(args)?;
+    let default = match data.problem {
+        ProblemType::SingleLabelClassification => "accuracy",
+        ProblemType::MultiLabelClassification => "f1_micro",
+        ProblemType::Regression => "mse",
+    };
+    let metric = best_metric(args, data.problem.hf_name(), metric_names(data.problem), default)?;
+    let (tokenizer, mut config, seq_len) = load_start::<B>(args)?;
+    set_labels(config.labels_mut(), &data.classes, data.problem.hf_name());
     let encode = |(rows, targets): (Vec<labelled::LabelledRow>, Vec<Target>), path: &Path| {
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
         let pairs: Option<Vec<&str>> = args.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.as_deref().unwrap_or_default()).collect());
         LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
     };
     let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
-    let (train_rows, eval_rows) = (train.len(), eval.len());
+    let rows = format!("{} training rows, {} evaluation rows", train.len(), eval.len());
+    let num_labels = data.classes.len().max(1);
     let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, args.batch_size, args.seed);
-    let per_epoch = task.batches_per_epoch().div_ceil(args.grad_accum);
-    let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
-    let every = args.eval_every.unwrap_or(per_epoch).min(steps);
-
-    let out = &args.out;
-    let run = out.join("run");
-    let has_run = run.join("checkpoints").join("latest").is_file();
-    if has_run && !args.resume {
-        return Err(format!("--out {} already holds a run: continue it with --resume, or choose another --out", out.display()));
-    }
-    if args.resume && !has_run {
-        return Err(format!("--resume: {} holds no checkpoint to continue", run.display()));
-    }
-    let train_device = device.clone().autodiff();
-    // The new head is drawn from the seed, as every other random choice of the run.
-    train_device.seed(args.seed);
-    let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
-    let loaded = ForSequenceClassification::<B, S>::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
-    crate::report(&loaded.report);
-    let (mut model, config) = (loaded.model, loaded.config);
-    if args.freeze {
-        // No gradient reaches the base model (its pooler included): the head learns from
-        // fixed features.
-        model.base = model.base.no_grad();
-    }
-    eprintln!(
-        "{}: {} training rows, {} evaluation rows, {} {}; {steps} steps ({per_epoch} per epoch) of {} x {}, evaluated every {every}",
-        ForSequenceClassification::<B, S>::architecture(), train_rows, eval_rows, data.problem.hf_name(),
-        if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) }, args.grad_accum, args.batch_size
-    );
-    let train_config = TrainConfig {
-        steps,
-        grad_accum: args.grad_accum,
-        lr: args.lr,
-        warmup: args.warmup.min(steps),
-        weight_decay: args.weight_decay,
-        epsilon: 1e-8,
-        max_grad_norm: args.max_grad_norm,
-        seed: args.seed,
-        log_every: every.clamp(1, 10),
-        eval_every: every,
-        checkpoint_every: every,
-        best_metric: Some(metric.clone()),
-        greater_is_better: Some(greater_is_better),
-        patience: args.patience,
-        ..TrainConfig::default()
+    let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
+    let freeze = |mut m: ForSequenceClassification<B, S>| {
+        m.base = m.base.no_grad();
+        m
     };
-    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&device));
-    let mut trainer = Trainer::new(train_config, &run).with_progress(!args.quiet).with_threads(threads);
-    if let Some(step) = args.stop_after {
-        trainer = trainer.with_stop_after(step);
-    }
-    let outcome = trainer.fit(&task, model, args.resume).map_err(|e| e.to_string())?;
-    if args.stop_after.is_some() {
-        return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": run }).to_string());
-    }
-    // The model exported: the best by --metric (its evaluation is the one reported).
-    let (model, metrics, step) = match &outcome.best {
-        Some(best) => (outcome.model.try_load_file(trainer.best_model()).map_err(|e| format!("{}: {e}", trainer.best_model().display()))?, best.metrics.clone(), best.step),
-        None => (outcome.model, outcome.held_out.clone(), steps),
-    };
-    let model = model.valid();
-    let export = out.join("model");
-    save_model(&model, &config, &export, &args.model, &tokenizer)?;
-    let predictions = evaluate_rows(&task, &model, &device);
-    let report = serde_json::json!({
-        "task": data.problem.hf_name(),
-        "labels": data.classes,
-        "metric": metric,
-        "step": step,
-        "stopped_early": outcome.stopped_early,
-        "metrics": metrics,
-        "per_class": predictions,
-        "model": export,
-    });
-    sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&report).expect("JSON").as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
-    eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
-    Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "model": export }).to_string())
+    run.fit_and_export(&task, config, freeze, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        task.report(&predictions)
+    })
 }
 
-/// Per-class scores and the confusion matrix of `model` on the held-out rows (single-label).
-fn evaluate_rows<M: sesame_train::finetune::SequenceClassifier>(task: &SequenceClassification<M>, model: &M, device: &Device) -> serde_json::Value {
-    let batches = task.held_out_batches(device);
+/// `finetune --task tag`.
+fn finetune_tagger<B>(args: &FinetuneArgs, device: Device) -> Result<String, String>
+where
+    B: Backbone,
+    ForTokenClassification<B>: PretrainedModel<Config = B::Config> + Send + Sync,
+{
+    let fields = TagFields {
+        tokens: args.text_column.clone().unwrap_or_else(|| TagFields::default().tokens),
+        tags: args.label_column.clone().unwrap_or_else(|| TagFields::default().tags),
+    };
+    let train = tagged::read_sentences(&args.train, &fields).map_err(|e| e.to_string())?;
+    let eval = tagged::read_sentences(&args.eval, &fields).map_err(|e| e.to_string())?;
+    let names = tagged::tag_names(&train);
+    if names.len() < 2 {
+        return Err(format!("{}: a tagger needs at least two tags; the sentences hold {names:?}", args.train.display()));
+    }
+    let train_tags = tagged::tag_ids(&args.train, &train, &names).map_err(|e| e.to_string())?;
+    let eval_tags = tagged::tag_ids(&args.eval, &eval, &names).map_err(|e| e.to_string())?;
+    let default = if tagged::are_entity_tags(&names) { "f1" } else { "accuracy" };
+    let metric = best_metric(args, "token classification", TAGGING_METRICS, default)?;
+    let (tokenizer, mut config, seq_len) = load_start::<B>(args)?;
+    let stride = args.stride.unwrap_or(seq_len / 4);
+    set_labels(config.labels_mut(), &names, "token_classification");
+    config.labels_mut().problem_type = None;
+    let encode = |sentences: &[tagged::TaggedSentence], tags: Vec<Vec<usize>>, path: &Path| {
+        let words: Vec<Vec<&str>> = sentences.iter().map(|s| s.tokens.iter().map(String::as_str).collect()).collect();
+        TaggedSet::encode(&tokenizer, &words, tags, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()))
+    };
+    let (train_set, eval_set) = (encode(&train, train_tags, &args.train)?, encode(&eval, eval_tags, &args.eval)?);
+    let what = format!(
+        "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
+        train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
+    );
+    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), args.batch_size, args.seed);
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
+    let freeze = |mut m: ForTokenClassification<B>| {
+        m.base = m.base.no_grad();
+        m
+    };
+    run.fit_and_export(&task, config, freeze, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        task.entity_report(&predictions).map_or(serde_json::Value::Null, |s| serde_json::json!({ "scores": s.per_type, "accuracy": s.accuracy }))
+    })
+}
+
+/// What every fine-tuning run shares once its task is built.
+struct Run<'a> {
+    args: &'a FinetuneArgs,
+    device: Device,
+    tokenizer: &'a Tokenizer,
+    /// The metric that picks the exported model, and whether larger is better.
+    metric: (String, bool),
+    /// Batches per epoch.
+    per_epoch: u64,
+    /// The data, for the log.
+    what: String,
+    /// HF's name of the task (`problem_type`, or `token_classification`).
+    task_name: &'a str,
+    /// Class or tag names.
+    labels: &'a [String],
+}
+
+impl Run<'_> {
+    /// Train `task`'s model from the checkpoint (with `config`, labels set), keep the best by
+    /// the metric, export it with the tokenizer, and write `eval_results.json` with the
+    /// per-class `report` of the exported model.
+    fn fit_and_export<T, M>(self, task: &T, config: M::Config, freeze_base: impl FnOnce(M) -> M, report: impl Fn(&M, &Device) -> serde_json::Value) -> Result<String, String>
+    where
+        T: TrainTask<Model = M> + Sync,
+        T::Batch: Sync,
+        M: PretrainedModel + Send + Sync,
+    {
+        let args = self.args;
+        let per_epoch = self.per_epoch.div_ceil(args.grad_accum);
+        let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
+        let every = args.eval_every.unwrap_or(per_epoch).min(steps);
+        let out = &args.out;
+        let run = out.join("run");
+        let has_run = run.join("checkpoints").join("latest").is_file();
+        if has_run && !args.resume {
+            return Err(format!("--out {} already holds a run: continue it with --resume, or choose another --out", out.display()));
+        }
+        if args.resume && !has_run {
+            return Err(format!("--resume: {} holds no checkpoint to continue", run.display()));
+        }
+        let train_device = self.device.clone().autodiff();
+        // The new head is drawn from the seed, as every other random choice of the run.
+        train_device.seed(args.seed);
+        let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
+        let loaded = M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
+        crate::report(&loaded.report);
+        let (mut model, config) = (loaded.model, loaded.config);
+        if args.freeze {
+            // No gradient reaches the base model (its pooler included): the head learns from
+            // fixed features.
+            model = freeze_base(model);
+        }
+        eprintln!("{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {}, evaluated every {every}", M::architecture(), self.what, args.grad_accum, args.batch_size);
+        let (metric, greater_is_better) = self.metric;
+        let train_config = TrainConfig {
+            steps,
+            grad_accum: args.grad_accum,
+            lr: args.lr,
+            warmup: args.warmup.min(steps),
+            weight_decay: args.weight_decay,
+            epsilon: 1e-8,
+            max_grad_norm: args.max_grad_norm,
+            seed: args.seed,
+            log_every: every.clamp(1, 10),
+            eval_every: every,
+            checkpoint_every: every,
+            best_metric: Some(metric.clone()),
+            greater_is_better: Some(greater_is_better),
+            patience: args.patience,
+            ..TrainConfig::default()
+        };
+        let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&self.device));
+        let mut trainer = Trainer::new(train_config, &run).with_progress(!args.quiet).with_threads(threads);
+        if let Some(step) = args.stop_after {
+            trainer = trainer.with_stop_after(step);
+        }
+        let outcome = trainer.fit(task, model, args.resume).map_err(|e| e.to_string())?;
+        if args.stop_after.is_some() {
+            return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": run }).to_string());
+        }
+        // The model exported: the best by --metric (its evaluation is the one reported).
+        let (model, metrics, step) = match &outcome.best {
+            Some(best) => (outcome.model.try_load_file(trainer.best_model()).map_err(|e| format!("{}: {e}", trainer.best_model().display()))?, best.metrics.clone(), best.step),
+            None => (outcome.model, outcome.held_out.clone(), steps),
+        };
+        let model = model.valid();
+        let export = out.join("model");
+        save_model(&model, &config, &export, &args.model, self.tokenizer)?;
+        let details = report(&model, &self.device);
+        let results = serde_json::json!({
+            "task": self.task_name,
+            "labels": self.labels,
+            "metric": metric,
+            "step": step,
+            "stopped_early": outcome.stopped_early,
+            "metrics": metrics,
+            "per_class": details,
+            "model": export,
+        });
+        sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
+        eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
+        Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "model": export }).to_string())
+    }
+}
+
+/// What every held-out batch of `task` predicts with `model` (inference, no autodiff).
+fn held_out_predictions<T: TrainTask>(task: &T, model: &T::Model, device: &Device) -> Vec<burn::tensor::TensorData> {
     let inference = model.clone().fork(device);
-    let predictions: Vec<_> = batches.into_iter().filter_map(|b| task.step(&inference, b).predictions).collect();
-    task.report(&predictions)
+    task.held_out_batches(device).into_iter().filter_map(|b| task.step(&inference, b).predictions).collect()
 }
 
 /// Label names, ids and problem type as transformers writes them into config.json.
-fn set_labels(labels: &mut sesame_layers::hparams::LabelConfig, classes: &[String], problem: ProblemType) {
+fn set_labels(labels: &mut sesame_layers::hparams::LabelConfig, classes: &[String], problem: &str) {
     let names: Vec<String> = if classes.is_empty() { vec!["LABEL_0".into()] } else { classes.to_vec() };
     labels.id2label = Some(names.iter().enumerate().map(|(i, n)| (i.to_string(), n.clone())).collect());
     labels.label2id = Some(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
     labels.num_labels = None;
-    labels.problem_type = Some(problem.hf_name().to_string());
+    labels.problem_type = Some(problem.to_string());
 }
 
 /// Save `model` with `config` and the tokenizer of `source` in `dir` (written beside, then

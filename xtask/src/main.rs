@@ -131,6 +131,25 @@ enum Command {
         #[arg(conflicts_with = "input")]
         texts: Vec<String>,
     },
+    /// Tag the words of texts with a fine-tuned token classifier: prints, per text, its
+    /// entities `[{"entity_group", "score", "word", "start", "end"}, ...]` (character offsets),
+    /// as transformers' token-classification pipeline with `aggregation_strategy="first"`.
+    Tag {
+        /// HF model directory with a token-classification head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        /// Tokens shared by consecutive windows of a text longer than the model reads
+        /// [default: a quarter of its positions].
+        #[arg(long)]
+        stride: Option<usize>,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts to tag (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
@@ -296,6 +315,11 @@ fn run(cli: Cli) -> Result<String, String> {
             let family = model_family(&model)?;
             family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size)
         }
+        Command::Tag { model, stride, inputs, backend, texts } => {
+            let device = backend.device()?;
+            let family = model_family(&model)?;
+            family.command("tag", family.tag)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, stride)
+        }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
             let family = model_family(&model)?;
@@ -368,6 +392,26 @@ where
             sesame_layers::pipeline::Classification::Single { scores, .. } | sesame_layers::pipeline::Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
         };
         if !out.iter().all(finite) {
+            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(out)
+    })
+}
+
+pub(crate) fn tag_with<B: sesame_layers::Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String>
+where
+    sesame_layers::ForTokenClassification<B>: Sync,
+{
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = sesame_layers::ForTokenClassification::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    if !loaded.report.initialized.is_empty() {
+        return Err(format!("{} has no token-classification head (missing: {}); fine-tune one with `cargo xtask finetune --task tag`", dir.display(), loaded.report.initialized.join(", ")));
+    }
+    report(&loaded.report);
+    let stride = stride.unwrap_or(B::input_limits(&loaded.config).max_len / 4);
+    run_texts(texts, |chunk| {
+        let out = sesame_layers::pipeline::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
+        if !out.iter().flatten().all(|s| s.score.is_finite()) {
             return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
         }
         Ok(out)

@@ -1,9 +1,9 @@
-//! Ready-made tasks on text for every family: fill-mask, sentence embeddings and text
-//! classification.
+//! Ready-made tasks on text for every family: fill-mask, sentence embeddings, text
+//! classification and token classification (entities with their character spans).
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
-use sesame_text::{EncodedBatch, EncodedText, Tokenizer, TokenizerError};
+use sesame_text::{EncodedBatch, EncodedText, TokenWindow, Tokenizer, TokenizerError, Words};
 
 use crate::backbone::{Backbone, EncoderInput, HasMaskedLmHead, InputLimits};
 use crate::config::{read_json_config, ConfigError};
@@ -12,7 +12,7 @@ use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
 use crate::pretrained::InputError;
 use crate::pretrained::HfConfig;
-use crate::tasks::{ForMaskedLM, ForSequenceClassification};
+use crate::tasks::{ForMaskedLM, ForSequenceClassification, ForTokenClassification};
 use crate::heads::SequenceHead;
 
 /// Why a pipeline could not run.
@@ -392,6 +392,135 @@ where
         debug_assert_eq!(b, rows.len());
         Ok(out)
     })
+}
+
+/// One entity (or run of words with one tag) found by [`tag`], as transformers'
+/// token-classification pipeline gives it with `aggregation_strategy="first"`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TaggedSpan {
+    /// The tag without its `B-`/`I-` prefix (`PER`).
+    pub entity_group: String,
+    /// The mean over its words of each word's probability of its tag (at its first token).
+    pub score: f32,
+    /// The text of the span.
+    pub word: String,
+    /// First character (in Unicode scalar values, as Python indexes a `str`).
+    pub start: usize,
+    /// One past the last character.
+    pub end: usize,
+}
+
+/// Tag the words of `texts` with a fine-tuned token classifier and group them into entities,
+/// as transformers' `pipeline("token-classification", aggregation_strategy="first")`: each
+/// word takes the tag its first token scores highest (with that probability), consecutive words
+/// of one type join unless a `B-` starts a new one (a tag without a prefix continues), and runs
+/// tagged `O` are left out. Texts longer than the model reads are windowed with `stride` tokens
+/// of overlap, each word read from the window where it has the most context. Results in input
+/// order; `batch_size` windows run at a time, batched by length.
+pub fn tag<B: Backbone>(
+    model: &ForTokenClassification<B>,
+    config: &B::Config,
+    tokenizer: &Tokenizer,
+    texts: &[&str],
+    batch_size: usize,
+    stride: usize,
+) -> Result<Vec<Vec<TaggedSpan>>, PipelineError>
+where
+    ForTokenClassification<B>: Sync,
+{
+    let device = model.base.device();
+    let limits = B::input_limits(config);
+    let labels = config.labels();
+    let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
+    let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
+    let flat: Vec<&TokenWindow> = windows.iter().flatten().collect();
+    let encoded: Vec<EncodedText> = flat.iter().map(|w| w.encoded.clone()).collect();
+    let left = tokenizer.pads_left();
+    // Each window's per-token probabilities, unpadded.
+    let probs: Vec<Vec<Vec<f32>>> = by_length(&encoded, batch_size, &device, |rows| {
+        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
+        let input = to_input(&batch, &limits, &device)?;
+        let logits = model.forward(input, None, OutputOptions::default()).logits;
+        let [_, seq, n] = logits.dims();
+        let values = softmax(logits, 2).try_to_vec_as::<f32>().map_err(readback("logits"))?;
+        Ok(rows
+            .iter()
+            .enumerate()
+            .map(|(r, &i)| {
+                let len = encoded[i].len();
+                let first = if left { seq - len } else { 0 };
+                (first..first + len).map(|j| values[(r * seq + j) * n..(r * seq + j + 1) * n].to_vec()).collect()
+            })
+            .collect())
+    })?;
+    let mut next = 0;
+    let mut out = Vec::with_capacity(texts.len());
+    for (text, windows) in texts.iter().zip(&windows) {
+        let probs = &probs[next..next + windows.len()];
+        next += windows.len();
+        // Each word: its span, and (context, probabilities) at its first token's best window.
+        let words = windows.iter().flat_map(|w| w.word_ids.iter().flatten()).max().map_or(0, |&m| m + 1);
+        let mut span: Vec<Option<(usize, usize)>> = vec![None; words];
+        let mut first: Vec<Option<(f32, &[f32])>> = vec![None; words];
+        for (w, p) in windows.iter().zip(probs) {
+            for (j, word) in w.word_ids.iter().enumerate() {
+                let Some(word) = *word else { continue };
+                let (a, b) = w.offsets[j];
+                span[word] = Some(span[word].map_or((a, b), |(s, e)| (s.min(a), e.max(b))));
+                if w.word_start[j] && first[word].is_none_or(|(c, _)| w.context[j] > c) {
+                    first[word] = Some((w.context[j], &p[j]));
+                }
+            }
+        }
+        let tagged: Vec<(String, f32, (usize, usize))> = first
+            .iter()
+            .zip(&span)
+            .filter_map(|(f, s)| {
+                let ((_, p), s) = (f.as_ref()?, s.as_ref()?);
+                let (best, score) = p.iter().enumerate().fold((0, f32::NEG_INFINITY), |a, (i, &v)| if v > a.1 { (i, v) } else { a });
+                Some((name(best), score, *s))
+            })
+            .collect();
+        out.push(group_entities(text, &tagged));
+    }
+    Ok(out)
+}
+
+/// `B` or `I`, and the type, of a tag (transformers' `get_tag`: a tag without a `B-`/`I-`
+/// prefix continues a run of its own type).
+fn split_tag(tag: &str) -> (char, &str) {
+    match tag.split_at_checked(2) {
+        Some(("B-", kind)) => ('B', kind),
+        Some(("I-", kind)) => ('I', kind),
+        _ => ('I', tag),
+    }
+}
+
+/// Words `(tag, score, character span)` of `text` grouped as transformers' `group_entities`,
+/// groups of type `O` left out.
+fn group_entities(text: &str, words: &[(String, f32, (usize, usize))]) -> Vec<TaggedSpan> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let byte = |c: usize| chars.get(c).map_or(text.len(), |&(b, _)| b);
+    let mut groups: Vec<Vec<&(String, f32, (usize, usize))>> = Vec::new();
+    for word in words {
+        let (bi, kind) = split_tag(&word.0);
+        match groups.last_mut() {
+            Some(group) if bi != 'B' && split_tag(&group[group.len() - 1].0).1 == kind => group.push(word),
+            _ => groups.push(vec![word]),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|group| {
+            let kind = group[0].0.split_once('-').map_or(group[0].0.as_str(), |(_, k)| k).to_string();
+            if kind == "O" {
+                return None;
+            }
+            let (start, end) = (group[0].2 .0, group[group.len() - 1].2 .1);
+            let score = group.iter().map(|w| w.1).sum::<f32>() / group.len() as f32;
+            Some(TaggedSpan { entity_group: kind, score, word: text[byte(start)..byte(end)].to_string(), start, end })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -281,10 +281,16 @@ pub fn problem_type(path: &Path, rows: &[LabelledRow]) -> Result<ProblemType, La
 /// The class names of training `rows`, in order: numerically when every class is an integer,
 /// else as strings (as `run_classification.py` sorts its label list).
 pub fn class_names(rows: &[LabelledRow]) -> Vec<String> {
+    sorted_classes(rows.iter().map(|r| &r.label))
+}
+
+/// The distinct classes of `labels` (sets contribute their members; floats nothing), sorted
+/// numerically when every class is an integer, else as strings.
+pub fn sorted_classes<'a>(labels: impl Iterator<Item = &'a RawLabel>) -> Vec<String> {
     let mut integers = BTreeSet::new();
     let mut names = BTreeSet::new();
-    for r in rows {
-        match &r.label {
+    for label in labels {
+        match label {
             RawLabel::Integer(i) => {
                 integers.insert(*i);
             }

@@ -10,12 +10,13 @@ pub mod masking;
 pub mod noising;
 pub mod pretraining;
 pub mod sentencepiece;
+pub mod tagged;
 pub mod tokenizer;
 pub mod tokenizer_training;
 
 pub use corpus::{Corpus, CorpusError};
 pub use noising::{denoise, sentence_blocks, DenoisingConfig, DenoisingError, DenoisingExample, MaskLength, NoiseVocab, Noised};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, UnilmMasking, WholeWordMasking};
-pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind};
+pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, TokenWindow, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind, Words};
 pub use pretraining::{pack_sentences, sentence_pairs, mix_seeds, tokenize_documents, unigram_nll, EpochStream, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
 pub use batcher::{collate, Example, MaskedBatch, SequenceFormat};

@@ -143,6 +143,35 @@ impl EncodedText {
     }
 }
 
+/// What [`Tokenizer::encode_windows`] reads: a text, or a text split into words already (a
+/// tagged sentence's tokens; HF's `is_split_into_words=True`).
+#[derive(Clone, Copy, Debug)]
+pub enum Words<'a> {
+    /// A text, split into words by the tokenizer's pre-tokenizer.
+    Text(&'a str),
+    /// Words given; each word's offsets count characters within it.
+    Split(&'a [&'a str]),
+}
+
+/// One window of a text's tokens, with special tokens, as HF's tokenizer gives them with
+/// `return_overflowing_tokens=True` and a `stride`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenWindow {
+    /// The tokens, special tokens included.
+    pub encoded: EncodedText,
+    /// Each token's word (its index among the input's words); `None` for special tokens.
+    pub word_ids: Vec<Option<usize>>,
+    /// Each token's span in characters, in the text (or in its word, for [`Words::Split`]);
+    /// `(0, 0)` for special tokens.
+    pub offsets: Vec<(usize, usize)>,
+    /// Whether a token is the first of its word in the whole text (not just in this window).
+    pub word_start: Vec<bool>,
+    /// Each token's context in this window, BERT's "max context" score: the fewer tokens on its
+    /// shorter side, plus 0.01 per token in the window; 0 for special tokens. A token in two
+    /// windows is best read from the one where this is larger.
+    pub context: Vec<f32>,
+}
+
 impl EncodedBatch {
     /// One row of ids.
     pub fn ids(&self, row: usize) -> &[i64] {
@@ -413,6 +442,75 @@ impl Tokenizer {
                 Ok(EncodedText { input_ids: to_i64(e.get_ids()), token_type_ids: to_i64(e.get_type_ids()), tokens: e.get_tokens().to_vec() })
             })
             .collect()
+    }
+
+    /// Encode `input` as windows of at most `max_len` tokens (special tokens included), each
+    /// starting `stride` tokens before the previous one ended, as HF's tokenizer does with
+    /// `truncation=True, stride=stride, return_overflowing_tokens=True`: a long text loses
+    /// nothing. Split words get a prefix space from a byte-level BPE pre-tokenizer (transformers'
+    /// `add_prefix_space=True`, which it requires for them).
+    pub fn encode_windows(&self, input: Words, max_len: usize, stride: usize) -> Result<Vec<TokenWindow>, TokenizerError> {
+        let special = self.inner.get_post_processor().map_or(0, |p| tokenizers::PostProcessor::added_tokens(p, false));
+        let content = max_len.saturating_sub(special);
+        if content <= stride {
+            return Err(TokenizerError::Encode {
+                origin: self.origin.clone(),
+                reason: format!("a window of {max_len} tokens holds {content} besides its {special} special tokens, not more than the stride of {stride}"),
+            });
+        }
+        let full = match input {
+            Words::Text(text) => self.guarded(|| self.inner.encode_char_offsets(text, false))?,
+            Words::Split(words) => {
+                let mut tok = self.inner.clone();
+                if let Some(tokenizers::PreTokenizerWrapper::ByteLevel(b)) = tok.get_pre_tokenizer() {
+                    let b = b.clone().add_prefix_space(true);
+                    tok.with_pre_tokenizer(Some(b));
+                }
+                let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+                self.guarded(|| tok.encode_char_offsets(tokenizers::InputSequence::from(words), false))?
+            }
+        };
+        let global_words = full.get_word_ids().to_vec();
+        let starts_word = |g: usize| global_words[g].is_some() && (g == 0 || global_words[g] != global_words[g - 1]);
+        let mut first = full;
+        first.truncate(content, stride, TruncationDirection::Right);
+        let rest = first.take_overflowing();
+        let step = content - stride;
+        std::iter::once(first)
+            .chain(rest)
+            .enumerate()
+            .map(|(k, window)| {
+                let n = window.len();
+                let e = self.guarded(|| self.inner.post_process(window, None, true))?;
+                let sequence = e.get_sequence_ids();
+                let mut c = 0;
+                let (mut word_start, mut context) = (Vec::with_capacity(e.len()), Vec::with_capacity(e.len()));
+                for s in &sequence {
+                    if s.is_some() {
+                        word_start.push(starts_word(k * step + c));
+                        context.push(c.min(n - 1 - c) as f32 + 0.01 * n as f32);
+                        c += 1;
+                    } else {
+                        word_start.push(false);
+                        context.push(0.0);
+                    }
+                }
+                let to_i64 = |v: &[u32]| v.iter().map(|&i| i as i64).collect::<Vec<i64>>();
+                Ok(TokenWindow {
+                    encoded: EncodedText { input_ids: to_i64(e.get_ids()), token_type_ids: to_i64(e.get_type_ids()), tokens: e.get_tokens().to_vec() },
+                    word_ids: e.get_word_ids().iter().zip(&sequence).map(|(w, s)| s.and(w.map(|w| w as usize))).collect(),
+                    offsets: e.get_offsets().iter().zip(&sequence).map(|(&o, s)| if s.is_some() { o } else { (0, 0) }).collect(),
+                    word_start,
+                    context,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether padding goes on the left (XLNet's tokenizer), where a row's tokens end at the
+    /// padded length.
+    pub fn pads_left(&self) -> bool {
+        self.pad_left
     }
 
     /// Tokenize one text without special tokens: ids, and which tokens start a word (from

@@ -1,0 +1,260 @@
+//! Token classification (named entities, parts of speech) as a [`TrainTask`]: every word of a
+//! tagged sentence is labelled on its first sub-token (transformers' `run_ner.py` rule), and a
+//! sentence longer than the model reads is cut into overlapping windows rather than truncated,
+//! each word learned and scored once, in the window where it has the most context on both sides
+//! (BERT's "max context" rule for SQuAD windows). Scores are seqeval's entity-level precision,
+//! recall and F1 and the word accuracy, over every word of the held-out sentences.
+
+use std::collections::BTreeMap;
+
+use burn::module::Module;
+use burn::prelude::*;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use sesame_layers::{loss::per_token_cross_entropy, Backbone, EncoderInput, ForTokenClassification, OutputOptions};
+use sesame_metrics::tagging::{entity_scores, EntityScores, Scheme};
+use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError, Words};
+
+use crate::{Metric, StepOutput, TrainTask};
+
+/// A model giving logits for every token: a token classifier of any family.
+pub trait TokenTagger: Module + Send + Sync {
+    /// Logits `[batch, seq, num_labels]` of `input`.
+    fn tag(&self, input: EncoderInput) -> Tensor<3>;
+}
+
+impl<B: Backbone> TokenTagger for ForTokenClassification<B>
+where
+    Self: Send + Sync,
+{
+    fn tag(&self, input: EncoderInput) -> Tensor<3> {
+        self.forward(input, None, OutputOptions::default()).logits
+    }
+}
+
+/// One window of a sentence's tokens with its labels.
+#[derive(Clone, Debug)]
+pub struct TaggedWindow {
+    /// The tokens, special tokens included.
+    pub encoded: EncodedText,
+    /// The tag id of each token that is learned from this window; -100 elsewhere.
+    pub labels: Vec<i64>,
+    /// The sentence.
+    pub sentence: usize,
+    /// The word of each labelled token, in token order.
+    pub words: Vec<usize>,
+}
+
+/// Tagged sentences encoded as windows, with their tags.
+#[derive(Clone, Debug)]
+pub struct TaggedSet {
+    /// Windows that label at least one word.
+    pub windows: Vec<TaggedWindow>,
+    /// Each sentence's tag ids, one per word.
+    pub tags: Vec<Vec<usize>>,
+    /// Each sentence's words that have a label: a word the tokenizer makes no token of (a
+    /// control character) is neither learned nor scored, as in `run_ner.py`.
+    pub scored: Vec<Vec<bool>>,
+}
+
+impl TaggedSet {
+    /// Encode `sentences` of words, tagged `tags` (ids), as windows of at most `max_len`
+    /// tokens overlapping by `stride`.
+    pub fn encode(tokenizer: &Tokenizer, sentences: &[Vec<&str>], tags: Vec<Vec<usize>>, max_len: usize, stride: usize) -> Result<Self, TokenizerError> {
+        let mut windows = Vec::new();
+        let mut scored = Vec::with_capacity(sentences.len());
+        for (s, words) in sentences.iter().enumerate() {
+            let encoded = tokenizer.encode_windows(Words::Split(words), max_len, stride)?;
+            // Each word's first sub-token with the most context: (window, position, score).
+            let mut best: Vec<Option<(usize, usize, f32)>> = vec![None; words.len()];
+            for (k, w) in encoded.iter().enumerate() {
+                for (j, word) in w.word_ids.iter().enumerate() {
+                    if let (Some(word), true) = (*word, w.word_start[j]) {
+                        if best[word].is_none_or(|(_, _, c)| w.context[j] > c) {
+                            best[word] = Some((k, j, w.context[j]));
+                        }
+                    }
+                }
+            }
+            scored.push(best.iter().map(Option::is_some).collect());
+            for (k, w) in encoded.into_iter().enumerate() {
+                let mut labels = vec![-100i64; w.encoded.len()];
+                let mut labelled = Vec::new();
+                for (word, b) in best.iter().enumerate() {
+                    if let Some((bk, j, _)) = *b {
+                        if bk == k {
+                            labels[j] = tags[s][word] as i64;
+                            labelled.push((j, word));
+                        }
+                    }
+                }
+                if !labelled.is_empty() {
+                    labelled.sort_unstable();
+                    windows.push(TaggedWindow { encoded: w.encoded, labels, sentence: s, words: labelled.into_iter().map(|(_, w)| w).collect() });
+                }
+            }
+        }
+        Ok(Self { windows, tags, scored })
+    }
+
+    /// Windows.
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// Whether there are no windows.
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+}
+
+/// One batch of windows on its device.
+#[derive(Clone, Debug)]
+pub struct TaggingBatch {
+    /// The padded input.
+    pub input: EncoderInput,
+    /// Tag ids `[batch, seq]`, -100 where nothing is learned.
+    pub labels: Tensor<2, Int>,
+    /// Tokens that are not padding.
+    pub tokens: usize,
+}
+
+/// Fine-tuning a [`TokenTagger`] `M` on a [`TaggedSet`], evaluated on another.
+#[derive(Clone, Debug)]
+pub struct TokenClassification<M> {
+    train: TaggedSet,
+    eval: TaggedSet,
+    /// Held-out windows in batch order (sorted by length).
+    eval_order: Vec<usize>,
+    tokenizer: Tokenizer,
+    names: Vec<String>,
+    batch_size: usize,
+    seed: u64,
+    model: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<M> TokenClassification<M> {
+    /// The task of tagging with `names` on `train`, held out `eval`, in batches of
+    /// `batch_size` windows padded by `tokenizer`, shuffled from `seed`.
+    pub fn new(train: TaggedSet, eval: TaggedSet, tokenizer: Tokenizer, names: Vec<String>, batch_size: usize, seed: u64) -> Self {
+        let mut eval_order: Vec<usize> = (0..eval.len()).collect();
+        eval_order.sort_by_key(|&i| eval.windows[i].encoded.len());
+        Self { train, eval, eval_order, tokenizer, names, batch_size: batch_size.max(1), seed, model: std::marker::PhantomData }
+    }
+
+    /// Training batches per epoch.
+    pub fn batches_per_epoch(&self) -> u64 {
+        self.train.len().div_ceil(self.batch_size) as u64
+    }
+
+    fn batch(&self, set: &TaggedSet, rows: &[usize], device: &Device) -> TaggingBatch {
+        let windows: Vec<&TaggedWindow> = rows.iter().map(|&i| &set.windows[i]).collect();
+        let padded = self.tokenizer.pad(&windows.iter().map(|w| &w.encoded).collect::<Vec<_>>()).expect("a batch has rows");
+        let (ids, mask, types) = padded.tensors(device);
+        let tokens = padded.attention_mask.iter().filter(|&&m| m == 1).count();
+        let seq = padded.seq;
+        let left = self.tokenizer.pads_left();
+        let labels: Vec<i64> = windows
+            .iter()
+            .flat_map(|w| {
+                let fill = std::iter::repeat_n(-100, seq - w.labels.len());
+                if left { fill.chain(w.labels.iter().copied()).collect::<Vec<_>>() } else { w.labels.iter().copied().chain(fill).collect() }
+            })
+            .collect();
+        let mut input = EncoderInput::new(ids);
+        input.attention_mask = Some(mask);
+        input.token_type_ids = Some(types);
+        TaggingBatch { input, labels: Tensor::from_data(TensorData::new(labels, [rows.len(), seq]), device), tokens }
+    }
+
+    /// The predicted tag of every scored held-out word, per sentence, from each batch's
+    /// predicted ids `[batch, seq]` in order; `None` when they do not fit the windows.
+    fn predicted(&self, predictions: &[TensorData]) -> Option<Vec<Vec<Option<usize>>>> {
+        let mut out: Vec<Vec<Option<usize>>> = self.eval.tags.iter().map(|t| vec![None; t.len()]).collect();
+        let mut order = self.eval_order.iter();
+        let left = self.tokenizer.pads_left();
+        for p in predictions {
+            let &[b, seq] = p.shape().as_slice() else { return None };
+            let ids: Vec<i64> = p.clone().convert::<i64>().try_to_vec().ok()?;
+            for r in 0..b {
+                let w = &self.eval.windows[*order.next()?];
+                let shift = if left { seq.checked_sub(w.labels.len())? } else { 0 };
+                let positions = w.labels.iter().enumerate().filter(|(_, &l)| l != -100).map(|(j, _)| j);
+                for (j, &word) in positions.zip(&w.words) {
+                    out[w.sentence][word] = Some(*ids.get(r * seq + shift + j)? as usize);
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The held-out true and predicted tag names of the scored words.
+    fn tag_sequences(&self, predictions: &[TensorData]) -> Option<(Vec<Vec<&str>>, Vec<Vec<&str>>)> {
+        let predicted = self.predicted(predictions)?;
+        let name = |i: usize| self.names.get(i).map_or("O", String::as_str);
+        let mut truth = Vec::new();
+        let mut guess = Vec::new();
+        for (s, tags) in self.eval.tags.iter().enumerate() {
+            let words = (0..tags.len()).filter(|&w| self.eval.scored[s][w]);
+            let (t, p): (Vec<&str>, Vec<&str>) = words.map(|w| (name(tags[w]), name(predicted[s][w].unwrap_or(usize::MAX)))).unzip();
+            truth.push(t);
+            guess.push(p);
+        }
+        Some((truth, guess))
+    }
+
+    /// seqeval's entity scores (per type and averaged) and the word accuracy of the held-out
+    /// `predictions`.
+    pub fn entity_report(&self, predictions: &[TensorData]) -> Option<EntityScores> {
+        let (truth, guess) = self.tag_sequences(predictions)?;
+        entity_scores(&truth, &guess, Scheme::Default).ok()
+    }
+}
+
+impl<M: TokenTagger> TrainTask for TokenClassification<M> {
+    type Model = M;
+    type Batch = TaggingBatch;
+    type State = ();
+
+    /// Batch `index`: epoch `index / batches_per_epoch`, its windows shuffled by the task's
+    /// seed and the epoch.
+    fn train_batch(&self, index: u64, device: &Device) -> TaggingBatch {
+        let per_epoch = self.batches_per_epoch();
+        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
+        let mut order: Vec<usize> = (0..self.train.len()).collect();
+        order.shuffle(&mut StdRng::seed_from_u64(mix_seeds(self.seed, epoch)));
+        let rows = &order[k * self.batch_size..((k + 1) * self.batch_size).min(order.len())];
+        self.batch(&self.train, rows, device)
+    }
+
+    fn held_out_batches(&self, device: &Device) -> Vec<TaggingBatch> {
+        self.eval_order.chunks(self.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
+    }
+
+    fn step(&self, model: &M, batch: TaggingBatch) -> StepOutput {
+        let logits = model.tag(batch.input);
+        let [b, s, _] = logits.dims();
+        let loss = per_token_cross_entropy(logits.clone(), batch.labels.clone());
+        let predicted = logits.argmax(2).reshape([b, s]);
+        let labelled = batch.labels.clone().not_equal_elem(-100);
+        let right = predicted.clone().equal(batch.labels).int().mul(labelled.clone().int()).sum();
+        let (right, count) = (right.try_into_scalar::<i64>().map_or(f64::NAN, |v| v as f64), labelled.int().sum().try_into_scalar::<i64>().map_or(0.0, |v| v as f64));
+        StepOutput { loss, metrics: vec![Metric::mean("accuracy", right, count)], tokens: batch.tokens, predictions: Some(predicted.into_data()) }
+    }
+
+    /// seqeval's micro `precision`, `recall`, `f1` (entity level, conlleval's chunking) and the
+    /// word `accuracy`, as `run_ner.py` reports them.
+    fn held_out_scores(&self, predictions: &[TensorData]) -> BTreeMap<String, f64> {
+        let Some(scores) = self.entity_report(predictions) else { return BTreeMap::new() };
+        BTreeMap::from([
+            ("precision".to_string(), scores.micro.precision),
+            ("recall".to_string(), scores.micro.recall),
+            ("f1".to_string(), scores.micro.f1),
+            ("accuracy".to_string(), scores.accuracy),
+        ])
+    }
+}
+
+/// The metric names token classification reports.
+pub const TAGGING_METRICS: &[&str] = &["loss", "precision", "recall", "f1", "accuracy"];
