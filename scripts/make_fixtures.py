@@ -1287,10 +1287,35 @@ def make_metrics():
     (OUT / "metrics" / "reference.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
+def make_windows():
+    """Long texts and pre-split sentences cut into overlapping windows by transformers' fast
+    tokenizers (`truncation=True, stride=3, return_overflowing_tokens=True`, 12 tokens), with
+    each token's word and character offsets: what `Tokenizer::encode_windows` must give for
+    token classification and question answering. RoBERTa's is loaded with
+    `add_prefix_space=True` for split words, as transformers requires."""
+    text = ("Call me Ishmael. Some years ago, never mind how long precisely, having little or no "
+            "money in my purse, and nothing particular to interest me on shore.")
+    words = ["Call", "me", "Ishmael", ".", "Some", "years", "ago", ",", "never", "mind", "how", "long",
+             "precisely", "having", "little", "or", "no", "money", "in", "my", "purse", "unaccountably"]
+    cases = []
+    for name, d, kw in [("bert", OUT / "bert" / "base-fill-mask", {}), ("roberta", OUT / "roberta" / "tokenizer", {"add_prefix_space": True}),
+                        ("albert", OUT / "albert" / "tokenizer", {})]:
+        for kind, value in [("text", text), ("words", words)]:
+            tok = transformers.AutoTokenizer.from_pretrained(d, **(kw if kind == "words" else {}))
+            e = tok(value, is_split_into_words=kind == "words", truncation=True, max_length=12, stride=3,
+                    return_overflowing_tokens=True, return_offsets_mapping=True)
+            cases.append({"tokenizer": str(d.relative_to(ROOT)), "kind": kind, "input": value, "max_length": 12, "stride": 3,
+                          "windows": [{"input_ids": e["input_ids"][k], "word_ids": e.word_ids(k), "offsets": e["offset_mapping"][k]}
+                                      for k in range(len(e["input_ids"]))]})
+    out = OUT / "windows"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "windows.json").write_text(json.dumps(cases, ensure_ascii=False) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1311,6 +1336,9 @@ def main():
         return
     if args.only == "metrics":
         make_metrics()
+        return
+    if args.only == "windows":
+        make_windows()
         return
     if args.only == "generation":
         make_generation_processors()
@@ -1341,6 +1369,7 @@ def main():
     make_xlnet()
     make_xlnet_generation()
     make_metrics()
+    make_windows()
     if args.minilm:
         make_minilm(args.minilm)
 

@@ -465,6 +465,18 @@ impl Tokenizer {
                 if let Some(tokenizers::PreTokenizerWrapper::ByteLevel(b)) = tok.get_pre_tokenizer() {
                     let b = b.clone().add_prefix_space(true);
                     tok.with_pre_tokenizer(Some(b));
+                    // Offsets trimmed as for words that had their space.
+                    match tok.get_post_processor() {
+                        Some(PostProcessorWrapper::Roberta(r)) => {
+                            let r = r.clone().add_prefix_space(true);
+                            tok.with_post_processor(Some(r));
+                        }
+                        Some(PostProcessorWrapper::ByteLevel(b)) => {
+                            let b = b.clone().add_prefix_space(true);
+                            tok.with_post_processor(Some(b));
+                        }
+                        _ => {}
+                    }
                 }
                 let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
                 self.guarded(|| tok.encode_char_offsets(tokenizers::InputSequence::from(words), false))?
@@ -481,6 +493,9 @@ impl Tokenizer {
             .enumerate()
             .map(|(k, window)| {
                 let n = window.len();
+                // The offsets before post-processing: adding the special tokens would trim a
+                // byte-level BPE's offsets a second time.
+                let content_offsets = window.get_offsets().to_vec();
                 let e = self.guarded(|| self.inner.post_process(window, None, true))?;
                 let sequence = e.get_sequence_ids();
                 let mut c = 0;
@@ -499,7 +514,10 @@ impl Tokenizer {
                 Ok(TokenWindow {
                     encoded: EncodedText { input_ids: to_i64(e.get_ids()), token_type_ids: to_i64(e.get_type_ids()), tokens: e.get_tokens().to_vec() },
                     word_ids: e.get_word_ids().iter().zip(&sequence).map(|(w, s)| s.and(w.map(|w| w as usize))).collect(),
-                    offsets: e.get_offsets().iter().zip(&sequence).map(|(&o, s)| if s.is_some() { o } else { (0, 0) }).collect(),
+                    offsets: {
+                        let mut content = content_offsets.into_iter();
+                        sequence.iter().map(|s| if s.is_some() { content.next().unwrap_or_default() } else { (0, 0) }).collect()
+                    },
                     word_start,
                     context,
                 })
