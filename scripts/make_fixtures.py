@@ -1307,6 +1307,17 @@ def make_windows():
             cases.append({"tokenizer": str(d.relative_to(ROOT)), "kind": kind, "input": value, "max_length": 12, "stride": 3,
                           "windows": [{"input_ids": e["input_ids"][k], "word_ids": e.word_ids(k), "offsets": e["offset_mapping"][k]}
                                       for k in range(len(e["input_ids"]))]})
+        # run_qa.py's features: the question whole, the context in windows.
+        tok = transformers.AutoTokenizer.from_pretrained(d)
+        question = "How long ago?"
+        e = tok(question, text, truncation="only_second", max_length=16, stride=3, return_overflowing_tokens=True,
+                return_offsets_mapping=True)
+        cases.append({"tokenizer": str(d.relative_to(ROOT)), "kind": "question", "question": question, "input": text,
+                      "max_length": 16, "stride": 3,
+                      "windows": [{"input_ids": e["input_ids"][k],
+                                   "word_ids": [w if s == 1 else None for w, s in zip(e.word_ids(k), e.sequence_ids(k))],
+                                   "offsets": [o if s == 1 else (0, 0) for o, s in zip(e["offset_mapping"][k], e.sequence_ids(k))]}
+                                  for k in range(len(e["input_ids"]))]})
     out = OUT / "windows"
     out.mkdir(parents=True, exist_ok=True)
     (out / "windows.json").write_text(json.dumps(cases, ensure_ascii=False) + "\n")

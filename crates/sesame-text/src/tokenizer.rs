@@ -450,14 +450,30 @@ impl Tokenizer {
     /// nothing. Split words get a prefix space from a byte-level BPE pre-tokenizer (transformers'
     /// `add_prefix_space=True`, which it requires for them).
     pub fn encode_windows(&self, input: Words, max_len: usize, stride: usize) -> Result<Vec<TokenWindow>, TokenizerError> {
-        let special = self.inner.get_post_processor().map_or(0, |p| tokenizers::PostProcessor::added_tokens(p, false));
-        let content = max_len.saturating_sub(special);
+        self.windows(None, input, max_len, stride)
+    }
+
+    /// Encode `question` and `context` as pairs of the whole question and windows of the
+    /// context, as transformers' `run_qa.py` does (`truncation="only_second"`, `stride`,
+    /// `return_overflowing_tokens=True`); the windows' words, offsets and marks are the
+    /// context's, the question's tokens are marked as special tokens are.
+    pub fn encode_question_windows(&self, question: &str, context: &str, max_len: usize, stride: usize) -> Result<Vec<TokenWindow>, TokenizerError> {
+        self.windows(Some(question), Words::Text(context), max_len, stride)
+    }
+
+    fn windows(&self, first: Option<&str>, input: Words, max_len: usize, stride: usize) -> Result<Vec<TokenWindow>, TokenizerError> {
+        let special = self.inner.get_post_processor().map_or(0, |p| tokenizers::PostProcessor::added_tokens(p, first.is_some()));
+        let question = first.map(|q| self.guarded(|| self.inner.encode_char_offsets(q, false))).transpose()?;
+        let fixed = special + question.as_ref().map_or(0, tokenizers::Encoding::len);
+        let content = max_len.saturating_sub(fixed);
         if content <= stride {
+            let besides = if question.is_some() { format!("{special} special tokens and the question's {}", fixed - special) } else { format!("{special} special tokens") };
             return Err(TokenizerError::Encode {
                 origin: self.origin.clone(),
-                reason: format!("a window of {max_len} tokens holds {content} besides its {special} special tokens, not more than the stride of {stride}"),
+                reason: format!("a window of {max_len} tokens holds {content} besides its {besides}, not more than the stride of {stride}"),
             });
         }
+        let windowed = Some(usize::from(question.is_some()));
         let full = match input {
             Words::Text(text) => self.guarded(|| self.inner.encode_char_offsets(text, false))?,
             Words::Split(words) => {
@@ -496,8 +512,12 @@ impl Tokenizer {
                 // The offsets before post-processing: adding the special tokens would trim a
                 // byte-level BPE's offsets a second time.
                 let content_offsets = window.get_offsets().to_vec();
-                let e = self.guarded(|| self.inner.post_process(window, None, true))?;
-                let sequence = e.get_sequence_ids();
+                let e = match &question {
+                    Some(q) => self.guarded(|| self.inner.post_process(q.clone(), Some(window), true))?,
+                    None => self.guarded(|| self.inner.post_process(window, None, true))?,
+                };
+                // Only the windowed sequence's tokens count as content.
+                let sequence: Vec<Option<usize>> = e.get_sequence_ids().into_iter().map(|s| s.filter(|&s| Some(s) == windowed)).collect();
                 let mut c = 0;
                 let (mut word_start, mut context) = (Vec::with_capacity(e.len()), Vec::with_capacity(e.len()));
                 for s in &sequence {

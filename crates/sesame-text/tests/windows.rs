@@ -1,8 +1,9 @@
 //! `Tokenizer::encode_windows` against transformers' fast tokenizers with
 //! `return_overflowing_tokens=True` and a stride (fixtures/windows, `make_fixtures.py --only
 //! windows`): the same windows of ids, words and character offsets for BERT's WordPiece,
-//! RoBERTa's byte-level BPE (split words with a prefix space) and ALBERT's Unigram, from a text
-//! and from words given; and the first-sub-token and context marks that tagging reads.
+//! RoBERTa's byte-level BPE (split words with a prefix space) and ALBERT's Unigram, from a text,
+//! from words given, and a question with windows of its context (`run_qa.py`'s features); and
+//! the first-sub-token and context marks that tagging reads.
 
 use std::path::{Path, PathBuf};
 
@@ -15,14 +16,17 @@ fn repo() -> PathBuf {
 #[test]
 fn windows_match_transformers_overflowing_tokens() {
     let cases: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(repo().join("fixtures/windows/windows.json")).unwrap()).unwrap();
-    assert_eq!(cases.len(), 6);
+    assert_eq!(cases.len(), 9);
     for case in &cases {
         let name = format!("{} {}", case["tokenizer"], case["kind"]);
         let tokenizer = Tokenizer::from_dir(&repo().join(case["tokenizer"].as_str().unwrap())).unwrap();
         let (max_len, stride) = (case["max_length"].as_u64().unwrap() as usize, case["stride"].as_u64().unwrap() as usize);
         let words: Vec<&str> = case["input"].as_array().map(|w| w.iter().map(|w| w.as_str().unwrap()).collect()).unwrap_or_default();
         let input = if case["kind"] == "words" { Words::Split(&words) } else { Words::Text(case["input"].as_str().unwrap()) };
-        let ours = tokenizer.encode_windows(input, max_len, stride).unwrap();
+        let ours = match case["question"].as_str() {
+            Some(question) => tokenizer.encode_question_windows(question, case["input"].as_str().unwrap(), max_len, stride).unwrap(),
+            None => tokenizer.encode_windows(input, max_len, stride).unwrap(),
+        };
         let theirs = case["windows"].as_array().unwrap();
         assert_eq!(ours.len(), theirs.len(), "{name}: windows");
         for (k, (a, b)) in ours.iter().zip(theirs).enumerate() {
@@ -53,7 +57,8 @@ fn windows_match_transformers_overflowing_tokens() {
             }
         }
         let starts: usize = ours.iter().map(|w| w.word_start.iter().filter(|&&s| s).count()).sum();
-        let overlap_starts: usize = ours[1..].iter().map(|w| w.word_ids.iter().enumerate().filter(|&(j, x)| x.is_some() && w.word_start[j]).take_while(|&(j, _)| j <= stride).count()).sum();
+        // Starts in the first `stride` content tokens of each later window (its overlap).
+        let overlap_starts: usize = ours[1..].iter().map(|w| (0..w.context.len()).filter(|&j| w.context[j] > 0.0).take(stride).filter(|&j| w.word_start[j]).count()).sum();
         assert!(starts >= words_seen && starts - overlap_starts <= words_seen, "{name}: {starts} word starts for {words_seen} words");
     }
 }

