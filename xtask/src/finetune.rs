@@ -10,7 +10,7 @@ use sesame_layers::{Backbone, ForSequenceClassification, ForTokenClassification,
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
-use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification, TaggedSet, TokenClassification, TAGGING_METRICS};
+use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, WORD_METRICS};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -255,8 +255,12 @@ where
     }
     let train_tags = tagged::tag_ids(&args.train, &train, &names).map_err(|e| e.to_string())?;
     let eval_tags = tagged::tag_ids(&args.eval, &eval, &names).map_err(|e| e.to_string())?;
-    let default = if tagged::are_entity_tags(&names) { "f1" } else { "accuracy" };
-    let metric = best_metric(args, "token classification", TAGGING_METRICS, default)?;
+    let entities = tagged::are_entity_tags(&names);
+    let metric = if entities {
+        best_metric(args, "token classification with entity tags", ENTITY_METRICS, "f1")?
+    } else {
+        best_metric(args, "token classification with word classes", WORD_METRICS, "accuracy")?
+    };
     let (tokenizer, mut config, seq_len) = load_start::<B>(args)?;
     let stride = args.stride.unwrap_or(seq_len / 4);
     set_labels(config.labels_mut(), &names, "token_classification");
@@ -270,7 +274,7 @@ where
         "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
         train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
     );
-    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), args.batch_size, args.seed);
+    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, args.batch_size, args.seed);
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
     let freeze = |mut m: ForTokenClassification<B>| {
@@ -279,7 +283,7 @@ where
     };
     run.fit_and_export(&task, config, freeze, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
-        task.entity_report(&predictions).map_or(serde_json::Value::Null, |s| serde_json::json!({ "scores": s.per_type, "accuracy": s.accuracy }))
+        task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))
     })
 }
 

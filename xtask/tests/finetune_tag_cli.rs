@@ -185,6 +185,33 @@ print(json.dumps([[{k: (float(v) if k == "score" else v) for k, v in e.items()} 
 }
 
 #[test]
+fn word_classes_are_scored_by_accuracy_and_f1_over_the_tags() {
+    // The same sentences tagged with classes of words (no B-/I- prefixes), as parts of speech.
+    let dir = scratch("classes");
+    let plain = |rows: std::ops::Range<usize>| -> String {
+        rows.map(|i| {
+            let (words, tags) = sentence(i);
+            words.iter().zip(&tags).map(|(w, t)| format!("{w} {}\n", t.trim_start_matches("B-").trim_start_matches("I-"))).collect::<String>() + "\n"
+        })
+        .collect()
+    };
+    std::fs::write(dir.join("train.conll"), plain(0..200)).unwrap();
+    std::fs::write(dir.join("eval.jsonl"), "").unwrap();
+    let eval = dir.join("eval.conll");
+    std::fs::write(&eval, plain(1000..1040)).unwrap();
+    let out = dir.join("run");
+    let done = finetune(&args(&dir, &out, &["--eval", &eval.display().to_string()])).unwrap();
+    assert_eq!(done["metric"], "accuracy", "{done}");
+    let accuracy = done["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.95, "held-out word accuracy {accuracy}: {done}");
+    assert!(done["metrics"]["f1_macro"].as_f64().unwrap() >= 0.8, "{done}");
+    assert!(done["metrics"].get("precision").is_none(), "entity scores of word classes: {done}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("eval_results.json")).unwrap()).unwrap();
+    let per_tag = report["per_class"]["scores"].as_object().unwrap();
+    assert_eq!(per_tag.keys().collect::<Vec<_>>(), ["ANIMAL", "LOC", "O"], "{report}");
+}
+
+#[test]
 fn bad_tagged_files_get_one_line_naming_them() {
     let dir = scratch("bad");
     write_conll(&dir.join("train.conll"), 0..20);
@@ -208,5 +235,5 @@ fn bad_tagged_files_get_one_line_naming_them() {
     assert_eq!(error(&[]), format!("error: {train}:2: not UTF-8 text (byte 4)"));
     write_conll(&dir.join("train.conll"), 0..20);
     assert_eq!(error(&["--stride", "14"]), format!("error: {train}: tokenizer {}: a window of 16 tokens holds 14 besides its 2 special tokens, not more than the stride of 14 (--seq-len 16, --stride 14)", model_dir().join("tokenizer.json").display()));
-    assert_eq!(error(&["--metric", "mcc"]), "error: --metric mcc: token classification reports loss, precision, recall, f1, accuracy");
+    assert_eq!(error(&["--metric", "mcc"]), "error: --metric mcc: token classification with entity tags reports loss, precision, recall, f1, accuracy");
 }

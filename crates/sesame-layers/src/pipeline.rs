@@ -1,5 +1,6 @@
 //! Ready-made tasks on text for every family: fill-mask, sentence embeddings, text
-//! classification and token classification (entities with their character spans).
+//! classification, token classification (entities with their character spans) and extractive
+//! question answering.
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
@@ -12,7 +13,7 @@ use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
 use crate::pretrained::InputError;
 use crate::pretrained::HfConfig;
-use crate::tasks::{ForMaskedLM, ForSequenceClassification, ForTokenClassification};
+use crate::tasks::{ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification};
 use crate::heads::SequenceHead;
 
 /// Why a pipeline could not run.
@@ -521,6 +522,161 @@ fn group_entities(text: &str, words: &[(String, f32, (usize, usize))]) -> Vec<Ta
             Some(TaggedSpan { entity_group: kind, score, word: text[byte(start)..byte(end)].to_string(), start, end })
         })
         .collect()
+}
+
+/// An answer found in a context by [`answer`] or [`best_answer`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Answer {
+    /// The answer's text (empty: no answer, when allowed).
+    pub answer: String,
+    /// Its probability among the n best candidates (a softmax over their scores).
+    pub score: f32,
+    /// First character in the context (Unicode scalar values, as Python indexes a `str`).
+    pub start: usize,
+    /// One past the last character.
+    pub end: usize,
+}
+
+/// How [`best_answer`] picks a span, as transformers' `run_qa.py` post-processing
+/// (`utils_qa.postprocess_qa_predictions`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AnswerOptions {
+    /// Start and end candidates per window (`n_best_size`, 20).
+    pub n_best: usize,
+    /// Longest answer in tokens (`max_answer_length`, 30).
+    pub max_answer_len: usize,
+    /// Whether "no answer" may win (SQuAD 2.0, `version_2_with_negative`).
+    pub allow_no_answer: bool,
+    /// How much the no-answer score must exceed the best span's to win
+    /// (`null_score_diff_threshold`, 0).
+    pub null_threshold: f32,
+}
+
+impl Default for AnswerOptions {
+    fn default() -> Self {
+        Self { n_best: 20, max_answer_len: 30, allow_no_answer: false, null_threshold: 0.0 }
+    }
+}
+
+/// One window of a question and its context, with the model's span logits.
+#[derive(Clone, Copy, Debug)]
+pub struct ScoredWindow<'a> {
+    /// The window's tokens (the context's marked by a positive `context`).
+    pub window: &'a TokenWindow,
+    /// Span-start logits, one per token.
+    pub start_logits: &'a [f32],
+    /// Span-end logits, one per token.
+    pub end_logits: &'a [f32],
+    /// The position of the classification token, whose logits score "no answer".
+    pub cls: usize,
+}
+
+/// The best answer to one question from its windows, as `run_qa.py` picks it: the n best starts
+/// and ends of every window, paired into spans of the context no longer than the maximum, scored
+/// by the sum of their logits; "no answer" (the classification token's sum, the least over the
+/// windows) wins when allowed and ahead of the best span by more than the threshold. The score
+/// is the softmax probability among the n best candidates.
+pub fn best_answer(context: &str, windows: &[ScoredWindow], options: &AnswerOptions) -> Answer {
+    let top = |logits: &[f32]| {
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(b.cmp(&a)));
+        order.truncate(options.n_best);
+        order
+    };
+    // (score, start char, end char, start + end logit); the null candidate has no span.
+    let mut candidates: Vec<(f32, Option<(usize, usize)>)> = Vec::new();
+    let mut null: Option<f32> = None;
+    for w in windows {
+        let (starts, ends) = (w.start_logits, w.end_logits);
+        let null_score = starts.get(w.cls).copied().unwrap_or(0.0) + ends.get(w.cls).copied().unwrap_or(0.0);
+        if null.is_none_or(|n| n > null_score) {
+            null = Some(null_score);
+        }
+        let content = |j: usize| w.window.context.get(j).is_some_and(|&c| c > 0.0);
+        for &i in &top(starts) {
+            for &j in &top(ends) {
+                if !content(i) || !content(j) || j < i || j - i + 1 > options.max_answer_len {
+                    continue;
+                }
+                candidates.push((starts[i] + ends[j], Some((w.window.offsets[i].0, w.window.offsets[j].1))));
+            }
+        }
+    }
+    if options.allow_no_answer {
+        candidates.extend(null.map(|n| (n, None)));
+    }
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
+    candidates.truncate(options.n_best);
+    if options.allow_no_answer && !candidates.iter().any(|c| c.1.is_none()) {
+        candidates.extend(null.map(|n| (n, None)));
+    }
+    let max = candidates.iter().map(|c| c.0).fold(f32::NEG_INFINITY, f32::max);
+    let total: f32 = candidates.iter().map(|c| (c.0 - max).exp()).sum();
+    let probability = |score: f32| (score - max).exp() / total;
+    let chars: Vec<(usize, char)> = context.char_indices().collect();
+    let byte = |c: usize| chars.get(c).map_or(context.len(), |&(b, _)| b);
+    let span_answer = |(score, (s, e)): (f32, (usize, usize))| Answer { answer: context[byte(s)..byte(e)].to_string(), score: probability(score), start: s, end: e };
+    let best_span = candidates.iter().find_map(|&(score, span)| span.filter(|(s, e)| e > s).map(|span| (score, span)));
+    match (best_span, null) {
+        (Some((score, span)), Some(n)) if options.allow_no_answer && n - score <= options.null_threshold => span_answer((score, span)),
+        (_, Some(n)) if options.allow_no_answer => Answer { answer: String::new(), score: probability(n), start: 0, end: 0 },
+        (Some(best), _) => span_answer(best),
+        (None, _) => Answer { answer: String::new(), score: 0.0, start: 0, end: 0 },
+    }
+}
+
+/// Answer each question in `questions` from its `contexts` with a fine-tuned extractive-QA
+/// model: the context in windows of the model's length overlapping by `stride` tokens, the
+/// answer picked by [`best_answer`]. Results in input order; `batch_size` windows at a time.
+pub fn answer<B: Backbone>(
+    model: &ForQuestionAnswering<B>,
+    config: &B::Config,
+    tokenizer: &Tokenizer,
+    questions: &[(&str, &str)],
+    batch_size: usize,
+    stride: usize,
+    options: &AnswerOptions,
+) -> Result<Vec<Answer>, PipelineError>
+where
+    ForQuestionAnswering<B>: Sync,
+{
+    let device = model.base.device();
+    let limits = B::input_limits(config);
+    let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;
+    let flat: Vec<&TokenWindow> = windows.iter().flatten().collect();
+    let encoded: Vec<EncodedText> = flat.iter().map(|w| w.encoded.clone()).collect();
+    let left = tokenizer.pads_left();
+    let logits: Vec<(Vec<f32>, Vec<f32>)> = by_length(&encoded, batch_size, &device, |rows| {
+        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
+        let input = to_input(&batch, &limits, &device)?;
+        let out = model.forward(input, None, OutputOptions::default());
+        let seq = batch.seq;
+        let (starts, ends) = (out.start_logits.try_to_vec_as::<f32>().map_err(readback("logits"))?, out.end_logits.try_to_vec_as::<f32>().map_err(readback("logits"))?);
+        Ok(rows
+            .iter()
+            .enumerate()
+            .map(|(r, &i)| {
+                let len = encoded[i].len();
+                let first = r * seq + if left { seq - len } else { 0 };
+                (starts[first..first + len].to_vec(), ends[first..first + len].to_vec())
+            })
+            .collect())
+    })?;
+    let cls = tokenizer.special_tokens().cls.clone();
+    let mut next = 0;
+    Ok(questions
+        .iter()
+        .zip(&windows)
+        .map(|((_, context), ws)| {
+            let scored: Vec<ScoredWindow> = ws
+                .iter()
+                .zip(&logits[next..next + ws.len()])
+                .map(|(w, (s, e))| ScoredWindow { window: w, start_logits: s, end_logits: e, cls: w.encoded.tokens.iter().position(|t| *t == cls).unwrap_or(0) })
+                .collect();
+            next += ws.len();
+            best_answer(context, &scored, options)
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod masking;
 pub mod noising;
 pub mod pretraining;
 pub mod sentencepiece;
+pub mod squad;
 pub mod tagged;
 pub mod tokenizer;
 pub mod tokenizer_training;

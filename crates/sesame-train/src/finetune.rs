@@ -23,7 +23,7 @@ use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 use crate::{Metric, StepOutput, TrainTask};
 
 mod tagging;
-pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, TokenTagger, TAGGING_METRICS};
+pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, TokenTagger, ENTITY_METRICS, WORD_METRICS};
 
 /// A model giving one row of logits per text: a sequence classifier of any family.
 pub trait SequenceClassifier: Module + Send + Sync {

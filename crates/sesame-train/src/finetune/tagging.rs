@@ -2,8 +2,9 @@
 //! tagged sentence is labelled on its first sub-token (transformers' `run_ner.py` rule), and a
 //! sentence longer than the model reads is cut into overlapping windows rather than truncated,
 //! each word learned and scored once, in the window where it has the most context on both sides
-//! (BERT's "max context" rule for SQuAD windows). Scores are seqeval's entity-level precision,
-//! recall and F1 and the word accuracy, over every word of the held-out sentences.
+//! (BERT's "max context" rule for SQuAD windows). Entity tags are scored as seqeval scores them
+//! (entity-level precision, recall and F1) with the word accuracy; other tags (parts of speech)
+//! by word accuracy and F1 over the tags, over every word of the held-out sentences.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +14,9 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sesame_layers::{loss::per_token_cross_entropy, Backbone, EncoderInput, ForTokenClassification, OutputOptions};
-use sesame_metrics::tagging::{entity_scores, EntityScores, Scheme};
+use sesame_metrics::classification::ConfusionMatrix;
+use sesame_metrics::tagging::{entity_scores, Scheme};
+use sesame_metrics::Average;
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError, Words};
 
 use crate::{Metric, StepOutput, TrainTask};
@@ -129,18 +132,25 @@ pub struct TokenClassification<M> {
     eval_order: Vec<usize>,
     tokenizer: Tokenizer,
     names: Vec<String>,
+    /// Whether the tags are entity tags (scored by entities), else classes of words.
+    entities: bool,
     batch_size: usize,
     seed: u64,
     model: std::marker::PhantomData<fn() -> M>,
 }
 
 impl<M> TokenClassification<M> {
-    /// The task of tagging with `names` on `train`, held out `eval`, in batches of
-    /// `batch_size` windows padded by `tokenizer`, shuffled from `seed`.
-    pub fn new(train: TaggedSet, eval: TaggedSet, tokenizer: Tokenizer, names: Vec<String>, batch_size: usize, seed: u64) -> Self {
+    /// The task of tagging with `names` (entity tags when `entities`) on `train`, held out
+    /// `eval`, in batches of `batch_size` windows padded by `tokenizer`, shuffled from `seed`.
+    pub fn new(train: TaggedSet, eval: TaggedSet, tokenizer: Tokenizer, names: Vec<String>, entities: bool, batch_size: usize, seed: u64) -> Self {
         let mut eval_order: Vec<usize> = (0..eval.len()).collect();
         eval_order.sort_by_key(|&i| eval.windows[i].encoded.len());
-        Self { train, eval, eval_order, tokenizer, names, batch_size: batch_size.max(1), seed, model: std::marker::PhantomData }
+        Self { train, eval, eval_order, tokenizer, names, entities, batch_size: batch_size.max(1), seed, model: std::marker::PhantomData }
+    }
+
+    /// The metric names this task reports.
+    pub fn metric_names(&self) -> &'static [&'static str] {
+        if self.entities { ENTITY_METRICS } else { WORD_METRICS }
     }
 
     /// Training batches per epoch.
@@ -189,26 +199,48 @@ impl<M> TokenClassification<M> {
         Some(out)
     }
 
-    /// The held-out true and predicted tag names of the scored words.
-    fn tag_sequences(&self, predictions: &[TensorData]) -> Option<(Vec<Vec<&str>>, Vec<Vec<&str>>)> {
+    /// The held-out true and predicted tag ids of the scored words, per sentence.
+    fn tag_sequences(&self, predictions: &[TensorData]) -> Option<(Vec<Vec<usize>>, Vec<Vec<usize>>)> {
         let predicted = self.predicted(predictions)?;
-        let name = |i: usize| self.names.get(i).map_or("O", String::as_str);
         let mut truth = Vec::new();
         let mut guess = Vec::new();
         for (s, tags) in self.eval.tags.iter().enumerate() {
             let words = (0..tags.len()).filter(|&w| self.eval.scored[s][w]);
-            let (t, p): (Vec<&str>, Vec<&str>) = words.map(|w| (name(tags[w]), name(predicted[s][w].unwrap_or(usize::MAX)))).unzip();
+            let (t, p): (Vec<usize>, Vec<usize>) = words.map(|w| (tags[w], predicted[s][w].unwrap_or(usize::MAX))).unzip();
             truth.push(t);
             guess.push(p);
         }
         Some((truth, guess))
     }
 
-    /// seqeval's entity scores (per type and averaged) and the word accuracy of the held-out
-    /// `predictions`.
-    pub fn entity_report(&self, predictions: &[TensorData]) -> Option<EntityScores> {
+    /// Scores of the held-out `predictions`: the metrics, and each entity type's (or tag's)
+    /// precision, recall, F1 and support.
+    pub fn scores(&self, predictions: &[TensorData]) -> Option<(BTreeMap<String, f64>, BTreeMap<String, sesame_metrics::Scores>)> {
         let (truth, guess) = self.tag_sequences(predictions)?;
-        entity_scores(&truth, &guess, Scheme::Default).ok()
+        if self.entities {
+            let name = |i: &usize| self.names.get(*i).map_or("O", String::as_str);
+            let named = |s: &[Vec<usize>]| s.iter().map(|t| t.iter().map(name).collect::<Vec<_>>()).collect::<Vec<_>>();
+            let scores = entity_scores(&named(&truth), &named(&guess), Scheme::Default).ok()?;
+            let metrics = BTreeMap::from([
+                ("precision".to_string(), scores.micro.precision),
+                ("recall".to_string(), scores.micro.recall),
+                ("f1".to_string(), scores.micro.f1),
+                ("accuracy".to_string(), scores.accuracy),
+            ]);
+            Some((metrics, scores.per_type))
+        } else {
+            let n = self.names.len();
+            // A prediction outside the tags (none was made) counts as wrong.
+            let flat_guess: Vec<usize> = guess.iter().flatten().zip(truth.iter().flatten()).map(|(&g, &t)| if g < n { g } else { (t + 1) % n }).collect();
+            let m = ConfusionMatrix::new(n, &truth.concat(), &flat_guess).ok()?;
+            let metrics = BTreeMap::from([
+                ("accuracy".to_string(), m.accuracy()),
+                ("f1_macro".to_string(), m.scores(Average::Macro).f1),
+                ("f1_weighted".to_string(), m.scores(Average::Weighted).f1),
+            ]);
+            let per_tag = self.names.iter().cloned().zip(m.per_class()).filter(|(_, s)| s.support > 0).collect();
+            Some((metrics, per_tag))
+        }
     }
 }
 
@@ -243,18 +275,16 @@ impl<M: TokenTagger> TrainTask for TokenClassification<M> {
         StepOutput { loss, metrics: vec![Metric::mean("accuracy", right, count)], tokens: batch.tokens, predictions: Some(predicted.into_data()) }
     }
 
-    /// seqeval's micro `precision`, `recall`, `f1` (entity level, conlleval's chunking) and the
-    /// word `accuracy`, as `run_ner.py` reports them.
+    /// Entity tags: seqeval's micro `precision`, `recall`, `f1` (entity level, conlleval's
+    /// chunking) and the word `accuracy`, as `run_ner.py` reports them; other tags: the word
+    /// `accuracy`, and `f1_macro` and `f1_weighted` over the tags (scikit-learn's).
     fn held_out_scores(&self, predictions: &[TensorData]) -> BTreeMap<String, f64> {
-        let Some(scores) = self.entity_report(predictions) else { return BTreeMap::new() };
-        BTreeMap::from([
-            ("precision".to_string(), scores.micro.precision),
-            ("recall".to_string(), scores.micro.recall),
-            ("f1".to_string(), scores.micro.f1),
-            ("accuracy".to_string(), scores.accuracy),
-        ])
+        self.scores(predictions).map(|(metrics, _)| metrics).unwrap_or_default()
     }
 }
 
-/// The metric names token classification reports.
-pub const TAGGING_METRICS: &[&str] = &["loss", "precision", "recall", "f1", "accuracy"];
+/// The metric names of entity tagging.
+pub const ENTITY_METRICS: &[&str] = &["loss", "precision", "recall", "f1", "accuracy"];
+
+/// The metric names of tagging words with classes (parts of speech).
+pub const WORD_METRICS: &[&str] = &["loss", "accuracy", "f1_macro", "f1_weighted"];
