@@ -20,7 +20,7 @@ use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_fa
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::finetune::{finetune, FinetuneArgs};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
-use crate::{classify_with, embed_with, fill_mask_with, tag_with, Texts};
+use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
 
 /// What the command line can do with one family.
 pub struct FamilyEntry {
@@ -50,9 +50,15 @@ pub struct FamilyEntry {
     /// `cargo xtask tag` with a fine-tuned token classifier of this family (texts, batch size,
     /// stride).
     pub tag: Option<fn(&Path, &Device, &mut Texts, usize, Option<usize>) -> Result<String, String>>,
+    /// `cargo xtask answer` with a fine-tuned extractive-QA model of this family (questions,
+    /// context, batch size, stride, options).
+    pub answer: Option<AnswerFn>,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
 }
+
+/// `cargo xtask answer`'s entry point.
+pub type AnswerFn = fn(&Path, &Device, &mut Texts, &str, usize, Option<usize>, sesame_layers::pipeline::AnswerOptions) -> Result<String, String>;
 
 impl FamilyEntry {
     /// A family pre-trained on masked batches by the shared task with `F`'s objective, whose
@@ -83,6 +89,7 @@ impl FamilyEntry {
             finetune: Some(finetune::<B, S>),
             classify: Some(classify_with::<B, S>),
             tag: Some(tag_with::<B>),
+            answer: Some(answer_with::<B>),
         }
     }
 
@@ -112,6 +119,7 @@ impl FamilyEntry {
             finetune: None,
             classify: None,
             tag: None,
+        answer: None,
         }
     }
 
@@ -133,6 +141,7 @@ impl FamilyEntry {
             ("finetune", self.finetune.is_some()),
             ("classify", self.classify.is_some()),
             ("tag", self.tag.is_some()),
+            ("answer", self.answer.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
@@ -190,6 +199,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         finetune: None,
         classify: None,
         tag: None,
+        answer: None,
     },
 ];
 

@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::Device;
-use sesame_layers::{Backbone, ForSequenceClassification, ForTokenClassification, HfConfig, PretrainedModel, SequenceHead, WeightFiles};
+use sesame_layers::pipeline::AnswerOptions;
+use sesame_layers::{Backbone, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HfConfig, PretrainedModel, SequenceHead, WeightFiles};
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
-use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, WORD_METRICS};
+use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -26,6 +27,9 @@ pub enum FinetuneTask {
     /// Token classification (named entities, parts of speech): a tag per word, from CoNLL
     /// files or JSON lines with `tokens` and `tags`.
     Tag,
+    /// Extractive question answering: SQuAD's JSON (v1.1, or v2.0 with unanswerable
+    /// questions) or JSON lines with `question`, `context` and `answers`.
+    Qa,
 }
 
 /// Options of `cargo xtask finetune` (names as `train`'s where they overlap; defaults as
@@ -72,13 +76,23 @@ pub struct FinetuneArgs {
     #[arg(long, default_value_t = 5e-5)]
     pub lr: f64,
     /// Tokens per row at most (longer texts are truncated), special tokens included
-    /// [default: 128, or the model's positions if fewer].
+    /// [default: 128 (384 for qa), or the model's positions if fewer].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=65_536))]
     pub seq_len: Option<usize>,
-    /// Tokens shared by consecutive windows of a sentence longer than --seq-len (--task tag)
-    /// [default: a quarter of --seq-len].
+    /// Tokens shared by consecutive windows of a sentence or context longer than --seq-len
+    /// (--task tag, qa) [default: a quarter of --seq-len; a third for qa, as run_qa.py's 128 of 384].
     #[arg(long)]
     pub stride: Option<usize>,
+    /// Longest answer in tokens (--task qa).
+    #[arg(long, default_value_t = 30)]
+    pub max_answer_len: usize,
+    /// Start and end candidates per window (--task qa).
+    #[arg(long, default_value_t = 20)]
+    pub n_best: usize,
+    /// How far "no answer" must score ahead of the best span to win, for data with
+    /// unanswerable questions (--task qa).
+    #[arg(long, default_value_t = 0.0)]
+    pub null_threshold: f32,
     /// Warm-up steps (then linear decay to 0).
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
@@ -148,7 +162,7 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
         (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
         (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
         (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
-        (FinetuneTask::Tag, _) => unreachable!("tagging reads its own files"),
+        (FinetuneTask::Tag | FinetuneTask::Qa, _) => unreachable!("tagging and QA read their own files"),
         (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };
@@ -179,9 +193,11 @@ where
     S: SequenceHead<B>,
     ForSequenceClassification<B, S>: PretrainedModel<Config = B::Config> + Send + Sync,
     ForTokenClassification<B>: PretrainedModel<Config = B::Config> + Send + Sync,
+    ForQuestionAnswering<B>: PretrainedModel<Config = B::Config> + Send + Sync,
 {
     match args.task {
         FinetuneTask::Tag => finetune_tagger::<B>(args, device),
+        FinetuneTask::Qa => finetune_qa::<B>(args, device),
         _ => finetune_classifier::<B, S>(args, device),
     }
 }
@@ -194,7 +210,7 @@ fn load_start<B: Backbone>(args: &FinetuneArgs) -> Result<(Tokenizer, B::Config,
     let seq_len = match args.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,
-        None => 128.min(limits.max_len),
+        None => (if args.task == FinetuneTask::Qa { 384 } else { 128 }).min(limits.max_len),
     };
     Ok((tokenizer, config, seq_len))
 }
@@ -284,6 +300,41 @@ where
     run.fit_and_export(&task, config, freeze, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))
+    })
+}
+
+/// `finetune --task qa`.
+fn finetune_qa<B>(args: &FinetuneArgs, device: Device) -> Result<String, String>
+where
+    B: Backbone,
+    ForQuestionAnswering<B>: PretrainedModel<Config = B::Config> + Send + Sync,
+{
+    let train = sesame_text::squad::read_questions(&args.train).map_err(|e| e.to_string())?;
+    let eval = sesame_text::squad::read_questions(&args.eval).map_err(|e| e.to_string())?;
+    let metric = best_metric(args, "question answering", QA_METRICS, "f1")?;
+    let (tokenizer, config, seq_len) = load_start::<B>(args)?;
+    let stride = args.stride.unwrap_or(seq_len / 3);
+    // SQuAD 2.0: questions without an answer allow "no answer" (run_qa's --version_2_with_negative).
+    let allow_no_answer = train.iter().chain(&eval).any(|x| x.answers.is_empty());
+    let options = AnswerOptions { n_best: args.n_best.max(1), max_answer_len: args.max_answer_len.max(1), allow_no_answer, null_threshold: args.null_threshold };
+    let (train_questions, eval_questions) = (train.len(), eval.len());
+    let encode = |examples, path: &Path| QaSet::encode(&tokenizer, examples, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()));
+    let (train_set, eval_set) = (encode(train, &args.train)?, encode(eval, &args.eval)?);
+    let what = format!(
+        "{train_questions} training questions in {} windows, {eval_questions} evaluation questions in {} windows{}",
+        train_set.len(), eval_set.len(), if allow_no_answer { ", unanswerable questions allowed (SQuAD 2.0)" } else { "" }
+    );
+    let task = QuestionAnswering::<ForQuestionAnswering<B>>::new(train_set, eval_set, tokenizer.clone(), options, args.batch_size, args.seed);
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
+    let freeze = |mut m: ForQuestionAnswering<B>| {
+        m.base = m.base.no_grad();
+        m
+    };
+    run.fit_and_export(&task, config, freeze, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        let ids = task.eval_examples().iter().map(|x| x.id.clone());
+        task.answers(&predictions).map_or(serde_json::Value::Null, |answers| serde_json::json!({ "answers": ids.zip(answers.iter().map(|a| serde_json::to_value(a).expect("JSON"))).collect::<serde_json::Map<_, _>>() }))
     })
 }
 

@@ -150,6 +150,38 @@ enum Command {
         #[arg(conflicts_with = "input")]
         texts: Vec<String>,
     },
+    /// Answer questions from a context with a fine-tuned extractive-QA model: prints, per
+    /// question, `{"answer", "score", "start", "end"}` (character offsets in the context), picked
+    /// as transformers' run_qa.py post-processing picks it.
+    Answer {
+        /// HF model directory with a question-answering head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        /// The passage to answer from (or `@FILE` to read it from a file).
+        #[arg(long)]
+        context: String,
+        /// Tokens shared by consecutive windows of a long context [default: a third of the
+        /// model's positions].
+        #[arg(long)]
+        stride: Option<usize>,
+        /// Longest answer in tokens.
+        #[arg(long, default_value_t = 30)]
+        max_answer_len: usize,
+        /// Allow "no answer" (an empty answer) when it scores ahead of the best span by more
+        /// than --null-threshold (SQuAD 2.0 models).
+        #[arg(long)]
+        allow_no_answer: bool,
+        /// How far "no answer" must score ahead of the best span, with --allow-no-answer.
+        #[arg(long, default_value_t = 0.0)]
+        null_threshold: f32,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Questions (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
@@ -320,6 +352,19 @@ fn run(cli: Cli) -> Result<String, String> {
             let family = model_family(&model)?;
             family.command("tag", family.tag)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, stride)
         }
+        Command::Answer { model, context, stride, max_answer_len, allow_no_answer, null_threshold, inputs, backend, texts } => {
+            let device = backend.device()?;
+            let family = model_family(&model)?;
+            let context = match context.strip_prefix('@') {
+                Some(path) => std::fs::read_to_string(path).map_err(|e| format!("--context @{path}: {e}"))?,
+                None => context,
+            };
+            if context.trim().is_empty() {
+                return Err("--context is empty".into());
+            }
+            let options = sesame_layers::pipeline::AnswerOptions { max_answer_len: max_answer_len.max(1), allow_no_answer, null_threshold, ..Default::default() };
+            family.command("answer", family.answer)?(&model, &device, &mut Texts::new(texts, inputs.input)?, &context, inputs.batch_size, stride, options)
+        }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
             let family = model_family(&model)?;
@@ -412,6 +457,36 @@ where
     run_texts(texts, |chunk| {
         let out = sesame_layers::pipeline::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
         if !out.iter().flatten().all(|s| s.score.is_finite()) {
+            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(out)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn answer_with<B: sesame_layers::Backbone>(
+    dir: &std::path::Path,
+    device: &burn::tensor::Device,
+    texts: &mut Texts,
+    context: &str,
+    batch_size: usize,
+    stride: Option<usize>,
+    options: sesame_layers::pipeline::AnswerOptions,
+) -> Result<String, String>
+where
+    sesame_layers::ForQuestionAnswering<B>: Sync,
+{
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = sesame_layers::ForQuestionAnswering::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    if !loaded.report.initialized.is_empty() {
+        return Err(format!("{} has no question-answering head (missing: {}); fine-tune one with `cargo xtask finetune --task qa`", dir.display(), loaded.report.initialized.join(", ")));
+    }
+    report(&loaded.report);
+    let stride = stride.unwrap_or(B::input_limits(&loaded.config).max_len / 3);
+    run_texts(texts, |chunk| {
+        let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
+        let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| format!("{e} (--stride {stride})"))?;
+        if !out.iter().all(|a| a.score.is_finite()) {
             return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
         }
         Ok(out)

@@ -22,7 +22,9 @@ use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
 use crate::{Metric, StepOutput, TrainTask};
 
+mod qa;
 mod tagging;
+pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, SpanExtractor, QA_METRICS};
 pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, TokenTagger, ENTITY_METRICS, WORD_METRICS};
 
 /// A model giving one row of logits per text: a sequence classifier of any family.
