@@ -181,12 +181,7 @@ impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
     /// Batch `index`: epoch `index / batches_per_epoch`, whose order is a shuffle seeded by the
     /// task's seed and the epoch.
     fn train_batch(&self, index: u64, device: &Device) -> ClassificationBatch {
-        let per_epoch = self.batches_per_epoch();
-        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
-        let mut order: Vec<usize> = (0..self.train.len()).collect();
-        order.shuffle(&mut StdRng::seed_from_u64(mix_seeds(self.seed, epoch)));
-        let rows = &order[k * self.batch_size..((k + 1) * self.batch_size).min(order.len())];
-        self.batch(&self.train, rows, device)
+        self.batch(&self.train, &epoch_batch(self.train.len(), self.batch_size, self.seed, index), device)
     }
 
     /// The held-out rows sorted by length, in batches.
@@ -214,6 +209,18 @@ impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
         let Some(rows) = logit_rows(predictions) else { return BTreeMap::new() };
         scores(self.problem, self.num_labels, &rows, self.eval_targets())
     }
+}
+
+/// The rows of training batch `index` over `rows` rows in batches of `batch_size`: epoch
+/// `index / batches per epoch`, whose order is a shuffle seeded by `seed` and the epoch (so a
+/// resumed run sees the same batches); the last batch of an epoch is smaller when the rows do
+/// not divide evenly.
+pub fn epoch_batch(rows: usize, batch_size: usize, seed: u64, index: u64) -> Vec<usize> {
+    let per_epoch = rows.div_ceil(batch_size).max(1) as u64;
+    let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
+    let mut order: Vec<usize> = (0..rows).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(mix_seeds(seed, epoch)));
+    order[(k * batch_size).min(rows)..((k + 1) * batch_size).min(rows)].to_vec()
 }
 
 /// The rows of logits of every held-out batch, in order.

@@ -8,14 +8,11 @@ use std::collections::BTreeMap;
 
 use burn::module::Module;
 use burn::prelude::*;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use sesame_layers::pipeline::{best_answer, Answer, AnswerOptions, ScoredWindow};
 use sesame_layers::{Backbone, EncoderInput, ForQuestionAnswering, OutputOptions};
 use sesame_metrics::squad::{squad_scores, Question};
 use sesame_text::squad::SquadExample;
-use sesame_text::{mix_seeds, TokenWindow, Tokenizer, TokenizerError};
+use sesame_text::{TokenWindow, Tokenizer, TokenizerError};
 
 use crate::{StepOutput, TrainTask};
 
@@ -191,12 +188,7 @@ impl<M: SpanExtractor> TrainTask for QuestionAnswering<M> {
     /// Batch `index`: epoch `index / batches_per_epoch`, its windows shuffled by the task's
     /// seed and the epoch.
     fn train_batch(&self, index: u64, device: &Device) -> QaBatch {
-        let per_epoch = self.batches_per_epoch();
-        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
-        let mut order: Vec<usize> = (0..self.train.len()).collect();
-        order.shuffle(&mut StdRng::seed_from_u64(mix_seeds(self.seed, epoch)));
-        let rows = &order[k * self.batch_size..((k + 1) * self.batch_size).min(order.len())];
-        self.batch(&self.train, rows, device)
+        self.batch(&self.train, &super::epoch_batch(self.train.len(), self.batch_size, self.seed, index), device)
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<QaBatch> {

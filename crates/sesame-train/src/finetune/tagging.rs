@@ -10,14 +10,11 @@ use std::collections::BTreeMap;
 
 use burn::module::Module;
 use burn::prelude::*;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use sesame_layers::{loss::per_token_cross_entropy, Backbone, EncoderInput, ForTokenClassification, OutputOptions};
 use sesame_metrics::classification::ConfusionMatrix;
 use sesame_metrics::tagging::{entity_scores, Scheme};
 use sesame_metrics::Average;
-use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError, Words};
+use sesame_text::{EncodedText, Tokenizer, TokenizerError, Words};
 
 use crate::{Metric, StepOutput, TrainTask};
 
@@ -252,12 +249,7 @@ impl<M: TokenTagger> TrainTask for TokenClassification<M> {
     /// Batch `index`: epoch `index / batches_per_epoch`, its windows shuffled by the task's
     /// seed and the epoch.
     fn train_batch(&self, index: u64, device: &Device) -> TaggingBatch {
-        let per_epoch = self.batches_per_epoch();
-        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
-        let mut order: Vec<usize> = (0..self.train.len()).collect();
-        order.shuffle(&mut StdRng::seed_from_u64(mix_seeds(self.seed, epoch)));
-        let rows = &order[k * self.batch_size..((k + 1) * self.batch_size).min(order.len())];
-        self.batch(&self.train, rows, device)
+        self.batch(&self.train, &super::epoch_batch(self.train.len(), self.batch_size, self.seed, index), device)
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<TaggingBatch> {
