@@ -389,3 +389,78 @@ fn the_best_evaluation_is_kept_and_patience_stops_a_run() {
     let out = Trainer::new(config(true), run_dir("best-larger")).with_progress(false).fit(&Climbing, init, false).unwrap();
     assert_eq!((out.best.unwrap().step, out.stopped_early), (20, None));
 }
+
+/// Every float parameter's values by module path (`base.encoder.layers.0.attention.query.weight`).
+#[derive(Default)]
+struct ByPath {
+    path: Vec<String>,
+    values: std::collections::BTreeMap<String, Vec<f32>>,
+}
+
+impl burn::module::ModuleVisitor for ByPath {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+        self.values.insert(self.path.join("."), param.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap());
+    }
+}
+
+#[test]
+fn learning_rate_groups_scale_each_parameters_step() {
+    let _serial = serial();
+    // One AdamW step moves each weight by about the learning rate (m / sqrt(v) = ±1 at the
+    // first step): 1e-3 by default, a quarter of it in layer 0, nothing in the embeddings.
+    let f = Fixture::open("train/bert-first-step");
+    let device = devices()[0].1.clone().autodiff();
+    let loaded = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
+    let groups = vec![
+        sesame_train::LrGroup { pattern: r"encoder\.layers\.0\.".into(), factor: 0.25 },
+        sesame_train::LrGroup { pattern: r"embeddings\.".into(), factor: 0.0 },
+    ];
+    let config = TrainConfig { steps: 1, lr: 1e-3, warmup: 0, weight_decay: 0.0, max_grad_norm: 0.0, eval_every: 0, log_every: 1, checkpoint_every: 1, lr_groups: groups, ..TrainConfig::default() };
+    let params = |m: &BertForPreTraining| {
+        let mut v = ByPath::default();
+        m.visit(&mut v);
+        v.values
+    };
+    let before = params(&loaded.model);
+    let trained = Trainer::new(config, run_dir("lr-groups")).with_progress(false).fit(&fixed(fixture_batch(&f, &device)), loaded.model, false).unwrap().model;
+    let after = params(&trained);
+    let largest_step = |part: &str| {
+        let steps: Vec<f32> = before.iter().filter(|(k, _)| k.contains(part)).flat_map(|(k, b)| b.iter().zip(&after[k]).map(|(x, y)| (x - y).abs())).collect();
+        assert!(!steps.is_empty(), "no parameter path holds {part:?}: {:?}", before.keys().collect::<Vec<_>>());
+        steps.into_iter().fold(0.0, f32::max)
+    };
+    assert_eq!(largest_step("embeddings."), 0.0, "a factor of 0 leaves the embeddings as they were");
+    let (layer0, layer1) = (largest_step("encoder.layers.0."), largest_step("encoder.layers.1."));
+    assert!((layer0 - 2.5e-4).abs() < 2.5e-6, "layer 0 moved by up to {layer0}, not 2.5e-4");
+    assert!((layer1 - 1e-3).abs() < 1e-5, "layer 1 moved by up to {layer1}, not 1e-3");
+}
+
+#[test]
+fn layer_wise_decay_gives_electras_rates() {
+    // The fixture's 2 layers, decay 0.5: head 1, layer 1 0.25, layer 0 0.125, embeddings 0.0625.
+    let f = Fixture::open("train/bert-first-step");
+    let model = BertForPreTraining::from_pretrained(&f.dir, &devices()[0].1).unwrap().model;
+    let groups = sesame_train::finetune::layer_lr_decay(&model, 0.5);
+    let found: Vec<(String, f64)> = groups.iter().map(|g| (g.pattern.clone(), g.factor)).collect();
+    let mut paths = ByPath::default();
+    model.visit(&mut paths);
+    let factor = |path: &str| groups.iter().filter(|g| regex_matches(&g.pattern, path)).next_back().map_or(1.0, |g| g.factor);
+    let mut seen = std::collections::BTreeMap::new();
+    for path in paths.values.keys() {
+        let f = factor(path);
+        let part = if path.contains("embeddings") { "embeddings" } else if path.contains("layers.0.") { "layer 0" } else if path.contains("layers.1.") { "layer 1" } else { "head" };
+        assert_eq!(*seen.entry(part).or_insert(f), f, "{path}: factor {f} in {part} ({found:?})");
+    }
+    assert_eq!(seen, [("embeddings", 0.0625), ("head", 1.0), ("layer 0", 0.125), ("layer 1", 0.25)].into_iter().collect(), "{found:?}");
+}
+
+/// Whether `pattern` matches `path`, as the optimizer's parameter groups match them.
+fn regex_matches(pattern: &str, path: &str) -> bool {
+    burn::module::ParamGroup::from_any_regexes(vec![pattern]).unwrap().matches(&burn::module::ParamId::new(), Some(path))
+}

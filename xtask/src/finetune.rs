@@ -11,7 +11,7 @@ use sesame_layers::{Backbone, ForQuestionAnswering, ForSequenceClassification, F
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
-use sesame_train::finetune::{metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use sesame_train::finetune::{layer_lr_decay, metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -102,6 +102,11 @@ pub struct FinetuneArgs {
     /// Global gradient-norm clip (0: none).
     #[arg(long, default_value_t = 1.0)]
     pub max_grad_norm: f64,
+    /// Layer-wise learning-rate decay (ELECTRA's fine-tuning recipe, 0.8 for its base model):
+    /// the head at --lr, the top layer at --lr × D², each layer below D times the one above,
+    /// the embeddings at --lr × D^(layers+2).
+    #[arg(long, value_parser = decay_factor)]
+    pub layer_lr_decay: Option<f64>,
     /// Evaluate (and checkpoint) every N steps [default: every epoch].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub eval_every: Option<u64>,
@@ -131,6 +136,14 @@ pub struct FinetuneArgs {
     /// Hide the progress bar (log lines instead).
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// A layer-wise decay factor: in (0, 1].
+fn decay_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if d > 0.0 && d <= 1.0 => Ok(d),
+        _ => Err(format!("{s} is not a factor in (0, 1]")),
+    }
 }
 
 /// The labelled data of a run, read and checked before any model is loaded.
@@ -409,6 +422,12 @@ impl Run<'_> {
             patience: args.patience,
             ..TrainConfig::default()
         };
+        let mut train_config = train_config;
+        if let Some(decay) = args.layer_lr_decay {
+            train_config.lr_groups = layer_lr_decay(&model, decay);
+            let layers = train_config.lr_groups.len();
+            eprintln!("layer-wise learning-rate decay {decay}: {layers} groups, the lowest at --lr x {:.3e}", train_config.lr_groups.iter().map(|g| g.factor).fold(1.0, f64::min));
+        }
         let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&self.device));
         let mut trainer = Trainer::new(train_config, &run).with_progress(!args.quiet).with_threads(threads);
         if let Some(step) = args.stop_after {
@@ -439,6 +458,11 @@ impl Run<'_> {
         });
         sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
+        if let Some(matrix) = results["per_class"].get("confusion_matrix").and_then(|m| serde_json::from_value::<Vec<Vec<u64>>>(m.clone()).ok()) {
+            let path = out.join("confusion_matrix.svg");
+            let svg = sesame_train::plots::confusion_matrix_svg(self.labels, &matrix).map_err(|e| format!("{}: {e}", path.display()))?;
+            sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
         eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
         Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "model": export }).to_string())
     }

@@ -105,6 +105,14 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
     assert_eq!(confusion.iter().flatten().sum::<u64>(), 48);
     let right = (confusion[0][0] + confusion[1][1]) as f64 / 48.0;
     assert_eq!(right, report["metrics"]["accuracy"].as_f64().unwrap(), "{report}");
+    // The pictures: loss and metric curves of the run, the confusion matrix with its counts.
+    let svg = |p: &str| std::fs::read_to_string(whole.join(p)).unwrap();
+    assert!(svg("run/loss.svg").contains("held-out loss") && svg("run/metrics.svg").contains("f1_macro"));
+    let matrix = svg("confusion_matrix.svg");
+    let texts: Vec<&str> = matrix.split("<text").skip(1).filter_map(|t| t.split_once('>').and_then(|(_, rest)| rest.split_once("</text>")).map(|(text, _)| text.trim())).collect();
+    for expected in ["animal", "thing", "predicted", "true"].into_iter().map(String::from).chain(confusion.iter().flatten().map(u64::to_string)) {
+        assert!(texts.contains(&expected.as_str()), "{expected} missing from the confusion matrix's labels {texts:?}");
+    }
 
     let texts: Vec<String> = (1000..1008).map(|i| sentence(i).0).collect();
     let ours = sesame_logits(&export, &texts);
@@ -237,6 +245,8 @@ fn bad_files_and_flags_get_one_line_naming_them() {
     assert_eq!(error(&["--task", "regress"]), format!("error: --task regress: the labels of {} are for single_label_classification", dir.join("train.csv").display()));
     assert_eq!(error(&["--text-column", "body"]), format!("error: {}:1: no column \"body\" (--text-column); the header has [\"text\", \"label\"]", dir.join("train.csv").display()));
     assert_eq!(error(&["--seq-len", "400"]), "error: --seq-len 400 exceeds the model's 40 positions");
+    let refused = finetune(&args(&dir, &["--steps", "2", "--out", &out, "--layer-lr-decay", "1.5"])).unwrap_err();
+    assert!(refused.contains("1.5 is not a factor in (0, 1]"), "{refused}");
 }
 
 #[test]

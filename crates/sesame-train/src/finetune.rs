@@ -223,6 +223,46 @@ pub fn epoch_batch(rows: usize, batch_size: usize, seed: u64, index: u64) -> Vec
     order[(k * batch_size).min(rows)..((k + 1) * batch_size).min(rows)].to_vec()
 }
 
+/// ELECTRA's layer-wise learning-rate decay for fine-tuning (google-research/electra,
+/// `_get_layer_lrs`): the task head learns at the full rate, the top encoder layer at
+/// `decay²`, each layer below at `decay` times the rate of the one above, the embeddings at
+/// `decay^(L+2)`. The layers are the `layers.N` modules of `model`'s encoder (a shared layer,
+/// as ALBERT's, counts once); the embeddings every module whose name has `embeddings`.
+pub fn layer_lr_decay<M: Module>(model: &M, decay: f64) -> Vec<crate::LrGroup> {
+    #[derive(Default)]
+    struct Paths {
+        path: Vec<String>,
+        layers: std::collections::BTreeMap<usize, String>,
+        embeddings: std::collections::BTreeSet<String>,
+    }
+    impl burn::module::ModuleVisitor for Paths {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, _: &burn::module::Param<Tensor<D>>) {
+            let p = &self.path;
+            let in_encoder = |i: usize| p[..i].iter().any(|s| s.contains("encoder"));
+            if let Some(i) = (1..p.len()).find(|&i| p[i - 1] == "layers" && in_encoder(i) && p[i].parse::<usize>().is_ok()) {
+                self.layers.insert(p[i].parse().unwrap_or_default(), p[..=i].join("."));
+            } else if let Some(i) = p.iter().position(|s| s.contains("embeddings")) {
+                self.embeddings.insert(p[..=i].join("."));
+            }
+        }
+    }
+    let mut paths = Paths::default();
+    model.visit(&mut paths);
+    let escape = |prefix: &str| format!("^{}\\.", prefix.replace('.', "\\."));
+    let layers = paths.layers.len() as i32;
+    let mut groups: Vec<crate::LrGroup> = paths.embeddings.iter().map(|p| crate::LrGroup { pattern: escape(p), factor: decay.powi(layers + 2) }).collect();
+    for (depth, prefix) in paths.layers.values().enumerate() {
+        groups.push(crate::LrGroup { pattern: escape(prefix), factor: decay.powi(layers + 1 - depth as i32) });
+    }
+    groups
+}
+
 /// The rows of logits of every held-out batch, in order.
 fn logit_rows(predictions: &[TensorData]) -> Option<Vec<Vec<f32>>> {
     let mut rows = Vec::new();

@@ -1,5 +1,5 @@
 //! Training metrics: per-step values reported by a task, running means, a JSON-lines log and
-//! a loss-curve plot (SVG) in the run directory.
+//! its plots (SVG: `loss.svg`, `metrics.svg`) in the run directory.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -86,7 +86,7 @@ pub struct LogLine {
     pub values: BTreeMap<String, f64>,
 }
 
-/// Appends [`LogLine`]s to `metrics.jsonl` and redraws `loss.svg`.
+/// Appends [`LogLine`]s to `metrics.jsonl` and redraws `loss.svg` and `metrics.svg`.
 #[derive(Debug)]
 pub struct MetricLog {
     dir: PathBuf,
@@ -117,53 +117,20 @@ impl MetricLog {
         sesame_text::fs::write_atomic(&self.dir.join("metrics.jsonl"), text.as_bytes())
     }
 
-    /// Append a line and redraw the plot.
+    /// Append a line and redraw the plots.
     pub fn push(&mut self, line: LogLine) -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("metrics.jsonl"))?;
         writeln!(f, "{}", serde_json::to_string(&line).expect("JSON"))?;
+        let held_out = line.split == "held_out";
         self.lines.push(line);
-        sesame_text::fs::write_atomic(&self.dir.join("loss.svg"), loss_svg(&self.lines).as_bytes())
-    }
-}
-
-/// An SVG plot of `loss` against step for the train and held-out splits.
-pub fn loss_svg(lines: &[LogLine]) -> String {
-    let (w, h, pad) = (720.0, 400.0, 50.0);
-    let series: Vec<(&str, &str, Vec<(f64, f64)>)> = [("train", "#1f77b4"), ("held_out", "#d62728")]
-        .iter()
-        .map(|(split, colour)| {
-            let points = lines
-                .iter()
-                .filter(|l| l.split == *split)
-                .filter_map(|l| l.values.get("loss").map(|v| (l.step as f64, *v)))
-                .filter(|(_, v)| v.is_finite())
-                .collect();
-            (*split, *colour, points)
-        })
-        .collect();
-    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.2.iter().copied()).collect();
-    let (x_max, y_min, y_max) = all.iter().fold((1.0f64, f64::MAX, f64::MIN), |(x, lo, hi), &(s, v)| (x.max(s), lo.min(v), hi.max(v)));
-    let (y_min, y_max) = if all.is_empty() { (0.0, 1.0) } else if y_max - y_min < 1e-9 { (y_min - 0.5, y_max + 0.5) } else { (y_min, y_max) };
-    let sx = |x: f64| pad + x / x_max * (w - 2.0 * pad);
-    let sy = |y: f64| h - pad - (y - y_min) / (y_max - y_min) * (h - 2.0 * pad);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <line x1=\"{pad}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"black\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{b}\" stroke=\"black\"/>\n\
-         <text x=\"{cx}\" y=\"{t}\" text-anchor=\"middle\">step (max {x_max})</text>\n\
-         <text x=\"5\" y=\"{pad}\">{y_max:.3}</text><text x=\"5\" y=\"{b}\">{y_min:.3}</text>\n\
-         <text x=\"{cx}\" y=\"20\" text-anchor=\"middle\">loss</text>\n",
-        b = h - pad, r = w - pad, cx = w / 2.0, t = h - 15.0
-    );
-    for (i, (name, colour, points)) in series.iter().enumerate() {
-        if points.is_empty() {
-            continue;
+        sesame_text::fs::write_atomic(&self.dir.join("loss.svg"), crate::plots::loss_svg(&self.lines)?.as_bytes())?;
+        if held_out {
+            if let Some(svg) = crate::plots::metrics_svg(&self.lines)? {
+                sesame_text::fs::write_atomic(&self.dir.join("metrics.svg"), svg.as_bytes())?;
+            }
         }
-        let path: Vec<String> = points.iter().map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
-        svg += &format!("<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>\n", path.join(" "));
-        svg += &format!("<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{name}</text>\n", w - pad - 80.0, pad + 15.0 * i as f64);
+        Ok(())
     }
-    svg + "</svg>\n"
 }
 
 #[cfg(test)]
@@ -189,8 +156,15 @@ mod tests {
             let values = [("loss".to_string(), 5.0 - step as f64)].into_iter().collect();
             log.push(LogLine { step, split: "train".into(), values }).unwrap();
         }
+        let values = [("loss".to_string(), 1.5), ("unigram_mlm_loss".to_string(), 4.25), ("accuracy".to_string(), 0.75)].into_iter().collect();
+        log.push(LogLine { step: 4, split: "held_out".into(), values }).unwrap();
         let svg = std::fs::read_to_string(dir.join("loss.svg")).unwrap();
-        assert!(svg.contains("<polyline") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("<polyline") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        for label in ["train loss", "held-out loss", "unigram mlm loss (baseline)", "step"] {
+            assert!(svg.contains(label), "{label} missing from loss.svg");
+        }
+        let metrics = std::fs::read_to_string(dir.join("metrics.svg")).unwrap();
+        assert!(metrics.contains("accuracy") && !metrics.contains("unigram"), "{metrics}");
         let resumed = MetricLog::open(&dir, 2).unwrap();
         assert_eq!(resumed.lines().iter().map(|l| l.step).collect::<Vec<_>>(), [1, 2]);
     }

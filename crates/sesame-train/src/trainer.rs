@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
+use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use burn::tensor::TensorReadError;
@@ -150,6 +151,21 @@ pub struct TrainConfig {
     /// Stop after this many evaluations without a better `best_metric` (0: never).
     #[serde(default)]
     pub patience: u64,
+    /// Learning-rate factors of groups of parameters (layer-wise decay): a parameter whose
+    /// module path matches a group's pattern learns at the scheduled rate times its factor
+    /// (the last matching group counts); others at the scheduled rate.
+    #[serde(default)]
+    pub lr_groups: Vec<LrGroup>,
+}
+
+/// Parameters whose module path (`base.encoder.layers.3.attention.query.weight`) matches
+/// `pattern` (a regular expression), and the factor of their learning rate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LrGroup {
+    /// A regular expression over parameter paths.
+    pub pattern: String,
+    /// The factor of the scheduled learning rate.
+    pub factor: f64,
 }
 
 impl Default for TrainConfig {
@@ -173,6 +189,7 @@ impl Default for TrainConfig {
             best_metric: None,
             greater_is_better: None,
             patience: 0,
+            lr_groups: Vec::new(),
         }
     }
 }
@@ -196,7 +213,24 @@ impl TrainConfig {
         adam(self.weight_decay).init().with_group(no_decay, adam(0.0).build(), None)
     }
 
+    /// The learning rate of every parameter when the schedule gives `lr`: `lr` times the
+    /// factor of the last group in [`Self::lr_groups`] whose pattern matches its path.
+    pub fn learning_rates(&self, lr: f64) -> ModuleLearningRate {
+        self.lr_groups
+            .iter()
+            .fold(ModuleLrScheduler::new(lr), |scheduler, g| {
+                let group = ParamGroup::from_any_regexes(vec![g.pattern.as_str()]).expect("patterns are checked before a run");
+                scheduler.with_group(group, lr * g.factor)
+            })
+            .step()
+    }
+
     fn check(&self) -> Result<(), TrainError> {
+        for g in &self.lr_groups {
+            if ParamGroup::from_any_regexes(vec![g.pattern.as_str()]).is_err() || !(g.factor.is_finite() && g.factor >= 0.0) {
+                return Err(TrainError::Config(format!("learning-rate group {:?} with factor {}: not a regular expression and a factor ≥ 0", g.pattern, g.factor)));
+            }
+        }
         let bad = |what: &str| Err(TrainError::Config(what.to_string()));
         if self.steps == 0 {
             return bad("steps (--steps) must be at least 1");
@@ -504,7 +538,7 @@ impl Trainer {
             }
             let mut grads = accumulator.grads();
             let grad_norm = if config.max_grad_norm > 0.0 { clip_global_norm(&model, &mut grads, config.max_grad_norm) } else { 0.0 };
-            model = optim.step(lr, model, grads);
+            model = optim.step(config.learning_rates(lr), model, grads);
             window.add(&[Metric::mean("loss", step_loss, 1.0), Metric::mean("grad_norm", grad_norm, 1.0), Metric::mean("lr", lr, 1.0)]);
             let done = step + 1;
             bar.inc(1);
