@@ -414,6 +414,18 @@ pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tens
     })
 }
 
+/// The tokenizer and task model `M` of `dir`, refusing a checkpoint without `M`'s head (one
+/// made up on the spot would predict at random): `head` names it, `hint` says how to get one.
+fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::tensor::Device, head: &str, hint: &str) -> Result<(Tokenizer, sesame_layers::Pretrained<M, M::Config>), String> {
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    if !loaded.report.initialized.is_empty() {
+        return Err(format!("{} has no {head} head (missing: {}); {hint}", dir.display(), loaded.report.initialized.join(", ")));
+    }
+    report(&loaded.report);
+    Ok((tokenizer, loaded))
+}
+
 pub(crate) fn classify_with<B: sesame_layers::Backbone, S: sesame_layers::SequenceHead<B>>(
     dir: &std::path::Path,
     device: &burn::tensor::Device,
@@ -423,13 +435,7 @@ pub(crate) fn classify_with<B: sesame_layers::Backbone, S: sesame_layers::Sequen
 where
     sesame_layers::ForSequenceClassification<B, S>: Sync,
 {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = sesame_layers::ForSequenceClassification::<B, S>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
-    if !loaded.report.initialized.is_empty() {
-        // A head made up on the spot would classify at random.
-        return Err(format!("{} has no sequence-classification head (missing: {}); fine-tune one with `cargo xtask finetune`", dir.display(), loaded.report.initialized.join(", ")));
-    }
-    report(&loaded.report);
+    let (tokenizer, loaded) = load_task_model::<sesame_layers::ForSequenceClassification<B, S>>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
     run_texts(texts, |chunk| {
         let out = sesame_layers::pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
         let finite = |c: &sesame_layers::pipeline::Classification| match c {
@@ -447,12 +453,7 @@ pub(crate) fn tag_with<B: sesame_layers::Backbone>(dir: &std::path::Path, device
 where
     sesame_layers::ForTokenClassification<B>: Sync,
 {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = sesame_layers::ForTokenClassification::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
-    if !loaded.report.initialized.is_empty() {
-        return Err(format!("{} has no token-classification head (missing: {}); fine-tune one with `cargo xtask finetune --task tag`", dir.display(), loaded.report.initialized.join(", ")));
-    }
-    report(&loaded.report);
+    let (tokenizer, loaded) = load_task_model::<sesame_layers::ForTokenClassification<B>>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
     let stride = stride.unwrap_or(B::input_limits(&loaded.config).max_len / 4);
     run_texts(texts, |chunk| {
         let out = sesame_layers::pipeline::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
@@ -476,12 +477,7 @@ pub(crate) fn answer_with<B: sesame_layers::Backbone>(
 where
     sesame_layers::ForQuestionAnswering<B>: Sync,
 {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = sesame_layers::ForQuestionAnswering::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
-    if !loaded.report.initialized.is_empty() {
-        return Err(format!("{} has no question-answering head (missing: {}); fine-tune one with `cargo xtask finetune --task qa`", dir.display(), loaded.report.initialized.join(", ")));
-    }
-    report(&loaded.report);
+    let (tokenizer, loaded) = load_task_model::<sesame_layers::ForQuestionAnswering<B>>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
     let stride = stride.unwrap_or(B::input_limits(&loaded.config).max_len / 3);
     run_texts(texts, |chunk| {
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
@@ -494,17 +490,7 @@ where
 }
 
 pub(crate) fn fill_mask_with<B: sesame_layers::HasMaskedLmHead>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, top_k: usize, batch_size: usize) -> Result<String, String> {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = ForMaskedLM::<B>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
-    if !loaded.report.initialized.is_empty() {
-        // A head made up on the spot would predict noise.
-        return Err(format!(
-            "{} has no masked-LM head (missing: {}); fill-mask needs a checkpoint trained with one",
-            dir.display(),
-            loaded.report.initialized.join(", ")
-        ));
-    }
-    report(&loaded.report);
+    let (tokenizer, loaded) = load_task_model::<ForMaskedLM<B>>(dir, device, "masked-LM", "fill-mask needs a checkpoint trained with one")?;
     let single = matches!(texts, Texts::Args(args) if args.len() == 1);
     let json = run_texts(texts, |chunk| {
         let predictions = fill_masks(&loaded.model, &loaded.config, &tokenizer, chunk, top_k, batch_size).map_err(|e| e.to_string())?;

@@ -4,37 +4,18 @@
 //! same model, transformers loads the export with the same logits and its token-classification
 //! pipeline finds the entities `cargo xtask tag` finds; bad files get one line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+mod finetune_common;
+use finetune_common::{model_dir, xtask};
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    finetune_common::scratch("tag", name)
 }
 
-fn model_dir() -> PathBuf {
-    repo().join("fixtures/bert/base-fill-mask")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-finetune-tag-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn xtask(args: &[String]) -> Result<String, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).current_dir(repo()).output().unwrap();
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).to_string());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).to_string())
-}
-
-/// `cargo xtask finetune --task tag` with `args`: its stdout's last line as JSON, or its stderr.
 fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
-    let all: Vec<String> = ["finetune", "--task", "tag"].into_iter().map(String::from).chain(args.iter().cloned()).collect();
-    let stdout = xtask(&all)?;
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("{e}: {stdout}"))
+    finetune_common::finetune("tag", args)
 }
 
 const ANIMALS: [&str; 4] = ["cat", "dog", "cats", "dogs"];
@@ -107,10 +88,7 @@ fn args(dir: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
         ("--model", model.as_str()), ("--train", &train), ("--eval", &eval), ("--batch-size", "16"), ("--lr", "3e-3"), ("--seq-len", "16"),
         ("--stride", "4"), ("--steps", "80"), ("--eval-every", "20"), ("--out", &out),
     ];
-    let mut all: Vec<String> = defaults.iter().filter(|(flag, _)| !extra.contains(flag)).flat_map(|(f, v)| [f.to_string(), v.to_string()]).collect();
-    all.push("--quiet".into());
-    all.extend(extra.iter().map(|s| s.to_string()));
-    all
+    finetune_common::flags(&defaults, extra)
 }
 
 #[test]
