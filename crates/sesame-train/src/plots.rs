@@ -41,7 +41,7 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 /// One chart of `curves` (name, points, dashed) against the step, with axes, ticks and a legend.
-fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bool)]) -> std::io::Result<String> {
+fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bool)], legend: SeriesLabelPosition) -> std::io::Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
@@ -55,7 +55,9 @@ fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bo
             .y_label_area_size(64)
             .build_cartesian_2d(0f64..x_max, y_min..y_max)
             .map_err(failed)?;
-        chart.configure_mesh().x_desc("step").y_desc(y_label).light_line_style(WHITE.mix(0.0)).draw().map_err(failed)?;
+        // Steps are whole numbers.
+        let step = |x: &f64| format!("{x:.0}");
+        chart.configure_mesh().x_desc("step").y_desc(y_label).x_label_formatter(&step).light_line_style(WHITE.mix(0.0)).draw().map_err(failed)?;
         for (i, (name, points, dashed)) in curves.iter().enumerate() {
             if points.is_empty() {
                 continue;
@@ -72,7 +74,7 @@ fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bo
                 chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled()))).map_err(failed)?;
             }
         }
-        chart.configure_series_labels().position(SeriesLabelPosition::UpperRight).background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(failed)?;
+        chart.configure_series_labels().position(legend).background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(failed)?;
         root.present().map_err(failed)?;
     }
     Ok(svg)
@@ -90,7 +92,7 @@ pub fn loss_svg(lines: &[LogLine]) -> std::io::Result<String> {
             curves.push((format!("{} (baseline)", name.replace('_', " ")), vec![(0.0, v), (x_max, v)], true));
         }
     }
-    line_chart("loss", "loss", &curves)
+    line_chart("loss", "loss", &curves, SeriesLabelPosition::UpperRight)
 }
 
 /// `metrics.svg`: every held-out metric but the losses against the step; `None` when the run
@@ -101,7 +103,8 @@ pub fn metrics_svg(lines: &[LogLine]) -> std::io::Result<Option<String>> {
     if curves.is_empty() {
         return Ok(None);
     }
-    line_chart("held-out metrics", "value", &curves).map(Some)
+    // Metrics mostly rise: the legend goes below them.
+    line_chart("held-out metrics", "value", &curves, SeriesLabelPosition::LowerRight).map(Some)
 }
 
 /// A confusion matrix as a heat map: `rows[true][predicted]` counts, classes `names`, each cell
@@ -113,10 +116,10 @@ pub fn confusion_matrix_svg(names: &[String], rows: &[Vec<u64>]) -> std::io::Res
     let side = cell * n as u32;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (side + label_room + 40, side + label_room + 60)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, ((side + label_room + 40).max(320), side + label_room + 60)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("confusion matrix (rows: true, columns: predicted)", ("sans-serif", 14))
+            .caption("confusion matrix", ("sans-serif", 14))
             .margin(10)
             .x_label_area_size(label_room)
             .y_label_area_size(label_room)
