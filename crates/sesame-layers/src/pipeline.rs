@@ -434,26 +434,8 @@ where
     let labels = config.labels();
     let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
     let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
-    let flat: Vec<&TokenWindow> = windows.iter().flatten().collect();
-    let encoded: Vec<EncodedText> = flat.iter().map(|w| w.encoded.clone()).collect();
-    let left = tokenizer.pads_left();
-    // Each window's per-token probabilities, unpadded.
-    let probs: Vec<Vec<Vec<f32>>> = by_length(&encoded, batch_size, &device, |rows| {
-        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
-        let input = to_input(&batch, &limits, &device)?;
-        let logits = model.forward(input, None, OutputOptions::default()).logits;
-        let [_, seq, n] = logits.dims();
-        let values = softmax(logits, 2).try_to_vec_as::<f32>().map_err(readback("logits"))?;
-        Ok(rows
-            .iter()
-            .enumerate()
-            .map(|(r, &i)| {
-                let len = encoded[i].len();
-                let first = if left { seq - len } else { 0 };
-                (first..first + len).map(|j| values[(r * seq + j) * n..(r * seq + j + 1) * n].to_vec()).collect()
-            })
-            .collect())
-    })?;
+    // Each window's per-token probabilities.
+    let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.forward(input, None, OutputOptions::default()).logits, 2))?;
     let mut next = 0;
     let mut out = Vec::with_capacity(texts.len());
     for (text, windows) in texts.iter().zip(&windows) {
@@ -567,8 +549,6 @@ pub struct ScoredWindow<'a> {
     pub start_logits: &'a [f32],
     /// Span-end logits, one per token.
     pub end_logits: &'a [f32],
-    /// The position of the classification token, whose logits score "no answer".
-    pub cls: usize,
 }
 
 /// The best answer to one question from its windows, as `run_qa.py` picks it: the n best starts
@@ -588,7 +568,9 @@ pub fn best_answer(context: &str, windows: &[ScoredWindow], options: &AnswerOpti
     let mut null: Option<f32> = None;
     for w in windows {
         let (starts, ends) = (w.start_logits, w.end_logits);
-        let null_score = starts.get(w.cls).copied().unwrap_or(0.0) + ends.get(w.cls).copied().unwrap_or(0.0);
+        // The classification token's logits score "no answer".
+        let cls = w.window.cls;
+        let null_score = starts.get(cls).copied().unwrap_or(0.0) + ends.get(cls).copied().unwrap_or(0.0);
         if null.is_none_or(|n| n > null_score) {
             null = Some(null_score);
         }
@@ -643,40 +625,51 @@ where
     let device = model.base.device();
     let limits = B::input_limits(config);
     let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;
-    let flat: Vec<&TokenWindow> = windows.iter().flatten().collect();
-    let encoded: Vec<EncodedText> = flat.iter().map(|w| w.encoded.clone()).collect();
-    let left = tokenizer.pads_left();
-    let logits: Vec<(Vec<f32>, Vec<f32>)> = by_length(&encoded, batch_size, &device, |rows| {
-        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
-        let input = to_input(&batch, &limits, &device)?;
+    let scores = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| {
         let out = model.forward(input, None, OutputOptions::default());
-        let seq = batch.seq;
-        let (starts, ends) = (out.start_logits.try_to_vec_as::<f32>().map_err(readback("logits"))?, out.end_logits.try_to_vec_as::<f32>().map_err(readback("logits"))?);
+        Tensor::stack(vec![out.start_logits, out.end_logits], 2)
+    })?;
+    let logits: Vec<(Vec<f32>, Vec<f32>)> = scores.iter().map(|tokens| tokens.iter().map(|t| (t[0], t[1])).unzip()).collect();
+    let mut next = 0;
+    Ok(questions
+        .iter()
+        .zip(&windows)
+        .map(|((_, context), ws)| {
+            let scored: Vec<ScoredWindow> = ws.iter().zip(&logits[next..next + ws.len()]).map(|(w, (s, e))| ScoredWindow { window: w, start_logits: s, end_logits: e }).collect();
+            next += ws.len();
+            best_answer(context, &scored, options)
+        })
+        .collect())
+}
+
+/// The scores `forward` gives (`[batch, seq, n]` for a padded batch) to every token of the
+/// windows of each input, in order, padding cut off: `[token][n]` per window. The windows run
+/// `batch_size` at a time, batched by length.
+fn token_scores(
+    windows: &[Vec<TokenWindow>],
+    tokenizer: &Tokenizer,
+    limits: &InputLimits,
+    batch_size: usize,
+    device: &Device,
+    forward: impl Fn(EncoderInput) -> Tensor<3> + Sync,
+) -> Result<Vec<Vec<Vec<f32>>>, PipelineError> {
+    let encoded: Vec<EncodedText> = windows.iter().flatten().map(|w| w.encoded.clone()).collect();
+    let left = tokenizer.pads_left();
+    by_length(&encoded, batch_size, device, |rows| {
+        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
+        let scores = forward(to_input(&batch, limits, device)?);
+        let [_, seq, n] = scores.dims();
+        let values = scores.try_to_vec_as::<f32>().map_err(readback("logits"))?;
         Ok(rows
             .iter()
             .enumerate()
             .map(|(r, &i)| {
                 let len = encoded[i].len();
                 let first = r * seq + if left { seq - len } else { 0 };
-                (starts[first..first + len].to_vec(), ends[first..first + len].to_vec())
+                (first..first + len).map(|j| values[j * n..(j + 1) * n].to_vec()).collect()
             })
             .collect())
-    })?;
-    let cls = tokenizer.special_tokens().cls.clone();
-    let mut next = 0;
-    Ok(questions
-        .iter()
-        .zip(&windows)
-        .map(|((_, context), ws)| {
-            let scored: Vec<ScoredWindow> = ws
-                .iter()
-                .zip(&logits[next..next + ws.len()])
-                .map(|(w, (s, e))| ScoredWindow { window: w, start_logits: s, end_logits: e, cls: w.encoded.tokens.iter().position(|t| *t == cls).unwrap_or(0) })
-                .collect();
-            next += ws.len();
-            best_answer(context, &scored, options)
-        })
-        .collect())
+    })
 }
 
 #[cfg(test)]

@@ -170,6 +170,9 @@ pub struct TokenWindow {
     /// shorter side, plus 0.01 per token in the window; 0 for special tokens. A token in two
     /// windows is best read from the one where this is larger.
     pub context: Vec<f32>,
+    /// The position of the classification token (`[CLS]`, `<s>`), which scores "no answer" in
+    /// extractive QA; 0 when the window has none.
+    pub cls: usize,
 }
 
 impl EncodedBatch {
@@ -540,6 +543,7 @@ impl Tokenizer {
                     },
                     word_start,
                     context,
+                    cls: e.get_tokens().iter().position(|t| *t == self.special.cls).unwrap_or(0),
                 })
             })
             .collect()

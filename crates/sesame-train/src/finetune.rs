@@ -120,12 +120,7 @@ impl<M> SequenceClassification<M> {
     /// Rows `rows` of `set` as a batch on `device`.
     fn batch(&self, set: &LabelledSet, rows: &[usize], device: &Device) -> ClassificationBatch {
         let encoded: Vec<&EncodedText> = rows.iter().map(|&i| &set.encoded[i]).collect();
-        let padded = self.tokenizer.pad(&encoded).expect("a batch has rows");
-        let (ids, mask, types) = padded.tensors(device);
-        let tokens = padded.attention_mask.iter().filter(|&&m| m == 1).count();
-        let mut input = EncoderInput::new(ids);
-        input.attention_mask = Some(mask);
-        input.token_type_ids = Some(types);
+        let (input, tokens, _) = padded_input(&self.tokenizer, &encoded, device);
         let b = rows.len();
         let labels = match self.problem {
             ProblemType::SingleLabelClassification => {
@@ -221,6 +216,38 @@ pub fn epoch_batch(rows: usize, batch_size: usize, seed: u64, index: u64) -> Vec
     let mut order: Vec<usize> = (0..rows).collect();
     order.shuffle(&mut StdRng::seed_from_u64(mix_seeds(seed, epoch)));
     order[(k * batch_size).min(rows)..((k + 1) * batch_size).min(rows)].to_vec()
+}
+
+/// `encoded` padded into one batch on `device` by `tokenizer`: the model's input, the tokens that
+/// are not padding, and the padded length.
+fn padded_input(tokenizer: &Tokenizer, encoded: &[&EncodedText], device: &Device) -> (EncoderInput, usize, usize) {
+    let padded = tokenizer.pad(encoded).expect("a batch has rows");
+    let (ids, mask, types) = padded.tensors(device);
+    let tokens = padded.attention_mask.iter().filter(|&&m| m == 1).count();
+    let mut input = EncoderInput::new(ids);
+    input.attention_mask = Some(mask);
+    input.token_type_ids = Some(types);
+    (input, tokens, padded.seq)
+}
+
+/// Each row's predicted values per token, padding cut off (`lens[i] × inner` values for row `i`),
+/// from the held-out `predictions`: batches `[batch, seq, inner..]` of the rows of `order`, in
+/// order, padded on the left when `left`. `None` when they do not fit the rows.
+fn unpadded<T: burn::tensor::Element>(predictions: &[TensorData], order: &[usize], lens: &[usize], left: bool) -> Option<Vec<Vec<T>>> {
+    let mut out: Vec<Option<Vec<T>>> = vec![None; lens.len()];
+    let mut order = order.iter();
+    for p in predictions {
+        let shape = p.shape();
+        let (&b, &seq) = (shape.first()?, shape.get(1)?);
+        let inner: usize = shape[2..].iter().product();
+        let values: Vec<T> = p.clone().convert::<T>().try_to_vec().ok()?;
+        for r in 0..b {
+            let &i = order.next()?;
+            let first = r * seq + if left { seq.checked_sub(lens[i])? } else { 0 };
+            out[i] = Some(values.get(first * inner..(first + lens[i]) * inner)?.to_vec());
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// ELECTRA's layer-wise learning-rate decay for fine-tuning (google-research/electra,

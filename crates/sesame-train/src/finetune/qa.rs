@@ -42,8 +42,6 @@ pub struct QaWindow {
     pub window: TokenWindow,
     /// The answer's first and last token here, or the classification token twice.
     pub positions: (i64, i64),
-    /// The classification token's position.
-    pub cls: usize,
 }
 
 /// Questions encoded as windows.
@@ -60,13 +58,12 @@ impl QaSet {
     /// `stride` tokens; each window's target is its first answer's span (`run_qa.py`'s
     /// `prepare_train_features`).
     pub fn encode(tokenizer: &Tokenizer, examples: Vec<SquadExample>, max_len: usize, stride: usize) -> Result<Self, TokenizerError> {
-        let cls_token = tokenizer.special_tokens().cls.clone();
         let mut windows = Vec::new();
         for (e, example) in examples.iter().enumerate() {
             for window in tokenizer.encode_question_windows(&example.question, &example.context, max_len, stride)? {
-                let cls = window.encoded.tokens.iter().position(|t| *t == cls_token).unwrap_or(0);
-                let positions = example.answers.first().and_then(|(text, start)| answer_tokens(&window, *start, start + text.chars().count())).unwrap_or((cls as i64, cls as i64));
-                windows.push(QaWindow { example: e, window, positions, cls });
+                let cls = window.cls as i64;
+                let positions = example.answers.first().and_then(|(text, start)| answer_tokens(&window, *start, start + text.chars().count())).unwrap_or((cls, cls));
+                windows.push(QaWindow { example: e, window, positions });
             }
         }
         Ok(Self { examples, windows })
@@ -137,16 +134,11 @@ impl<M> QuestionAnswering<M> {
 
     fn batch(&self, set: &QaSet, rows: &[usize], device: &Device) -> QaBatch {
         let windows: Vec<&QaWindow> = rows.iter().map(|&i| &set.windows[i]).collect();
-        let padded = self.tokenizer.pad(&windows.iter().map(|w| &w.window.encoded).collect::<Vec<_>>()).expect("a batch has rows");
-        let (ids, mask, types) = padded.tensors(device);
-        let tokens = padded.attention_mask.iter().filter(|&&m| m == 1).count();
-        let shift = |w: &QaWindow| if self.tokenizer.pads_left() { (padded.seq - w.window.encoded.len()) as i64 } else { 0 };
+        let (input, tokens, seq) = super::padded_input(&self.tokenizer, &windows.iter().map(|w| &w.window.encoded).collect::<Vec<_>>(), device);
+        let shift = |w: &QaWindow| if self.tokenizer.pads_left() { (seq - w.window.encoded.len()) as i64 } else { 0 };
         let starts: Vec<i64> = windows.iter().map(|w| w.positions.0 + shift(w)).collect();
         let ends: Vec<i64> = windows.iter().map(|w| w.positions.1 + shift(w)).collect();
         let b = rows.len();
-        let mut input = EncoderInput::new(ids);
-        input.attention_mask = Some(mask);
-        input.token_type_ids = Some(types);
         QaBatch { input, positions: (Tensor::from_data(TensorData::new(starts, [b]), device), Tensor::from_data(TensorData::new(ends, [b]), device)), tokens }
     }
 
@@ -158,23 +150,13 @@ impl<M> QuestionAnswering<M> {
     /// Each held-out question's answer from the held-out `predictions` (each batch's start and
     /// end logits `[batch, seq, 2]`, in order).
     pub fn answers(&self, predictions: &[TensorData]) -> Option<Vec<Answer>> {
-        let mut logits: Vec<Option<(Vec<f32>, Vec<f32>)>> = vec![None; self.eval.len()];
-        let mut order = self.eval_order.iter();
-        for p in predictions {
-            let &[b, seq, 2] = p.shape().as_slice() else { return None };
-            let values: Vec<f32> = p.clone().convert::<f32>().try_to_vec().ok()?;
-            for r in 0..b {
-                let i = *order.next()?;
-                let len = self.eval.windows[i].window.encoded.len();
-                let first = if self.tokenizer.pads_left() { seq.checked_sub(len)? } else { 0 };
-                let at = |j: usize, k: usize| values[(r * seq + first + j) * 2 + k];
-                logits[i] = Some(((0..len).map(|j| at(j, 0)).collect(), (0..len).map(|j| at(j, 1)).collect()));
-            }
-        }
+        let lens: Vec<usize> = self.eval.windows.iter().map(|w| w.window.encoded.len()).collect();
+        let values = super::unpadded::<f32>(predictions, &self.eval_order, &lens, self.tokenizer.pads_left())?;
+        // Each window's start and end logits (its values alternate: `[token][2]`).
+        let logits: Vec<(Vec<f32>, Vec<f32>)> = values.iter().map(|v| v.chunks(2).map(|t| (t[0], t[1])).unzip()).collect();
         let mut by_example: Vec<Vec<ScoredWindow>> = vec![Vec::new(); self.eval.examples.len()];
-        for (w, l) in self.eval.windows.iter().zip(&logits) {
-            let (s, e) = l.as_ref()?;
-            by_example[w.example].push(ScoredWindow { window: &w.window, start_logits: s, end_logits: e, cls: w.cls });
+        for (w, (s, e)) in self.eval.windows.iter().zip(&logits) {
+            by_example[w.example].push(ScoredWindow { window: &w.window, start_logits: s, end_logits: e });
         }
         Some(self.eval.examples.iter().zip(&by_example).map(|(x, ws)| best_answer(&x.context, ws, &self.options)).collect())
     }

@@ -157,10 +157,7 @@ impl<M> TokenClassification<M> {
 
     fn batch(&self, set: &TaggedSet, rows: &[usize], device: &Device) -> TaggingBatch {
         let windows: Vec<&TaggedWindow> = rows.iter().map(|&i| &set.windows[i]).collect();
-        let padded = self.tokenizer.pad(&windows.iter().map(|w| &w.encoded).collect::<Vec<_>>()).expect("a batch has rows");
-        let (ids, mask, types) = padded.tensors(device);
-        let tokens = padded.attention_mask.iter().filter(|&&m| m == 1).count();
-        let seq = padded.seq;
+        let (input, tokens, seq) = super::padded_input(&self.tokenizer, &windows.iter().map(|w| &w.encoded).collect::<Vec<_>>(), device);
         let left = self.tokenizer.pads_left();
         let labels: Vec<i64> = windows
             .iter()
@@ -169,9 +166,6 @@ impl<M> TokenClassification<M> {
                 if left { fill.chain(w.labels.iter().copied()).collect::<Vec<_>>() } else { w.labels.iter().copied().chain(fill).collect() }
             })
             .collect();
-        let mut input = EncoderInput::new(ids);
-        input.attention_mask = Some(mask);
-        input.token_type_ids = Some(types);
         TaggingBatch { input, labels: Tensor::from_data(TensorData::new(labels, [rows.len(), seq]), device), tokens }
     }
 
@@ -179,18 +173,12 @@ impl<M> TokenClassification<M> {
     /// predicted ids `[batch, seq]` in order; `None` when they do not fit the windows.
     fn predicted(&self, predictions: &[TensorData]) -> Option<Vec<Vec<Option<usize>>>> {
         let mut out: Vec<Vec<Option<usize>>> = self.eval.tags.iter().map(|t| vec![None; t.len()]).collect();
-        let mut order = self.eval_order.iter();
-        let left = self.tokenizer.pads_left();
-        for p in predictions {
-            let &[b, seq] = p.shape().as_slice() else { return None };
-            let ids: Vec<i64> = p.clone().convert::<i64>().try_to_vec().ok()?;
-            for r in 0..b {
-                let w = &self.eval.windows[*order.next()?];
-                let shift = if left { seq.checked_sub(w.labels.len())? } else { 0 };
-                let positions = w.labels.iter().enumerate().filter(|(_, &l)| l != -100).map(|(j, _)| j);
-                for (j, &word) in positions.zip(&w.words) {
-                    out[w.sentence][word] = Some(*ids.get(r * seq + shift + j)? as usize);
-                }
+        let lens: Vec<usize> = self.eval.windows.iter().map(|w| w.labels.len()).collect();
+        let ids = super::unpadded::<i64>(predictions, &self.eval_order, &lens, self.tokenizer.pads_left())?;
+        for (w, ids) in self.eval.windows.iter().zip(&ids) {
+            let positions = w.labels.iter().enumerate().filter(|(_, &l)| l != -100).map(|(j, _)| j);
+            for (j, &word) in positions.zip(&w.words) {
+                out[w.sentence][word] = Some(ids[j] as usize);
             }
         }
         Some(out)
