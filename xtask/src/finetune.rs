@@ -118,9 +118,14 @@ pub struct FinetuneArgs {
     #[arg(long, default_value_t = 0)]
     pub patience: u64,
     /// Feature extraction: keep the pre-trained model fixed (its pooler too) and train the
-    /// classification head alone.
+    /// task head alone.
     #[arg(long)]
     pub freeze: bool,
+    /// Read the features from encoder layer N (1: the lowest; -1: the top, -2: the one below
+    /// it): the layers above N are dropped from training and from the exported model, whose
+    /// config says N layers. With --freeze, a fixed feature extractor of that layer.
+    #[arg(long, allow_negative_numbers = true)]
+    pub feature_layer: Option<i64>,
     /// Random seed (head initialisation, shuffling, dropout).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -394,8 +399,14 @@ impl Run<'_> {
         let train_device = self.device.clone().autodiff();
         // The new head is drawn from the seed, as every other random choice of the run.
         train_device.seed(args.seed);
+        let mut config = config;
+        let kept = args.feature_layer.map(|layer| keep_layers(&mut config, layer)).transpose()?;
         let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
-        let loaded = M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
+        let mut loaded = M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
+        if let Some((kept, total)) = kept {
+            loaded.report.unused.retain(|name| !in_layer_above(name, kept));
+            eprintln!("--feature-layer: the features of layer {kept} of {total}; the {} above it are dropped", total - kept);
+        }
         crate::report(&loaded.report);
         let (mut model, config) = (loaded.model, loaded.config);
         if args.freeze {
@@ -466,6 +477,29 @@ impl Run<'_> {
         eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
         Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "model": export }).to_string())
     }
+}
+
+/// Keep the encoder layers of `config` up to `--feature-layer` `layer` (1-based, or negative
+/// from the top): the layers kept, of how many.
+fn keep_layers<C: HfConfig>(config: &mut C, layer: i64) -> Result<(usize, usize), String> {
+    let Some(layers) = config.num_hidden_layers_mut() else {
+        return Err(format!("--feature-layer {layer}: this model's layers cannot be cut (one stack of layers, ALBERT with one group, is needed)"));
+    };
+    let total = *layers;
+    let kept = match layer {
+        1.. if layer as usize <= total => layer as usize,
+        ..=-1 if layer.unsigned_abs() as usize <= total => total + 1 - layer.unsigned_abs() as usize,
+        _ => return Err(format!("--feature-layer {layer}: the model has {total} layers (1..={total}, or -{total}..=-1 from the top)")),
+    };
+    *layers = kept;
+    Ok((kept, total))
+}
+
+/// Whether the tensor `name` (`bert.encoder.layer.7.output.dense.weight`) belongs to a layer at
+/// or above index `kept` (0-based), one that `--feature-layer` dropped.
+fn in_layer_above(name: &str, kept: usize) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.windows(2).any(|w| matches!(w[0], "layer" | "layers") && w[1].parse::<usize>().is_ok_and(|i| i >= kept))
 }
 
 /// What every held-out batch of `task` predicts with `model` (inference, no autodiff).

@@ -116,22 +116,7 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
 
     let texts: Vec<String> = (1000..1008).map(|i| sentence(i).0).collect();
     let ours = sesame_logits(&export, &texts);
-    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
-        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
-        return;
-    };
-    let script = r#"
-import json, sys, torch, transformers
-d, texts = sys.argv[1], json.loads(sys.argv[2])
-tok = transformers.AutoTokenizer.from_pretrained(d)
-model = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()
-with torch.no_grad():
-    logits = model(**tok(texts, padding=True, return_tensors="pt")).logits
-print(json.dumps({"logits": logits.flatten().tolist(), "labels": [model.config.id2label[int(i)] for i in logits.argmax(-1)]}))
-"#;
-    let out = Command::new(python).args(["-c", script, &export.display().to_string(), &serde_json::to_string(&texts).unwrap()]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let theirs: serde_json::Value = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap();
+    let Some(theirs) = transformers_classifies(&export, &texts) else { return };
     let theirs_logits: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
     assert_eq!(ours.len(), theirs_logits.len());
     for (a, b) in ours.iter().zip(&theirs_logits) {
@@ -152,6 +137,27 @@ print(json.dumps({"logits": logits.flatten().tolist(), "labels": [model.config.i
         assert!((c["score"].as_f64().unwrap() as f32 - top).abs() < 1e-4, "text {i}: {c} against softmax {top}");
         assert_eq!(c["scores"].as_array().map(Vec::len), Some(2), "{c}");
     }
+}
+
+/// transformers' logits (flattened) and labels of the exported classifier in `dir` for
+/// `texts`; `None` (said) when SESAME_PYTHON is unset.
+fn transformers_classifies(dir: &Path, texts: &[String]) -> Option<serde_json::Value> {
+    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
+        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
+        return None;
+    };
+    let script = r#"
+import json, sys, torch, transformers
+d, texts = sys.argv[1], json.loads(sys.argv[2])
+tok = transformers.AutoTokenizer.from_pretrained(d)
+model = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()
+with torch.no_grad():
+    logits = model(**tok(texts, padding=True, return_tensors="pt")).logits
+print(json.dumps({"logits": logits.flatten().tolist(), "labels": [model.config.id2label[int(i)] for i in logits.argmax(-1)]}))
+"#;
+    let out = Command::new(python).args(["-c", script, &dir.display().to_string(), &serde_json::to_string(texts).unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(serde_json::from_slice(out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap())
 }
 
 /// Sesame's logits of the exported classifier for `texts`, flattened.
@@ -247,10 +253,13 @@ fn bad_files_and_flags_get_one_line_naming_them() {
     assert_eq!(error(&["--seq-len", "400"]), "error: --seq-len 400 exceeds the model's 40 positions");
     let refused = finetune(&args(&dir, &["--steps", "2", "--out", &out, "--layer-lr-decay", "1.5"])).unwrap_err();
     assert!(refused.contains("1.5 is not a factor in (0, 1]"), "{refused}");
+    for layer in ["3", "-3", "0"] {
+        assert_eq!(error(&["--feature-layer", layer]), format!("error: --feature-layer {layer}: the model has 2 layers (1..=2, or -2..=-1 from the top)"));
+    }
 }
 
 #[test]
-fn freeze_trains_the_head_alone_and_resumes_to_the_same_head() {
+fn freeze_trains_the_head_alone_resumes_to_the_same_head_and_reads_a_lower_layer() {
     let dir = scratch("freeze");
     let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
     write_csv(&dir.join("train.csv"), 0..160, animal);
@@ -288,4 +297,21 @@ fn freeze_trains_the_head_alone_and_resumes_to_the_same_head() {
         .map(|l| l["values"]["loss"].as_f64().unwrap())
         .collect();
     assert!(losses.len() == 3 && losses[2] < losses[0], "held-out losses {losses:?}");
+
+    // The second-to-last layer's features: the top layer dropped from the export, the lower one
+    // unchanged, and transformers gives the exported model's logits.
+    let lower = dir.join("lower");
+    run(&lower, &["--feature-layer", "-2"]);
+    let export = lower.join("model");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["num_hidden_layers"], 1);
+    let kept = tensors(&export.join("model.safetensors"));
+    assert!(!kept.keys().any(|name| name.contains("layer.1.")), "the top layer was exported");
+    let layer0 = kept.iter().filter(|(name, _)| name.contains("layer.0.")).inspect(|(name, data)| assert!(before[*name] == **data, "{name} changed")).count();
+    assert!(layer0 >= 16, "only {layer0} tensors of layer 0");
+    let texts: Vec<String> = (1000..1006).map(|i| sentence(i).0).collect();
+    let ours = sesame_logits(&export, &texts);
+    let Some(theirs) = transformers_classifies(&export, &texts) else { return };
+    let theirs: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
+    assert!(ours.len() == theirs.len() && ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "logits {ours:?} against transformers' {theirs:?}");
 }

@@ -33,6 +33,13 @@ pub trait HfConfig: Sized + Clone {
     fn labels(&self) -> &crate::hparams::LabelConfig;
     /// The same, to change (a fine-tuning run sets its own labels).
     fn labels_mut(&mut self) -> &mut crate::hparams::LabelConfig;
+    /// The layer count of the family's one encoder stack, to change: a fine-tuning run that
+    /// reads its features from a lower layer keeps the layers up to it and drops the rest.
+    /// `None` where cutting the stack would change what the kept layers compute (ALBERT with
+    /// several layer groups) or there is no single stack (an encoder-decoder).
+    fn num_hidden_layers_mut(&mut self) -> Option<&mut usize> {
+        None
+    }
 }
 
 /// A model loaded from an HF directory, with its config and what loading did.

@@ -142,6 +142,11 @@ impl HfConfig for AlbertConfig {
         &mut self.hparams.labels
     }
 
+    /// With one shared group only: with several, fewer layers would map depths to other groups.
+    fn num_hidden_layers_mut(&mut self) -> Option<&mut usize> {
+        (self.num_hidden_groups == 1).then_some(&mut self.hparams.num_hidden_layers)
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, Albert::MODEL_TYPES, Albert::defaults())?;
         config.validate()?;

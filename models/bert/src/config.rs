@@ -164,6 +164,10 @@ impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
         &mut self.hparams.labels
     }
 
+    fn num_hidden_layers_mut(&mut self) -> Option<&mut usize> {
+        Some(&mut self.hparams.num_hidden_layers)
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let mut config: Self = read_family_config(dir, F::MODEL_TYPES, F::defaults())?;
         config.validate()?;

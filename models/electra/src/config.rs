@@ -146,6 +146,10 @@ impl HfConfig for ElectraConfig {
         &mut self.hparams.labels
     }
 
+    fn num_hidden_layers_mut(&mut self) -> Option<&mut usize> {
+        Some(&mut self.hparams.num_hidden_layers)
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, defaults())?;
         config.validate()?;

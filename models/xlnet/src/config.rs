@@ -213,6 +213,10 @@ impl HfConfig for XlnetConfig {
         &mut self.labels
     }
 
+    fn num_hidden_layers_mut(&mut self) -> Option<&mut usize> {
+        Some(&mut self.n_layer)
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, serde_json::json!({}))?;
         config.validate()?;
