@@ -8,7 +8,11 @@
 //!   `--max-new-tokens` tokens on both sides) of a fresh model of a preset's shape (`base`:
 //!   bart-base, xlnet-base), tokens/s, and each process's peak memory;
 //! - `embed`: sentence embeddings of a checkpoint (`--model`, e.g. all-MiniLM-L6-v2) on the
-//!   first `--sentences` sentences of the corpus, sentences/s, model loading timed apart.
+//!   first `--sentences` sentences of the corpus, sentences/s, model loading timed apart;
+//! - `finetune`: `cargo xtask finetune` of a checkpoint (`--model`) into a classifier of
+//!   `--train`, scored on `--eval`, once per `--seeds`, against transformers' `Trainer` on the
+//!   same data and settings (`scripts/finetune_trainer.py`): training time (evaluations
+//!   included) and held-out metrics of each run, their mean and spread on each side.
 //!
 //! Medians of `--steps` timed runs after `--warmup` untimed ones.
 
@@ -38,6 +42,9 @@ pub enum BenchMode {
     /// Generation of BART (default) or XLNet, greedy and beam search (`--presets tiny,base`;
     /// `--seq-len` source or prompt tokens; `--max-new-tokens`; `--num-beams`).
     Generate,
+    /// Fine-tuning a classifier: `--model` on `--train`, scored on `--eval`, `--epochs`, once
+    /// per `--seeds` (`--batch-size`, `--seq-len`, `--lr`), whole runs timed.
+    Finetune,
 }
 
 /// Options of `cargo xtask bench`.
@@ -72,7 +79,7 @@ pub struct BenchArgs {
     /// Timed runs (the median is reported).
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub steps: usize,
-    /// Embed: the HF / sentence-transformers model directory.
+    /// Embed, finetune: the HF / sentence-transformers model directory.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Embed: how many sentences of `--corpus` to embed.
@@ -97,6 +104,21 @@ pub struct BenchArgs {
     /// Gemm: the side of the square matrices.
     #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub gemm_size: usize,
+    /// Finetune: the training rows (CSV/TSV with `text` and `label` columns, or JSON lines).
+    #[arg(long)]
+    pub train: Option<PathBuf>,
+    /// Finetune: the held-out rows.
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
+    /// Finetune: passes over the training rows (a fraction stops within the first).
+    #[arg(long, default_value_t = 1.0)]
+    pub epochs: f64,
+    /// Finetune: peak learning rate.
+    #[arg(long, default_value_t = 5e-5)]
+    pub lr: f64,
+    /// Finetune: one run per seed on each side.
+    #[arg(long, value_delimiter = ',', default_value = "42")]
+    pub seeds: Vec<u64>,
     /// Also run the same work in PyTorch/transformers (`scripts/bench_pytorch.py`) right after,
     /// and report the ratio Sesame / PyTorch.
     #[arg(long)]
@@ -170,6 +192,9 @@ pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, S
     }
     if args.mode == BenchMode::Gemm {
         return bench_gemm(&args, device, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
+    }
+    if args.mode == BenchMode::Finetune {
+        return bench_finetune(&args, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
     }
     let family = match (&args.mode, &args.model) {
         (BenchMode::Embed, Some(model)) => crate::model_family(model)?,
@@ -362,6 +387,86 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
 }
 
 /// `--mode gemm`: GFLOP/s of an `n × n` by `n × n` f32 product.
+/// `bench --mode finetune`: for each seed, `cargo xtask finetune` (this binary, on `backend`)
+/// and, with `--compare-pytorch`, `scripts/finetune_trainer.py`, one after the other on the
+/// same data and settings; each run's training seconds (its evaluations included) and held-out
+/// accuracy, F1 macro, MCC and loss, and their mean and standard deviation on each side.
+fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, String> {
+    let (Some(model), Some(train), Some(eval)) = (&args.model, &args.train, &args.eval) else {
+        return Err("--mode finetune needs --model, --train and --eval".into());
+    };
+    let (b, s) = (args.batch_size().to_string(), args.seq_len.to_string());
+    let settings = |seed: u64| -> Vec<String> {
+        let (model, train, eval) = (model.display().to_string(), train.display().to_string(), eval.display().to_string());
+        let (epochs, lr) = (args.epochs.to_string(), args.lr.to_string());
+        ["--model", &model, "--train", &train, "--eval", &eval, "--epochs", &epochs, "--lr", &lr, "--batch-size", &b, "--seq-len", &s, "--seed", &seed.to_string()].map(String::from).to_vec()
+    };
+    let last_json = |out: std::process::Output, what: &str| -> Result<serde_json::Value, String> {
+        if !out.status.success() {
+            return Err(format!("{what} failed ({})", out.status));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("{what}: unreadable output ({e})"))
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut sides: Vec<(&str, Vec<serde_json::Value>)> = vec![("sesame", Vec::new())];
+    if args.compare_pytorch {
+        sides.push(("pytorch", Vec::new()));
+    }
+    for &seed in &args.seeds {
+        let out_dir = std::env::temp_dir().join(format!("sesame-bench-finetune-{}-{seed}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let ours = std::process::Command::new(&exe)
+            .arg("finetune")
+            .args(settings(seed))
+            .args(["--out", &out_dir.display().to_string(), "--backend", backend, "--quiet"])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let ours = last_json(ours, "finetune")?;
+        eprintln!("sesame {backend} seed {seed}: {:.1} s, {}", ours["train_seconds"].as_f64().unwrap_or(f64::NAN), ours["metrics"]);
+        sides[0].1.push(serde_json::json!({ "seed": seed, "train_seconds": ours["train_seconds"], "steps": ours["steps"], "metrics": ours["metrics"] }));
+        if args.compare_pytorch {
+            let python = args.python.clone().or_else(|| std::env::var_os("SESAME_PYTHON").map(PathBuf::from)).unwrap_or_else(|| "python3".into());
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/finetune_trainer.py");
+            let theirs = std::process::Command::new(&python)
+                .arg(&script)
+                .args(settings(seed))
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .map_err(|e| format!("--compare-pytorch: cannot run {} (--python, or eval \"$(scripts/setup-python.sh)\"): {e}", python.display()))?;
+            let theirs = last_json(theirs, &script.display().to_string())?;
+            eprintln!("pytorch seed {seed}: {:.1} s, {}", theirs["train_runtime"].as_f64().unwrap_or(f64::NAN), theirs["metrics"]);
+            sides[1].1.push(serde_json::json!({ "seed": seed, "train_seconds": theirs["train_runtime"], "steps": theirs["steps"], "threads": theirs["threads"], "metrics": theirs["metrics"] }));
+        }
+    }
+    // Mean and (sample) standard deviation of a figure over a side's runs.
+    let spread = |runs: &[serde_json::Value], get: &dyn Fn(&serde_json::Value) -> Option<f64>| {
+        let values: Vec<f64> = runs.iter().filter_map(get).collect();
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let sd = if values.len() > 1 { (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
+        serde_json::json!({ "mean": mean, "sd": sd })
+    };
+    let mut row = serde_json::json!({ "mode": "finetune", "backend": backend, "model": model, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size(), "seq_len": args.seq_len, "seeds": args.seeds });
+    for (side, runs) in &sides {
+        let mut summary = serde_json::json!({ "runs": runs, "train_seconds": spread(runs, &|r| r["train_seconds"].as_f64()) });
+        for metric in ["accuracy", "f1_macro", "mcc"] {
+            summary[metric] = spread(runs, &|r| r["metrics"][metric].as_f64());
+        }
+        eprintln!("{side}: {:.1} ± {:.1} s, accuracy {:.4} ± {:.4}", summary["train_seconds"]["mean"].as_f64().unwrap_or(f64::NAN), summary["train_seconds"]["sd"].as_f64().unwrap_or(f64::NAN), summary["accuracy"]["mean"].as_f64().unwrap_or(f64::NAN), summary["accuracy"]["sd"].as_f64().unwrap_or(f64::NAN));
+        row[*side] = summary;
+    }
+    if args.compare_pytorch {
+        // How many times faster Sesame trains: PyTorch's seconds over Sesame's.
+        let ratio = row["pytorch"]["train_seconds"]["mean"].as_f64().unwrap_or(f64::NAN) / row["sesame"]["train_seconds"]["mean"].as_f64().unwrap_or(f64::NAN);
+        eprintln!("PyTorch time / Sesame {backend} time = {ratio:.2}x");
+        row["ratio"] = ratio.into();
+    }
+    Ok(row)
+}
+
 fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
     let n = args.gemm_size;
     let a = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);

@@ -444,7 +444,10 @@ impl Run<'_> {
         if let Some(step) = args.stop_after {
             trainer = trainer.with_stop_after(step);
         }
+        let started = std::time::Instant::now();
         let outcome = trainer.fit(task, model, args.resume).map_err(|e| e.to_string())?;
+        // As transformers' `train_runtime`: the steps of this process, its evaluations included.
+        let train_seconds = started.elapsed().as_secs_f64();
         if args.stop_after.is_some() {
             return Ok(serde_json::json!({ "stopped_after": args.stop_after, "run": run }).to_string());
         }
@@ -463,6 +466,7 @@ impl Run<'_> {
             "metric": metric,
             "step": step,
             "stopped_early": outcome.stopped_early,
+            "train_seconds": train_seconds,
             "metrics": metrics,
             "per_class": details,
             "model": export,
@@ -475,7 +479,7 @@ impl Run<'_> {
             sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
-        Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "model": export }).to_string())
+        Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "steps": steps, "train_seconds": train_seconds, "model": export }).to_string())
     }
 }
 

@@ -1,7 +1,8 @@
 //! `cargo xtask finetune` end to end, through the real binary, on generated labelled files and
 //! the small BERT fixture (its tokenizer included): single-label, multi-label and regression
 //! runs learn their task; a killed run resumes to the same model; the export carries the label
-//! names and transformers loads it with the same logits; bad files and flags get one line.
+//! names and transformers loads it with the same logits; bad files and flags get one line;
+//! `bench --mode finetune` runs both sides.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -314,4 +315,37 @@ fn freeze_trains_the_head_alone_resumes_to_the_same_head_and_reads_a_lower_layer
     let Some(theirs) = transformers_classifies(&export, &texts) else { return };
     let theirs: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
     assert!(ours.len() == theirs.len() && ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "logits {ours:?} against transformers' {theirs:?}");
+}
+
+#[test]
+fn bench_finetune_runs_each_seed_on_both_sides_with_the_same_steps() {
+    let dir = scratch("bench");
+    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
+    write_csv(&dir.join("train.csv"), 0..40, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1016, animal);
+    let path = |p: &str| dir.join(p).display().to_string();
+    let mut args = vec!["bench", "--mode", "finetune", "--seeds", "1,2", "--seq-len", "32", "--lr", "3e-3"].into_iter().map(String::from).collect::<Vec<_>>();
+    args.extend(["--model".into(), model_dir().display().to_string(), "--train".into(), path("train.csv"), "--eval".into(), path("eval.csv")]);
+    let python = std::env::var_os("SESAME_PYTHON").is_some();
+    if python {
+        args.push("--compare-pytorch".into());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(&args).current_dir(repo()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let sides: &[&str] = if python { &["sesame", "pytorch"] } else { &["sesame"] };
+    for side in sides {
+        let runs = rows[0][side]["runs"].as_array().unwrap();
+        assert_eq!(runs.iter().map(|r| r["seed"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2], "{side}");
+        for run in runs {
+            // 40 rows in batches of 8: 5 steps, one epoch, on both sides.
+            assert_eq!(run["steps"], 5, "{side}: {run}");
+            assert!(run["train_seconds"].as_f64().is_some_and(|s| s > 0.0), "{side}: {run}");
+            assert!(run["metrics"]["accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{side}: {run}");
+        }
+        assert!(rows[0][side]["accuracy"]["sd"].as_f64().is_some_and(f64::is_finite), "{side}");
+    }
+    assert!(!python || rows[0]["ratio"].as_f64().is_some_and(|r| r > 0.0), "{}", rows[0]);
+    let refused = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["bench", "--mode", "finetune", "--model", &model_dir().display().to_string()]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&refused.stderr).trim(), "error: --mode finetune needs --model, --train and --eval");
 }
