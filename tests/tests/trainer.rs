@@ -464,3 +464,30 @@ fn layer_wise_decay_gives_electras_rates() {
 fn regex_matches(pattern: &str, path: &str) -> bool {
     burn::module::ParamGroup::from_any_regexes(vec![pattern]).unwrap().matches(&burn::module::ParamId::new(), Some(path))
 }
+
+#[test]
+fn freeze_fixes_the_embeddings_and_layers_and_leaves_the_pooler_and_head_to_learn() {
+    struct RequiresGrad(Vec<String>, std::collections::BTreeMap<String, bool>);
+    impl burn::module::ModuleVisitor for RequiresGrad {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.0.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.0.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            self.1.insert(self.0.join("."), param.is_require_grad());
+        }
+    }
+    let device = devices()[0].1.clone().autodiff();
+    let model = sesame_layers::ForSequenceClassification::<sesame_bert::BertModel, sesame_layers::Classifier>::init(&tiny_config(50), &device);
+    let mut flags = RequiresGrad(Vec::new(), Default::default());
+    sesame_train::finetune::freeze_base(model).visit(&mut flags);
+    let mut kinds = std::collections::BTreeMap::new();
+    for (path, learns) in &flags.1 {
+        let kind = ["base.embeddings", "base.encoder", "base.pooler", "head"].into_iter().find(|p| path.starts_with(p)).unwrap_or_else(|| panic!("{path}: where?"));
+        assert_eq!(*kinds.entry(kind).or_insert(*learns), *learns, "{path}");
+    }
+    let expected = [("base.embeddings", false), ("base.encoder", false), ("base.pooler", true), ("head", true)];
+    assert_eq!(kinds, expected.into_iter().collect(), "{:?}", flags.1);
+}

@@ -11,7 +11,7 @@ use sesame_layers::{Backbone, ForQuestionAnswering, ForSequenceClassification, F
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
-use sesame_train::finetune::{layer_lr_decay, metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use sesame_train::finetune::{layer_lr_decay, Batching, metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -117,8 +117,8 @@ pub struct FinetuneArgs {
     /// Stop after this many evaluations without a better --metric (0: never).
     #[arg(long, default_value_t = 0)]
     pub patience: u64,
-    /// Feature extraction: keep the pre-trained model fixed (its pooler too) and train the
-    /// task head alone.
+    /// Feature extraction: keep the pre-trained embeddings and encoder layers fixed and train
+    /// the task head alone (with BERT's and ALBERT's pooler, the dense layer of their head).
     #[arg(long)]
     pub freeze: bool,
     /// Read the features from encoder layer N (1: the lowest; -1: the top, -2: the one below
@@ -132,7 +132,13 @@ pub struct FinetuneArgs {
     /// Continue the run in --out from its latest checkpoint.
     #[arg(long)]
     pub resume: bool,
-    /// Micro-batches trained at once on a CPU backend (default: its cores, at most --grad-accum).
+    /// Micro-batches each batch is split into, trained at once on a CPU backend's threads, their
+    /// losses weighted so that the gradient is the whole batch's [default: the cores on flex and
+    /// ndarray, else 1; at most --batch-size]. The dropout masks follow it: --seed reproduces a
+    /// run with the same --micro-batches.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub micro_batches: Option<usize>,
+    /// Micro-batches trained at once on a CPU backend (default: its cores).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub threads: Option<usize>,
     /// Stop after this step without a final checkpoint (simulates a kill; for testing resume).
@@ -220,6 +226,12 @@ where
     }
 }
 
+/// How the training rows are cut: `--batch-size` rows a batch, split into `--micro-batches`.
+fn batching(args: &FinetuneArgs, device: &Device) -> Batching {
+    let parts = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(device)).min(args.batch_size).max(1);
+    Batching { batch_size: args.batch_size, parts, seed: args.seed }
+}
+
 /// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
 fn load_start<B: Backbone>(args: &FinetuneArgs) -> Result<(Tokenizer, B::Config, usize), String> {
     let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
@@ -257,15 +269,11 @@ where
     let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
     let rows = format!("{} training rows, {} evaluation rows", train.len(), eval.len());
     let num_labels = data.classes.len().max(1);
-    let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, args.batch_size, args.seed);
+    let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args, &device));
     let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
-    let freeze = |mut m: ForSequenceClassification<B, S>| {
-        m.base = m.base.no_grad();
-        m
-    };
-    run.fit_and_export(&task, config, freeze, |model, device| {
+    run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         task.report(&predictions)
     })
@@ -308,14 +316,10 @@ where
         "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
         train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
     );
-    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, args.batch_size, args.seed);
+    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args, &device));
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
-    let freeze = |mut m: ForTokenClassification<B>| {
-        m.base = m.base.no_grad();
-        m
-    };
-    run.fit_and_export(&task, config, freeze, |model, device| {
+    run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))
     })
@@ -342,14 +346,10 @@ where
         "{train_questions} training questions in {} windows, {eval_questions} evaluation questions in {} windows{}",
         train_set.len(), eval_set.len(), if allow_no_answer { ", unanswerable questions allowed (SQuAD 2.0)" } else { "" }
     );
-    let task = QuestionAnswering::<ForQuestionAnswering<B>>::new(train_set, eval_set, tokenizer.clone(), options, args.batch_size, args.seed);
+    let task = QuestionAnswering::<ForQuestionAnswering<B>>::new(train_set, eval_set, tokenizer.clone(), options, batching(args, &device));
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
-    let freeze = |mut m: ForQuestionAnswering<B>| {
-        m.base = m.base.no_grad();
-        m
-    };
-    run.fit_and_export(&task, config, freeze, |model, device| {
+    run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         let ids = task.eval_examples().iter().map(|x| x.id.clone());
         task.answers(&predictions).map_or(serde_json::Value::Null, |answers| serde_json::json!({ "answers": ids.zip(answers.iter().map(|a| serde_json::to_value(a).expect("JSON"))).collect::<serde_json::Map<_, _>>() }))
@@ -377,7 +377,7 @@ impl Run<'_> {
     /// Train `task`'s model from the checkpoint (with `config`, labels set), keep the best by
     /// the metric, export it with the tokenizer, and write `eval_results.json` with the
     /// per-class `report` of the exported model.
-    fn fit_and_export<T, M>(self, task: &T, config: M::Config, freeze_base: impl FnOnce(M) -> M, report: impl Fn(&M, &Device) -> serde_json::Value) -> Result<String, String>
+    fn fit_and_export<T, M>(self, task: &T, config: M::Config, report: impl Fn(&M, &Device) -> serde_json::Value) -> Result<String, String>
     where
         T: TrainTask<Model = M> + Sync,
         T::Batch: Sync,
@@ -385,6 +385,8 @@ impl Run<'_> {
     {
         let args = self.args;
         let per_epoch = self.per_epoch.div_ceil(args.grad_accum);
+        // Each of the --grad-accum batches of a step runs as its micro-batches.
+        let parts = batching(args, &self.device).parts as u64;
         let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
         let every = args.eval_every.unwrap_or(per_epoch).min(steps);
         let out = &args.out;
@@ -410,15 +412,18 @@ impl Run<'_> {
         crate::report(&loaded.report);
         let (mut model, config) = (loaded.model, loaded.config);
         if args.freeze {
-            // No gradient reaches the base model (its pooler included): the head learns from
-            // fixed features.
-            model = freeze_base(model);
+            // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
+            // learns from fixed features.
+            model = sesame_train::finetune::freeze_base(model);
         }
-        eprintln!("{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {}, evaluated every {every}", M::architecture(), self.what, args.grad_accum, args.batch_size);
+        eprintln!(
+            "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, evaluated every {every}",
+            M::architecture(), self.what, args.grad_accum, args.batch_size
+        );
         let (metric, greater_is_better) = self.metric;
         let train_config = TrainConfig {
             steps,
-            grad_accum: args.grad_accum,
+            grad_accum: args.grad_accum * parts,
             lr: args.lr,
             warmup: args.warmup.min(steps),
             weight_decay: args.weight_decay,

@@ -86,6 +86,8 @@ pub struct ClassificationBatch {
     pub rows: usize,
     /// Tokens that are not padding.
     pub tokens: usize,
+    /// The factor of the mean loss ([`Part::weight`]; 1 held out).
+    pub weight: f32,
 }
 
 /// Fine-tuning a [`SequenceClassifier`] `M` on a [`LabelledSet`], evaluated on another.
@@ -98,23 +100,22 @@ pub struct SequenceClassification<M> {
     tokenizer: Tokenizer,
     problem: ProblemType,
     num_labels: usize,
-    batch_size: usize,
-    seed: u64,
+    batching: Batching,
     model: std::marker::PhantomData<fn() -> M>,
 }
 
 impl<M> SequenceClassification<M> {
     /// The task of `problem` with `num_labels` outputs on `train`, held out `eval`, in batches
-    /// of `batch_size` rows padded by `tokenizer`, shuffled from `seed`.
-    pub fn new(train: LabelledSet, eval: LabelledSet, tokenizer: Tokenizer, problem: ProblemType, num_labels: usize, batch_size: usize, seed: u64) -> Self {
+    /// cut by `batching` and padded by `tokenizer`.
+    pub fn new(train: LabelledSet, eval: LabelledSet, tokenizer: Tokenizer, problem: ProblemType, num_labels: usize, batching: Batching) -> Self {
         let mut eval_order: Vec<usize> = (0..eval.len()).collect();
         eval_order.sort_by_key(|&i| eval.encoded[i].len());
-        Self { train, eval, eval_order, tokenizer, problem, num_labels, batch_size: batch_size.max(1), seed, model: std::marker::PhantomData }
+        Self { train, eval, eval_order, tokenizer, problem, num_labels, batching, model: std::marker::PhantomData }
     }
 
     /// Training batches per epoch (the last one smaller when the rows do not divide evenly).
     pub fn batches_per_epoch(&self) -> u64 {
-        self.train.len().div_ceil(self.batch_size) as u64
+        self.batching.per_epoch(self.train.len())
     }
 
     /// Rows `rows` of `set` as a batch on `device`.
@@ -143,7 +144,7 @@ impl<M> SequenceClassification<M> {
                 SequenceLabels::Regression(Tensor::from_data(TensorData::new(values, [b, 1]), device))
             }
         };
-        ClassificationBatch { input, labels, rows: b, tokens }
+        ClassificationBatch { input, labels, rows: b, tokens, weight: 1.0 }
     }
 
     /// Each class's scores and, single-label, the confusion matrix (rows: true classes), from
@@ -173,22 +174,23 @@ impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
     type Batch = ClassificationBatch;
     type State = ();
 
-    /// Batch `index`: epoch `index / batches_per_epoch`, whose order is a shuffle seeded by the
-    /// task's seed and the epoch.
+    /// Micro-batch `index` ([`Batching::part`]), its loss weighted by its share of the batch's rows.
     fn train_batch(&self, index: u64, device: &Device) -> ClassificationBatch {
-        self.batch(&self.train, &epoch_batch(self.train.len(), self.batch_size, self.seed, index), device)
+        let part = self.batching.part(self.train.len(), index);
+        let weight = part.weight(|rows| rows.len() as f64);
+        ClassificationBatch { weight, ..self.batch(&self.train, &part.rows, device) }
     }
 
     /// The held-out rows sorted by length, in batches.
     fn held_out_batches(&self, device: &Device) -> Vec<ClassificationBatch> {
-        self.eval_order.chunks(self.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
+        self.eval_order.chunks(self.batching.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
     }
 
     fn step(&self, model: &M, batch: ClassificationBatch) -> StepOutput {
         let logits = model.classify(batch.input);
-        let loss = batch.labels.loss(logits.clone());
+        let loss = batch.labels.loss(logits.clone()).mul_scalar(batch.weight);
         let mut metrics = Vec::new();
-        if let SequenceLabels::SingleLabel(labels) = &batch.labels {
+        if let (SequenceLabels::SingleLabel(labels), true) = (&batch.labels, batch.weight > 0.0) {
             let correct = logits.clone().argmax(1).reshape([batch.rows]).equal(labels.clone()).float().sum();
             let correct = correct.try_into_scalar::<f32>().map_or(f64::NAN, f64::from);
             metrics.push(Metric::mean("accuracy", correct, batch.rows as f64));
@@ -203,6 +205,62 @@ impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
     fn held_out_scores(&self, predictions: &[TensorData]) -> BTreeMap<String, f64> {
         let Some(rows) = logit_rows(predictions) else { return BTreeMap::new() };
         scores(self.problem, self.num_labels, &rows, self.eval_targets())
+    }
+}
+
+/// How a fine-tuning task cuts its training rows into the trainer's micro-batches: batches of
+/// `batch_size` rows ([`epoch_batch`]), each split into `parts` micro-batches that a CPU's
+/// threads train at once (transformers' batch, on every core). Each part's mean loss is weighted
+/// by its share of the batch, so that the gradient is the whole batch's mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batching {
+    /// Rows per optimizer batch (`per_device_train_batch_size`).
+    pub batch_size: usize,
+    /// Micro-batches per batch (the trainer's `grad_accum` is `parts` times the user's).
+    pub parts: usize,
+    /// The seed of the epochs' shuffles.
+    pub seed: u64,
+}
+
+/// One micro-batch: part of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// Its rows (the batch's first, weighted 0, when the batch has fewer rows than parts).
+    pub rows: Vec<usize>,
+    /// The rows of its whole batch.
+    pub batch: Vec<usize>,
+    /// Micro-batches per batch.
+    pub parts: usize,
+    /// Whether the part has no rows of its own.
+    pub empty: bool,
+}
+
+impl Batching {
+    /// Optimizer batches per epoch over `rows` rows (the last one smaller when they do not
+    /// divide evenly).
+    pub fn per_epoch(&self, rows: usize) -> u64 {
+        rows.div_ceil(self.batch_size.max(1)) as u64
+    }
+
+    /// Micro-batch `index` over `rows` training rows: part `index % parts` of batch
+    /// `index / parts`; the parts of a batch differ by at most one row.
+    pub fn part(&self, rows: usize, index: u64) -> Part {
+        let parts = self.parts.max(1);
+        let batch = epoch_batch(rows, self.batch_size.max(1), self.seed, index / parts as u64);
+        let (p, n) = ((index % parts as u64) as usize, batch.len());
+        let mine = batch[p * n / parts..(p + 1) * n / parts].to_vec();
+        let empty = mine.is_empty();
+        Part { rows: if empty { batch[..1.min(n)].to_vec() } else { mine }, batch, parts, empty }
+    }
+}
+
+impl Part {
+    /// The factor of this part's mean loss that makes the trainer's average over the parts the
+    /// batch's mean: its share of the batch's `units` (rows, or labelled tokens) times the
+    /// parts; 0 for an empty part.
+    pub fn weight(&self, units: impl Fn(&[usize]) -> f64) -> f32 {
+        let total = units(&self.batch);
+        if self.empty || total <= 0.0 { 0.0 } else { (units(&self.rows) / total * self.parts as f64) as f32 }
     }
 }
 
@@ -248,6 +306,28 @@ fn unpadded<T: burn::tensor::Element>(predictions: &[TensorData], order: &[usize
         }
     }
     out.into_iter().collect()
+}
+
+/// Feature extraction (`--freeze`): `model` with the parameters of its base model (`base.…`: the
+/// embeddings and the encoder layers) fixed, except the pooler's (`base.pooler.…`, the dense
+/// layer on the first token that BERT's and ALBERT's classifiers read), which learns with the
+/// task head, as the dense layer of RoBERTa's and ELECTRA's heads does. A pooler pre-trained on
+/// the top layer would give nothing to learn from when the features come from a lower one.
+pub fn freeze_base<M: Module>(model: M) -> M {
+    struct Freeze(Vec<String>);
+    impl burn::module::ModuleMapper for Freeze {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.0.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.0.pop();
+        }
+        fn map_float<const D: usize>(&mut self, param: burn::module::Param<Tensor<D>>) -> burn::module::Param<Tensor<D>> {
+            let fixed = self.0.first().is_some_and(|m| m == "base") && !self.0.iter().any(|m| m == "pooler");
+            if fixed { param.set_require_grad(false) } else { param }
+        }
+    }
+    model.map(&mut Freeze(Vec::new()))
 }
 
 /// ELECTRA's layer-wise learning-rate decay for fine-tuning (google-research/electra,
@@ -373,5 +453,38 @@ pub fn metric_names(problem: ProblemType) -> &'static [&'static str] {
         ProblemType::SingleLabelClassification => &["loss", "accuracy", "f1_macro", "f1_micro", "f1_weighted", "precision_macro", "recall_macro", "mcc"],
         ProblemType::MultiLabelClassification => &["loss", "exact_match", "f1_micro", "f1_macro", "hamming_loss"],
         ProblemType::Regression => &["loss", "mse", "mae", "pearson", "spearman"],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Batching;
+
+    #[test]
+    fn parts_cover_each_batch_once_and_their_weights_make_the_batch_mean() {
+        // 9 rows in batches of 4 (4, 4, 1) split into 3 parts: the last batch leaves two parts
+        // empty, weighted 0.
+        let batching = Batching { batch_size: 4, parts: 3, seed: 7 };
+        let whole = Batching { parts: 1, ..batching };
+        for batch in 0..6u64 {
+            let parts: Vec<_> = (0..3).map(|p| batching.part(9, batch * 3 + p)).collect();
+            assert_eq!(parts[0].batch, whole.part(9, batch).rows, "batch {batch}: the same rows as unsplit");
+            let mut rows: Vec<usize> = parts.iter().filter(|p| !p.empty).flat_map(|p| p.rows.clone()).collect();
+            rows.sort();
+            let mut expected = parts[0].batch.clone();
+            expected.sort();
+            assert_eq!(rows, expected, "batch {batch}: every row in one part");
+            // Units per row: i + 1 (say, labelled tokens). The trainer averages the parts'
+            // weighted means: that must be the batch's mean over units.
+            let units = |rows: &[usize]| rows.iter().map(|&i| (i + 1) as f64).sum::<f64>();
+            let weights: Vec<f32> = parts.iter().map(|p| p.weight(units)).collect();
+            assert!((weights.iter().sum::<f32>() - 3.0).abs() < 1e-5, "batch {batch}: weights {weights:?}");
+            let value = |i: usize| (i * i) as f64;
+            let part_mean = |rows: &[usize]| rows.iter().map(|&i| value(i) * (i + 1) as f64).sum::<f64>() / units(rows);
+            let averaged: f64 = parts.iter().zip(&weights).map(|(p, &w)| w as f64 * part_mean(&p.rows)).sum::<f64>() / 3.0;
+            let batch_mean = part_mean(&parts[0].batch);
+            assert!((averaged - batch_mean).abs() < 1e-4 * batch_mean.max(1.0), "batch {batch}: {averaged} against {batch_mean}");
+        }
+        assert_eq!((0..3).filter(|&p| batching.part(9, 2 * 3 + p).empty).count(), 2, "a one-row batch leaves two parts empty");
     }
 }

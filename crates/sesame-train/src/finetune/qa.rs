@@ -102,6 +102,8 @@ pub struct QaBatch {
     pub positions: (Tensor<1, Int>, Tensor<1, Int>),
     /// Tokens that are not padding.
     pub tokens: usize,
+    /// The factor of the mean loss ([`super::Part::weight`]; 1 held out).
+    pub weight: f32,
 }
 
 /// Fine-tuning a [`SpanExtractor`] `M` on a [`QaSet`], evaluated on another.
@@ -113,23 +115,22 @@ pub struct QuestionAnswering<M> {
     eval_order: Vec<usize>,
     tokenizer: Tokenizer,
     options: AnswerOptions,
-    batch_size: usize,
-    seed: u64,
+    batching: super::Batching,
     model: std::marker::PhantomData<fn() -> M>,
 }
 
 impl<M> QuestionAnswering<M> {
     /// The task on `train`, held out `eval`, answers picked by `options`, in batches of
-    /// `batch_size` windows padded by `tokenizer`, shuffled from `seed`.
-    pub fn new(train: QaSet, eval: QaSet, tokenizer: Tokenizer, options: AnswerOptions, batch_size: usize, seed: u64) -> Self {
+    /// windows cut by `batching` and padded by `tokenizer`.
+    pub fn new(train: QaSet, eval: QaSet, tokenizer: Tokenizer, options: AnswerOptions, batching: super::Batching) -> Self {
         let mut eval_order: Vec<usize> = (0..eval.len()).collect();
         eval_order.sort_by_key(|&i| eval.windows[i].window.encoded.len());
-        Self { train, eval, eval_order, tokenizer, options, batch_size: batch_size.max(1), seed, model: std::marker::PhantomData }
+        Self { train, eval, eval_order, tokenizer, options, batching, model: std::marker::PhantomData }
     }
 
     /// Training batches per epoch.
     pub fn batches_per_epoch(&self) -> u64 {
-        self.train.len().div_ceil(self.batch_size) as u64
+        self.batching.per_epoch(self.train.len())
     }
 
     fn batch(&self, set: &QaSet, rows: &[usize], device: &Device) -> QaBatch {
@@ -139,7 +140,7 @@ impl<M> QuestionAnswering<M> {
         let starts: Vec<i64> = windows.iter().map(|w| w.positions.0 + shift(w)).collect();
         let ends: Vec<i64> = windows.iter().map(|w| w.positions.1 + shift(w)).collect();
         let b = rows.len();
-        QaBatch { input, positions: (Tensor::from_data(TensorData::new(starts, [b]), device), Tensor::from_data(TensorData::new(ends, [b]), device)), tokens }
+        QaBatch { input, positions: (Tensor::from_data(TensorData::new(starts, [b]), device), Tensor::from_data(TensorData::new(ends, [b]), device)), tokens, weight: 1.0 }
     }
 
     /// The held-out questions.
@@ -167,19 +168,20 @@ impl<M: SpanExtractor> TrainTask for QuestionAnswering<M> {
     type Batch = QaBatch;
     type State = ();
 
-    /// Batch `index`: epoch `index / batches_per_epoch`, its windows shuffled by the task's
-    /// seed and the epoch.
+    /// Micro-batch `index` ([`super::Batching::part`]).
     fn train_batch(&self, index: u64, device: &Device) -> QaBatch {
-        self.batch(&self.train, &super::epoch_batch(self.train.len(), self.batch_size, self.seed, index), device)
+        let part = self.batching.part(self.train.len(), index);
+        let weight = part.weight(|rows| rows.len() as f64);
+        QaBatch { weight, ..self.batch(&self.train, &part.rows, device) }
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<QaBatch> {
-        self.eval_order.chunks(self.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
+        self.eval_order.chunks(self.batching.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
     }
 
     fn step(&self, model: &M, batch: QaBatch) -> StepOutput {
         let (start, end, loss) = model.spans(batch.input, Some(batch.positions));
-        let loss = loss.expect("positions were given");
+        let loss = loss.expect("positions were given").mul_scalar(batch.weight);
         let [b, s] = start.dims();
         let predictions = Tensor::stack::<3>(vec![start, end], 2).reshape([b, s, 2]).into_data();
         StepOutput { loss, metrics: Vec::new(), tokens: batch.tokens, predictions: Some(predictions) }

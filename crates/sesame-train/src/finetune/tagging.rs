@@ -118,6 +118,8 @@ pub struct TaggingBatch {
     pub labels: Tensor<2, Int>,
     /// Tokens that are not padding.
     pub tokens: usize,
+    /// The factor of the mean loss ([`super::Part::weight`]; 1 held out).
+    pub weight: f32,
 }
 
 /// Fine-tuning a [`TokenTagger`] `M` on a [`TaggedSet`], evaluated on another.
@@ -131,18 +133,17 @@ pub struct TokenClassification<M> {
     names: Vec<String>,
     /// Whether the tags are entity tags (scored by entities), else classes of words.
     entities: bool,
-    batch_size: usize,
-    seed: u64,
+    batching: super::Batching,
     model: std::marker::PhantomData<fn() -> M>,
 }
 
 impl<M> TokenClassification<M> {
     /// The task of tagging with `names` (entity tags when `entities`) on `train`, held out
-    /// `eval`, in batches of `batch_size` windows padded by `tokenizer`, shuffled from `seed`.
-    pub fn new(train: TaggedSet, eval: TaggedSet, tokenizer: Tokenizer, names: Vec<String>, entities: bool, batch_size: usize, seed: u64) -> Self {
+    /// `eval`, in batches of windows cut by `batching` and padded by `tokenizer`.
+    pub fn new(train: TaggedSet, eval: TaggedSet, tokenizer: Tokenizer, names: Vec<String>, entities: bool, batching: super::Batching) -> Self {
         let mut eval_order: Vec<usize> = (0..eval.len()).collect();
         eval_order.sort_by_key(|&i| eval.windows[i].encoded.len());
-        Self { train, eval, eval_order, tokenizer, names, entities, batch_size: batch_size.max(1), seed, model: std::marker::PhantomData }
+        Self { train, eval, eval_order, tokenizer, names, entities, batching, model: std::marker::PhantomData }
     }
 
     /// The metric names this task reports.
@@ -152,7 +153,7 @@ impl<M> TokenClassification<M> {
 
     /// Training batches per epoch.
     pub fn batches_per_epoch(&self) -> u64 {
-        self.train.len().div_ceil(self.batch_size) as u64
+        self.batching.per_epoch(self.train.len())
     }
 
     fn batch(&self, set: &TaggedSet, rows: &[usize], device: &Device) -> TaggingBatch {
@@ -166,7 +167,7 @@ impl<M> TokenClassification<M> {
                 if left { fill.chain(w.labels.iter().copied()).collect::<Vec<_>>() } else { w.labels.iter().copied().chain(fill).collect() }
             })
             .collect();
-        TaggingBatch { input, labels: Tensor::from_data(TensorData::new(labels, [rows.len(), seq]), device), tokens }
+        TaggingBatch { input, labels: Tensor::from_data(TensorData::new(labels, [rows.len(), seq]), device), tokens, weight: 1.0 }
     }
 
     /// The predicted tag of every scored held-out word, per sentence, from each batch's
@@ -234,25 +235,28 @@ impl<M: TokenTagger> TrainTask for TokenClassification<M> {
     type Batch = TaggingBatch;
     type State = ();
 
-    /// Batch `index`: epoch `index / batches_per_epoch`, its windows shuffled by the task's
-    /// seed and the epoch.
+    /// Micro-batch `index` ([`super::Batching::part`]).
     fn train_batch(&self, index: u64, device: &Device) -> TaggingBatch {
-        self.batch(&self.train, &super::epoch_batch(self.train.len(), self.batch_size, self.seed, index), device)
+        let part = self.batching.part(self.train.len(), index);
+        // The loss is a mean over labelled tokens: a part weighs by its share of them.
+        let weight = part.weight(|rows| rows.iter().map(|&i| self.train.windows[i].labels.iter().filter(|&&l| l != -100).count() as f64).sum());
+        TaggingBatch { weight, ..self.batch(&self.train, &part.rows, device) }
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<TaggingBatch> {
-        self.eval_order.chunks(self.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
+        self.eval_order.chunks(self.batching.batch_size).map(|rows| self.batch(&self.eval, rows, device)).collect()
     }
 
     fn step(&self, model: &M, batch: TaggingBatch) -> StepOutput {
         let logits = model.tag(batch.input);
         let [b, s, _] = logits.dims();
-        let loss = per_token_cross_entropy(logits.clone(), batch.labels.clone());
+        let loss = per_token_cross_entropy(logits.clone(), batch.labels.clone()).mul_scalar(batch.weight);
         let predicted = logits.argmax(2).reshape([b, s]);
         let labelled = batch.labels.clone().not_equal_elem(-100);
         let right = predicted.clone().equal(batch.labels).int().mul(labelled.clone().int()).sum();
         let (right, count) = (right.try_into_scalar::<i64>().map_or(f64::NAN, |v| v as f64), labelled.int().sum().try_into_scalar::<i64>().map_or(0.0, |v| v as f64));
-        StepOutput { loss, metrics: vec![Metric::mean("accuracy", right, count)], tokens: batch.tokens, predictions: Some(predicted.into_data()) }
+        let metrics = if batch.weight > 0.0 { vec![Metric::mean("accuracy", right, count)] } else { Vec::new() };
+        StepOutput { loss, metrics, tokens: batch.tokens, predictions: Some(predicted.into_data()) }
     }
 
     /// Entity tags: seqeval's micro `precision`, `recall`, `f1` (entity level, conlleval's
