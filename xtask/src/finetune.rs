@@ -133,11 +133,10 @@ pub struct FinetuneArgs {
     #[arg(long)]
     pub resume: bool,
     /// Micro-batches each batch is split into, trained at once on a CPU backend's threads, their
-    /// losses weighted so that the gradient is the whole batch's [default: the cores on flex and
-    /// ndarray, else 1; at most --batch-size]. The dropout masks follow it: --seed reproduces a
-    /// run with the same --micro-batches.
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
-    pub micro_batches: Option<usize>,
+    /// losses weighted so that the gradient is the whole batch's (at most --batch-size). The
+    /// dropout masks follow it: --seed reproduces a run with the same --micro-batches.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub micro_batches: usize,
     /// Micro-batches trained at once on a CPU backend (default: its cores).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub threads: Option<usize>,
@@ -227,9 +226,8 @@ where
 }
 
 /// How the training rows are cut: `--batch-size` rows a batch, split into `--micro-batches`.
-fn batching(args: &FinetuneArgs, device: &Device) -> Batching {
-    let parts = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(device)).min(args.batch_size).max(1);
-    Batching { batch_size: args.batch_size, parts, seed: args.seed }
+fn batching(args: &FinetuneArgs) -> Batching {
+    Batching { batch_size: args.batch_size, parts: args.micro_batches.min(args.batch_size).max(1), seed: args.seed }
 }
 
 /// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
@@ -269,7 +267,7 @@ where
     let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
     let rows = format!("{} training rows, {} evaluation rows", train.len(), eval.len());
     let num_labels = data.classes.len().max(1);
-    let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args, &device));
+    let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args));
     let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
@@ -316,7 +314,7 @@ where
         "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
         train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
     );
-    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args, &device));
+    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args));
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
     run.fit_and_export(&task, config, |model, device| {
@@ -346,7 +344,7 @@ where
         "{train_questions} training questions in {} windows, {eval_questions} evaluation questions in {} windows{}",
         train_set.len(), eval_set.len(), if allow_no_answer { ", unanswerable questions allowed (SQuAD 2.0)" } else { "" }
     );
-    let task = QuestionAnswering::<ForQuestionAnswering<B>>::new(train_set, eval_set, tokenizer.clone(), options, batching(args, &device));
+    let task = QuestionAnswering::<ForQuestionAnswering<B>>::new(train_set, eval_set, tokenizer.clone(), options, batching(args));
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
     run.fit_and_export(&task, config, |model, device| {
@@ -386,7 +384,7 @@ impl Run<'_> {
         let args = self.args;
         let per_epoch = self.per_epoch.div_ceil(args.grad_accum);
         // Each of the --grad-accum batches of a step runs as its micro-batches.
-        let parts = batching(args, &self.device).parts as u64;
+        let parts = batching(args).parts as u64;
         let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
         let every = args.eval_every.unwrap_or(per_epoch).min(steps);
         let out = &args.out;

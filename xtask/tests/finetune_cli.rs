@@ -66,7 +66,7 @@ fn args(dir: &Path, extra: &[&str]) -> Vec<String> {
     let base = [
         "--model", &model_dir().display().to_string(), "--train", &dir.join("train.csv").display().to_string(),
         "--eval", &dir.join("eval.csv").display().to_string(), "--batch-size", "16", "--lr", "3e-3", "--quiet",
-        // The same micro-batches (and so dropout masks) on every machine, whatever its cores.
+        // Two micro-batches a batch: the split path, in every run of these tests.
         "--micro-batches", "2",
     ]
     .map(String::from);

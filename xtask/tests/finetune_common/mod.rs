@@ -41,7 +41,7 @@ pub fn finetune(task: &str, args: &[String]) -> Result<serde_json::Value, String
 /// `defaults` (flag, value) but those `extra` names, then `--quiet` and `extra`.
 pub fn flags(defaults: &[(&str, &str)], extra: &[&str]) -> Vec<String> {
     let mut all: Vec<String> = defaults.iter().filter(|(flag, _)| !extra.contains(flag)).flat_map(|(f, v)| [f.to_string(), v.to_string()]).collect();
-    // The same micro-batches (and so dropout masks) on every machine, whatever its cores.
+    // Two micro-batches a batch: the split path, in every run of these tests.
     all.extend(["--quiet", "--micro-batches", "2"].map(String::from));
     all.extend(extra.iter().map(|s| s.to_string()));
     all
