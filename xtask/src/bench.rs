@@ -168,9 +168,14 @@ fn median_time(warmup: usize, steps: usize, mut run: impl FnMut() -> Result<(), 
     Ok(times[times.len() / 2])
 }
 
+/// The Python of `--python`, else `$SESAME_PYTHON`, else `python3`.
+fn python(bench: &BenchArgs) -> PathBuf {
+    bench.python.clone().or_else(|| std::env::var_os("SESAME_PYTHON").map(PathBuf::from)).unwrap_or_else(|| "python3".into())
+}
+
 /// Run `scripts/bench_pytorch.py` with `args` and parse its JSON.
 fn pytorch(bench: &BenchArgs, args: &[String]) -> Result<serde_json::Value, String> {
-    let python = bench.python.clone().or_else(|| std::env::var_os("SESAME_PYTHON").map(PathBuf::from)).unwrap_or_else(|| "python3".into());
+    let python = python(bench);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_pytorch.py");
     let out = std::process::Command::new(&python)
         .arg(&script)
@@ -409,6 +414,7 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
         serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("{what}: unreadable output ({e})"))
     };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let (python, script) = (python(args), Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/finetune_trainer.py"));
     let mut sides: Vec<(&str, Vec<serde_json::Value>)> = vec![("sesame", Vec::new())];
     if args.compare_pytorch {
         sides.push(("pytorch", Vec::new()));
@@ -428,8 +434,6 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
         eprintln!("sesame {backend} seed {seed}: {:.1} s, {}", ours["train_seconds"].as_f64().unwrap_or(f64::NAN), ours["metrics"]);
         sides[0].1.push(serde_json::json!({ "seed": seed, "train_seconds": ours["train_seconds"], "steps": ours["steps"], "metrics": ours["metrics"] }));
         if args.compare_pytorch {
-            let python = args.python.clone().or_else(|| std::env::var_os("SESAME_PYTHON").map(PathBuf::from)).unwrap_or_else(|| "python3".into());
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/finetune_trainer.py");
             let theirs = std::process::Command::new(&python)
                 .arg(&script)
                 .args(settings(seed))
