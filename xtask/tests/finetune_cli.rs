@@ -52,6 +52,11 @@ fn sentence(i: usize) -> (String, bool, bool, usize) {
     (words.join(" "), matches!(noun, "cat" | "dog"), colour != "big", bigs + usize::from(colour == "big"))
 }
 
+/// The single-label class of a row: whether it names an animal.
+fn animal(s: &(String, bool, bool, usize)) -> String {
+    if s.1 { "animal".to_string() } else { "thing".to_string() }
+}
+
 /// Write `rows` rows from `start` as CSV with `label(row)`.
 fn write_csv(path: &Path, rows: std::ops::Range<usize>, label: impl Fn(&(String, bool, bool, usize)) -> String) {
     let mut text = String::from("text,label\n");
@@ -76,7 +81,6 @@ fn args(dir: &Path, extra: &[&str]) -> Vec<String> {
 #[test]
 fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_loads_it() {
     let dir = scratch("single");
-    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
     write_csv(&dir.join("train.csv"), 0..160, animal);
     write_csv(&dir.join("eval.csv"), 1000..1048, animal);
     let whole = dir.join("whole");
@@ -240,7 +244,6 @@ fn classify(model: &Path, texts: &[&str]) -> Vec<serde_json::Value> {
 #[test]
 fn bad_files_and_flags_get_one_line_naming_them() {
     let dir = scratch("bad");
-    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
     write_csv(&dir.join("train.csv"), 0..20, animal);
     std::fs::write(dir.join("eval.csv"), "text,label\nthe cat sat,animal\nthe car sat,vehicle\n").unwrap();
     let out = dir.join("run").display().to_string();
@@ -265,7 +268,6 @@ fn bad_files_and_flags_get_one_line_naming_them() {
 #[test]
 fn freeze_trains_the_head_alone_resumes_to_the_same_head_and_reads_a_lower_layer() {
     let dir = scratch("freeze");
-    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
     write_csv(&dir.join("train.csv"), 0..160, animal);
     write_csv(&dir.join("eval.csv"), 1000..1048, animal);
     let (whole, killed) = (dir.join("whole"), dir.join("killed"));
@@ -323,7 +325,6 @@ fn freeze_trains_the_head_alone_resumes_to_the_same_head_and_reads_a_lower_layer
 #[test]
 fn bench_finetune_runs_each_seed_on_both_sides_with_the_same_steps() {
     let dir = scratch("bench");
-    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
     write_csv(&dir.join("train.csv"), 0..40, animal);
     write_csv(&dir.join("eval.csv"), 1000..1016, animal);
     let path = |p: &str| dir.join(p).display().to_string();
@@ -369,7 +370,6 @@ fn micro_batches_train_the_whole_batch_s_gradient() {
         config[key] = 0.0.into();
     }
     std::fs::write(model.join("config.json"), config.to_string()).unwrap();
-    let animal = |s: &(String, bool, bool, usize)| if s.1 { "animal".to_string() } else { "thing".to_string() };
     write_csv(&dir.join("train.csv"), 0..150, animal);
     write_csv(&dir.join("eval.csv"), 1000..1032, animal);
     let run = |parts: &str| {
