@@ -11,14 +11,16 @@ use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
 use sesame_layers::pipeline::EmbedOptions;
-use sesame_layers::{ClassificationHead, Classifier, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
+use sesame_layers::{ClassificationHead, Classifier, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
+use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
+use sesame_xlnet::{XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification, XlnetForTokenClassification};
 use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::PretrainingFamily;
 
 use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
-use crate::finetune::{finetune, FinetuneArgs};
+use crate::finetune::{finetune, finetune_without_tagger, FinetuneArgs};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
 use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
 
@@ -72,7 +74,9 @@ impl FamilyEntry {
         S: SequenceHead<B>,
         B: HasMaskedLmHead,
         F::Model: PretrainedModel<Config = B::Config>,
-        sesame_layers::ForSequenceClassification<B, S>: Send + Sync,
+        ForSequenceClassification<B, S>: Send + Sync,
+        ForTokenClassification<B>: Send + Sync,
+        ForQuestionAnswering<B>: Send + Sync,
     {
         Self {
             name,
@@ -86,10 +90,10 @@ impl FamilyEntry {
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
-            finetune: Some(finetune::<B, S>),
-            classify: Some(classify_with::<B, S>),
-            tag: Some(tag_with::<B>),
-            answer: Some(answer_with::<B>),
+            finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
+            classify: Some(classify_with::<ForSequenceClassification<B, S>>),
+            tag: Some(tag_with::<ForTokenClassification<B>>),
+            answer: Some(answer_with::<ForQuestionAnswering<B>>),
         }
     }
 
@@ -116,10 +120,10 @@ impl FamilyEntry {
             fill_mask: None,
             generate: Some(generate),
             forward: Some(forward),
-            finetune: None,
-            classify: None,
+            finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
+            classify: Some(classify_with::<BartForSequenceClassification>),
             tag: None,
-        answer: None,
+            answer: Some(answer_with::<BartForQuestionAnswering>),
         }
     }
 
@@ -196,10 +200,10 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         fill_mask: None,
         generate: Some(generate_xlnet),
         forward: Some(forward_xlnet),
-        finetune: None,
-        classify: None,
-        tag: None,
-        answer: None,
+        finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
+        classify: Some(classify_with::<XlnetForSequenceClassification>),
+        tag: Some(tag_with::<XlnetForTokenClassification>),
+        answer: Some(answer_with::<XlnetForQuestionAnsweringSimple>),
     },
 ];
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use sesame_layers::pipeline::AnswerOptions;
-use sesame_layers::{Backbone, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HfConfig, PretrainedModel, SequenceHead, WeightFiles};
+use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
@@ -208,20 +208,23 @@ fn best_metric(args: &FinetuneArgs, what: &str, names: &[&str], default: &str) -
     Ok((name, !lower_is_better))
 }
 
-/// `finetune` of a checkpoint whose base model is `B`, with sequence head `S`: the task of
-/// `--task`.
-pub fn finetune<B, S>(args: &FinetuneArgs, device: Device) -> Result<String, String>
-where
-    B: Backbone,
-    S: SequenceHead<B>,
-    ForSequenceClassification<B, S>: PretrainedModel<Config = B::Config> + Send + Sync,
-    ForTokenClassification<B>: PretrainedModel<Config = B::Config> + Send + Sync,
-    ForQuestionAnswering<B>: PretrainedModel<Config = B::Config> + Send + Sync,
-{
+/// `finetune` of a family whose sequence classifier is `C`, token classifier `T` and
+/// extractive-QA model `Q`: the task of `--task`.
+pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
     match args.task {
-        FinetuneTask::Tag => finetune_tagger::<B>(args, device),
-        FinetuneTask::Qa => finetune_qa::<B>(args, device),
-        _ => finetune_classifier::<B, S>(args, device),
+        FinetuneTask::Tag => finetune_tagger::<T>(args, device),
+        FinetuneTask::Qa => finetune_qa::<Q>(args, device),
+        _ => finetune_classifier::<C>(args, device),
+    }
+}
+
+/// `finetune` of a family with a sequence classifier `C` and an extractive-QA model `Q` but no
+/// token classifier (BART: transformers has no `BartForTokenClassification`).
+pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
+    match args.task {
+        FinetuneTask::Tag => Err(format!("--task tag: {} models have no token-classification head (transformers has none for them either)", C::architecture().trim_end_matches("ForSequenceClassification"))),
+        FinetuneTask::Qa => finetune_qa::<Q>(args, device),
+        _ => finetune_classifier::<C>(args, device),
     }
 }
 
@@ -231,10 +234,10 @@ fn batching(args: &FinetuneArgs) -> Batching {
 }
 
 /// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
-fn load_start<B: Backbone>(args: &FinetuneArgs) -> Result<(Tokenizer, B::Config, usize), String> {
+fn load_start<M: TaskModel>(args: &FinetuneArgs) -> Result<(Tokenizer, M::Config, usize), String> {
     let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
-    let config = <B::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
-    let limits = B::input_limits(&config);
+    let config = <M::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
+    let limits = M::input_limits(&config);
     let seq_len = match args.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,
@@ -244,12 +247,7 @@ fn load_start<B: Backbone>(args: &FinetuneArgs) -> Result<(Tokenizer, B::Config,
 }
 
 /// `finetune --task classify|multilabel|regress`.
-fn finetune_classifier<B, S>(args: &FinetuneArgs, device: Device) -> Result<String, String>
-where
-    B: Backbone,
-    S: SequenceHead<B>,
-    ForSequenceClassification<B, S>: PretrainedModel<Config = B::Config> + Send + Sync,
-{
+fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
     let data = read_data(args)?;
     let default = match data.problem {
         ProblemType::SingleLabelClassification => "accuracy",
@@ -257,7 +255,7 @@ where
         ProblemType::Regression => "mse",
     };
     let metric = best_metric(args, data.problem.hf_name(), metric_names(data.problem), default)?;
-    let (tokenizer, mut config, seq_len) = load_start::<B>(args)?;
+    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
     set_labels(config.labels_mut(), &data.classes, data.problem.hf_name());
     let encode = |(rows, targets): (Vec<labelled::LabelledRow>, Vec<Target>), path: &Path| {
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
@@ -267,7 +265,7 @@ where
     let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
     let rows = format!("{} training rows, {} evaluation rows", train.len(), eval.len());
     let num_labels = data.classes.len().max(1);
-    let task = SequenceClassification::<ForSequenceClassification<B, S>>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args));
+    let task = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args));
     let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
@@ -278,11 +276,7 @@ where
 }
 
 /// `finetune --task tag`.
-fn finetune_tagger<B>(args: &FinetuneArgs, device: Device) -> Result<String, String>
-where
-    B: Backbone,
-    ForTokenClassification<B>: PretrainedModel<Config = B::Config> + Send + Sync,
-{
+fn finetune_tagger<M: TokenTagger>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
     let fields = TagFields {
         tokens: args.text_column.clone().unwrap_or_else(|| TagFields::default().tokens),
         tags: args.label_column.clone().unwrap_or_else(|| TagFields::default().tags),
@@ -301,7 +295,7 @@ where
     } else {
         best_metric(args, "token classification with word classes", WORD_METRICS, "accuracy")?
     };
-    let (tokenizer, mut config, seq_len) = load_start::<B>(args)?;
+    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
     let stride = args.stride.unwrap_or(seq_len / 4);
     set_labels(config.labels_mut(), &names, "token_classification");
     config.labels_mut().problem_type = None;
@@ -314,7 +308,7 @@ where
         "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
         train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
     );
-    let task = TokenClassification::<ForTokenClassification<B>>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args));
+    let task = TokenClassification::<M>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args));
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
     run.fit_and_export(&task, config, |model, device| {
@@ -324,15 +318,11 @@ where
 }
 
 /// `finetune --task qa`.
-fn finetune_qa<B>(args: &FinetuneArgs, device: Device) -> Result<String, String>
-where
-    B: Backbone,
-    ForQuestionAnswering<B>: PretrainedModel<Config = B::Config> + Send + Sync,
-{
+fn finetune_qa<M: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
     let train = sesame_text::squad::read_questions(&args.train).map_err(|e| e.to_string())?;
     let eval = sesame_text::squad::read_questions(&args.eval).map_err(|e| e.to_string())?;
     let metric = best_metric(args, "question answering", QA_METRICS, "f1")?;
-    let (tokenizer, config, seq_len) = load_start::<B>(args)?;
+    let (tokenizer, config, seq_len) = load_start::<M>(args)?;
     let stride = args.stride.unwrap_or(seq_len / 3);
     // SQuAD 2.0: questions without an answer allow "no answer" (run_qa's --version_2_with_negative).
     let allow_no_answer = train.iter().chain(&eval).any(|x| x.answers.is_empty());
@@ -344,7 +334,7 @@ where
         "{train_questions} training questions in {} windows, {eval_questions} evaluation questions in {} windows{}",
         train_set.len(), eval_set.len(), if allow_no_answer { ", unanswerable questions allowed (SQuAD 2.0)" } else { "" }
     );
-    let task = QuestionAnswering::<ForQuestionAnswering<B>>::new(train_set, eval_set, tokenizer.clone(), options, batching(args));
+    let task = QuestionAnswering::<M>::new(train_set, eval_set, tokenizer.clone(), options, batching(args));
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
     run.fit_and_export(&task, config, |model, device| {
@@ -379,7 +369,7 @@ impl Run<'_> {
     where
         T: TrainTask<Model = M> + Sync,
         T::Batch: Sync,
-        M: PretrainedModel + Send + Sync,
+        M: TaskModel,
     {
         let args = self.args;
         let per_epoch = self.per_epoch.div_ceil(args.grad_accum);
@@ -412,7 +402,7 @@ impl Run<'_> {
         if args.freeze {
             // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
             // learns from fixed features.
-            model = sesame_train::finetune::freeze_base(model);
+            model = sesame_train::finetune::freeze_base(model, M::BASE);
         }
         eprintln!(
             "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, evaluated every {every}",
@@ -439,6 +429,9 @@ impl Run<'_> {
         let mut train_config = train_config;
         if let Some(decay) = args.layer_lr_decay {
             train_config.lr_groups = layer_lr_decay(&model, decay);
+            if train_config.lr_groups.is_empty() {
+                return Err(format!("--layer-lr-decay {decay}: {} has no single stack of encoder layers to decay over", M::architecture()));
+            }
             let layers = train_config.lr_groups.len();
             eprintln!("layer-wise learning-rate decay {decay}: {layers} groups, the lowest at --lr x {:.3e}", train_config.lr_groups.iter().map(|g| g.factor).fold(1.0, f64::min));
         }
@@ -530,7 +523,7 @@ fn save_model<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, sou
     let tmp = dir.with_extension("tmp");
     let _ = std::fs::remove_dir_all(&tmp);
     model.save_pretrained(config, &tmp).map_err(|e| e.to_string())?;
-    let tok_config = TokenizerConfig::read_for(&source.join("tokenizer_config.json"), None).map_err(|e| e.to_string())?;
+    let tok_config = TokenizerConfig::of_dir(source).map_err(|e| e.to_string())?;
     tokenizer.save(&tmp, &tok_config).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), dir.display()))

@@ -426,16 +426,8 @@ fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::ten
     Ok((tokenizer, loaded))
 }
 
-pub(crate) fn classify_with<B: sesame_layers::Backbone, S: sesame_layers::SequenceHead<B>>(
-    dir: &std::path::Path,
-    device: &burn::tensor::Device,
-    texts: &mut Texts,
-    batch_size: usize,
-) -> Result<String, String>
-where
-    sesame_layers::ForSequenceClassification<B, S>: Sync,
-{
-    let (tokenizer, loaded) = load_task_model::<sesame_layers::ForSequenceClassification<B, S>>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
+pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize) -> Result<String, String> {
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
     run_texts(texts, |chunk| {
         let out = sesame_layers::pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
         let finite = |c: &sesame_layers::pipeline::Classification| match c {
@@ -449,12 +441,9 @@ where
     })
 }
 
-pub(crate) fn tag_with<B: sesame_layers::Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String>
-where
-    sesame_layers::ForTokenClassification<B>: Sync,
-{
-    let (tokenizer, loaded) = load_task_model::<sesame_layers::ForTokenClassification<B>>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
-    let stride = stride.unwrap_or(B::input_limits(&loaded.config).max_len / 4);
+pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String> {
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
+    let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 4);
     run_texts(texts, |chunk| {
         let out = sesame_layers::pipeline::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
         if !out.iter().flatten().all(|s| s.score.is_finite()) {
@@ -465,7 +454,7 @@ where
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn answer_with<B: sesame_layers::Backbone>(
+pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
     dir: &std::path::Path,
     device: &burn::tensor::Device,
     texts: &mut Texts,
@@ -473,12 +462,9 @@ pub(crate) fn answer_with<B: sesame_layers::Backbone>(
     batch_size: usize,
     stride: Option<usize>,
     options: sesame_layers::pipeline::AnswerOptions,
-) -> Result<String, String>
-where
-    sesame_layers::ForQuestionAnswering<B>: Sync,
-{
-    let (tokenizer, loaded) = load_task_model::<sesame_layers::ForQuestionAnswering<B>>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
-    let stride = stride.unwrap_or(B::input_limits(&loaded.config).max_len / 3);
+) -> Result<String, String> {
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
+    let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 3);
     run_texts(texts, |chunk| {
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
         let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| format!("{e} (--stride {stride})"))?;

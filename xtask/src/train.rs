@@ -346,9 +346,9 @@ fn read_corpus(args: &TrainArgs) -> Result<(Corpus, Corpus), String> {
 fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
     let run_tokenizer = out.join("tokenizer");
     let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
-        (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::read(&run_tokenizer.join("tokenizer_config.json")).map_err(err)?)
+        (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::of_dir(&run_tokenizer).map_err(err)?)
     } else if let Some(dir) = args.init_from.as_ref().or(args.tokenizer.as_ref()) {
-        (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::read(&dir.join("tokenizer_config.json")).map_err(err)?)
+        (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::of_dir(dir).map_err(err)?)
     } else {
         eprintln!("training a {kind:?} tokenizer ({} tokens) on the corpus", args.vocab_size);
         let tok_config = kind.config();
@@ -646,7 +646,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let written = family.command("export", family.export)?(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
-    let tok_config = TokenizerConfig::read(&tokenizer_dir.join("tokenizer_config.json")).map_err(err)?;
+    let tok_config = TokenizerConfig::of_dir(&tokenizer_dir).map_err(err)?;
     for dir in written {
         tokenizer.save(&dir, &tok_config).map_err(err)?;
     }

@@ -11,6 +11,9 @@ use burn::prelude::*;
 use sesame_layers::{Classifier, EncoderInput, ForSequenceClassification, OutputOptions, PretrainedModel};
 use sesame_text::Tokenizer;
 
+mod finetune_common;
+use finetune_common::classify::{animal, sentence, write_csv};
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -35,36 +38,6 @@ fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("{e}: {stdout}\n{stderr}"))
-}
-
-const NOUNS: [&str; 6] = ["cat", "dog", "house", "car", "tree", "sun"];
-const COLOURS: [&str; 4] = ["red", "blue", "green", "big"];
-
-/// Row `i` of the generated data: a short sentence, whether it names an animal, whether it has a
-/// colour, and how many times it says `big`.
-fn sentence(i: usize) -> (String, bool, bool, usize) {
-    let noun = NOUNS[(i * 7 + i / 3) % NOUNS.len()];
-    let colour = COLOURS[(i * 5 + i / 4) % COLOURS.len()];
-    let bigs = (i * 3 + i / 5) % 3;
-    let mut words = vec!["the", colour, noun];
-    words.extend(std::iter::repeat_n("big", bigs));
-    words.extend(["sat", "on", "the", "mat"]);
-    (words.join(" "), matches!(noun, "cat" | "dog"), colour != "big", bigs + usize::from(colour == "big"))
-}
-
-/// The single-label class of a row: whether it names an animal.
-fn animal(s: &(String, bool, bool, usize)) -> String {
-    if s.1 { "animal".to_string() } else { "thing".to_string() }
-}
-
-/// Write `rows` rows from `start` as CSV with `label(row)`.
-fn write_csv(path: &Path, rows: std::ops::Range<usize>, label: impl Fn(&(String, bool, bool, usize)) -> String) {
-    let mut text = String::from("text,label\n");
-    for i in rows {
-        let s = sentence(i);
-        text.push_str(&format!("{},{}\n", s.0, label(&s)));
-    }
-    std::fs::write(path, text).unwrap();
 }
 
 fn args(dir: &Path, extra: &[&str]) -> Vec<String> {

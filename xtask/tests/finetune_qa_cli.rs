@@ -9,6 +9,7 @@ use std::process::Command;
 
 mod finetune_common;
 use finetune_common::{model_dir, xtask};
+use finetune_common::qa::{example, write_jsonl};
 
 fn scratch(name: &str) -> std::path::PathBuf {
     finetune_common::scratch("qa", name)
@@ -16,35 +17,6 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
     finetune_common::finetune("qa", args)
-}
-
-const THINGS: [&str; 7] = ["cat", "dog", "car", "tree", "sun", "moon", "house"];
-const PLACES: [&str; 5] = ["paris", "france", "the house", "the tree", "the car"];
-const FILL: [&str; 6] = ["the day was big .", "it is night .", "hello world !", "the sun is small .", "a red car sat on the mat .", "the moon played ."];
-
-/// Question `i`: "where is the X ?" on a context of 2 to 5 filler sentences and "the X is in P
-/// ." somewhere among them; with `unanswerable`, every fourth question asks about a thing the
-/// context does not place (no answer).
-fn example(i: usize, unanswerable: bool) -> serde_json::Value {
-    let h = |k: usize| (i.wrapping_mul(2_654_435_761).wrapping_add(k * 40_503)) % 1_000_003;
-    let thing = THINGS[h(1) % THINGS.len()];
-    let place = PLACES.iter().filter(|p| **p != format!("the {thing}")).nth(h(2) % 4).unwrap();
-    let mut parts: Vec<String> = (0..2 + h(9) % 4).map(|j| FILL[h(3 + j) % FILL.len()].to_string()).collect();
-    let fact = format!("the {thing} is in {place} .");
-    parts.insert(h(10) % (parts.len() + 1), fact.clone());
-    let context = parts.join(" ");
-    if unanswerable && i % 4 == 0 {
-        let other = THINGS.iter().find(|t| **t != thing && !context.contains(&format!("the {t} "))).unwrap_or(&"moon");
-        return serde_json::json!({ "id": format!("q{i}"), "question": format!("where is the {other} ?"), "context": context, "answers": { "text": [], "answer_start": [] } });
-    }
-    let start = context[..context.find(&fact).unwrap()].chars().count() + format!("the {thing} is in ").len();
-    serde_json::json!({ "id": format!("q{i}"), "question": format!("where is the {thing} ?"), "context": context, "answers": { "text": [place], "answer_start": [start] } })
-}
-
-/// Questions `rows` as JSON lines (HF datasets' layout).
-fn write_jsonl(path: &Path, rows: std::ops::Range<usize>, unanswerable: bool) {
-    let text: String = rows.map(|i| example(i, unanswerable).to_string() + "\n").collect();
-    std::fs::write(path, text).unwrap();
 }
 
 /// Questions `rows` in SQuAD's own JSON layout.

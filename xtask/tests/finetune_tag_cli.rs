@@ -9,6 +9,7 @@ use std::process::Command;
 
 mod finetune_common;
 use finetune_common::{model_dir, xtask};
+use finetune_common::tag::{sentence, write_conll, write_jsonl, PLACES};
 
 fn scratch(name: &str) -> std::path::PathBuf {
     finetune_common::scratch("tag", name)
@@ -16,69 +17,6 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
     finetune_common::finetune("tag", args)
-}
-
-const ANIMALS: [&str; 4] = ["cat", "dog", "cats", "dogs"];
-const COLOURS: [&str; 3] = ["red", "blue", "green"];
-const PLACES: [&str; 2] = ["paris", "france"];
-const OTHER: [&str; 16] = ["the", "sat", "on", "mat", "house", "car", "tree", "big", "small", "day", "night", "running", "played", "is", "was", "in"];
-
-/// Sentence `i`: 4 to 27 words, with animals (an optional colour, then the animal: `B-ANIMAL
-/// I-ANIMAL`), places (`B-LOC`) and other words (`O`); words like `cats` and `running` are
-/// two tokens of the fixture's vocabulary.
-fn sentence(i: usize) -> (Vec<&'static str>, Vec<&'static str>) {
-    let h = |k: usize| (i.wrapping_mul(2_654_435_761).wrapping_add(k * 40_503)) % 1_000_003;
-    let n = 4 + h(0) % 24;
-    let (mut words, mut tags) = (Vec::new(), Vec::new());
-    let mut k = 1;
-    while words.len() < n {
-        let r = h(k) % 6;
-        k += 1;
-        match r {
-            0 => {
-                if h(k) % 2 == 1 {
-                    words.push(COLOURS[h(k + 1) % 3]);
-                    tags.push("B-ANIMAL");
-                    words.push(ANIMALS[h(k + 2) % 4]);
-                    tags.push("I-ANIMAL");
-                } else {
-                    words.push(ANIMALS[h(k + 2) % 4]);
-                    tags.push("B-ANIMAL");
-                }
-                k += 3;
-            }
-            1 => {
-                words.push(PLACES[h(k) % 2]);
-                tags.push("B-LOC");
-                k += 1;
-            }
-            _ => {
-                words.push(OTHER[h(k) % OTHER.len()]);
-                tags.push("O");
-                k += 1;
-            }
-        }
-    }
-    (words, tags)
-}
-
-/// Sentences `rows` as CoNLL (a `-DOCSTART-` line first, as CoNLL-2003 files have).
-fn write_conll(path: &Path, rows: std::ops::Range<usize>) {
-    let mut text = String::from("-DOCSTART- -X- O O\n\n");
-    for i in rows {
-        let (words, tags) = sentence(i);
-        for (w, t) in words.iter().zip(&tags) {
-            text.push_str(&format!("{w}\t{t}\n"));
-        }
-        text.push('\n');
-    }
-    std::fs::write(path, text).unwrap();
-}
-
-/// Sentences `rows` as JSON lines with `tokens` and `tags`.
-fn write_jsonl(path: &Path, rows: std::ops::Range<usize>) {
-    let text: String = rows.map(|i| serde_json::json!({ "tokens": sentence(i).0, "tags": sentence(i).1 }).to_string() + "\n").collect();
-    std::fs::write(path, text).unwrap();
 }
 
 /// The runs' flags, those of `extra` in place of the defaults.

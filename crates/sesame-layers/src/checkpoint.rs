@@ -305,7 +305,8 @@ impl CheckpointSpec {
         let prefix = &self.family_prefix;
         let mut rules = vec![if self.has_base_prefix {
             let roots = self.base_roots.iter().map(|r| regex::escape(r)).collect::<Vec<_>>().join("|");
-            (Regex::new(&format!(r"^({roots})\.")).expect("valid"), format!("{prefix}.${{1}}."))
+            // A root is a module (`word_embedding.weight`) or a bare parameter (XLNet's `mask_emb`).
+            (Regex::new(&format!(r"^({roots})(\.|$)")).expect("valid"), format!("{prefix}.${{1}}${{2}}"))
         } else {
             (Regex::new(&format!(r"^{}\.", regex::escape(prefix))).expect("valid"), String::new())
         }];

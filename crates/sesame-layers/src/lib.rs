@@ -49,4 +49,5 @@ pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, Pretrain
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
+    SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
 };

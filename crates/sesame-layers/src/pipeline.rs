@@ -13,8 +13,7 @@ use crate::encoder::OutputOptions;
 use crate::pooling::{l2_normalize, select_layer, Pooling};
 use crate::pretrained::InputError;
 use crate::pretrained::HfConfig;
-use crate::tasks::{ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification};
-use crate::heads::SequenceHead;
+use crate::tasks::{ForMaskedLM, SequenceClassifier, SpanExtractor, TokenTagger};
 
 /// Why a pipeline could not run.
 #[derive(Debug, thiserror::Error)]
@@ -341,25 +340,16 @@ pub enum Classification {
 
 /// Classify `texts` with a fine-tuned sequence classifier, `batch_size` texts at a time in
 /// batches of similar length, each truncated to the model's length; results in input order.
-pub fn classify<B: Backbone, H: SequenceHead<B>>(
-    model: &ForSequenceClassification<B, H>,
-    config: &B::Config,
-    tokenizer: &Tokenizer,
-    texts: &[&str],
-    batch_size: usize,
-) -> Result<Vec<Classification>, PipelineError>
-where
-    ForSequenceClassification<B, H>: Sync,
-{
-    let device = model.base.device();
-    let limits = B::input_limits(config);
+pub fn classify<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+    let device = model.device();
+    let limits = M::input_limits(config);
     let labels = config.labels();
     let problem = labels.problem_type.as_deref().unwrap_or("single_label_classification");
     let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
     by_length(&encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
-        let logits = model.forward(input, None, OutputOptions::default()).logits;
+        let logits = model.classify(input);
         let [b, n] = logits.dims();
         let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
         let ranked = |values: &[f32]| {
@@ -418,24 +408,14 @@ pub struct TaggedSpan {
 /// tagged `O` are left out. Texts longer than the model reads are windowed with `stride` tokens
 /// of overlap, each word read from the window where it has the most context. Results in input
 /// order; `batch_size` windows run at a time, batched by length.
-pub fn tag<B: Backbone>(
-    model: &ForTokenClassification<B>,
-    config: &B::Config,
-    tokenizer: &Tokenizer,
-    texts: &[&str],
-    batch_size: usize,
-    stride: usize,
-) -> Result<Vec<Vec<TaggedSpan>>, PipelineError>
-where
-    ForTokenClassification<B>: Sync,
-{
-    let device = model.base.device();
-    let limits = B::input_limits(config);
+pub fn tag<M: TokenTagger>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, stride: usize) -> Result<Vec<Vec<TaggedSpan>>, PipelineError> {
+    let device = model.device();
+    let limits = M::input_limits(config);
     let labels = config.labels();
     let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
     let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
     // Each window's per-token probabilities.
-    let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.forward(input, None, OutputOptions::default()).logits, 2))?;
+    let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.tag(input), 2))?;
     let mut next = 0;
     let mut out = Vec::with_capacity(texts.len());
     for (text, windows) in texts.iter().zip(&windows) {
@@ -610,24 +590,21 @@ pub fn best_answer(context: &str, windows: &[ScoredWindow], options: &AnswerOpti
 /// Answer each question in `questions` from its `contexts` with a fine-tuned extractive-QA
 /// model: the context in windows of the model's length overlapping by `stride` tokens, the
 /// answer picked by [`best_answer`]. Results in input order; `batch_size` windows at a time.
-pub fn answer<B: Backbone>(
-    model: &ForQuestionAnswering<B>,
-    config: &B::Config,
+pub fn answer<M: SpanExtractor>(
+    model: &M,
+    config: &M::Config,
     tokenizer: &Tokenizer,
     questions: &[(&str, &str)],
     batch_size: usize,
     stride: usize,
     options: &AnswerOptions,
-) -> Result<Vec<Answer>, PipelineError>
-where
-    ForQuestionAnswering<B>: Sync,
-{
-    let device = model.base.device();
-    let limits = B::input_limits(config);
+) -> Result<Vec<Answer>, PipelineError> {
+    let device = model.device();
+    let limits = M::input_limits(config);
     let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;
     let scores = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| {
-        let out = model.forward(input, None, OutputOptions::default());
-        Tensor::stack(vec![out.start_logits, out.end_logits], 2)
+        let (start_logits, end_logits, _) = model.spans(input, None);
+        Tensor::stack(vec![start_logits, end_logits], 2)
     })?;
     let logits: Vec<(Vec<f32>, Vec<f32>)> = scores.iter().map(|tokens| tokens.iter().map(|t| (t[0], t[1])).unzip()).collect();
     let mut next = 0;

@@ -550,3 +550,102 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForMultipleChoice<B, H
 
     hf_form_of_base!();
 }
+
+/// A fine-tuning head model of any family, as the task pipelines (`pipeline::classify`, `tag`,
+/// `answer`) and the fine-tuning tasks run it: fed an [`EncoderInput`] of padded token ids
+/// (the tokenizer's padding side), its base model in the field [`TaskModel::BASE`].
+pub trait TaskModel: PretrainedModel + Send + Sync {
+    /// The field holding the base model (`base`; XLNet's `transformer`, BART's `model`): what
+    /// feature extraction keeps fixed.
+    const BASE: &'static str;
+
+    /// What input the model accepts under `config`.
+    fn input_limits(config: &Self::Config) -> InputLimits;
+
+    /// The device the model lives on.
+    fn device(&self) -> Device;
+}
+
+/// A model giving one row of logits per text: a sequence classifier of any family.
+pub trait SequenceClassifier: TaskModel {
+    /// Logits `[batch, num_labels]` of `input`.
+    fn classify(&self, input: EncoderInput) -> Tensor<2>;
+}
+
+/// A model giving logits for every token: a token classifier of any family.
+pub trait TokenTagger: TaskModel {
+    /// Logits `[batch, seq, num_labels]` of `input`.
+    fn tag(&self, input: EncoderInput) -> Tensor<3>;
+}
+
+/// A model giving span-start and span-end logits for every token: an extractive-QA model of
+/// any family.
+pub trait SpanExtractor: TaskModel {
+    /// Start and end logits `[batch, seq]` of `input`; the loss (the mean of the two
+    /// cross-entropies) when `positions` (start, end `[batch]`) are given.
+    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>);
+}
+
+/// The [`TaskModel`] items of a head model over a [`Backbone`] in `base`.
+macro_rules! task_model_of_base {
+    () => {
+        const BASE: &'static str = "base";
+
+        fn input_limits(config: &B::Config) -> InputLimits {
+            B::input_limits(config)
+        }
+
+        fn device(&self) -> Device {
+            self.base.device()
+        }
+    };
+}
+
+impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B, H>
+where
+    Self: Send + Sync,
+{
+    task_model_of_base!();
+}
+
+impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H>
+where
+    Self: Send + Sync,
+{
+    fn classify(&self, input: EncoderInput) -> Tensor<2> {
+        self.forward(input, None, OutputOptions::default()).logits
+    }
+}
+
+impl<B: Backbone> TaskModel for ForTokenClassification<B>
+where
+    Self: Send + Sync,
+{
+    task_model_of_base!();
+}
+
+impl<B: Backbone> TokenTagger for ForTokenClassification<B>
+where
+    Self: Send + Sync,
+{
+    fn tag(&self, input: EncoderInput) -> Tensor<3> {
+        self.forward(input, None, OutputOptions::default()).logits
+    }
+}
+
+impl<B: Backbone> TaskModel for ForQuestionAnswering<B>
+where
+    Self: Send + Sync,
+{
+    task_model_of_base!();
+}
+
+impl<B: Backbone> SpanExtractor for ForQuestionAnswering<B>
+where
+    Self: Send + Sync,
+{
+    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
+        let out = self.forward(input, positions, OutputOptions::default());
+        (out.start_logits, out.end_logits, out.loss)
+    }
+}

@@ -201,7 +201,7 @@ impl Tokenizer {
         let vocab = dir.join("vocab.txt");
         let (bpe_vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
         let spiece = dir.join("spiece.model");
-        let config = TokenizerConfig::read_for(&dir.join("tokenizer_config.json"), model_type_class(dir))?;
+        let config = TokenizerConfig::of_dir(dir)?;
         if json.is_file() {
             Self::from_tokenizer_json(&json, &config)
         } else if bpe_vocab.is_file() && merges.is_file() {
@@ -459,7 +459,9 @@ impl Tokenizer {
     /// Encode `question` and `context` as pairs of the whole question and windows of the
     /// context, as transformers' `run_qa.py` does (`truncation="only_second"`, `stride`,
     /// `return_overflowing_tokens=True`); the windows' words, offsets and marks are the
-    /// context's, the question's tokens are marked as special tokens are.
+    /// context's, the question's tokens are marked as special tokens are. A tokenizer that pads
+    /// on the left (XLNet's) puts the context first and the question second, as `run_qa.py` and
+    /// the question-answering pipeline do (`pad_on_right`).
     pub fn encode_question_windows(&self, question: &str, context: &str, max_len: usize, stride: usize) -> Result<Vec<TokenWindow>, TokenizerError> {
         self.windows(Some(question), Words::Text(context), max_len, stride)
     }
@@ -476,7 +478,9 @@ impl Tokenizer {
                 reason: format!("a window of {max_len} tokens holds {content} besides its {besides}, not more than the stride of {stride}"),
             });
         }
-        let windowed = Some(usize::from(question.is_some()));
+        // The windowed text's sequence id: second after a question, unless the context comes first.
+        let context_first = self.pads_left();
+        let windowed = Some(usize::from(question.is_some() && !context_first));
         let full = match input {
             Words::Text(text) => self.guarded(|| self.inner.encode_char_offsets(text, false))?,
             Words::Split(words) => {
@@ -516,7 +520,8 @@ impl Tokenizer {
                 // byte-level BPE's offsets a second time.
                 let content_offsets = window.get_offsets().to_vec();
                 let e = match &question {
-                    Some(q) => self.guarded(|| self.inner.post_process(q.clone(), Some(window), true))?,
+                    Some(q) if context_first => self.guarded(|| self.inner.post_process(window, Some(second(q.clone())), true))?,
+                    Some(q) => self.guarded(|| self.inner.post_process(q.clone(), Some(second(window)), true))?,
                     None => self.guarded(|| self.inner.post_process(window, None, true))?,
                 };
                 // Only the windowed sequence's tokens count as content.
@@ -942,6 +947,13 @@ impl TokenizerConfig {
         Self::read_for(path, None)
     }
 
+    /// The tokenizer config of the checkpoint directory `dir`: its `tokenizer_config.json`, the
+    /// class taken from `config.json`'s `model_type` when the file is absent or names none (as
+    /// xlnet-base-cased ships: `spiece.model` alone).
+    pub fn of_dir(dir: &Path) -> Result<Self, TokenizerError> {
+        Self::read_for(&dir.join("tokenizer_config.json"), model_type_class(dir))
+    }
+
     /// [`TokenizerConfig::read`], taking the tokenizer class to be `class` when the file names
     /// none (as transformers' `AutoTokenizer` takes it from the model's `model_type`).
     pub fn read_for(path: &Path, class: Option<&str>) -> Result<Self, TokenizerError> {
@@ -1016,6 +1028,23 @@ impl TokenizerConfig {
 
 /// The tokenizer class a model directory's `config.json` implies where it changes the layout
 /// (XLNet's checkpoints ship `spiece.model` without a `tokenizer_config.json`).
+/// `e` as the second sequence of a pair: without the sequence range that encoding it gave it
+/// (sequence 0), which the pair's post-processing would keep beside its own (1) and let
+/// overwrite the first sequence's.
+fn second(e: tokenizers::Encoding) -> tokenizers::Encoding {
+    tokenizers::Encoding::new(
+        e.get_ids().to_vec(),
+        e.get_type_ids().to_vec(),
+        e.get_tokens().to_vec(),
+        e.get_word_ids().to_vec(),
+        e.get_offsets().to_vec(),
+        e.get_special_tokens_mask().to_vec(),
+        e.get_attention_mask().to_vec(),
+        Vec::new(),
+        Default::default(),
+    )
+}
+
 fn model_type_class(dir: &Path) -> Option<&'static str> {
     let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;

@@ -14,7 +14,8 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{Backbone, EncoderInput, ForSequenceClassification, OutputOptions, SequenceHead, SequenceLabels};
+use sesame_layers::{EncoderInput, SequenceLabels};
+pub use sesame_layers::{SequenceClassifier, SpanExtractor, TaskModel, TokenTagger};
 use sesame_metrics::classification::{ConfusionMatrix, MultiLabelCounts};
 use sesame_metrics::{regression, Average, MetricError};
 use sesame_text::labelled::{ProblemType, Target};
@@ -24,23 +25,8 @@ use crate::{Metric, StepOutput, TrainTask};
 
 mod qa;
 mod tagging;
-pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, SpanExtractor, QA_METRICS};
-pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, TokenTagger, ENTITY_METRICS, WORD_METRICS};
-
-/// A model giving one row of logits per text: a sequence classifier of any family.
-pub trait SequenceClassifier: Module + Send + Sync {
-    /// Logits `[batch, num_labels]` of `input`.
-    fn classify(&self, input: EncoderInput) -> Tensor<2>;
-}
-
-impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H>
-where
-    Self: Send + Sync,
-{
-    fn classify(&self, input: EncoderInput) -> Tensor<2> {
-        self.forward(input, None, OutputOptions::default()).logits
-    }
-}
+pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, QA_METRICS};
+pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, ENTITY_METRICS, WORD_METRICS};
 
 /// Texts (or pairs) encoded once, with their targets.
 #[derive(Clone, Debug)]
@@ -308,14 +294,15 @@ fn unpadded<T: burn::tensor::Element>(predictions: &[TensorData], order: &[usize
     out.into_iter().collect()
 }
 
-/// Feature extraction (`--freeze`): `model` with the parameters of its base model (`base.…`: the
-/// embeddings and the encoder layers) fixed, except the pooler's (`base.pooler.…`, the dense
-/// layer on the first token that BERT's and ALBERT's classifiers read), which learns with the
-/// task head, as the dense layer of RoBERTa's and ELECTRA's heads does. A pooler pre-trained on
-/// the top layer would give nothing to learn from when the features come from a lower one.
-pub fn freeze_base<M: Module>(model: M) -> M {
-    struct Freeze(Vec<String>);
-    impl burn::module::ModuleMapper for Freeze {
+/// Feature extraction (`--freeze`): `model` with the parameters of its base model (the field
+/// `base`, as [`TaskModel::BASE`] names it: the embeddings and the encoder layers) fixed, except
+/// a pooler's (`base.pooler.…`, the dense layer on the first token that BERT's and ALBERT's
+/// classifiers read), which learns with the task head, as the dense layer of RoBERTa's and
+/// ELECTRA's heads (and XLNet's summary, BART's head) does. A pooler pre-trained on the top
+/// layer would give nothing to learn from when the features come from a lower one.
+pub fn freeze_base<M: Module>(model: M, base: &str) -> M {
+    struct Freeze<'a>(Vec<String>, &'a str);
+    impl burn::module::ModuleMapper for Freeze<'_> {
         fn enter_module(&mut self, name: &str, _: &str) {
             self.0.push(name.to_string());
         }
@@ -323,24 +310,28 @@ pub fn freeze_base<M: Module>(model: M) -> M {
             self.0.pop();
         }
         fn map_float<const D: usize>(&mut self, param: burn::module::Param<Tensor<D>>) -> burn::module::Param<Tensor<D>> {
-            let fixed = self.0.first().is_some_and(|m| m == "base") && !self.0.iter().any(|m| m == "pooler");
+            let fixed = self.0.first().is_some_and(|m| m == self.1) && !self.0.iter().any(|m| m == "pooler");
             if fixed { param.set_require_grad(false) } else { param }
         }
     }
-    model.map(&mut Freeze(Vec::new()))
+    model.map(&mut Freeze(Vec::new(), base))
 }
 
 /// ELECTRA's layer-wise learning-rate decay for fine-tuning (google-research/electra,
 /// `_get_layer_lrs`): the task head learns at the full rate, the top encoder layer at
 /// `decay²`, each layer below at `decay` times the rate of the one above, the embeddings at
 /// `decay^(L+2)`. The layers are the `layers.N` modules of `model`'s encoder (a shared layer,
-/// as ALBERT's, counts once); the embeddings every module whose name has `embeddings`.
+/// as ALBERT's, counts once) or XLNet's `layer.N`; the embeddings every module whose name has
+/// `embedding`. No groups when the model has no such layers, or decoder layers as well (an
+/// encoder-decoder, for which the recipe says nothing).
 pub fn layer_lr_decay<M: Module>(model: &M, decay: f64) -> Vec<crate::LrGroup> {
     #[derive(Default)]
     struct Paths {
         path: Vec<String>,
         layers: std::collections::BTreeMap<usize, String>,
         embeddings: std::collections::BTreeSet<String>,
+        /// Whether the model has decoder layers (an encoder-decoder: no one stack to decay over).
+        decoder: bool,
     }
     impl burn::module::ModuleVisitor for Paths {
         fn enter_module(&mut self, name: &str, _: &str) {
@@ -352,15 +343,20 @@ pub fn layer_lr_decay<M: Module>(model: &M, decay: f64) -> Vec<crate::LrGroup> {
         fn visit_float<const D: usize>(&mut self, _: &burn::module::Param<Tensor<D>>) {
             let p = &self.path;
             let in_encoder = |i: usize| p[..i].iter().any(|s| s.contains("encoder"));
-            if let Some(i) = (1..p.len()).find(|&i| p[i - 1] == "layers" && in_encoder(i) && p[i].parse::<usize>().is_ok()) {
+            self.decoder |= p.iter().any(|s| s.contains("decoder")) && p.iter().any(|s| s == "layers");
+            let stack = |i: usize| (p[i - 1] == "layers" && in_encoder(i)) || (p[i - 1] == "layer" && i == 2);
+            if let Some(i) = (1..p.len()).find(|&i| stack(i) && p[i].parse::<usize>().is_ok()) {
                 self.layers.insert(p[i].parse().unwrap_or_default(), p[..=i].join("."));
-            } else if let Some(i) = p.iter().position(|s| s.contains("embeddings")) {
+            } else if let Some(i) = p.iter().position(|s| s.contains("embedding")) {
                 self.embeddings.insert(p[..=i].join("."));
             }
         }
     }
     let mut paths = Paths::default();
     model.visit(&mut paths);
+    if paths.layers.is_empty() || paths.decoder {
+        return Vec::new();
+    }
     let escape = |prefix: &str| format!("^{}\\.", prefix.replace('.', "\\."));
     let layers = paths.layers.len() as i32;
     let mut groups: Vec<crate::LrGroup> = paths.embeddings.iter().map(|p| crate::LrGroup { pattern: escape(p), factor: decay.powi(layers + 2) }).collect();

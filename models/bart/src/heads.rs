@@ -8,9 +8,9 @@ use sesame_layers::decoding::{CausalLM, Seq2SeqLM};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::per_token_cross_entropy;
 use sesame_layers::{
-    shift_tokens_right, Activation, CheckpointSpec, DecoderCache, ClassificationHead, InputError, InputLimits, OutputOptions, PretrainedModel,
+    shift_tokens_right, Activation, CheckpointSpec, DecoderCache, ClassificationHead, EncoderInput, InputError, InputLimits, OutputOptions, PretrainedModel,
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqQuestionAnsweringOutput,
-    SequenceLabels,
+    SequenceClassifier, SequenceLabels, SpanExtractor, TaskModel,
 };
 
 use crate::checkpoint::spec;
@@ -129,27 +129,34 @@ impl BartForSequenceClassification {
     /// decoder reads the source shifted right, and each row is classified at its last EOS.
     pub fn forward(&self, input: Seq2SeqInput, labels: Option<SequenceLabels>, options: OutputOptions) -> Result<Seq2SeqHeadOutput<2>, InputError> {
         let ids = input.input_ids.clone().ok_or(InputError::Missing { what: "input_ids", reason: "the classifier reads each row's last end-of-sequence token" })?;
-        let positions = last_eos(&ids, self.eos_token_id)?;
+        let (positions, counts) = last_eos(&ids, self.eos_token_id)?;
+        if counts.iter().any(|&c| c == 0 || c != counts[0]) {
+            return Err(InputError::EosCount { eos: self.eos_token_id, counts });
+        }
+        Ok(self.classify_at(input, &positions, labels, options))
+    }
+
+    /// [`Self::forward`] reading row `i` at `positions[i]`.
+    fn classify_at(&self, input: Seq2SeqInput, positions: &[i64], labels: Option<SequenceLabels>, options: OutputOptions) -> Seq2SeqHeadOutput<2> {
         let model = self.model.forward(input, options);
         let [b, _, d] = model.last_hidden_state.dims();
-        let index = Tensor::<1, Int>::from_data(TensorData::new(positions, [b]), &ids.device()).reshape([b, 1, 1]).expand([b, 1, d]);
+        let device = model.last_hidden_state.device();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(positions.to_vec(), [b]), &device).reshape([b, 1, 1]).expand([b, 1, d]);
         let sentence = model.last_hidden_state.clone().gather(1, index).reshape([b, d]);
         let logits = self.classification_head.classify(sentence);
         let loss = labels.map(|l| l.loss(logits.clone()));
-        Ok(Seq2SeqHeadOutput { logits, loss, model })
+        Seq2SeqHeadOutput { logits, loss, model }
     }
 }
 
-/// Each row's last position holding `eos` `[batch]`; rows must hold it equally often, at least once.
-fn last_eos(ids: &Tensor<2, Int>, eos: usize) -> Result<Vec<i64>, InputError> {
+/// Each row's last position holding `eos` (its last position when it holds none) `[batch]`,
+/// and how many it holds.
+fn last_eos(ids: &Tensor<2, Int>, eos: usize) -> Result<(Vec<i64>, Vec<usize>), InputError> {
     let [_, s] = ids.dims();
     let values = ids.try_to_vec_as::<i64>().map_err(|e| InputError::Unreadable { what: "token", reason: e.to_string() })?;
     let rows: Vec<&[i64]> = values.chunks(s.max(1)).collect();
-    let counts: Vec<usize> = rows.iter().map(|r| r.iter().filter(|&&t| t == eos as i64).count()).collect();
-    if counts.iter().any(|&c| c == 0 || c != counts[0]) {
-        return Err(InputError::EosCount { eos, counts });
-    }
-    Ok(rows.iter().map(|r| r.iter().rposition(|&t| t == eos as i64).expect("counted") as i64).collect())
+    let counts = rows.iter().map(|r| r.iter().filter(|&&t| t == eos as i64).count()).collect();
+    Ok((rows.iter().map(|r| r.iter().rposition(|&t| t == eos as i64).unwrap_or(s.saturating_sub(1)) as i64).collect(), counts))
 }
 
 impl PretrainedModel for BartForSequenceClassification {
@@ -204,6 +211,53 @@ impl PretrainedModel for BartForQuestionAnswering {
 
     fn checkpoint_spec(config: &BartConfig) -> CheckpointSpec {
         spec(config, true, &["qa_head."], &[r"^lm_head\.weight$", r"^final_logits_bias$"])
+    }
+}
+
+/// The task models as the pipelines and `finetune` run them, from padded token ids: the
+/// encoder reads the text, the decoder the text shifted right (as HF's heads do without
+/// `decoder_input_ids`); segment ids are not read.
+fn task_input(input: EncoderInput) -> Seq2SeqInput {
+    let mut out = Seq2SeqInput::new(input.input_ids);
+    out.attention_mask = input.attention_mask;
+    out
+}
+
+/// The [`TaskModel`] items of a head model over `model`.
+macro_rules! task_model {
+    ($model:ty) => {
+        impl TaskModel for $model {
+            const BASE: &'static str = "model";
+
+            fn input_limits(config: &BartConfig) -> InputLimits {
+                InputLimits { vocab_size: config.vocab_size, type_vocab_size: 1, positions: config.max_position_embeddings, max_len: config.max_position_embeddings }
+            }
+
+            fn device(&self) -> Device {
+                self.model.shared.weight.device()
+            }
+        }
+    };
+}
+
+task_model!(BartForSequenceClassification);
+task_model!(BartForQuestionAnswering);
+
+impl SequenceClassifier for BartForSequenceClassification {
+    /// Each row at its own last `</s>`. transformers refuses a batch whose rows hold different
+    /// numbers of `</s>` (a text that spells one out); where it does not, this is what it reads.
+    fn classify(&self, input: EncoderInput) -> Tensor<2> {
+        // Token ids are checked when the batch is built; a read-back failure leaves the last position.
+        let [b, s] = input.input_ids.dims();
+        let positions = last_eos(&input.input_ids, self.eos_token_id).map_or_else(|_| vec![s.saturating_sub(1) as i64; b], |(p, _)| p);
+        self.classify_at(task_input(input), &positions, None, OutputOptions::default()).logits
+    }
+}
+
+impl SpanExtractor for BartForQuestionAnswering {
+    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
+        let out = self.forward(task_input(input), positions, OutputOptions::default());
+        (out.start_logits, out.end_logits, out.loss)
     }
 }
 

@@ -3,6 +3,8 @@
 //! sequence classification and multiple choice on a sequence summary (the last token, `<cls>`,
 //! by default), token classification, extractive QA as a span head
 //! (`XLNetForQuestionAnsweringSimple`) and as SQuAD 2.0's beam head (`XLNetForQuestionAnswering`).
+//! The classifier, tagger and span head are also the shared task contract ([`TaskModel`]), so
+//! that the pipelines and `finetune` run them as any family's.
 
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
@@ -10,8 +12,8 @@ use burn::tensor::activation::{softmax, tanh};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::{binary_cross_entropy_with_logits, cross_entropy, per_token_cross_entropy};
 use sesame_layers::{
-    CheckpointSpec, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels,
-    SequenceSummary,
+    CheckpointSpec, EncoderInput, InputLimits, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig,
+    SequenceClassifier, SequenceLabels, SequenceSummary, SpanExtractor, TaskModel, TokenTagger,
 };
 
 use crate::checkpoint::spec;
@@ -433,5 +435,62 @@ impl PretrainedModel for XlnetForQuestionAnswering {
 
     fn checkpoint_spec(_config: &XlnetConfig) -> CheckpointSpec {
         head_spec(&["start_logits.", "end_logits.", "answer_class."])
+    }
+}
+
+/// The task models as the pipelines and `finetune` run them, from padded token ids: the
+/// attention mask as XLNet's floats, segment ids as the tokenizer gives them (`<cls>` in its
+/// own segment, 2; padding 3), no memory kept (HF's `use_mems_train: false`).
+fn task_input(input: EncoderInput) -> XlnetInput {
+    XlnetInput {
+        attention_mask: input.attention_mask.map(|m| m.float()),
+        token_type_ids: input.token_type_ids,
+        use_mems: Some(false),
+        ..XlnetInput::new(input.input_ids)
+    }
+}
+
+/// XLNet has no position table; the task pipelines cut texts into windows of its pre-training
+/// length, 512 tokens (`finetune`'s `--seq-len` may not exceed it either).
+const TASK_MAX_LEN: usize = 512;
+
+/// The [`TaskModel`] items of a head model over `transformer`.
+macro_rules! task_model {
+    ($model:ty) => {
+        impl TaskModel for $model {
+            const BASE: &'static str = "transformer";
+
+            fn input_limits(config: &XlnetConfig) -> InputLimits {
+                // Segment ids 0 and 1, `<cls>`'s 2 and padding's 3 (HF `pad_token_type_id`).
+                InputLimits { vocab_size: config.vocab_size, type_vocab_size: 4, positions: TASK_MAX_LEN, max_len: TASK_MAX_LEN }
+            }
+
+            fn device(&self) -> Device {
+                self.transformer.word_embedding.weight.device()
+            }
+        }
+    };
+}
+
+task_model!(XlnetForSequenceClassification);
+task_model!(XlnetForTokenClassification);
+task_model!(XlnetForQuestionAnsweringSimple);
+
+impl SequenceClassifier for XlnetForSequenceClassification {
+    fn classify(&self, input: EncoderInput) -> Tensor<2> {
+        self.forward(task_input(input), None, OutputOptions::default()).logits
+    }
+}
+
+impl TokenTagger for XlnetForTokenClassification {
+    fn tag(&self, input: EncoderInput) -> Tensor<3> {
+        self.forward(task_input(input), None, OutputOptions::default()).logits
+    }
+}
+
+impl SpanExtractor for XlnetForQuestionAnsweringSimple {
+    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
+        let out = self.forward(task_input(input), positions, OutputOptions::default());
+        (out.start_logits, out.end_logits, out.loss)
     }
 }

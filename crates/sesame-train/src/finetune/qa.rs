@@ -6,32 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use burn::module::Module;
 use burn::prelude::*;
 use sesame_layers::pipeline::{best_answer, Answer, AnswerOptions, ScoredWindow};
-use sesame_layers::{Backbone, EncoderInput, ForQuestionAnswering, OutputOptions};
+use sesame_layers::{EncoderInput, SpanExtractor};
 use sesame_metrics::squad::{squad_scores, Question};
 use sesame_text::squad::SquadExample;
 use sesame_text::{TokenWindow, Tokenizer, TokenizerError};
 
 use crate::{StepOutput, TrainTask};
-
-/// A model giving span-start and span-end logits for every token.
-pub trait SpanExtractor: Module + Send + Sync {
-    /// Start and end logits `[batch, seq]` of `input`; the loss (the mean of the two
-    /// cross-entropies) when `positions` (start, end `[batch]`) are given.
-    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>);
-}
-
-impl<B: Backbone> SpanExtractor for ForQuestionAnswering<B>
-where
-    Self: Send + Sync,
-{
-    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
-        let out = self.forward(input, positions, OutputOptions::default());
-        (out.start_logits, out.end_logits, out.loss)
-    }
-}
 
 /// One window of a question and its context.
 #[derive(Clone, Debug)]

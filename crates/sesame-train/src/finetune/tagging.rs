@@ -8,30 +8,14 @@
 
 use std::collections::BTreeMap;
 
-use burn::module::Module;
 use burn::prelude::*;
-use sesame_layers::{loss::per_token_cross_entropy, Backbone, EncoderInput, ForTokenClassification, OutputOptions};
+use sesame_layers::{loss::per_token_cross_entropy, EncoderInput, TokenTagger};
 use sesame_metrics::classification::ConfusionMatrix;
 use sesame_metrics::tagging::{entity_scores, Scheme};
 use sesame_metrics::Average;
 use sesame_text::{EncodedText, Tokenizer, TokenizerError, Words};
 
 use crate::{Metric, StepOutput, TrainTask};
-
-/// A model giving logits for every token: a token classifier of any family.
-pub trait TokenTagger: Module + Send + Sync {
-    /// Logits `[batch, seq, num_labels]` of `input`.
-    fn tag(&self, input: EncoderInput) -> Tensor<3>;
-}
-
-impl<B: Backbone> TokenTagger for ForTokenClassification<B>
-where
-    Self: Send + Sync,
-{
-    fn tag(&self, input: EncoderInput) -> Tensor<3> {
-        self.forward(input, None, OutputOptions::default()).logits
-    }
-}
 
 /// One window of a sentence's tokens with its labels.
 #[derive(Clone, Debug)]
