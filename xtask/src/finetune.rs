@@ -123,9 +123,11 @@ pub struct FinetuneArgs {
     pub freeze: bool,
     /// Read the features from encoder layer N (1: the lowest; -1: the top, -2: the one below
     /// it): the layers above N are dropped from training and from the exported model, whose
-    /// config says N layers. With --freeze, a fixed feature extractor of that layer.
-    #[arg(long, allow_negative_numbers = true)]
-    pub feature_layer: Option<i64>,
+    /// config says N layers. With --freeze, a fixed feature extractor of that layer. `mix`: ELMo's
+    /// scalar mix, learned softmax weights over the embeddings and every layer (classifiers and
+    /// taggers of the encoder families; an export transformers cannot run).
+    #[arg(long, allow_negative_numbers = true, value_parser = feature_layer)]
+    pub feature_layer: Option<FeatureLayer>,
     /// Random seed (head initialisation, shuffling, dropout).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -146,6 +148,22 @@ pub struct FinetuneArgs {
     /// Hide the progress bar (log lines instead).
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Where the head reads its features (`--feature-layer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatureLayer {
+    /// One layer, 1-based, or negative from the top.
+    Layer(i64),
+    /// ELMo's scalar mix of every layer.
+    Mix,
+}
+
+fn feature_layer(s: &str) -> Result<FeatureLayer, String> {
+    match s {
+        "mix" => Ok(FeatureLayer::Mix),
+        _ => s.parse().map(FeatureLayer::Layer).map_err(|_| format!("{s} is neither a layer number nor `mix`")),
+    }
 }
 
 /// A layer-wise decay factor: in (0, 1].
@@ -390,7 +408,14 @@ impl Run<'_> {
         // The new head is drawn from the seed, as every other random choice of the run.
         train_device.seed(args.seed);
         let mut config = config;
-        let kept = args.feature_layer.map(|layer| keep_layers(&mut config, layer)).transpose()?;
+        let kept = match args.feature_layer {
+            Some(FeatureLayer::Layer(layer)) => Some(keep_layers(&mut config, layer)?),
+            Some(FeatureLayer::Mix) => {
+                mix_layers::<M>(&mut config)?;
+                None
+            }
+            None => None,
+        };
         let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
         let mut loaded = M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
         if let Some((kept, total)) = kept {
@@ -493,6 +518,19 @@ fn keep_layers<C: HfConfig>(config: &mut C, layer: i64) -> Result<(usize, usize)
     };
     *layers = kept;
     Ok((kept, total))
+}
+
+/// Give the head of `config` ELMo's scalar mix over the embeddings and every layer.
+fn mix_layers<M: TaskModel>(config: &mut M::Config) -> Result<(), String> {
+    if !M::SCALAR_MIX {
+        return Err(format!("--feature-layer mix: {}'s head reads one layer (the mix is for the encoder families' classifiers and taggers)", M::architecture()));
+    }
+    let Some(&mut layers) = config.num_hidden_layers_mut() else {
+        return Err("--feature-layer mix: this model's layers cannot be counted (one stack of layers, ALBERT with one group, is needed)".into());
+    };
+    config.labels_mut().scalar_mix = Some(layers + 1);
+    eprintln!("--feature-layer mix: the head reads ELMo's scalar mix of the embeddings and {layers} layers");
+    Ok(())
 }
 
 /// Whether the tensor `name` (`bert.encoder.layer.7.output.dense.weight`) belongs to a layer at

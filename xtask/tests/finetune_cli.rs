@@ -296,6 +296,57 @@ fn freeze_trains_the_head_alone_resumes_to_the_same_head_and_reads_a_lower_layer
 }
 
 #[test]
+fn a_scalar_mix_of_every_layer_learns_its_weights_on_fixed_features_and_classify_reads_it() {
+    let dir = scratch("mix");
+    write_csv(&dir.join("train.csv"), 0..160, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1048, animal);
+    let out = dir.join("mix");
+    finetune(&args(&dir, &["--freeze", "--feature-layer", "mix", "--steps", "40", "--eval-every", "10", "--out", &out.display().to_string()])).unwrap();
+    // The mix and the head learn: the held-out loss falls from the first evaluation to the last.
+    let log = std::fs::read_to_string(out.join("run/metrics.jsonl")).unwrap();
+    let losses: Vec<f64> = log.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter(|l| l["split"] == "held_out").map(|l| l["values"]["loss"].as_f64().unwrap()).collect();
+    assert!(losses.len() == 4 && losses[3] < losses[0], "held-out losses {losses:?}");
+    let export = out.join("model");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["sesame_scalar_mix"], 3, "the embeddings and two layers: {config}");
+    // The weights moved from the even mix; the layers they mix did not.
+    let device = Device::default();
+    let model = ForSequenceClassification::<sesame_bert::BertModel, Classifier>::from_pretrained(&export, &device).unwrap().model;
+    let start = ForSequenceClassification::<sesame_bert::BertModel, Classifier>::from_pretrained(&model_dir(), &device).unwrap().model;
+    assert!(start.scalar_mix.is_none(), "the fixture has no mix");
+    let mix = model.scalar_mix.clone().expect("the export reads the mix");
+    let weights: Vec<f32> = mix.scalar_parameters.val().into_data().convert::<f32>().try_to_vec().unwrap();
+    assert!(weights.iter().any(|w| w.abs() > 1e-3), "the mix did not learn: {weights:?}");
+    let layer = |m: &ForSequenceClassification<sesame_bert::BertModel, Classifier>| m.base.encoder.layers[0].attention.query.weight.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+    assert!(layer(&model) == layer(&start), "--freeze moved layer 0");
+
+    // The logits are the head on the pooled mix, computed here by hand from the hidden states.
+    let texts: Vec<String> = (1000..1006).map(|i| sentence(i).0).collect();
+    let ours = sesame_logits(&export, &texts);
+    let tokenizer = Tokenizer::from_dir(&export).unwrap();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (ids, mask, types) = tokenizer.encode(&refs, 64, false).unwrap().tensors(&device);
+    let input = EncoderInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
+    let states = model.base.forward(input, OutputOptions::all()).encoder.hidden_states.unwrap();
+    let w = burn::tensor::activation::softmax(mix.scalar_parameters.val(), 0).into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+    let gamma = mix.gamma.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap()[0];
+    let mixed = states.into_iter().zip(&w).map(|(h, &w)| h * w).reduce(|a, b| a + b).unwrap() * gamma;
+    let pooled = model.base.pooler.as_ref().unwrap().forward(mixed);
+    let by_hand: Vec<f32> = model.head.forward(pooled).into_data().convert::<f32>().try_to_vec().unwrap();
+    assert!(ours.iter().zip(&by_hand).all(|(a, b)| (a - b).abs() < 1e-5), "{ours:?} against {by_hand:?}");
+
+    // `classify` reads the mix too.
+    let classified: Vec<serde_json::Value> = serde_json::from_slice(&Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &export.display().to_string()]).args(&texts).current_dir(repo()).output().unwrap().stdout).unwrap();
+    for (i, c) in classified.iter().enumerate() {
+        let best = if ours[2 * i] >= ours[2 * i + 1] { "animal" } else { "thing" };
+        assert_eq!(c["label"], best, "text {i}: {c}");
+    }
+    // A value neither a layer nor `mix` gets one line.
+    let err = finetune(&args(&dir, &["--feature-layer", "mixed", "--steps", "1", "--out", &dir.join("bad").display().to_string()])).unwrap_err();
+    assert!(err.contains("--feature-layer") && err.contains("mixed"), "{err}");
+}
+
+#[test]
 fn bench_finetune_runs_each_seed_on_both_sides_with_the_same_steps() {
     let dir = scratch("bench");
     write_csv(&dir.join("train.csv"), 0..40, animal);

@@ -237,6 +237,9 @@ fn xlnet_classifies_tags_and_answers_after_fine_tuning_as_transformers_does() {
     let (before, after) = (sesame_xlnet::XlnetModel::from_pretrained(&start, &device).unwrap().model, exported(&dir.join("frozen")));
     assert_eq!(after.transformer.layer.len(), 1, "{frozen}");
     assert!(floats(before.word_embedding.weight.val()) == floats(after.transformer.word_embedding.weight.val()), "--freeze moved XLNet's embeddings");
+    // XLNet's heads read one layer: the scalar mix is refused with one line.
+    let err = finetune("classify", &start, &dir.join("train.csv"), &dir.join("eval.csv"), &dir.join("mix"), &["--steps", "1", "--feature-layer", "mix"]).unwrap_err();
+    assert!(err.trim().lines().count() == 1 && err.contains("--feature-layer mix"), "{err}");
 }
 
 #[test]

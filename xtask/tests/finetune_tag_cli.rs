@@ -116,7 +116,10 @@ fn word_classes_are_scored_by_accuracy_and_f1_over_the_tags() {
     let eval = dir.join("eval.conll");
     std::fs::write(&eval, plain(1000..1040)).unwrap();
     let out = dir.join("run");
-    let done = finetune(&args(&dir, &out, &["--eval", &eval.display().to_string()])).unwrap();
+    // The tagger reads ELMo's scalar mix of every layer here (the entity run reads the top layer).
+    let done = finetune(&args(&dir, &out, &["--eval", &eval.display().to_string(), "--feature-layer", "mix"])).unwrap();
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("model/config.json")).unwrap()).unwrap();
+    assert_eq!(config["sesame_scalar_mix"], 3, "{config}");
     assert_eq!(done["metric"], "accuracy", "{done}");
     let accuracy = done["metrics"]["accuracy"].as_f64().unwrap();
     assert!(accuracy >= 0.95, "held-out word accuracy {accuracy}: {done}");

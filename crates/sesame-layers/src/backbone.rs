@@ -231,6 +231,13 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
         format!("{}ForCausalLM", Self::CLASS)
     }
 
+    /// The pooler's output `[batch, hidden]` for states `hidden` `[batch, seq, hidden]`
+    /// (`tanh(dense(hidden[:, 0]))`) for a model built with one; `None` otherwise. Heads that
+    /// read a mix of layers ([`crate::ScalarMix`]) pool the mix.
+    fn pool(&self, _hidden: Tensor<3>) -> Option<Tensor<2>> {
+        None
+    }
+
     /// The device the model lives on.
     fn device(&self) -> Device {
         self.word_embeddings().device()

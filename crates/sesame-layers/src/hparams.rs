@@ -88,6 +88,11 @@ pub struct LabelConfig {
     /// `regression`, `single_label_classification` or `multi_label_classification`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem_type: Option<String>,
+    /// Sesame's own: the task head reads ELMo's scalar mix of this many hidden states (the
+    /// embeddings and every layer) rather than the top layer (`finetune --feature-layer mix`).
+    /// transformers keeps the key but has no such head: it would read the top layer.
+    #[serde(default, rename = "sesame_scalar_mix", skip_serializing_if = "Option::is_none")]
+    pub scalar_mix: Option<usize>,
 }
 
 impl LabelConfig {

@@ -23,6 +23,7 @@ pub mod pipeline;
 pub mod pooling;
 pub mod pretrained;
 pub mod random;
+pub mod scalar_mix;
 pub mod seq2seq;
 pub mod tasks;
 
@@ -43,6 +44,7 @@ pub use heads::{
 };
 pub use hparams::EncoderHyperParams;
 pub use pooling::Pooling;
+pub use scalar_mix::ScalarMix;
 pub use seq2seq::{shift_tokens_right, NamedOutput, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 

@@ -15,6 +15,7 @@ use crate::heads::{
 };
 use crate::loss::{cross_entropy, per_token_cross_entropy, IGNORE_INDEX};
 use crate::pretrained::PretrainedModel;
+use crate::scalar_mix::ScalarMix;
 
 /// Logits of one head, the loss when labels were given, and what the encoder was asked for.
 #[derive(Clone, Debug)]
@@ -375,12 +376,15 @@ pub struct ForSequenceClassification<B: Backbone, H: SequenceHead<B>> {
     pub base: B,
     /// The classifier (HF `classifier`).
     pub head: H,
+    /// Sesame's: the head reads this mix of every layer's states (pooled, when it reads the
+    /// pooler) instead of the top layer's; absent in HF's models (config `sesame_scalar_mix`).
+    pub scalar_mix: Option<ScalarMix>,
 }
 
 impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
     /// Logits `[batch, num_labels]`; the loss of `labels` (whose variant is the problem type).
     pub fn forward(&self, input: EncoderInput, labels: Option<SequenceLabels>, options: OutputOptions) -> HeadOutput<2> {
-        let out = self.base.forward(input.clone(), options);
+        let out = mixed(&self.base, self.scalar_mix.as_ref(), input.clone(), options);
         let logits = self.head.forward(&out, &input);
         let loss = labels.map(|l| l.loss(logits.clone()));
         HeadOutput { logits, loss, encoder: out.encoder }
@@ -396,14 +400,34 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForSequenceClassificat
 
     fn init(config: &B::Config, device: &Device) -> Self {
         let sizes = B::classifier_sizes(config);
-        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, sizes.num_labels, device) }
+        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, sizes.num_labels, device), scalar_mix: scalar_mix(config, device) }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
-        B::spec(config, true, &["head.", "base.pooler."])
+        B::spec(config, true, &["head.", "base.pooler.", "scalar_mix."])
     }
 
     hf_form_of_base!();
+}
+
+/// The mix a head model of `config` reads (`sesame_scalar_mix`), fresh.
+fn scalar_mix<C: crate::pretrained::HfConfig>(config: &C, device: &Device) -> Option<ScalarMix> {
+    config.labels().scalar_mix.map(|layers| ScalarMix::new(layers, device))
+}
+
+/// `base`'s output on `input`, its last hidden state (and pooled output) replaced by `mix` of
+/// every hidden state when there is a mix.
+fn mixed<B: Backbone>(base: &B, mix: Option<&ScalarMix>, input: EncoderInput, options: OutputOptions) -> crate::backbone::BackboneOutput {
+    let Some(mix) = mix else { return base.forward(input, options) };
+    let mut out = base.forward(input, OutputOptions { hidden_states: true, ..options });
+    let states = out.encoder.hidden_states.clone().expect("hidden states were asked for");
+    let mixed = mix.forward(states);
+    out.pooler_output = out.pooler_output.and_then(|_| base.pool(mixed.clone()));
+    out.encoder.last_hidden_state = mixed;
+    if !options.hidden_states {
+        out.encoder.hidden_states = None;
+    }
+    out
 }
 
 /// The base model with a classifier on every token (HF `BertForTokenClassification`; no pooler).
@@ -413,12 +437,15 @@ pub struct ForTokenClassification<B: Backbone> {
     pub base: B,
     /// Dropout + `hidden -> num_labels` (HF `classifier`).
     pub head: Classifier,
+    /// Sesame's: the head reads this mix of every layer's states instead of the top layer's
+    /// (config `sesame_scalar_mix`).
+    pub scalar_mix: Option<ScalarMix>,
 }
 
 impl<B: Backbone> ForTokenClassification<B> {
     /// Logits `[batch, seq, num_labels]`; loss when `labels` `[batch, seq]` (-100 ignored) are given.
     pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
-        let out = self.base.forward(input, options);
+        let out = mixed(&self.base, self.scalar_mix.as_ref(), input, options);
         let logits = self.head.forward(out.last_hidden_state());
         let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
         HeadOutput { logits, loss, encoder: out.encoder }
@@ -435,11 +462,11 @@ impl<B: Backbone> PretrainedModel for ForTokenClassification<B> {
     fn init(config: &B::Config, device: &Device) -> Self {
         let sizes = B::classifier_sizes(config);
         let head = classifier(&sizes, sizes.num_labels, device);
-        Self { base: B::new(config, false, device), head }
+        Self { base: B::new(config, false, device), head, scalar_mix: scalar_mix(config, device) }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
-        B::spec(config, true, &["head."])
+        B::spec(config, true, &["head.", "scalar_mix."])
     }
 
     hf_form_of_base!();
@@ -564,6 +591,9 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
 
     /// The device the model lives on.
     fn device(&self) -> Device;
+
+    /// Whether the head can read a mix of every layer (`sesame_scalar_mix` in the config).
+    const SCALAR_MIX: bool = false;
 }
 
 /// A model giving one row of logits per text: a sequence classifier of any family.
@@ -606,6 +636,7 @@ where
     Self: Send + Sync,
 {
     task_model_of_base!();
+    const SCALAR_MIX: bool = true;
 }
 
 impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H>
@@ -622,6 +653,7 @@ where
     Self: Send + Sync,
 {
     task_model_of_base!();
+    const SCALAR_MIX: bool = true;
 }
 
 impl<B: Backbone> TokenTagger for ForTokenClassification<B>

@@ -187,6 +187,10 @@ impl AlbertModel {
 }
 
 impl Backbone for AlbertModel {
+    fn pool(&self, hidden: Tensor<3>) -> Option<Tensor<2>> {
+        self.pooler.as_ref().map(|p| p.forward(hidden))
+    }
+
     const CLASS: &'static str = Albert::CLASS;
     const PREFIX: &'static str = Albert::PREFIX;
 

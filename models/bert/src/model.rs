@@ -78,6 +78,10 @@ impl<F: BertLikeFamily> BertLikeModel<F> {
 }
 
 impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
+    fn pool(&self, hidden: Tensor<3>) -> Option<Tensor<2>> {
+        self.pooler.as_ref().map(|p| p.forward(hidden))
+    }
+
     const CLASS: &'static str = F::CLASS;
     const PREFIX: &'static str = F::PREFIX;
 
