@@ -309,6 +309,9 @@ fn a_scalar_mix_of_every_layer_learns_its_weights_on_fixed_features_and_classify
     let export = out.join("model");
     let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("config.json")).unwrap()).unwrap();
     assert_eq!(config["sesame_scalar_mix"], 3, "the embeddings and two layers: {config}");
+    let bytes = std::fs::read(export.join("model.safetensors")).unwrap();
+    let names = safetensors::SafeTensors::deserialize(&bytes).unwrap().names().into_iter().filter(|n| n.starts_with("scalar_mix.")).map(String::from).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(names, ["scalar_mix.scalar_parameters", "scalar_mix.scale"].map(String::from).into(), "the mix's tensors");
     // The weights moved from the even mix; the layers they mix did not.
     let device = Device::default();
     let model = ForSequenceClassification::<sesame_bert::BertModel, Classifier>::from_pretrained(&export, &device).unwrap().model;
@@ -329,7 +332,7 @@ fn a_scalar_mix_of_every_layer_learns_its_weights_on_fixed_features_and_classify
     let input = EncoderInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
     let states = model.base.forward(input, OutputOptions::all()).encoder.hidden_states.unwrap();
     let w = burn::tensor::activation::softmax(mix.scalar_parameters.val(), 0).into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
-    let gamma = mix.gamma.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap()[0];
+    let gamma = mix.scale.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap()[0];
     let mixed = states.into_iter().zip(&w).map(|(h, &w)| h * w).reduce(|a, b| a + b).unwrap() * gamma;
     let pooled = model.base.pooler.as_ref().unwrap().forward(mixed);
     let by_hand: Vec<f32> = model.head.forward(pooled).into_data().convert::<f32>().try_to_vec().unwrap();

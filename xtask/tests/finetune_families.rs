@@ -2,10 +2,10 @@
 //! XLNet (the classifier on its `<cls>` summary, the tagger and the span head; padding on the
 //! left, `<cls>` at the end) and BART (the classifier at the last `</s>` of the decoder,
 //! the span head on the decoder's states). Each starts from a freshly initialised base model
-//! saved with the fixture tokenizers, learns the generated tasks the BERT runs learn, and
-//! exports what transformers loads with the same logits; the pipelines give them too. XLNet reads
-//! a question after its context, as `run_qa.py` and transformers' pipeline order them for a
-//! tokenizer that pads on the left.
+//! saved with the fixture tokenizers, learns the generated tasks the BERT runs learn (a killed
+//! run resumes to the same model), and exports what transformers loads with the same logits;
+//! the pipelines give them too. XLNet reads a question after its context, as `run_qa.py` and
+//! transformers' pipeline order them for a tokenizer that pads on the left.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -247,6 +247,14 @@ fn bart_classifies_and_answers_after_fine_tuning_as_transformers_does() {
     let dir = scratch("bart");
     let start = bart_start(&dir);
     classifier_learns_and_transformers_agrees::<sesame_bart::BartForSequenceClassification>(&dir, &start, "AutoModelForSequenceClassification");
+    // Killed after step 15 and resumed: the uninterrupted run's model, bit for bit.
+    let (train, eval, whole, killed) = (dir.join("train.csv"), dir.join("eval.csv"), dir.join("whole"), dir.join("killed"));
+    let steps = ["--steps", "30", "--eval-every", "10"];
+    finetune("classify", &start, &train, &eval, &whole, &steps).unwrap();
+    finetune("classify", &start, &train, &eval, &killed, &[&steps[..], &["--stop-after", "15"]].concat()).unwrap();
+    finetune("classify", &start, &train, &eval, &killed, &[&steps[..], &["--resume"]].concat()).unwrap();
+    let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
+    assert!(weights(&killed) == weights(&whole), "the resumed BART classifier differs");
     reader_learns_and_transformers_agrees::<sesame_bart::BartForQuestionAnswering>(&dir, &start, "AutoModelForQuestionAnswering", "150");
     // No token classifier in transformers' BART: one line says so.
     tag::write_conll(&dir.join("train.conll"), 0..20);

@@ -12,14 +12,14 @@ use burn::tensor::activation::softmax;
 pub struct ScalarMix {
     /// `s` `[layers]`: zeros at first, an even mix (AllenNLP's `scalar_parameters`).
     pub scalar_parameters: Param<Tensor<1>>,
-    /// `γ` `[1]`: 1 at first.
-    pub gamma: Param<Tensor<1>>,
+    /// `γ` `[1]`: 1 at first (AllenNLP's `gamma`; a `gamma` here would be saved as LayerNorm's `weight`).
+    pub scale: Param<Tensor<1>>,
 }
 
 impl ScalarMix {
     /// An even mix of `layers` hidden states.
     pub fn new(layers: usize, device: &Device) -> Self {
-        Self { scalar_parameters: Param::from_tensor(Tensor::zeros([layers], device)), gamma: Param::from_tensor(Tensor::ones([1], device)) }
+        Self { scalar_parameters: Param::from_tensor(Tensor::zeros([layers], device)), scale: Param::from_tensor(Tensor::ones([1], device)) }
     }
 
     /// The mix `[batch, seq, hidden]` of `states` (each `[batch, seq, hidden]`, as many as the
@@ -28,7 +28,7 @@ impl ScalarMix {
         let n = states.len();
         let weights = softmax(self.scalar_parameters.val(), 0).reshape([n, 1, 1, 1]);
         let mixed: Tensor<3> = (Tensor::stack::<4>(states, 0) * weights).sum_dim(0).squeeze_dim(0);
-        mixed * self.gamma.val().reshape([1, 1, 1])
+        mixed * self.scale.val().reshape([1, 1, 1])
     }
 
     /// How many hidden states it mixes.
