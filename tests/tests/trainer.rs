@@ -482,7 +482,7 @@ fn freeze_fixes_the_embeddings_and_layers_and_leaves_the_pooler_and_head_to_lear
     let device = devices()[0].1.clone().autodiff();
     let model = sesame_layers::ForSequenceClassification::<sesame_bert::BertModel, sesame_layers::Classifier>::init(&tiny_config(50), &device);
     let mut flags = RequiresGrad(Vec::new(), Default::default());
-    sesame_train::finetune::freeze_base(model, "base").visit(&mut flags);
+    sesame_train::finetune::freeze_base(model).visit(&mut flags);
     let mut kinds = std::collections::BTreeMap::new();
     for (path, learns) in &flags.1 {
         let kind = ["base.embeddings", "base.encoder", "base.pooler", "head"].into_iter().find(|p| path.starts_with(p)).unwrap_or_else(|| panic!("{path}: where?"));

@@ -427,7 +427,7 @@ impl Run<'_> {
         if args.freeze {
             // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
             // learns from fixed features.
-            model = sesame_train::finetune::freeze_base(model, M::BASE);
+            model = sesame_train::finetune::freeze_base(model);
         }
         eprintln!(
             "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, evaluated every {every}",

@@ -30,9 +30,4 @@ impl ScalarMix {
         let mixed: Tensor<3> = (Tensor::stack::<4>(states, 0) * weights).sum_dim(0).squeeze_dim(0);
         mixed * self.scale.val().reshape([1, 1, 1])
     }
-
-    /// How many hidden states it mixes.
-    pub fn layers(&self) -> usize {
-        self.scalar_parameters.dims()[0]
-    }
 }

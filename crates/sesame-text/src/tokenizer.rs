@@ -1026,8 +1026,6 @@ impl TokenizerConfig {
     }
 }
 
-/// The tokenizer class a model directory's `config.json` implies where it changes the layout
-/// (XLNet's checkpoints ship `spiece.model` without a `tokenizer_config.json`).
 /// `e` as the second sequence of a pair: without the sequence range that encoding it gave it
 /// (sequence 0), which the pair's post-processing would keep beside its own (1) and let
 /// overwrite the first sequence's.
@@ -1045,6 +1043,8 @@ fn second(e: tokenizers::Encoding) -> tokenizers::Encoding {
     )
 }
 
+/// The tokenizer class a model directory's `config.json` implies where it changes the layout
+/// (XLNet's checkpoints ship `spiece.model` without a `tokenizer_config.json`).
 fn model_type_class(dir: &Path) -> Option<&'static str> {
     let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;

@@ -295,12 +295,12 @@ fn unpadded<T: burn::tensor::Element>(predictions: &[TensorData], order: &[usize
 }
 
 /// Feature extraction (`--freeze`): `model` with the parameters of its base model (the field
-/// `base`, as [`TaskModel::BASE`] names it: the embeddings and the encoder layers) fixed, except
+/// [`TaskModel::BASE`] names: the embeddings and the encoder layers) fixed, except
 /// a pooler's (`base.pooler.…`, the dense layer on the first token that BERT's and ALBERT's
 /// classifiers read), which learns with the task head, as the dense layer of RoBERTa's and
 /// ELECTRA's heads (and XLNet's summary, BART's head) does. A pooler pre-trained on the top
 /// layer would give nothing to learn from when the features come from a lower one.
-pub fn freeze_base<M: Module>(model: M, base: &str) -> M {
+pub fn freeze_base<M: TaskModel>(model: M) -> M {
     struct Freeze<'a>(Vec<String>, &'a str);
     impl burn::module::ModuleMapper for Freeze<'_> {
         fn enter_module(&mut self, name: &str, _: &str) {
@@ -314,7 +314,7 @@ pub fn freeze_base<M: Module>(model: M, base: &str) -> M {
             if fixed { param.set_require_grad(false) } else { param }
         }
     }
-    model.map(&mut Freeze(Vec::new(), base))
+    model.map(&mut Freeze(Vec::new(), M::BASE))
 }
 
 /// ELECTRA's layer-wise learning-rate decay for fine-tuning (google-research/electra,

@@ -214,6 +214,11 @@ impl PretrainedModel for BartForQuestionAnswering {
     }
 }
 
+/// What BART reads: ids of its vocabulary, up to its learned positions; no segment ids.
+fn input_limits(config: &BartConfig) -> InputLimits {
+    InputLimits { vocab_size: config.vocab_size, type_vocab_size: 0, positions: config.max_position_embeddings, max_len: config.max_position_embeddings }
+}
+
 /// The task models as the pipelines and `finetune` run them, from padded token ids: the
 /// encoder reads the text, the decoder the text shifted right (as HF's heads do without
 /// `decoder_input_ids`); segment ids are not read.
@@ -230,7 +235,7 @@ macro_rules! task_model {
             const BASE: &'static str = "model";
 
             fn input_limits(config: &BartConfig) -> InputLimits {
-                InputLimits { vocab_size: config.vocab_size, type_vocab_size: 1, positions: config.max_position_embeddings, max_len: config.max_position_embeddings }
+                input_limits(config)
             }
 
             fn device(&self) -> Device {
@@ -357,7 +362,7 @@ impl CausalLM for BartForCausalLM {
     type Cache = DecoderCache;
 
     fn causal_limits(config: &BartConfig) -> InputLimits {
-        InputLimits { vocab_size: config.vocab_size, type_vocab_size: 0, positions: config.max_position_embeddings, max_len: config.max_position_embeddings }
+        input_limits(config)
     }
 
     fn empty_cache(&self) -> DecoderCache {
