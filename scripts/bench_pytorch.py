@@ -247,7 +247,10 @@ def main():
     if args.mode == "embed" and not (args.model and args.sentences):
         parser.error("embed needs --model and --sentences")
     result = {"pretrain": pretrain, "infer": infer, "embed": embed, "gemm": gemm, "generate": generate}[args.mode](args)
-    result.update({"torch": torch.__version__, "threads": torch.get_num_threads()})
+    # The kernels' ISA level PyTorch dispatched to on this CPU (DEFAULT, AVX2, AVX512, ...), and
+    # whether its GEMM is MKL's.
+    result.update({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl": torch.backends.mkl.is_available()})
     import transformers
 
     result["transformers"] = transformers.__version__

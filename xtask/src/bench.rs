@@ -1,5 +1,5 @@
 //! `cargo xtask bench`: Sesame's speed, and with `--compare-pytorch` PyTorch/transformers'
-//! on the same work, run back to back in one process tree (`scripts/bench_pytorch.py`):
+//! on the same work, run back to back (`scripts/bench_pytorch.py`):
 //!
 //! - `train`: a family's pre-training step (forward, its objective's loss, backward, AdamW),
 //!   tokens/s per size preset;
@@ -14,7 +14,14 @@
 //!   same data and settings (`scripts/finetune_trainer.py`): training time (evaluations
 //!   included) and held-out metrics of each run, their mean and spread on each side.
 //!
-//! Medians of `--steps` timed runs after `--warmup` untimed ones.
+//! Medians of `--steps` timed runs after `--warmup` untimed ones. Every row carries its
+//! `machine`: the CPU, its cores, the ISA level the kernels run at, the threads each side uses
+//! and both sides' GEMM rate measured in the same run.
+//!
+//! With `--compare-pytorch`, PyTorch runs with nothing of Sesame's alive: each preset (and the
+//! embed run) is timed in a process of its own (this program again), where PyTorch's side
+//! runs first, before Sesame's timing, with only the model it reads written by then. The
+//! machine's GEMM rates are taken in this process before any child starts, PyTorch's first.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -48,7 +55,7 @@ pub enum BenchMode {
 }
 
 /// Options of `cargo xtask bench`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
     /// What to time.
     #[arg(long, value_enum, default_value = "train")]
@@ -123,10 +130,22 @@ pub struct BenchArgs {
     /// and report the ratio Sesame / PyTorch.
     #[arg(long)]
     pub compare_pytorch: bool,
+    /// Embed: also run the same sentences through ONNX Runtime, the model exported by torch,
+    /// in fp32 and dynamically quantised to int8 (`scripts/bench_onnxruntime.py`), and report
+    /// the ratios.
+    #[arg(long)]
+    pub compare_onnxruntime: bool,
     /// The Python with torch and transformers (default: $SESAME_PYTHON, set by
     /// `eval "$(scripts/setup-python.sh)"`, else `python3`).
     #[arg(long)]
     pub python: Option<PathBuf>,
+    /// Set on the process `--compare-pytorch` starts for one preset (`--only-preset`): time
+    /// here, without the machine's rows.
+    #[arg(long, hide = true)]
+    pub child: bool,
+    /// With `--child`: the one preset to time.
+    #[arg(long, hide = true)]
+    pub only_preset: Option<String>,
 }
 
 impl BenchArgs {
@@ -175,40 +194,150 @@ fn python(bench: &BenchArgs) -> PathBuf {
 
 /// Run `scripts/bench_pytorch.py` with `args` and parse its JSON.
 fn pytorch(bench: &BenchArgs, args: &[String]) -> Result<serde_json::Value, String> {
+    peer_script(bench, "--compare-pytorch", "bench_pytorch.py", args)
+}
+
+/// Run `scripts/<script>` (the peer side of `flag`) with `args`, `--warmup` and `--steps`,
+/// and parse the JSON it prints.
+fn peer_script(bench: &BenchArgs, flag: &str, script: &str, args: &[String]) -> Result<serde_json::Value, String> {
     let python = python(bench);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_pytorch.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts").join(script);
     let out = std::process::Command::new(&python)
         .arg(&script)
         .args(args)
         .args(["--warmup", &bench.warmup.to_string(), "--steps", &bench.steps.to_string()])
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|e| format!("--compare-pytorch: cannot run {} (--python, or eval \"$(scripts/setup-python.sh)\"): {e}", python.display()))?;
+        .map_err(|e| format!("{flag}: cannot run {} (--python, or eval \"$(scripts/setup-python.sh)\"): {e}", python.display()))?;
     if !out.status.success() {
-        return Err(format!("--compare-pytorch: {} {} failed ({})", python.display(), script.display(), out.status));
+        return Err(format!("{flag}: {} {} failed ({})", python.display(), script.display(), out.status));
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("--compare-pytorch: unreadable output of {}: {e}", script.display()))
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{flag}: unreadable output of {}: {e}", script.display()))
 }
 
-/// Time `args.mode` and return one JSON row per preset (or one for embed).
-pub fn bench(args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
+/// Time `args.mode` and return one JSON row per preset (or one for embed), each with the
+/// machine it ran on.
+pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
     if args.vocab_size <= 5 {
         return Err("--vocab-size must exceed 5".into());
     }
-    if args.mode == BenchMode::Gemm {
-        return bench_gemm(&args, device, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
+    if args.child {
+        if let Some(preset) = args.only_preset.take() {
+            args.presets = vec![preset];
+        }
+        return rows(&args, device, backend).map(|rows| serde_json::to_string(&rows).expect("JSON"));
     }
-    if args.mode == BenchMode::Finetune {
-        return bench_finetune(&args, backend).map(|row| serde_json::to_string(&[row]).expect("JSON"));
+    if args.compare_onnxruntime && args.mode != BenchMode::Embed {
+        return Err("--compare-onnxruntime times --mode embed only".into());
     }
-    let family = match (&args.mode, &args.model) {
-        (BenchMode::Embed, Some(model)) => crate::model_family(model)?,
-        (BenchMode::Embed, None) => return Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
-        (BenchMode::Generate, _) => crate::families::by_name(args.family.as_deref().unwrap_or("bart"))?,
-        _ => crate::families::by_name(args.family.as_deref().unwrap_or("bert"))?,
-    };
-    let rows = family.command("bench", family.bench)?(&args, device, backend)?;
+    let isolate = (args.compare_pytorch || args.compare_onnxruntime) && !matches!(args.mode, BenchMode::Gemm | BenchMode::Finetune);
+    // Refuse bad arguments before the machine's GEMM is timed.
+    match args.mode {
+        BenchMode::Gemm => {}
+        BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
+        _ => family_of(&args).map(|_| ())?,
+    }
+    let mut rows = Vec::new();
+    let machine = machine(&args, &device, backend)?;
+    if isolate {
+        let presets = if args.mode == BenchMode::Embed { vec![None] } else { args.presets.iter().map(Some).collect() };
+        for preset in presets {
+            rows.extend(child_rows(preset.map(String::as_str))?);
+        }
+    } else {
+        rows = self::rows(&args, device, backend)?;
+    }
+    for row in &mut rows {
+        row["machine"] = machine.clone();
+    }
     Ok(serde_json::to_string(&rows).expect("JSON"))
+}
+
+/// The rows of `args.mode`, timed in this process.
+fn rows(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    match args.mode {
+        BenchMode::Gemm => bench_gemm(args, device, backend).map(|row| vec![row]),
+        BenchMode::Finetune => bench_finetune(args, backend).map(|row| vec![row]),
+        _ => {
+            let family = family_of(args)?;
+            family.command("bench", family.bench)?(args, device, backend)
+        }
+    }
+}
+
+/// The family `args` benches: `--model`'s for embed, else `--family` (bert; bart for generate).
+fn family_of(args: &BenchArgs) -> Result<&'static crate::families::FamilyEntry, String> {
+    match (&args.mode, &args.model) {
+        (BenchMode::Embed, Some(model)) => crate::model_family(model),
+        (BenchMode::Embed, None) => Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
+        (BenchMode::Generate, _) => crate::families::by_name(args.family.as_deref().unwrap_or("bart")),
+        _ => crate::families::by_name(args.family.as_deref().unwrap_or("bert")),
+    }
+}
+
+/// The rows of one preset (all of embed when `None`), timed by this program in a process of
+/// its own with this run's arguments.
+fn child_rows(preset: Option<&str>) -> Result<Vec<serde_json::Value>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut command = std::process::Command::new(&exe);
+    command.args(std::env::args_os().skip(1)).arg("--child");
+    if let Some(preset) = preset {
+        command.args(["--only-preset", preset]);
+    }
+    let out = command.stderr(std::process::Stdio::inherit()).output().map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!("the timing of preset {} failed ({})", preset.unwrap_or("embed"), out.status));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("unreadable rows from {}: {e}", exe.display()))
+}
+
+/// Where the rows ran: the CPU model and its logical cores, the ISA level of the CPU and of
+/// flex's GEMM kernels, the threads Sesame's CPU work uses, and the `--gemm-size` f32 GEMM rate
+/// of both sides (PyTorch's first, with `--compare-pytorch`), measured now.
+fn machine(args: &BenchArgs, device: &Device, backend: &str) -> Result<serde_json::Value, String> {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| info.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut machine = serde_json::json!({
+        "cpu": cpu, "logical_cores": cores, "isa": isa_level(), "sesame_threads": sesame_layers::device::default_threads(device),
+    });
+    if backend == "flex" {
+        // burn-flex's GEMM (the gemm crate, `x86-v4` enabled) picks its kernels at run time by this level.
+        machine["flex_kernels"] = isa_level().into();
+    }
+    if args.mode != BenchMode::Gemm {
+        let gemm = BenchArgs { mode: BenchMode::Gemm, child: false, ..args.clone() };
+        let row = bench_gemm(&gemm, device.clone(), backend)?;
+        machine["gemm_n"] = row["n"].clone();
+        machine["sesame_gemm_gflops"] = row["gflops"].clone();
+        if let Some(theirs) = row.get("pytorch") {
+            machine["pytorch_gemm_gflops"] = theirs["gflops"].clone();
+            machine["pytorch_threads"] = theirs["threads"].clone();
+            machine["pytorch_cpu_capability"] = theirs["cpu_capability"].clone();
+        }
+    }
+    Ok(machine)
+}
+
+/// The x86-64 micro-architecture level this CPU offers (`x86-64-v4`: AVX-512; `v3`: AVX2 and
+/// FMA), or the architecture's name elsewhere.
+fn isa_level() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512bw") && has!("avx512cd") && has!("avx512dq") && has!("avx512vl") {
+            return "x86-64-v4 (AVX-512)".into();
+        }
+        if has!("avx2") && has!("fma") && has!("bmi2") {
+            return "x86-64-v3 (AVX2, FMA)".into();
+        }
+        return "x86-64-v2 or below (no AVX2)".into();
+    }
+    #[allow(unreachable_code)]
+    std::env::consts::ARCH.to_string()
 }
 
 /// `bench` for the family pre-trained as `F` whose base model is `B`.
@@ -230,6 +359,12 @@ where
     let mut rows = Vec::new();
     for preset in &args.presets {
         let config = F::preset(preset, args.vocab_size, s.max(512), 0).map_err(|e| e.to_string())?;
+        let mode = format!("{:?}", args.mode).to_lowercase();
+        let label = format!("{family} {preset} {mode}");
+        // The same architecture: the config.json (and ELECTRA's generator/config.json) of
+        // this preset, written by exporting a fresh model.
+        let write = |dir: &Path| F::Model::init(&config, &device).export(&config, dir).map(|_| ()).map_err(|e| e.to_string());
+        let theirs = peer_steps(args, &label, &mode.replace("train", "pretrain"), [b, s], write)?;
         let data = batch(args.vocab_size, 0..b, s, &device);
         let median = match args.mode {
             BenchMode::Train => {
@@ -247,39 +382,39 @@ where
             }
         };
         let tokens_per_s = (b * s) as f64 / median;
-        let mode = format!("{:?}", args.mode).to_lowercase();
         let micro = if args.mode == BenchMode::Train { micro_batches.min(b) } else { 1 };
-        eprintln!("{backend} {family} {preset} {mode}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
+        eprintln!("{backend} {label}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
         let mut row = serde_json::json!({
             "mode": mode, "backend": backend, "family": family, "preset": preset, "vocab_size": args.vocab_size,
             "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
-        if args.compare_pytorch {
-            // The same architecture: the config.json (and ELECTRA's generator/config.json) of
-            // this preset, written by exporting a fresh model.
-            let write = |dir: &Path| F::Model::init(&config, &device).export(&config, dir).map(|_| ()).map_err(|e| e.to_string());
-            compare_steps(args, &mut row, &format!("{family} {preset} {mode}"), &mode.replace("train", "pretrain"), write)?;
-        }
+        attach(&mut row, theirs, "tokens_per_s", &label);
         rows.push(row);
     }
     Ok(rows)
 }
 
-/// PyTorch's side of a `train` or `infer` row: `write` saves the model (its config.json, and
-/// what else `scripts/bench_pytorch.py` reads) into a scratch directory, the script times the
-/// same work there (`mode`), and its figures and the ratio go into `row`.
-fn compare_steps(args: &BenchArgs, row: &mut serde_json::Value, label: &str, mode: &str, write: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+/// With `--compare-pytorch`, PyTorch's side of a `train` or `infer` row, run before Sesame's:
+/// `write` saves the model (its config.json, and what else `scripts/bench_pytorch.py` reads)
+/// into a scratch directory and the script times the same work there (`mode`, `[batch, seq]`).
+fn peer_steps(args: &BenchArgs, label: &str, mode: &str, [b, s]: [usize; 2], write: impl FnOnce(&Path) -> Result<(), String>) -> Result<Option<serde_json::Value>, String> {
+    if !args.compare_pytorch {
+        return Ok(None);
+    }
     let dir = std::env::temp_dir().join(format!("sesame-bench-{}-{}", label.replace(' ', "-"), std::process::id()));
-    let (b, s) = (row["batch_size"].to_string(), row["seq_len"].to_string());
-    let theirs = write(&dir).and_then(|()| pytorch(args, &[mode.into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b, "--seq-len".into(), s]));
+    let theirs = write(&dir).and_then(|()| pytorch(args, &[mode.into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(), "--seq-len".into(), s.to_string()]));
     let _ = std::fs::remove_dir_all(&dir);
-    let theirs = theirs?;
-    let tokens_per_s = theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-    let ratio = row["tokens_per_s"].as_f64().unwrap_or(f64::NAN) / tokens_per_s;
-    eprintln!("pytorch {label}: {tokens_per_s:.0} tokens/s; Sesame {} / PyTorch = {ratio:.2}x", row["backend"].as_str().unwrap_or("?"));
+    theirs.map(Some)
+}
+
+/// PyTorch's figures `theirs` (if compared) into `row`, with the ratio of `figure`, Sesame's
+/// over PyTorch's (above 1: Sesame faster).
+fn attach(row: &mut serde_json::Value, theirs: Option<serde_json::Value>, figure: &str, label: &str) {
+    let Some(theirs) = theirs else { return };
+    let ratio = row[figure].as_f64().unwrap_or(f64::NAN) / theirs[figure].as_f64().unwrap_or(f64::NAN);
+    eprintln!("pytorch {label}: {:.1} {figure}; Sesame {} / PyTorch = {ratio:.2}x", theirs[figure].as_f64().unwrap_or(f64::NAN), row["backend"].as_str().unwrap_or("?"));
     row["pytorch"] = theirs;
     row["ratio"] = ratio.into();
-    Ok(())
 }
 
 /// The trainer's step, timed (median of `--steps` after `--warmup`): `micro` micro-batches,
@@ -327,6 +462,9 @@ pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec
         };
         let parts: Vec<DenoisingBatch> = (0..micro as usize).map(|m| part(m * b / micro as usize..(m + 1) * b / micro as usize)).collect();
         let start = config.decoder_start_id();
+        let label = format!("bart {preset} train");
+        let write = |dir: &Path| BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string());
+        let theirs = peer_steps(args, &label, "pretrain", [b, s], write)?;
         let model = BartForConditionalGeneration::new_hf(&config, &device);
         let median = time_train_steps(args, model, micro, |i, replica| denoising_step(replica, parts[i as usize].clone(), start).loss)?;
         let tokens_per_s = (b * s) as f64 / median;
@@ -335,10 +473,7 @@ pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec
             "mode": "train", "backend": backend, "family": "bart", "preset": preset, "vocab_size": args.vocab_size,
             "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
-        if args.compare_pytorch {
-            let write = |dir: &Path| BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string());
-            compare_steps(args, &mut row, &format!("bart {preset} train"), "pretrain", write)?;
-        }
+        attach(&mut row, theirs, "tokens_per_s", &label);
         rows.push(row);
     }
     Ok(rows)
@@ -350,6 +485,34 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
     let corpus = Corpus::read(&args.corpus).map_err(|e| e.to_string())?;
     let sentences: Vec<String> = corpus.sentences().take(args.sentences).map(str::to_string).collect();
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
+    // The peers first: sentence-transformers, and ONNX Runtime in fp32 and int8.
+    let (mut theirs, mut onnx) = (None, None);
+    if args.compare_pytorch || args.compare_onnxruntime {
+        let file = std::env::temp_dir().join(format!("sesame-bench-sentences-{}.txt", std::process::id()));
+        std::fs::write(&file, sentences.join("\n")).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        let mut common = vec!["--model".into(), dir.display().to_string(), "--sentences".into(), file.display().to_string(), "--batch-size".into(), args.batch_size().to_string()];
+        if args.normalize {
+            common.push("--normalize".into());
+        }
+        let pooling = match args.pooling {
+            Pooling::Mean => Some("mean"),
+            Pooling::Cls => Some("cls"),
+            Pooling::Max => None,
+        };
+        let mut run = || -> Result<(), String> {
+            if args.compare_pytorch {
+                theirs = Some(pytorch(args, &[vec!["embed".into()], common.clone()].concat())?);
+            }
+            if args.compare_onnxruntime {
+                let pooling = pooling.ok_or("--compare-onnxruntime pools with mean or cls")?;
+                onnx = Some(peer_script(args, "--compare-onnxruntime", "bench_onnxruntime.py", &[common.clone(), vec!["--pooling".into(), pooling.into()]].concat())?);
+            }
+            Ok(())
+        };
+        let ran = run();
+        let _ = std::fs::remove_file(&file);
+        ran?;
+    }
     let start = Instant::now();
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let tokenizer_s = start.elapsed().as_secs_f64();
@@ -367,16 +530,15 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
         "mode": "embed", "backend": backend, "model": dir, "sentences": texts.len(), "batch_size": options.batch_size,
         "load_s": load_s, "tokenizer_s": tokenizer_s, "from_pretrained_s": from_pretrained_s, "median_encode_s": median, "sentences_per_s": per_s, "timed_steps": args.steps,
     });
-    if args.compare_pytorch {
-        let file = std::env::temp_dir().join(format!("sesame-bench-sentences-{}.txt", std::process::id()));
-        std::fs::write(&file, sentences.join("\n")).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-        let mut py_args = vec!["embed".into(), "--model".into(), dir.display().to_string(), "--sentences".into(), file.display().to_string(), "--batch-size".into(), options.batch_size.to_string()];
-        if args.normalize {
-            py_args.push("--normalize".into());
+    if let Some(onnx) = onnx {
+        for kind in ["fp32", "int8"] {
+            let ratio = per_s / onnx[kind]["sentences_per_s"].as_f64().unwrap_or(f64::NAN);
+            eprintln!("onnxruntime {kind}: {:.1} sentences/s; Sesame {backend} / ONNX Runtime {kind} = {ratio:.2}x", onnx[kind]["sentences_per_s"].as_f64().unwrap_or(f64::NAN));
+            row[format!("onnxruntime_{kind}_ratio")] = ratio.into();
         }
-        let theirs = pytorch(args, &py_args);
-        let _ = std::fs::remove_file(&file);
-        let theirs = theirs?;
+        row["onnxruntime"] = onnx;
+    }
+    if let Some(theirs) = theirs {
         let ratio = per_s / theirs["sentences_per_s"].as_f64().unwrap_or(f64::NAN);
         let load_ratio = theirs["load_s"].as_f64().unwrap_or(f64::NAN) / load_s;
         eprintln!(
@@ -391,15 +553,12 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
     Ok(row)
 }
 
-/// `--mode gemm`: GFLOP/s of an `n × n` by `n × n` f32 product.
 /// `bench --mode finetune`: for each seed, `cargo xtask finetune` (this binary, on `backend`)
 /// and, with `--compare-pytorch`, `scripts/finetune_trainer.py`, one after the other on the
 /// same data and settings; each run's training seconds (its evaluations included) and held-out
 /// accuracy, F1 macro, MCC and loss, and their mean and standard deviation on each side.
 fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, String> {
-    let (Some(model), Some(train), Some(eval)) = (&args.model, &args.train, &args.eval) else {
-        return Err("--mode finetune needs --model, --train and --eval".into());
-    };
+    let (model, train, eval) = finetune_inputs(args)?;
     let (b, s) = (args.batch_size().to_string(), args.seq_len.to_string());
     let settings = |seed: u64| -> Vec<String> {
         let (model, train, eval) = (model.display().to_string(), train.display().to_string(), eval.display().to_string());
@@ -471,8 +630,18 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
     Ok(row)
 }
 
+/// `--model`, `--train` and `--eval` of `--mode finetune`.
+fn finetune_inputs(args: &BenchArgs) -> Result<(&PathBuf, &PathBuf, &PathBuf), String> {
+    match (&args.model, &args.train, &args.eval) {
+        (Some(model), Some(train), Some(eval)) => Ok((model, train, eval)),
+        _ => Err("--mode finetune needs --model, --train and --eval".into()),
+    }
+}
+
+/// `--mode gemm`: GFLOP/s of an `n × n` by `n × n` f32 product (PyTorch's first).
 fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
     let n = args.gemm_size;
+    let theirs = if args.compare_pytorch { Some(pytorch(args, &["gemm".into(), "--gemm-size".into(), n.to_string()])?) } else { None };
     let a = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
     let b = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
     let median = median_time(args.warmup, args.steps, || {
@@ -482,13 +651,7 @@ fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_j
     let gflops = 2.0 * (n as f64).powi(3) / median / 1e9;
     eprintln!("{backend} gemm {n}x{n}: {median:.4} s, {gflops:.1} GFLOP/s");
     let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "n": n, "median_s": median, "gflops": gflops });
-    if args.compare_pytorch {
-        let theirs = pytorch(args, &["gemm".into(), "--gemm-size".into(), n.to_string()])?;
-        let ratio = gflops / theirs["gflops"].as_f64().unwrap_or(f64::NAN);
-        eprintln!("pytorch gemm {n}x{n}: {:.1} GFLOP/s; Sesame {backend} / PyTorch = {ratio:.2}x", theirs["gflops"].as_f64().unwrap_or(f64::NAN));
-        row["pytorch"] = theirs;
-        row["ratio"] = ratio.into();
-    }
+    attach(&mut row, theirs, "gflops", &format!("gemm {n}x{n}"));
     Ok(row)
 }
 
@@ -568,6 +731,25 @@ fn time_generation(
     run: impl Fn(&sesame_generate::GenerationConfig) -> Result<sesame_generate::Generated, String>,
     save: impl Fn(&Path) -> Result<(), String>,
 ) -> Result<Vec<serde_json::Value>, String> {
+    // PyTorch's runs first, on the weights `save` writes.
+    let mut peers = Vec::new();
+    if args.compare_pytorch {
+        let dir = std::env::temp_dir().join(format!("sesame-bench-{family}-{preset}-{}", std::process::id()));
+        let theirs = save(&dir).and_then(|()| {
+            [1, args.num_beams]
+                .into_iter()
+                .map(|beams| {
+                    pytorch(args, &[
+                        "generate".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(),
+                        "--seq-len".into(), s.to_string(), "--max-new-tokens".into(), n.to_string(), "--num-beams".into(), beams.to_string(),
+                    ])
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        peers = theirs?;
+    }
+    let mut peers = peers.into_iter();
     let mut rows = Vec::new();
     for beams in [1, args.num_beams] {
         let settings = sesame_generate::GenerationConfig { max_new_tokens: Some(n), min_new_tokens: Some(n), num_beams: Some(beams), ..settings.clone() };
@@ -587,21 +769,7 @@ fn time_generation(
             "batch_size": b, "source_len": s, "new_tokens": n, "median_s": median, "tokens_per_s": tokens_per_s,
             "peak_rss_mib": peak, "timed_steps": args.steps,
         });
-        if args.compare_pytorch {
-            let dir = std::env::temp_dir().join(format!("sesame-bench-{family}-{preset}-{}", std::process::id()));
-            save(&dir)?;
-            let theirs = pytorch(args, &[
-                "generate".into(), "--config".into(), dir.display().to_string(), "--batch-size".into(), b.to_string(),
-                "--seq-len".into(), s.to_string(), "--max-new-tokens".into(), n.to_string(), "--num-beams".into(), beams.to_string(),
-            ]);
-            let _ = std::fs::remove_dir_all(&dir);
-            let theirs = theirs?;
-            let ratio = tokens_per_s / theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-            eprintln!("pytorch {family} {preset} generate {search}: {:.1} tokens/s, peak RSS {:.0} MiB; Sesame {backend} / PyTorch = {ratio:.2}x",
-                theirs["tokens_per_s"].as_f64().unwrap_or(f64::NAN), theirs["peak_rss_mib"].as_f64().unwrap_or(f64::NAN));
-            row["pytorch"] = theirs;
-            row["ratio"] = ratio.into();
-        }
+        attach(&mut row, peers.next(), "tokens_per_s", &format!("{family} {preset} generate {search}"));
         rows.push(row);
     }
     Ok(rows)
@@ -676,6 +844,13 @@ pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Ve
                 collate(&(0..per).map(|k| examples[half(k)].clone()).collect::<Vec<_>>(), permutation.num_predict, &train_device)
             })
             .collect();
+        let label = format!("xlnet {preset} train");
+        // The model's config.json, and the batch PyTorch is to train on.
+        let write = |dir: &Path| {
+            XlnetLmHeadModel::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string())?;
+            save_batch(&dir.join("batch.safetensors"), &collate(&examples, permutation.num_predict, &device))
+        };
+        let theirs = peer_steps(args, &label, "pretrain", [b, s], write)?;
         let memories: Vec<std::sync::Mutex<Memory>> = (0..micro).map(|_| Default::default()).collect();
         let model = XlnetLmHeadModel::new_hf(&config, &train_device);
         let median = time_train_steps(args, model, micro as u64, |i, replica| {
@@ -692,14 +867,7 @@ pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Ve
             "num_predict": permutation.num_predict, "reuse_len": permutation.reuse_len, "mem_len": mem_len, "bi_data": permutation.bi_data,
             "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
-        if args.compare_pytorch {
-            // The model's config.json, and the batch PyTorch is to train on.
-            let write = |dir: &Path| {
-                XlnetLmHeadModel::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string())?;
-                save_batch(&dir.join("batch.safetensors"), &collate(&examples, permutation.num_predict, &device))
-            };
-            compare_steps(args, &mut row, &format!("xlnet {preset} train"), "pretrain", write)?;
-        }
+        attach(&mut row, theirs, "tokens_per_s", &label);
         rows.push(row);
     }
     Ok(rows)

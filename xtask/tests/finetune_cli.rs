@@ -11,7 +11,7 @@ use burn::prelude::*;
 use sesame_layers::{Classifier, EncoderInput, ForSequenceClassification, OutputOptions, PretrainedModel};
 use sesame_text::Tokenizer;
 
-mod finetune_common;
+use crate::finetune_common;
 use finetune_common::classify::{animal, sentence, write_csv};
 
 fn repo() -> PathBuf {

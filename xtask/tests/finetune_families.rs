@@ -14,7 +14,7 @@ use burn::prelude::*;
 use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_text::Tokenizer;
 
-mod finetune_common;
+use crate::finetune_common;
 use finetune_common::{classify, qa, repo, tag, xtask};
 
 fn scratch(name: &str) -> PathBuf {

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-mod finetune_common;
+use crate::finetune_common;
 use finetune_common::{model_dir, xtask};
 use finetune_common::qa::{example, write_jsonl};
 

@@ -336,16 +336,37 @@ fn bench_times_each_family_s_pretraining_step() {
     let model = format!("{}/../fixtures/bert/base-fill-mask", env!("CARGO_MANIFEST_DIR"));
     let row = run(&["bench", "--mode", "embed", "--model", &model, "--sentences", "5", "--warmup", "0", "--steps", "1"]);
     assert!(row["sentences"] == 5 && row["sentences_per_s"].as_f64().unwrap() > 0.0 && row["load_s"].as_f64().unwrap() > 0.0, "{row}");
-    // The PyTorch side runs the same architecture and reports a ratio.
+    // Each row says where it ran.
+    let machine = &row["machine"];
+    assert!(machine["cpu"].is_string() && machine["isa"].is_string() && machine["logical_cores"].as_u64() >= Some(1), "{row}");
+    assert!(machine["sesame_gemm_gflops"].as_f64().unwrap() > 0.0 && machine["pytorch_gemm_gflops"].is_null(), "{row}");
+    // The PyTorch side runs the same architecture and reports a ratio; each preset is timed in
+    // a process of its own, and the machine's GEMM row has both sides.
     if std::env::var_os("SESAME_PYTHON").is_some() {
-        for family in ["bert", "electra", "bart"] {
-            let row = run(&["bench", "--family", family, "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1", "--compare-pytorch"]);
-            let ratio = row["ratio"].as_f64().unwrap();
-            assert!(ratio.is_finite() && ratio > 0.0 && row["pytorch"]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        for (family, presets) in [("bert", "tiny,mini"), ("electra", "tiny"), ("bart", "tiny")] {
+            let out = xtask(&["bench", "--family", family, "--presets", presets, "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1", "--compare-pytorch"]).output().unwrap();
+            assert!(out.status.success(), "{family}: {}", String::from_utf8_lossy(&out.stderr));
+            let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(rows.iter().map(|r| r["preset"].as_str().unwrap()).collect::<Vec<_>>().join(","), presets);
+            for row in &rows {
+                let ratio = row["ratio"].as_f64().unwrap();
+                assert!(ratio.is_finite() && ratio > 0.0 && row["pytorch"]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
+                assert!(row["machine"]["pytorch_gemm_gflops"].as_f64().unwrap() > 0.0 && row["pytorch"]["cpu_capability"].is_string(), "{row}");
+            }
+        }
+        // ONNX Runtime embeds the same sentences from torch's export, in fp32 (transformers'
+        // embeddings) and int8.
+        let row = run(&["bench", "--mode", "embed", "--model", &model, "--sentences", "5", "--warmup", "0", "--steps", "1", "--compare-onnxruntime"]);
+        assert!(row["onnxruntime"]["fp32"]["min_cosine_to_transformers"].as_f64().unwrap() > 0.9999, "{row}");
+        for kind in ["fp32", "int8"] {
+            let ratio = row[format!("onnxruntime_{kind}_ratio")].as_f64().unwrap();
+            assert!(ratio.is_finite() && ratio > 0.0 && row["onnxruntime"][kind]["sentences_per_s"].as_f64().unwrap() > 0.0, "{row}");
         }
     } else if std::env::var_os("CI").is_some() {
         panic!("SESAME_PYTHON must be set under CI");
     }
+    let refused = xtask(&["bench", "--mode", "infer", "--compare-onnxruntime"]).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--compare-onnxruntime"), "{}", String::from_utf8_lossy(&refused.stderr));
     let bad = xtask(&["bench", "--family", "albert", "--presets", "huge"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("huge"), "{}", String::from_utf8_lossy(&bad.stderr));

@@ -1,6 +1,5 @@
 //! What the tagging and QA fine-tuning tests share: the fixture model, scratch directories, the
 //! binary, flags with defaults, and the generated data of each task.
-#![allow(dead_code)] // each test file uses part of it
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

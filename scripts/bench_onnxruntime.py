@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""The ONNX Runtime side of `cargo xtask bench --mode embed --compare-onnxruntime`.
+
+What a user serving sentence embeddings on a CPU with ONNX Runtime runs, on the same sentences
+and machine as Sesame's side:
+
+1. Export: `torch.onnx.export` of the checkpoint's base model (transformers `AutoModel`, eager
+   attention, the TorchScript exporter, opset 17, batch and sequence axes dynamic), inputs
+   `input_ids`, `attention_mask` (and `token_type_ids` when the tokenizer gives them), output
+   `last_hidden_state`.
+2. int8: `onnxruntime.quantization.quantize_dynamic` with its defaults (int8 weights, activations
+   quantised per batch at run time), the peer of `--int8`.
+3. Embed: the sentences tokenized by the checkpoint's tokenizer (truncated at
+   sentence-transformers' `max_seq_length` when the directory has one, else at the model's
+   positions), sorted by length, cut into batches of `--batch-size`, each padded to its longest
+   row; mean (or CLS) pooling over the mask, L2 norm with `--normalize`; one session per model
+   with as many intra-op threads as torch uses (`torch.get_num_threads()`). Tokenizing is inside
+   the timed run, as it is on Sesame's side.
+
+Prints one JSON object: for `fp32` and `int8`, the export/quantise and session-load seconds,
+the median seconds to embed every sentence, sentences/s, and the smallest cosine similarity of
+an embedding to transformers' own (fp32, one sentence at a time).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+
+def timed(fn, warmup, steps):
+    times = []
+    for k in range(warmup + steps):
+        start = time.perf_counter()
+        fn()
+        if k >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def max_seq_length(model_dir):
+    path = os.path.join(model_dir, "sentence_bert_config.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f).get("max_seq_length")
+    return None
+
+
+def pool(hidden, mask, pooling, normalize):
+    if pooling == "cls":
+        out = hidden[:, 0]
+    else:
+        m = mask[..., None].astype(np.float32)
+        out = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+    if normalize:
+        out = out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="HF or sentence-transformers model directory")
+    parser.add_argument("--sentences", required=True, help="file with one sentence per line")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    parser.add_argument("--normalize", action="store_true")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+    import transformers
+    from onnxruntime.quantization import quantize_dynamic
+
+    with open(args.sentences) as f:
+        sentences = [line.rstrip("\n") for line in f]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+    model = transformers.AutoModel.from_pretrained(args.model, attn_implementation="eager").eval()
+    # Truncated where sentence-transformers does, else at the model's positions (RoBERTa's
+    # start after the padding id).
+    positions = model.config.max_position_embeddings - (model.config.pad_token_id + 1 if model.config.model_type == "roberta" else 0)
+    limit = max_seq_length(args.model) or positions
+    encode = lambda texts, padding: tokenizer(texts, padding=padding, truncation=True, max_length=limit, return_tensors="np")
+    sample = tokenizer(["a sample sentence", "another"], padding=True, return_tensors="pt")
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
+    # transformers' own embeddings, one sentence at a time (no padding), the reference.
+    with torch.inference_mode():
+        reference = []
+        for text in sentences:
+            enc = encode([text], False)
+            hidden = model(**{n: torch.from_numpy(enc[n]) for n in names}).last_hidden_state.numpy()
+            reference.append(pool(hidden, enc["attention_mask"], args.pooling, True)[0])
+    reference = np.stack(reference)
+
+    threads = torch.get_num_threads()
+    work = tempfile.mkdtemp(prefix="sesame-onnx-")
+    fp32_path, int8_path = os.path.join(work, "model.onnx"), os.path.join(work, "model.int8.onnx")
+    start = time.perf_counter()
+    dynamic = {n: {0: "batch", 1: "sequence"} for n in names + ["last_hidden_state"]}
+
+
+    class ByName(torch.nn.Module):
+        """The model called with its inputs by name (the exporter passes them by position)."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            return self.model(**dict(zip(names, inputs))).last_hidden_state
+
+    with torch.inference_mode():
+        torch.onnx.export(ByName(), tuple(sample[n] for n in names), fp32_path, input_names=names,
+                          output_names=["last_hidden_state"], dynamic_axes=dynamic, opset_version=17, dynamo=False)
+    export_s = time.perf_counter() - start
+    start = time.perf_counter()
+    quantize_dynamic(fp32_path, int8_path)
+    quantize_s = time.perf_counter() - start
+
+    # Batches by length: the order is fixed once; the timed run tokenizes every batch.
+    lengths = [len(tokenizer(s, truncation=True, max_length=limit)["input_ids"]) for s in sentences]
+    order = sorted(range(len(sentences)), key=lambda i: -lengths[i])
+    batches = [order[i:i + args.batch_size] for i in range(0, len(order), args.batch_size)]
+
+    result = {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+              "threads": threads, "sentences": len(sentences), "batch_size": args.batch_size, "opset": 17,
+              "quantization": "quantize_dynamic defaults (QInt8 weights, per tensor; activations per batch)"}
+    for kind, path, prepare_s in (("fp32", fp32_path, export_s), ("int8", int8_path, quantize_s)):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        start = time.perf_counter()
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        load_s = time.perf_counter() - start
+        out = np.zeros((len(sentences), reference.shape[1]), dtype=np.float32)
+
+        def run():
+            for batch in batches:
+                enc = encode([sentences[i] for i in batch], True)
+                hidden = session.run(["last_hidden_state"], {n: enc[n].astype(np.int64) for n in names})[0]
+                out[batch] = pool(hidden, enc["attention_mask"], args.pooling, args.normalize)
+
+        median = timed(run, args.warmup, args.steps)
+        unit = out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+        cosine = (unit * reference).sum(1)
+        result[kind] = {"prepare_s": prepare_s, "load_s": load_s, "median_encode_s": median,
+                        "sentences_per_s": len(sentences) / median, "min_cosine_to_transformers": float(cosine.min())}
+        print(f"onnxruntime {kind}: {len(sentences) / median:.1f} sentences/s (threads {threads}), "
+              f"min cosine to transformers {cosine.min():.5f}", file=sys.stderr)
+    for name in os.listdir(work):
+        os.remove(os.path.join(work, name))
+    os.rmdir(work)
+    json.dump(result, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
