@@ -25,7 +25,6 @@ an embedding to transformers' own (fp32, one sentence at a time).
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -33,15 +32,7 @@ import time
 import numpy as np
 import torch
 
-
-def timed(fn, warmup, steps):
-    times = []
-    for k in range(warmup + steps):
-        start = time.perf_counter()
-        fn()
-        if k >= warmup:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from bench_pytorch import timed  # the median of --steps timed runs after --warmup
 
 
 def max_seq_length(model_dir):
