@@ -230,6 +230,9 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
     if args.compare_onnxruntime && args.mode != BenchMode::Embed {
         return Err("--compare-onnxruntime times --mode embed only".into());
     }
+    if args.compare_onnxruntime && matches!(args.pooling, Pooling::Max) {
+        return Err("--compare-onnxruntime pools with --pooling mean or cls".into());
+    }
     let isolate = (args.compare_pytorch || args.compare_onnxruntime) && !matches!(args.mode, BenchMode::Gemm | BenchMode::Finetune);
     // Refuse bad arguments before the machine's GEMM is timed.
     match args.mode {
@@ -237,16 +240,17 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
         BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
         _ => family_of(&args).map(|_| ())?,
     }
-    let mut rows = Vec::new();
     let machine = machine(&args, &device, backend)?;
-    if isolate {
+    let mut rows = if isolate {
         let presets = if args.mode == BenchMode::Embed { vec![None] } else { args.presets.iter().map(Some).collect() };
+        let mut rows = Vec::new();
         for preset in presets {
             rows.extend(child_rows(preset.map(String::as_str))?);
         }
+        rows
     } else {
-        rows = self::rows(&args, device, backend)?;
-    }
+        self::rows(&args, device, backend)?
+    };
     for row in &mut rows {
         row["machine"] = machine.clone();
     }
@@ -301,12 +305,13 @@ fn machine(args: &BenchArgs, device: &Device, backend: &str) -> Result<serde_jso
         .and_then(|info| info.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let isa = isa_level();
     let mut machine = serde_json::json!({
-        "cpu": cpu, "logical_cores": cores, "isa": isa_level(), "sesame_threads": sesame_layers::device::default_threads(device),
+        "cpu": cpu, "logical_cores": cores, "isa": isa, "sesame_threads": sesame_layers::device::default_threads(device),
     });
     if backend == "flex" {
         // burn-flex's GEMM (the gemm crate, `x86-v4` enabled) picks its kernels at run time by this level.
-        machine["flex_kernels"] = isa_level().into();
+        machine["flex_kernels"] = isa.into();
     }
     if args.mode != BenchMode::Gemm {
         let gemm = BenchArgs { mode: BenchMode::Gemm, child: false, ..args.clone() };
@@ -494,17 +499,13 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
         if args.normalize {
             common.push("--normalize".into());
         }
-        let pooling = match args.pooling {
-            Pooling::Mean => Some("mean"),
-            Pooling::Cls => Some("cls"),
-            Pooling::Max => None,
-        };
+        // `bench` refused max pooling with --compare-onnxruntime.
+        let pooling = if matches!(args.pooling, Pooling::Cls) { "cls" } else { "mean" };
         let mut run = || -> Result<(), String> {
             if args.compare_pytorch {
                 theirs = Some(pytorch(args, &[vec!["embed".into()], common.clone()].concat())?);
             }
             if args.compare_onnxruntime {
-                let pooling = pooling.ok_or("--compare-onnxruntime pools with mean or cls")?;
                 onnx = Some(peer_script(args, "--compare-onnxruntime", "bench_onnxruntime.py", &[common.clone(), vec!["--pooling".into(), pooling.into()]].concat())?);
             }
             Ok(())

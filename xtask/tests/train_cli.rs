@@ -367,6 +367,8 @@ fn bench_times_each_family_s_pretraining_step() {
     }
     let refused = xtask(&["bench", "--mode", "infer", "--compare-onnxruntime"]).output().unwrap();
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--compare-onnxruntime"), "{}", String::from_utf8_lossy(&refused.stderr));
+    let refused = xtask(&["bench", "--mode", "embed", "--model", &model, "--pooling", "max", "--compare-onnxruntime"]).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--pooling"), "{}", String::from_utf8_lossy(&refused.stderr));
     let bad = xtask(&["bench", "--family", "albert", "--presets", "huge"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("huge"), "{}", String::from_utf8_lossy(&bad.stderr));
