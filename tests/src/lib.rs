@@ -27,6 +27,54 @@ pub fn python() -> Option<PathBuf> {
     }
 }
 
+/// One `scripts/hf_forward.py --serve` process for the tests of this binary: torch and
+/// transformers are imported once, not once per model checked.
+struct HfServer {
+    _child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+static HF_SERVER: std::sync::Mutex<Option<HfServer>> = std::sync::Mutex::new(None);
+
+/// Load `model_dir` in transformers as `arch` (strictly: no missing, unexpected or mismatched
+/// tensors), run it on the `input.*` tensors of `inputs` (an `io.safetensors`) and write its
+/// outputs as `output.*` tensors to `out`. Requests from parallel tests take turns in one
+/// Python process (started on first use, restarted if it died); the error is transformers'.
+pub fn hf_forward(python: &Path, model_dir: &Path, arch: &str, inputs: &Path, out: &Path) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let mut server = HF_SERVER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if server.is_none() {
+        let mut child = std::process::Command::new(python)
+            .arg(fixtures_dir().join("../scripts/hf_forward.py"))
+            .arg("--serve")
+            .env("HF_HUB_OFFLINE", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+        let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
+        *server = Some(HfServer { _child: child, stdin, stdout: std::io::BufReader::new(stdout) });
+    }
+    let running = server.as_mut().expect("started above");
+    let request = serde_json::json!([model_dir, arch, inputs, out]).to_string();
+    let mut answer = String::new();
+    let exchanged = writeln!(running.stdin, "{request}")
+        .and_then(|_| running.stdin.flush())
+        .and_then(|_| running.stdout.read_line(&mut answer));
+    match exchanged {
+        Ok(n) if n > 0 => match answer.trim() {
+            "ok" => Ok(()),
+            error => Err(error.to_string()),
+        },
+        _ => {
+            // The process died (its error is on stderr): the next request starts another.
+            *server = None;
+            Err(format!("scripts/hf_forward.py --serve exited on {request}"))
+        }
+    }
+}
+
 /// The repository's `fixtures/` directory.
 pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")

@@ -188,7 +188,6 @@ pub fn transformers_reproduces_model<M: PretrainedModel>(
     ours: impl Fn(&M, EncoderInput) -> Tensor<3>,
 ) {
     let Some(python) = crate::python() else { return };
-    let script = crate::fixtures_dir().join("../scripts/hf_forward.py");
     let device = devices()[0].1.clone();
     let f = Fixture::open(fixture);
     let arch = M::architecture();
@@ -199,12 +198,9 @@ pub fn transformers_reproduces_model<M: PretrainedModel>(
     model.save_pretrained(config, &dir).unwrap();
     let ours = crate::values(ours(model, input(&f, &device)));
     let out = dir.join("hf_out.safetensors");
-    let status = std::process::Command::new(&python)
-        .arg(&script).arg(&dir).arg(&arch).arg(f.dir.join("io.safetensors")).arg(&out)
-        .env("HF_HUB_OFFLINE", "1")
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "{arch}: transformers failed on the saved model");
+    if let Err(e) = crate::hf_forward(&python, &dir, &arch, &f.dir.join("io.safetensors"), &out) {
+        panic!("{arch}: transformers failed on the saved model: {e}");
+    }
     let theirs = crate::read_f32_tensors(&out).remove(&format!("output.{key}")).expect("transformers wrote the output");
     let diff = crate::max_abs_diff(&ours, &theirs);
     assert!(diff <= TOLERANCE, "{arch}: transformers and Sesame differ by {diff:e}");

@@ -219,13 +219,9 @@ fn transformers_loads_what_bart_saves() {
         loaded.model.save_pretrained(&loaded.config, &dir).unwrap();
         let ours = sesame_tests::values(loaded.model.forward(input(&f, &device), None, OutputOptions::default()).logits);
         let out = dir.join("hf_out.safetensors");
-        let status = std::process::Command::new(&python)
-            .arg(sesame_tests::fixtures_dir().join("../scripts/hf_forward.py"))
-            .args([dir.as_os_str(), "BartForConditionalGeneration".as_ref(), f.dir.join("io.safetensors").as_os_str(), out.as_os_str()])
-            .env("HF_HUB_OFFLINE", "1")
-            .status()
-            .expect("python runs");
-        assert!(status.success(), "{shape}: transformers did not load the saved model cleanly");
+        if let Err(e) = sesame_tests::hf_forward(&python, &dir, "BartForConditionalGeneration", &f.dir.join("io.safetensors"), &out) {
+            panic!("{shape}: transformers did not load the saved model cleanly: {e}");
+        }
         let theirs = sesame_tests::read_f32_tensors(&out).remove("output.logits").expect("transformers wrote logits");
         let diff = max_abs_diff(&ours, &theirs);
         assert!(diff <= TOLERANCE, "{shape}: transformers and Sesame differ by {diff:e} on the saved model");

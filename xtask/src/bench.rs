@@ -591,8 +591,8 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
             .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
         let _ = std::fs::remove_dir_all(&out_dir);
         let ours = last_json(ours, "finetune")?;
-        eprintln!("sesame {backend} seed {seed}: {:.1} s, {}", ours["train_seconds"].as_f64().unwrap_or(f64::NAN), ours["metrics"]);
-        sides[0].1.push(serde_json::json!({ "seed": seed, "train_seconds": ours["train_seconds"], "steps": ours["steps"], "metrics": ours["metrics"] }));
+        eprintln!("sesame {backend} seed {seed}: {:.1} s ({:.1} s evaluating), {}", ours["train_seconds"].as_f64().unwrap_or(f64::NAN), ours["eval_seconds"].as_f64().unwrap_or(f64::NAN), ours["metrics"]);
+        sides[0].1.push(serde_json::json!({ "seed": seed, "train_seconds": ours["train_seconds"], "eval_seconds": ours["eval_seconds"], "checkpoint_seconds": ours["checkpoint_seconds"], "steps": ours["steps"], "metrics": ours["metrics"] }));
         if args.compare_pytorch {
             let theirs = std::process::Command::new(&python)
                 .arg(&script)
@@ -601,8 +601,8 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
                 .output()
                 .map_err(|e| format!("--compare-pytorch: cannot run {} (--python, or eval \"$(scripts/setup-python.sh)\"): {e}", python.display()))?;
             let theirs = last_json(theirs, &script.display().to_string())?;
-            eprintln!("pytorch seed {seed}: {:.1} s, {}", theirs["train_runtime"].as_f64().unwrap_or(f64::NAN), theirs["metrics"]);
-            sides[1].1.push(serde_json::json!({ "seed": seed, "train_seconds": theirs["train_runtime"], "steps": theirs["steps"], "threads": theirs["threads"], "metrics": theirs["metrics"] }));
+            eprintln!("pytorch seed {seed}: {:.1} s ({:.1} s evaluating), {}", theirs["train_runtime"].as_f64().unwrap_or(f64::NAN), theirs["eval_runtime"].as_f64().unwrap_or(f64::NAN), theirs["metrics"]);
+            sides[1].1.push(serde_json::json!({ "seed": seed, "train_seconds": theirs["train_runtime"], "eval_seconds": theirs["eval_runtime"], "steps": theirs["steps"], "threads": theirs["threads"], "metrics": theirs["metrics"] }));
         }
     }
     // Mean and (sample) standard deviation of a figure over a side's runs.
@@ -615,7 +615,11 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
     };
     let mut row = serde_json::json!({ "mode": "finetune", "backend": backend, "model": model, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size(), "seq_len": args.seq_len, "seeds": args.seeds });
     for (side, runs) in &sides {
-        let mut summary = serde_json::json!({ "runs": runs, "train_seconds": spread(runs, &|r| r["train_seconds"].as_f64()) });
+        let mut summary = serde_json::json!({
+            "runs": runs,
+            "train_seconds": spread(runs, &|r| r["train_seconds"].as_f64()),
+            "eval_seconds": spread(runs, &|r| r["eval_seconds"].as_f64()),
+        });
         for metric in ["accuracy", "f1_macro", "mcc"] {
             summary[metric] = spread(runs, &|r| r["metrics"][metric].as_f64());
         }

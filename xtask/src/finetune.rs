@@ -488,6 +488,8 @@ impl Run<'_> {
             "step": step,
             "stopped_early": outcome.stopped_early,
             "train_seconds": train_seconds,
+            "eval_seconds": outcome.eval_seconds,
+            "checkpoint_seconds": outcome.checkpoint_seconds,
             "metrics": metrics,
             "per_class": details,
             "model": export,
@@ -500,7 +502,7 @@ impl Run<'_> {
             sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
-        Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "steps": steps, "train_seconds": train_seconds, "model": export }).to_string())
+        Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "steps": steps, "train_seconds": train_seconds, "eval_seconds": outcome.eval_seconds, "checkpoint_seconds": outcome.checkpoint_seconds, "model": export }).to_string())
     }
 }
 

@@ -210,10 +210,21 @@ fn broken_tokenizers_and_inputs() {
     let model = repo().join("fixtures/bert/base-fill-mask");
     let m = path(&model);
     fails(&["fill-mask", "--model", m, "no mask here"], &["[MASK]"]);
+    // Finite weights so large that the outputs overflow: no NaN or inf is printed as a result.
+    let huge: Vec<u8> = std::iter::repeat_n(3.0e38f32.to_le_bytes(), 32).flatten().collect();
+    let d = model_with_weights("overflow", |n, v| match n.ends_with("LayerNorm.weight") {
+        true => Some((n, safetensors::Dtype::F32, vec![32], huge.clone())),
+        false => Some(keep(n, v)),
+    });
+    fails(&["embed", "--model", path(&d), "hello world"], &["not finite"]);
+    fails(&["fill-mask", "--model", path(&d), "the [MASK] ."], &["not finite"]);
     fails(&["fill-mask", "--model", m, "--top-k", "0", "the [MASK] ."], &["--top-k"]);
     fails(&["embed", "--model", m, "--layer", "7", "x"], &["layer 7"]);
     fails(&["embed", "--model", m, "--pooling", "weird", "x"], &["--pooling", "weird"]);
     fails(&["embed", "--model", m, "--backend", "nosuch", "x"], &["--backend", "nosuch"]);
+    if !cfg!(feature = "cuda") {
+        fails(&["embed", "--backend", "cuda", "--model", m, "x"], &["--features cuda"]);
+    }
 
     // Texts from a file: the file, and the line at fault, are named.
     fails(&["embed", "--model", m, "--input", "/nonexistent/texts.txt"], &["--input", "/nonexistent/texts.txt"]);

@@ -371,7 +371,8 @@ fn bench_finetune_runs_each_seed_on_both_sides_with_the_same_steps() {
         for run in runs {
             // 40 rows in batches of 8: 5 steps, one epoch, on both sides.
             assert_eq!(run["steps"], 5, "{side}: {run}");
-            assert!(run["train_seconds"].as_f64().is_some_and(|s| s > 0.0), "{side}: {run}");
+            let (train, eval) = (run["train_seconds"].as_f64().unwrap_or(0.0), run["eval_seconds"].as_f64().unwrap_or(0.0));
+            assert!(train > 0.0 && eval > 0.0 && eval < train, "{side}: the run, one evaluation in it: {run}");
             assert!(run["metrics"]["accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{side}: {run}");
         }
         assert!(rows[0][side]["accuracy"]["sd"].as_f64().is_some_and(f64::is_finite), "{side}");

@@ -88,6 +88,33 @@ fn fill_mask_streams_one_line_per_text_with_the_single_text_answers() {
     }
 }
 
+#[test]
+fn fill_mask_prints_top_k_candidates_per_mask_sorted_by_score() {
+    let json = xtask(&["fill-mask", "--model", &model(), "--top-k", "3", "the cat [MASK] on the [MASK] ."], "");
+    let value: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let masks = value.as_array().unwrap();
+    assert_eq!(masks.len(), 2);
+    for candidates in masks {
+        let candidates = candidates.as_array().unwrap();
+        assert_eq!(candidates.len(), 3);
+        let scores: Vec<f64> = candidates.iter().map(|c| c["score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "sorted by score: {scores:?}");
+        assert!(candidates.iter().all(|c| c["token"].is_string() && c["id"].is_u64()));
+    }
+}
+
+#[test]
+fn embed_prints_one_normalised_vector_per_text() {
+    let json = xtask(&["embed", "--model", &model(), "--normalize", "--pooling", "max", "--layer", "-2", "hello world", "the sun"], "");
+    let vectors: Vec<Vec<f32>> = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(vectors.len(), 2);
+    for v in vectors {
+        assert_eq!(v.len(), 32);
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+    }
+}
+
 /// Run the CLI expecting failure; its stderr.
 fn xtask_fails(args: &[&str], stdin: &str) -> String {
     let out = run(args, stdin);

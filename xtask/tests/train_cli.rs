@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use sesame_layers::{EncoderInput, HasMaskedLmHead, ForMaskedLM, OutputOptions, PretrainedModel};
 use sesame_text::Tokenizer;
+use sesame_tests::python;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -168,18 +169,6 @@ fn export_checks(out: &Path) {
     std::fs::write(&latest, kept).unwrap();
 }
 
-/// The interpreter with transformers, or `None` (outside CI) to skip the check.
-fn python() -> Option<std::ffi::OsString> {
-    match std::env::var_os("SESAME_PYTHON") {
-        Some(p) => Some(p),
-        None if std::env::var_os("CI").is_some() => panic!("SESAME_PYTHON must be set under CI"),
-        None => {
-            eprintln!("skipped the transformers check: set SESAME_PYTHON");
-            None
-        }
-    }
-}
-
 fn round_trip(expect: Expect) {
     let (family, mask) = (expect.family, expect.mask);
     let (out, _) = killed_and_resumed(family, expect.metrics);
@@ -216,11 +205,9 @@ fn round_trip(expect: Expect) {
     for (dir, hf_arch, hf_key, ours) in expect.checks {
         let model_dir = export.join(dir);
         let hf_out = out.join(format!("hf-{hf_arch}.safetensors"));
-        let status = Command::new(&python)
-            .arg(repo().join("scripts/hf_forward.py")).arg(&model_dir).arg(hf_arch).arg(&inputs).arg(&hf_out)
-            .env("HF_HUB_OFFLINE", "1")
-            .status().unwrap();
-        assert!(status.success(), "transformers could not load the export as {hf_arch}");
+        if let Err(e) = sesame_tests::hf_forward(&python, &model_dir, hf_arch, &inputs, &hf_out) {
+            panic!("transformers could not load the export as {hf_arch}: {e}");
+        }
         let hf_bytes = std::fs::read(&hf_out).unwrap();
         let hf = safetensors::SafeTensors::deserialize(&hf_bytes).unwrap();
         let theirs: Vec<f32> = hf.tensor(hf_key).unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();

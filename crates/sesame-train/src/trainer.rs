@@ -323,6 +323,10 @@ pub struct TrainOutcome<M> {
     pub best: Option<Best>,
     /// The step at which `patience` stopped the run, if it did.
     pub stopped_early: Option<u64>,
+    /// Seconds this process spent on held-out evaluations (part of `fit`'s wall time).
+    pub eval_seconds: f64,
+    /// Seconds this process spent writing checkpoints, the best model's included.
+    pub checkpoint_seconds: f64,
 }
 
 /// The best evaluation so far by [`TrainConfig::best_metric`].
@@ -511,6 +515,7 @@ impl Trainer {
         let (mut window_tokens, mut window_start) = (0usize, Instant::now());
         let mut last_checkpoint = self.latest_checkpoint().map_or("none".to_string(), |p| p.display().to_string());
         let mut held_out_metrics = Default::default();
+        let (mut eval_seconds, mut checkpoint_seconds) = (0.0, 0.0);
 
         for step in start..config.steps {
             let lr = schedule.lr(step);
@@ -557,7 +562,9 @@ impl Trainer {
             let eval_now = (config.eval_every > 0 && done % config.eval_every == 0) || done == config.steps;
             let mut out_of_patience = false;
             if eval_now && !held_out.is_empty() {
+                let evaluating = Instant::now();
                 held_out_metrics = self.evaluate(task, &model, &held_out);
+                eval_seconds += evaluating.elapsed().as_secs_f64();
                 held_out_metrics.extend(baselines.clone());
                 bar.suspend(|| eprintln!("step {done}: held-out {}", format_values(&held_out_metrics)));
                 log.push(LogLine { step: done, split: "held_out".into(), values: held_out_metrics.clone() })
@@ -569,7 +576,9 @@ impl Trainer {
                     let improves = |v: f64, b: &Best| if larger { v > b.value } else { v < b.value };
                     match held_out_metrics.get(name).copied() {
                         Some(value) if best.as_ref().is_none_or(|b| improves(value, b)) => {
+                            let saving = Instant::now();
                             self.save_best(&model)?;
+                            checkpoint_seconds += saving.elapsed().as_secs_f64();
                             best = Some(Best { step: done, value, metrics: held_out_metrics.clone(), stale: 0 });
                         }
                         _ => {
@@ -583,19 +592,21 @@ impl Trainer {
             }
             if Some(done) == self.stop_after {
                 bar.abandon();
-                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: None });
+                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: None, eval_seconds, checkpoint_seconds });
             }
             if (config.checkpoint_every > 0 && done % config.checkpoint_every == 0) || done == config.steps || out_of_patience {
+                let saving = Instant::now();
                 last_checkpoint = self.save_checkpoint(done, &model, &optim, &state, best.as_ref())?.display().to_string();
+                checkpoint_seconds += saving.elapsed().as_secs_f64();
             }
             if out_of_patience {
                 bar.abandon();
                 bar.suspend(|| eprintln!("step {done}: no better {} in {} evaluations; stopping", config.best_metric.as_deref().unwrap_or(""), config.patience));
-                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: Some(done) });
+                return Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: Some(done), eval_seconds, checkpoint_seconds });
             }
         }
         bar.finish();
-        Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: None })
+        Ok(TrainOutcome { model, held_out: held_out_metrics, resumed_from: start, best, stopped_early: None, eval_seconds, checkpoint_seconds })
     }
 
     /// Forward and backward passes of step `step`'s micro-batches, in micro-batch order,
