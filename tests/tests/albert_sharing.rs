@@ -125,7 +125,10 @@ fn depth_of(name: &str) -> Option<(usize, String)> {
 
 #[test]
 fn partially_shared_gradients_are_the_per_depth_model_s_summed_over_sharing_depths() {
-    for (backend, device) in devices() {
+    // An identity of the model's wiring and of autodiff (shared by every backend), checked on
+    // the first backend; every backend's gradients meet PyTorch's in
+    // `one_step_moves_the_shared_weights_once_as_pytorch_does`.
+    for (backend, device) in devices().into_iter().take(1) {
         let train = device.clone().autodiff();
         for sharing in [ParameterSharing::Attention, ParameterSharing::FeedForward] {
             let mut config = shared(tiny(3, 1), sharing);
