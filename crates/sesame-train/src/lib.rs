@@ -6,6 +6,7 @@
 //! [`pretraining`] is masked-LM pre-training for any family that implements
 //! [`PretrainingFamily`].
 
+pub mod adamw;
 pub mod backend;
 pub mod clip;
 pub mod finetune;
@@ -15,6 +16,7 @@ pub mod pretraining;
 pub mod schedule;
 pub mod trainer;
 
+pub use adamw::FusedAdamW;
 pub use backend::{Backend, BackendNotCompiled};
 pub use metrics::{Metric, MetricTotals};
 pub use pretraining::{pretraining_step, read_back, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily, PretrainingModel};

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrScheduler};
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use burn::tensor::TensorReadError;
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use sesame_layers::device::is_cpu;
 use sesame_layers::random::with_stream;
 
+use crate::adamw::FusedAdamW;
 use crate::clip::clip_global_norm;
 use crate::metrics::{LogLine, Metric, MetricLog, MetricTotals};
 use crate::schedule::{Decay, LrSchedule};
@@ -202,15 +203,9 @@ impl TrainConfig {
 
     /// AdamW with decoupled weight decay, none on biases and LayerNorm (`*norm.gamma|beta`).
     pub fn optimizer(&self) -> ModuleOptimizer {
-        let adam = |wd: f64| {
-            AdamWConfig::new()
-                .with_beta_1(self.beta_1)
-                .with_beta_2(self.beta_2)
-                .with_epsilon(self.epsilon)
-                .with_weight_decay(wd as f32)
-        };
+        let adam = |wd: f64| FusedAdamW::new(self.beta_1, self.beta_2, self.epsilon, wd as f32);
         let no_decay = ParamGroup::from_any_regexes(vec![r"bias$", r"norm\.(gamma|beta)$"]).expect("valid regexes");
-        adam(self.weight_decay).init().with_group(no_decay, adam(0.0).build(), None)
+        ModuleOptimizer::from(adam(self.weight_decay)).with_group(no_decay, adam(0.0), None)
     }
 
     /// The learning rate of every parameter when the schedule gives `lr`: `lr` times the
