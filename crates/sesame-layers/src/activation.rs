@@ -81,8 +81,7 @@ fn exact_gelu_backward(device: &burn::tensor::Device) -> bool {
 /// call per element (15% of MiniLM's inference on flex), while the tensor's memory is the
 /// host's, so taking it out and back costs no copy on flex.
 fn host_gelu(device: &burn::tensor::Device) -> bool {
-    let name = format!("{device:?}");
-    name.contains("Flex") || name.contains("NdArray")
+    crate::device::is_host_memory(device)
 }
 
 /// Exact-form GELU, `x/2 · (1 + erf(x/√2))`, computed in place on the host with [`erf_f32`]:

@@ -8,6 +8,13 @@ pub fn is_libtorch(device: &Device) -> bool {
     format!("{device:?}").contains("LibTorch")
 }
 
+/// Whether `device`'s tensors are host memory that `into_data` hands over without a
+/// transfer (flex, ndarray): work on their values can run on the host in place.
+pub fn is_host_memory(device: &Device) -> bool {
+    let name = format!("{device:?}");
+    name.contains("Flex") || name.contains("NdArray")
+}
+
 /// Whether `device` computes on the host CPU (flex, ndarray, libtorch or CubeCL on the CPU):
 /// there, independent work (micro-batches, inference batches) can run on threads.
 pub fn is_cpu(device: &Device) -> bool {

@@ -3,6 +3,7 @@
 
 use burn::optim::{AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};
 use burn::tensor::{DType, Device, Tensor, TensorData};
+use sesame_layers::device::is_host_memory;
 
 /// Burn's [`AdamW`] without AMSGrad: the same update, the same state and checkpoint record
 /// ([`AdamWState`]), so runs resume across the two. On flex and ndarray, whose tensors are host
@@ -33,12 +34,6 @@ impl FusedAdamW {
     }
 }
 
-/// Whether `device`'s tensors are host memory that `into_data` hands over without a transfer.
-fn host_memory(device: &Device) -> bool {
-    let name = format!("{device:?}");
-    name.contains("Flex") || name.contains("NdArray")
-}
-
 /// Parameters at least this large are updated on every core (each element's update is its own,
 /// so the result does not depend on how the work is split).
 const SPLIT_AT: usize = 1 << 18;
@@ -49,7 +44,7 @@ impl Optimizer for FusedAdamW {
     fn step<const D: usize>(&self, lr: LearningRate, tensor: Tensor<D>, grad: Tensor<D>, state: Option<AdamWState<D>>) -> (Tensor<D>, Option<AdamWState<D>>) {
         let device = tensor.device();
         let amsgrad = state.as_ref().is_some_and(|s| s.momentum.max_moment_2.is_some());
-        if !host_memory(&device) || tensor.dtype() != DType::F32 || grad.dtype() != DType::F32 || amsgrad {
+        if !is_host_memory(&device) || tensor.dtype() != DType::F32 || grad.dtype() != DType::F32 || amsgrad {
             return self.tensor_ops.step(lr, tensor, grad, state);
         }
         let shape = tensor.shape();
