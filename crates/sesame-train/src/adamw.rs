@@ -161,11 +161,15 @@ mod tests {
                 assert_eq!(a.momentum.time, b.momentum.time);
                 a.momentum.moment_1.clone().into_data().assert_approx_eq::<f32>(&b.momentum.moment_1.clone().into_data(), tolerance);
                 a.momentum.moment_2.clone().into_data().assert_approx_eq::<f32>(&b.momentum.moment_2.clone().into_data(), tolerance);
+                if step == 0 {
+                    // Every element moved by about lr (the first step's update is ±lr where
+                    // the gradient is not 0): the comparison is not of unchanged tensors.
+                    // (Later steps can bring an element back to its start.)
+                    let moved = ours.0.clone().into_data();
+                    let pairs = moved.as_slice::<f32>().unwrap().iter().zip(initial.as_slice::<f32>().unwrap());
+                    assert!(pairs.clone().all(|(a, b)| a != b), "a parameter did not move");
+                }
             }
-            // Every element moved: the comparison is not of two unchanged tensors.
-            let moved = ours.0.into_data();
-            let pairs = moved.as_slice::<f32>().unwrap().iter().zip(initial.as_slice::<f32>().unwrap());
-            assert!(pairs.clone().all(|(a, b)| a != b), "a parameter did not move");
         }
     }
 }
