@@ -8,8 +8,10 @@ and machine as Sesame's side:
    attention, the TorchScript exporter, opset 17, batch and sequence axes dynamic), inputs
    `input_ids`, `attention_mask` (and `token_type_ids` when the tokenizer gives them), output
    `last_hidden_state`.
-2. int8: `onnxruntime.quantization.quantize_dynamic` with its defaults (int8 weights, activations
-   quantised per batch at run time), the peer of `--int8`.
+2. int8: `onnxruntime.quantization.quantize_dynamic` with its defaults (int8 weights, one scale
+   per tensor; activations quantised per batch at run time), and `int8_per_channel`: the same
+   with `per_channel=True` (a scale per output channel, as Sesame's `--int8` weights), the
+   peers of `--int8`.
 3. Embed: the sentences tokenized by the checkpoint's tokenizer (truncated at
    sentence-transformers' `max_seq_length` when the directory has one, else at the model's
    positions), sorted by length, cut into batches of `--batch-size`, each padded to its longest
@@ -17,7 +19,7 @@ and machine as Sesame's side:
    with as many intra-op threads as torch uses (`torch.get_num_threads()`). Tokenizing is inside
    the timed run, as it is on Sesame's side.
 
-Prints one JSON object: for `fp32` and `int8`, the export/quantise and session-load seconds,
+Prints one JSON object: for `fp32`, `int8` and `int8_per_channel`, the export/quantise and session-load seconds,
 the median seconds to embed every sentence, sentences/s, and the smallest cosine similarity of
 an embedding to transformers' own (fp32, one sentence at a time).
 """
@@ -92,6 +94,7 @@ def main():
     threads = torch.get_num_threads()
     work = tempfile.mkdtemp(prefix="sesame-onnx-")
     fp32_path, int8_path = os.path.join(work, "model.onnx"), os.path.join(work, "model.int8.onnx")
+    channel_path = os.path.join(work, "model.int8-per-channel.onnx")
     start = time.perf_counter()
     dynamic = {n: {0: "batch", 1: "sequence"} for n in names + ["last_hidden_state"]}
 
@@ -113,6 +116,9 @@ def main():
     start = time.perf_counter()
     quantize_dynamic(fp32_path, int8_path)
     quantize_s = time.perf_counter() - start
+    start = time.perf_counter()
+    quantize_dynamic(fp32_path, channel_path, per_channel=True)
+    channel_s = time.perf_counter() - start
 
     # Batches by length: the order is fixed once; the timed run tokenizes every batch.
     lengths = [len(tokenizer(s, truncation=True, max_length=limit)["input_ids"]) for s in sentences]
@@ -121,8 +127,9 @@ def main():
 
     result = {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
               "threads": threads, "sentences": len(sentences), "batch_size": args.batch_size, "opset": 17,
-              "quantization": "quantize_dynamic defaults (QInt8 weights, per tensor; activations per batch)"}
-    for kind, path, prepare_s in (("fp32", fp32_path, export_s), ("int8", int8_path, quantize_s)):
+              "quantization": "quantize_dynamic defaults (QInt8 weights, per tensor; activations per batch); int8_per_channel: per_channel=True"}
+    kinds = (("fp32", fp32_path, export_s), ("int8", int8_path, quantize_s), ("int8_per_channel", channel_path, channel_s))
+    for kind, path, prepare_s in kinds:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

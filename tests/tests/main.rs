@@ -18,6 +18,7 @@ mod family_pretraining;
 mod fill_mask;
 mod generation_processors;
 mod generation_search;
+mod int8;
 mod masked_lm_head;
 mod minilm;
 mod roberta_parity;

@@ -101,3 +101,37 @@ fn sentence_bert_config_is_optional_and_a_bad_one_names_the_file() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// int8 (`sesame_layers::int8`, what `embed --int8` runs): every embedding at cosine ≥ 0.99
+/// of sentence-transformers' on every backend, and of the float model's on 64 lines of the
+/// shipped corpus on the backends that multiply in int8 (flex, ndarray).
+#[test]
+fn int8_minilm_embeddings_keep_cosine_0_99() {
+    let Some(dir) = model_dir() else { return };
+    let reference: Reference =
+        serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("minilm/reference.json")).unwrap()).unwrap();
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    let texts: Vec<&str> = reference.sentences.iter().map(String::as_str).collect();
+    let corpus = std::fs::read_to_string(fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let lines: Vec<&str> = corpus.lines().map(str::trim).filter(|l| l.len() > 30).take(64).collect();
+    let options = EmbedOptions { normalize: true, ..EmbedOptions::default() };
+    let cosine = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    for (backend, device) in devices() {
+        let loaded = BertModel::from_pretrained(&dir, &device).unwrap();
+        let quantised = sesame_layers::int8::quantize(loaded.model.clone());
+        let vectors = embed(&quantised, &loaded.config, &tokenizer, &texts, options).unwrap();
+        for (i, (v, r)) in vectors.iter().zip(&reference.embeddings).enumerate() {
+            let c = cosine(v, r);
+            assert!(c >= 0.99, "{backend}: sentence {i} at cosine {c}");
+            assert!(max_abs_diff(v, r) > TOLERANCE, "{backend}: sentence {i} unchanged: nothing was quantised");
+        }
+        if sesame_layers::device::is_host_memory(&device) {
+            let float = embed(&loaded.model, &loaded.config, &tokenizer, &lines, options).unwrap();
+            let int8 = embed(&quantised, &loaded.config, &tokenizer, &lines, options).unwrap();
+            for (i, (a, b)) in int8.iter().zip(&float).enumerate() {
+                let c = cosine(a, b);
+                assert!(c >= 0.99, "{backend}: corpus line {i} at cosine {c} of the float embedding");
+            }
+        }
+    }
+}

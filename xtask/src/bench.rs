@@ -135,6 +135,9 @@ pub struct BenchArgs {
     /// the ratios.
     #[arg(long)]
     pub compare_onnxruntime: bool,
+    /// Embed, infer: run the model's linear layers in int8 (`embed --int8`), on flex or ndarray.
+    #[arg(long)]
+    pub int8: bool,
     /// The Python with torch and transformers (default: $SESAME_PYTHON, set by
     /// `eval "$(scripts/setup-python.sh)"`, else `python3`).
     #[arg(long)]
@@ -221,6 +224,10 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
     if args.vocab_size <= 5 {
         return Err("--vocab-size must exceed 5".into());
     }
+    if args.int8 && !matches!(args.mode, BenchMode::Embed | BenchMode::Infer) {
+        return Err("--int8 times --mode embed and infer only".into());
+    }
+    crate::set_int8(args.int8, &device)?;
     if args.child {
         if let Some(preset) = args.only_preset.take() {
             args.presets = vec![preset];
@@ -380,6 +387,7 @@ where
             }
             _ => {
                 let model = B::new_hf(&config, &device);
+                let model = if args.int8 { sesame_layers::int8::quantize(model) } else { model };
                 median_time(args.warmup, args.steps, || {
                     let out = model.forward(data.input.clone(), OutputOptions::default());
                     out.last_hidden_state().sum().try_into_scalar::<f32>().map(|_| ()).map_err(|e| format!("{e:?}"))
@@ -391,7 +399,7 @@ where
         eprintln!("{backend} {label}: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
         let mut row = serde_json::json!({
             "mode": mode, "backend": backend, "family": family, "preset": preset, "vocab_size": args.vocab_size,
-            "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
+            "batch_size": b, "seq_len": s, "micro_batches": micro, "int8": args.int8, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
         attach(&mut row, theirs, "tokens_per_s", &label);
         rows.push(row);
@@ -517,7 +525,7 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
     let start = Instant::now();
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let tokenizer_s = start.elapsed().as_secs_f64();
-    let loaded = <B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?;
+    let loaded = crate::int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?);
     device.sync().map_err(|e| format!("{e:?}"))?;
     let load_s = start.elapsed().as_secs_f64();
     let from_pretrained_s = load_s - tokenizer_s;
@@ -528,7 +536,7 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
     let per_s = texts.len() as f64 / median;
     eprintln!("{backend} embed {}: loading {load_s:.3} s (tokenizer {tokenizer_s:.3} s, from_pretrained {from_pretrained_s:.3} s); {} sentences in {median:.3} s, {per_s:.1} sentences/s (batch {})", dir.display(), texts.len(), options.batch_size);
     let mut row = serde_json::json!({
-        "mode": "embed", "backend": backend, "model": dir, "sentences": texts.len(), "batch_size": options.batch_size,
+        "mode": "embed", "backend": backend, "model": dir, "int8": args.int8, "sentences": texts.len(), "batch_size": options.batch_size,
         "load_s": load_s, "tokenizer_s": tokenizer_s, "from_pretrained_s": from_pretrained_s, "median_encode_s": median, "sentences_per_s": per_s, "timed_steps": args.steps,
     });
     if let Some(onnx) = onnx {

@@ -15,6 +15,9 @@ use sesame_text::Tokenizer;
 /// What to generate from, and how.
 #[derive(clap::Args, Debug)]
 pub struct GenerateArgs {
+    /// Run the model's linear layers in int8 (see `embed --int8`).
+    #[arg(long)]
+    pub int8: bool,
     /// HF model directory (config.json, weights; a tokenizer unless the inputs are ids).
     #[arg(long)]
     pub model: PathBuf,
@@ -364,7 +367,7 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    let loaded = crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
     crate::report(&loaded.report);
     let model = loaded.model;
     let config = settings(dir, args, model.max_positions(), None)?;
@@ -432,7 +435,7 @@ where
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    let loaded = crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
     crate::report(&loaded.report);
     let limits = <M as CausalLM>::causal_limits(&loaded.config);
     let config = settings(dir, args, limits.max_len, None)?;
@@ -470,7 +473,7 @@ pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String
         (None, None) => return Err(format!("--unilm-seq2seq: {} has no tokenizer to take the mask token from; give --mask-token-id", dir.display())),
     };
     let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
-    let loaded = UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    let loaded = crate::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?);
     crate::report(&loaded.report);
     let limits = UnilmModel::input_limits(&loaded.config);
     let config = settings(dir, args, limits.max_len, sep)?;

@@ -214,6 +214,30 @@ struct InputArgs {
     /// At most this many texts per forward pass (texts are grouped by token count, to pad little).
     #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     batch_size: usize,
+    /// Run the model's linear layers in int8: weights quantised per output channel, each
+    /// token's activations as it runs (flex and ndarray; a model saved quantised always is).
+    #[arg(long)]
+    int8: bool,
+}
+
+/// `--int8` of the command running: every model it loads is quantised.
+static INT8: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Honour `--int8` on `device`: refused, with one line, where the products cannot run in int8.
+pub(crate) fn set_int8(int8: bool, device: &burn::tensor::Device) -> Result<(), String> {
+    if int8 && !sesame_layers::device::is_host_memory(device) {
+        return Err(format!("--int8: int8 products run on the flex and ndarray backends, not on {device:?}; choose one with --backend"));
+    }
+    INT8.store(int8, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// `loaded` with its model quantised when the command runs with `--int8`.
+pub(crate) fn int8_if_asked<M: burn::module::Module, C>(mut loaded: sesame_layers::Pretrained<M, C>) -> sesame_layers::Pretrained<M, C> {
+    if INT8.load(std::sync::atomic::Ordering::Relaxed) {
+        loaded.model = sesame_layers::int8::quantize(loaded.model);
+    }
+    loaded
 }
 
 /// Texts to run: from the command line (one JSON result for all), or read from `--input` a
@@ -321,6 +345,7 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::Embed { model, pooling, layer, normalize, max_tokens, inputs, backend, texts } => {
             let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
             let max_tokens = match max_tokens {
                 Some(n) => Some(n),
                 None => sentence_transformers_max_seq_length(&model).map_err(|e| e.to_string())?,
@@ -336,6 +361,7 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::Generate { args, backend } => {
             let device = backend.device()?;
+            set_int8(args.int8, &device)?;
             if args.unilm_seq2seq {
                 return generate::generate_unilm(&args, &device).map(|()| String::new());
             }
@@ -344,16 +370,19 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::Classify { model, inputs, backend, texts } => {
             let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
             let family = model_family(&model)?;
             family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size)
         }
         Command::Tag { model, stride, inputs, backend, texts } => {
             let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
             let family = model_family(&model)?;
             family.command("tag", family.tag)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, stride)
         }
         Command::Answer { model, context, stride, max_answer_len, allow_no_answer, null_threshold, inputs, backend, texts } => {
             let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
             let family = model_family(&model)?;
             let context = match context.strip_prefix('@') {
                 Some(path) => std::fs::read_to_string(path).map_err(|e| format!("--context @{path}: {e}"))?,
@@ -367,6 +396,7 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
             let family = model_family(&model)?;
             family.command("fill-mask", family.fill_mask)?(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
         }
@@ -401,7 +431,7 @@ fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry,
 
 pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = <B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    let loaded = int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?);
     report(&loaded.report);
     let mut done = 0;
     run_texts(texts, |chunk| {
@@ -418,7 +448,7 @@ pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tens
 /// made up on the spot would predict at random): `head` names it, `hint` says how to get one.
 fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::tensor::Device, head: &str, hint: &str) -> Result<(Tokenizer, sesame_layers::Pretrained<M, M::Config>), String> {
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = M::from_pretrained(dir, device).map_err(|e| e.to_string())?;
+    let loaded = int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
     if !loaded.report.initialized.is_empty() {
         return Err(format!("{} has no {head} head (missing: {}); {hint}", dir.display(), loaded.report.initialized.join(", ")));
     }

@@ -225,6 +225,13 @@ fn broken_tokenizers_and_inputs() {
     if !cfg!(feature = "cuda") {
         fails(&["embed", "--backend", "cuda", "--model", m, "x"], &["--features cuda"]);
     }
+    // int8 products run on the host backends; bench times them in inference only.
+    for (backend, compiled) in [("tch", cfg!(feature = "tch")), ("wgpu", cfg!(feature = "wgpu"))] {
+        if compiled {
+            fails(&["embed", "--int8", "--backend", backend, "--model", m, "x"], &["--int8", "flex and ndarray"]);
+        }
+    }
+    fails(&["bench", "--mode", "train", "--int8"], &["--int8", "embed and infer"]);
 
     // Texts from a file: the file, and the line at fault, are named.
     fails(&["embed", "--model", m, "--input", "/nonexistent/texts.txt"], &["--input", "/nonexistent/texts.txt"]);

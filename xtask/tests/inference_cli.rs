@@ -115,6 +115,23 @@ fn embed_prints_one_normalised_vector_per_text() {
     }
 }
 
+/// `--int8`: the linear layers multiply in int8 (flex, the default backend): every embedding
+/// at cosine ≥ 0.99 of the float one and not equal to it; fill-mask gives its candidates.
+#[test]
+fn int8_embeds_near_the_float_model_and_fills_masks() {
+    let float: Vec<Vec<f32>> = serde_json::from_str(xtask(&[&["embed", "--model", &model(), "--normalize"][..], &TEXTS].concat(), "").trim()).unwrap();
+    let int8: Vec<Vec<f32>> = serde_json::from_str(xtask(&[&["embed", "--model", &model(), "--normalize", "--int8"][..], &TEXTS].concat(), "").trim()).unwrap();
+    for (i, (a, b)) in int8.iter().zip(&float).enumerate() {
+        let cosine: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cosine >= 0.99, "text {i} at cosine {cosine}");
+        assert!(max_diff(a, b) > 1e-5, "text {i}: the same numbers as the float model");
+    }
+    let json = xtask(&["fill-mask", "--model", &model(), "--int8", "--top-k", "3", "the cat [MASK] on the [MASK] ."], "");
+    let masks: Vec<Vec<serde_json::Value>> = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(masks.len(), 2);
+    assert!(masks.iter().flatten().all(|c| c["score"].as_f64().is_some_and(f64::is_finite)));
+}
+
 /// Run the CLI expecting failure; its stderr.
 fn xtask_fails(args: &[&str], stdin: &str) -> String {
     let out = run(args, stdin);

@@ -56,10 +56,11 @@ impl FeedForward {
 /// `linear` applied to `x` `[batch, seq, d_in]` as one `[batch·seq, d_in]` product, giving
 /// `[batch, seq, d_out]`. Burn's `Linear` keeps a 3-d input whose rows are a multiple of 32
 /// as a batched product against the broadcast weight, which libtorch runs as `batch` small
-/// GEMMs; one large product is measured faster there and no slower elsewhere.
+/// GEMMs; one large product is measured faster there and no slower elsewhere. A weight
+/// quantised by [`crate::int8::quantize`] multiplies in int8 where it can.
 pub fn dense(linear: &Linear, x: Tensor<3>) -> Tensor<3> {
     let [b, s, d_in] = x.dims();
-    let y = linear.forward(x.reshape([b * s, d_in]));
+    let y = crate::int8::linear(linear, x.reshape([b * s, d_in]));
     let d_out = y.dims()[1];
     y.reshape([b, s, d_out])
 }

@@ -18,6 +18,7 @@ pub mod feed_forward;
 pub mod heads;
 pub mod hparams;
 pub mod init;
+pub mod int8;
 pub mod loss;
 pub mod pipeline;
 pub mod pooling;

@@ -76,7 +76,12 @@ pub trait PretrainedModel: Module + Sized {
     fn from_pretrained(dir: &Path, device: &Device) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
         let config = Self::Config::from_dir(dir)?;
         let files = WeightFiles::find(dir)?;
-        Self::from_weights(config, &files, device)
+        let mut loaded = Self::from_weights(config, &files, device)?;
+        // A model saved quantised is quantised again: its weights are already int8 values.
+        if crate::int8::saved_quantized(dir) {
+            loaded.model = crate::int8::quantize(loaded.model);
+        }
+        Ok(loaded)
     }
 
     /// Load explicit weight files for an already-read `config` onto `device`.
@@ -122,7 +127,11 @@ pub trait PretrainedModel: Module + Sized {
         if let Some((model, config)) = self.hf_form(config) {
             return model.save_pretrained(&config, dir);
         }
-        save_pretrained(self, dir, &Self::checkpoint_spec(config).keys, &config.to_json(&Self::architecture()))
+        let mut json = config.to_json(&Self::architecture());
+        if crate::int8::is_quantized(self) {
+            json[crate::int8::CONFIG_KEY] = serde_json::Value::Bool(true);
+        }
+        save_pretrained(self, dir, &Self::checkpoint_spec(config).keys, &json)
     }
 }
 

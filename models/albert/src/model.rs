@@ -128,7 +128,7 @@ impl AlbertTransformer {
         cache: Option<EncoderCache>,
         options: OutputOptions,
     ) -> sesame_layers::EncoderOutput {
-        let x = self.embedding_hidden_mapping_in.forward(embeddings);
+        let x = sesame_layers::int8::linear(&self.embedding_hidden_mapping_in, embeddings);
         run_layers(self.depths().into_iter().flatten(), x, mask, cache, options)
     }
 }

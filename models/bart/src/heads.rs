@@ -56,7 +56,7 @@ fn vocabulary_logits(hidden: Tensor<3>, lm_head: Option<&Linear>, table: Tensor<
     let [b, s, d] = hidden.dims();
     let flat = hidden.reshape([b * s, d]);
     let mut logits = match lm_head {
-        Some(head) => head.forward(flat),
+        Some(head) => sesame_layers::int8::linear(head, flat),
         None => flat.matmul(table.transpose()),
     };
     if let Some(bias) = bias {

@@ -42,7 +42,7 @@ impl DiscriminatorPredictions {
     /// `[batch, seq, hidden] -> [batch, seq]` logits of "this token was replaced".
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<2> {
         let [b, s, _] = hidden.dims();
-        self.dense_prediction.forward(self.activation.forward(self.dense.forward(hidden))).reshape([b, s])
+        sesame_layers::int8::linear(&self.dense_prediction, self.activation.forward(sesame_layers::int8::linear(&self.dense, hidden))).reshape([b, s])
     }
 }
 

@@ -78,7 +78,7 @@ pub fn project_and_encode(
     options: OutputOptions,
 ) -> EncoderOutput {
     let x = match project {
-        Some(project) => project.forward(embeddings),
+        Some(project) => sesame_layers::int8::linear(project, embeddings),
         None => embeddings,
     };
     encoder.forward(x, &input.mask(), input.cache, options)
