@@ -539,8 +539,21 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
         "mode": "embed", "backend": backend, "model": dir, "int8": args.int8, "sentences": texts.len(), "batch_size": options.batch_size,
         "load_s": load_s, "tokenizer_s": tokenizer_s, "from_pretrained_s": from_pretrained_s, "median_encode_s": median, "sentences_per_s": per_s, "timed_steps": args.steps,
     });
+    if args.int8 {
+        // What the quantisation costs: each int8 embedding's cosine to the float model's.
+        let float = <B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?;
+        let ours = embed(&loaded.model, &loaded.config, &tokenizer, &texts, options).map_err(|e| e.to_string())?;
+        let reference = embed(&float.model, &float.config, &tokenizer, &texts, options).map_err(|e| e.to_string())?;
+        let cosine = |a: &[f32], b: &[f32]| {
+            let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt())
+        };
+        let min = ours.iter().zip(&reference).map(|(a, b)| cosine(a, b)).fold(f32::INFINITY, f32::min);
+        eprintln!("int8: smallest cosine of an embedding to the float model's {min:.5}");
+        row["min_cosine_to_float"] = (min as f64).into();
+    }
     if let Some(onnx) = onnx {
-        for kind in ["fp32", "int8"] {
+        for kind in ["fp32", "int8", "int8_per_channel"] {
             let ratio = per_s / onnx[kind]["sentences_per_s"].as_f64().unwrap_or(f64::NAN);
             eprintln!("onnxruntime {kind}: {:.1} sentences/s; Sesame {backend} / ONNX Runtime {kind} = {ratio:.2}x", onnx[kind]["sentences_per_s"].as_f64().unwrap_or(f64::NAN));
             row[format!("onnxruntime_{kind}_ratio")] = ratio.into();

@@ -342,10 +342,12 @@ fn bench_times_each_family_s_pretraining_step() {
             }
         }
         // ONNX Runtime embeds the same sentences from torch's export, in fp32 (transformers'
-        // embeddings) and int8.
-        let row = run(&["bench", "--mode", "embed", "--model", &model, "--sentences", "5", "--warmup", "0", "--steps", "1", "--compare-onnxruntime"]);
+        // embeddings) and int8 (weights per tensor and per channel); Sesame's side in int8 says
+        // how near the float model it stays.
+        let row = run(&["bench", "--mode", "embed", "--model", &model, "--sentences", "5", "--warmup", "0", "--steps", "1", "--compare-onnxruntime", "--int8"]);
         assert!(row["onnxruntime"]["fp32"]["min_cosine_to_transformers"].as_f64().unwrap() > 0.9999, "{row}");
-        for kind in ["fp32", "int8"] {
+        assert!(row["int8"] == true && row["min_cosine_to_float"].as_f64().unwrap() >= 0.99, "{row}");
+        for kind in ["fp32", "int8", "int8_per_channel"] {
             let ratio = row[format!("onnxruntime_{kind}_ratio")].as_f64().unwrap();
             assert!(ratio.is_finite() && ratio > 0.0 && row["onnxruntime"][kind]["sentences_per_s"].as_f64().unwrap() > 0.0, "{row}");
         }
