@@ -542,8 +542,7 @@ impl burn::module::ModuleVisitor for NonFinite {
 /// anything.
 #[derive(Default)]
 struct Targets {
-    path: Vec<String>,
-    containers: Vec<String>,
+    path: ModulePath,
     /// Every float parameter's shape.
     shapes: HashMap<String, Vec<usize>>,
     /// The `weight`s of `Linear` modules, which Burn stores `[in, out]` and PyTorch `[out, in]`.
@@ -558,20 +557,50 @@ impl Targets {
     }
 }
 
-impl burn::module::ModuleVisitor for Targets {
-    fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.path.push(name.to_string());
+/// Where a module visitor or mapper is: the names of the modules it is in and their container
+/// types (`Struct:Linear`, `Vec`, ...), as Burn's `enter_module` / `exit_module` give them.
+#[derive(Default)]
+pub(crate) struct ModulePath {
+    names: Vec<String>,
+    containers: Vec<String>,
+}
+
+impl ModulePath {
+    /// `enter_module`.
+    pub(crate) fn enter(&mut self, name: &str, container_type: &str) {
+        self.names.push(name.to_string());
         self.containers.push(container_type.to_string());
     }
-    fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
+
+    /// `exit_module`.
+    pub(crate) fn exit(&mut self) {
+        self.names.pop();
         self.containers.pop();
     }
-    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
-        let path = self.path.join(".");
-        // The innermost module type, past Vec/array wrappers (as burn-store's adapters see it).
+
+    /// The Burn path (`encoder.layers.0.attention.query.weight`).
+    pub(crate) fn joined(&self) -> String {
+        self.names.join(".")
+    }
+
+    /// Whether the parameter visited is the `weight` of a `Linear` module: the innermost
+    /// module type, past Vec/array wrappers (as burn-store's adapters see it), is `Linear`.
+    pub(crate) fn is_linear_weight(&self) -> bool {
         let module = self.containers.iter().rev().find(|c| c.starts_with("Struct:") || c.starts_with("Enum:"));
-        if module.is_some_and(|m| m == "Struct:Linear") && path.ends_with(".weight") && D == 2 {
+        module.is_some_and(|m| m == "Struct:Linear") && self.names.last().is_some_and(|n| n == "weight")
+    }
+}
+
+impl burn::module::ModuleVisitor for Targets {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
+    }
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.exit();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
+        let path = self.path.joined();
+        if self.path.is_linear_weight() && D == 2 {
             self.linear_weights.insert(path.clone());
         }
         self.shapes.insert(path, param.lazy_shape().to_vec());

@@ -356,23 +356,18 @@ pub fn saved_quantized(dir: &std::path::Path) -> bool {
 
 #[derive(Default)]
 struct Quantizer {
-    path: Vec<String>,
-    containers: Vec<String>,
+    path: crate::checkpoint::ModulePath,
 }
 
 impl ModuleMapper for Quantizer {
     fn enter_module(&mut self, name: &str, container_type: &str) {
-        self.path.push(name.to_string());
-        self.containers.push(container_type.to_string());
+        self.path.enter(name, container_type);
     }
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
-        self.containers.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let module = self.containers.iter().rev().find(|c| c.starts_with("Struct:") || c.starts_with("Enum:"));
-        let is_weight = self.path.last().is_some_and(|p| p == "weight");
-        if D != 2 || !is_weight || module.is_none_or(|m| m != "Struct:Linear") {
+        if D != 2 || !self.path.is_linear_weight() {
             return param;
         }
         let tensor = param.val();
