@@ -116,7 +116,8 @@ fn embed_prints_one_normalised_vector_per_text() {
 }
 
 /// `--int8`: the linear layers multiply in int8 (flex, the default backend): every embedding
-/// at cosine ≥ 0.99 of the float one and not equal to it; fill-mask gives its candidates.
+/// at cosine ≥ 0.99 of the float one and not equal to it; fill-mask gives its candidates;
+/// generate's beam scores move a little.
 #[test]
 fn int8_embeds_near_the_float_model_and_fills_masks() {
     let float: Vec<Vec<f32>> = serde_json::from_str(xtask(&[&["embed", "--model", &model(), "--normalize"][..], &TEXTS].concat(), "").trim()).unwrap();
@@ -130,6 +131,17 @@ fn int8_embeds_near_the_float_model_and_fills_masks() {
     let masks: Vec<Vec<serde_json::Value>> = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(masks.len(), 2);
     assert!(masks.iter().flatten().all(|c| c["score"].as_f64().is_some_and(f64::is_finite)));
+    // Generation through the K/V caches (one token a step: products of a row or two).
+    let input = "{\"input_ids\": [0, 17, 23, 5, 40, 61, 8, 2]}\n{\"input_ids\": [0, 33, 12, 70, 2]}\n";
+    let scores = |flags: &[&str]| -> Vec<f64> {
+        let out = xtask(&[&["generate", "--model", "fixtures/bart/base-generation", "--input", "-", "--num-beams", "2"][..], flags].concat(), input);
+        out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["sequences_scores"][0].as_f64().unwrap()).collect()
+    };
+    let (float, int8) = (scores(&[]), scores(&["--int8"]));
+    assert_eq!(int8.len(), 2, "one line per input");
+    for (a, b) in int8.iter().zip(&float) {
+        assert!(a != b && (a - b).abs() < 0.05 * b.abs(), "beam scores {int8:?} against the float model's {float:?}");
+    }
 }
 
 /// Run the CLI expecting failure; its stderr.
