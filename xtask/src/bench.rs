@@ -234,8 +234,8 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
         }
         return rows(&args, device, backend).map(|rows| serde_json::to_string(&rows).expect("JSON"));
     }
-    if args.compare_onnxruntime && args.mode != BenchMode::Embed {
-        return Err("--compare-onnxruntime times --mode embed only".into());
+    if args.compare_onnxruntime && !matches!(args.mode, BenchMode::Embed | BenchMode::Infer) {
+        return Err("--compare-onnxruntime times --mode embed and infer only".into());
     }
     if args.compare_onnxruntime && matches!(args.pooling, Pooling::Max) {
         return Err("--compare-onnxruntime pools with --pooling mean or cls".into());
@@ -376,7 +376,11 @@ where
         // The same architecture: the config.json (and ELECTRA's generator/config.json) of
         // this preset, written by exporting a fresh model.
         let write = |dir: &Path| F::Model::init(&config, &device).export(&config, dir).map(|_| ()).map_err(|e| e.to_string());
-        let theirs = peer_steps(args, &label, &mode.replace("train", "pretrain"), [b, s], write)?;
+        let theirs = peer_steps(args, &label, &mode.replace("train", "pretrain"), [b, s], &write)?;
+        let onnx = match args.compare_onnxruntime {
+            true => Some(onnxruntime_steps(args, &label, [b, s], &write)?),
+            false => None,
+        };
         let data = batch(args.vocab_size, 0..b, s, &device);
         let median = match args.mode {
             BenchMode::Train => {
@@ -402,9 +406,28 @@ where
             "batch_size": b, "seq_len": s, "micro_batches": micro, "int8": args.int8, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
         attach(&mut row, theirs, "tokens_per_s", &label);
+        if let Some(onnx) = onnx {
+            for kind in ["fp32", "int8", "int8_per_channel"] {
+                let ratio = tokens_per_s / onnx[kind]["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+                eprintln!("onnxruntime {kind} {label}: {:.0} tokens/s; Sesame {backend} / ONNX Runtime {kind} = {ratio:.2}x", onnx[kind]["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
+                row[format!("onnxruntime_{kind}_ratio")] = ratio.into();
+            }
+            row["onnxruntime"] = onnx;
+        }
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// With `--compare-onnxruntime` (`--mode infer`), ONNX Runtime's side, run before Sesame's:
+/// `write` saves the model into a scratch directory, and `scripts/bench_onnxruntime.py` exports
+/// it (fp32, int8, int8 per channel) and times each on a `[b, s]` batch.
+fn onnxruntime_steps(args: &BenchArgs, label: &str, [b, s]: [usize; 2], write: impl FnOnce(&Path) -> Result<(), String>) -> Result<serde_json::Value, String> {
+    let dir = std::env::temp_dir().join(format!("sesame-bench-onnx-{}-{}", label.replace(' ', "-"), std::process::id()));
+    let flags = ["--mode", "infer", "--config", &dir.display().to_string(), "--batch-size", &b.to_string(), "--seq-len", &s.to_string()].map(String::from);
+    let theirs = write(&dir).and_then(|()| peer_script(args, "--compare-onnxruntime", "bench_onnxruntime.py", &flags));
+    let _ = std::fs::remove_dir_all(&dir);
+    theirs
 }
 
 /// With `--compare-pytorch`, PyTorch's side of a `train` or `infer` row, run before Sesame's:

@@ -351,10 +351,19 @@ fn bench_times_each_family_s_pretraining_step() {
             let ratio = row[format!("onnxruntime_{kind}_ratio")].as_f64().unwrap();
             assert!(ratio.is_finite() && ratio > 0.0 && row["onnxruntime"][kind]["sentences_per_s"].as_f64().unwrap() > 0.0, "{row}");
         }
+        // The base model's forward passes too, Sesame's side in int8.
+        let out = xtask(&["bench", "--mode", "infer", "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1", "--compare-onnxruntime", "--int8"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let row = &serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()[0];
+        assert!(row["int8"] == true, "{row}");
+        for kind in ["fp32", "int8", "int8_per_channel"] {
+            let ratio = row[format!("onnxruntime_{kind}_ratio")].as_f64().unwrap();
+            assert!(ratio.is_finite() && ratio > 0.0 && row["onnxruntime"][kind]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        }
     } else if std::env::var_os("CI").is_some() {
         panic!("SESAME_PYTHON must be set under CI");
     }
-    let refused = xtask(&["bench", "--mode", "infer", "--compare-onnxruntime"]).output().unwrap();
+    let refused = xtask(&["bench", "--mode", "train", "--compare-onnxruntime"]).output().unwrap();
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--compare-onnxruntime"), "{}", String::from_utf8_lossy(&refused.stderr));
     let refused = xtask(&["bench", "--mode", "embed", "--model", &model, "--pooling", "max", "--compare-onnxruntime"]).output().unwrap();
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--pooling"), "{}", String::from_utf8_lossy(&refused.stderr));
