@@ -130,9 +130,9 @@ pub struct BenchArgs {
     /// and report the ratio Sesame / PyTorch.
     #[arg(long)]
     pub compare_pytorch: bool,
-    /// Embed: also run the same sentences through ONNX Runtime, the model exported by torch,
-    /// in fp32 and dynamically quantised to int8 (`scripts/bench_onnxruntime.py`), and report
-    /// the ratios.
+    /// Embed, infer: also run the same sentences (embed) or batch (infer) through ONNX
+    /// Runtime, the model exported by torch, in fp32 and dynamically quantised to int8 (weights
+    /// per tensor, and per channel) (`scripts/bench_onnxruntime.py`), and report the ratios.
     #[arg(long)]
     pub compare_onnxruntime: bool,
     /// Embed, infer: run the model's linear layers in int8 (`embed --int8`), on flex or ndarray.
