@@ -406,17 +406,23 @@ where
             "batch_size": b, "seq_len": s, "micro_batches": micro, "int8": args.int8, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
         });
         attach(&mut row, theirs, "tokens_per_s", &label);
-        if let Some(onnx) = onnx {
-            for kind in ["fp32", "int8", "int8_per_channel"] {
-                let ratio = tokens_per_s / onnx[kind]["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-                eprintln!("onnxruntime {kind} {label}: {:.0} tokens/s; Sesame {backend} / ONNX Runtime {kind} = {ratio:.2}x", onnx[kind]["tokens_per_s"].as_f64().unwrap_or(f64::NAN));
-                row[format!("onnxruntime_{kind}_ratio")] = ratio.into();
-            }
-            row["onnxruntime"] = onnx;
-        }
+        attach_onnxruntime(&mut row, onnx, "tokens_per_s", &label);
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// ONNX Runtime's figures `onnx` (if compared: fp32, int8, int8 per channel) into `row`, with
+/// the ratio of `figure`, Sesame's over each (above 1: Sesame faster).
+fn attach_onnxruntime(row: &mut serde_json::Value, onnx: Option<serde_json::Value>, figure: &str, label: &str) {
+    let Some(onnx) = onnx else { return };
+    let ours = row[figure].as_f64().unwrap_or(f64::NAN);
+    for kind in ["fp32", "int8", "int8_per_channel"] {
+        let theirs = onnx[kind][figure].as_f64().unwrap_or(f64::NAN);
+        eprintln!("onnxruntime {kind} {label}: {theirs:.1} {figure}; Sesame {} / ONNX Runtime {kind} = {:.2}x", row["backend"].as_str().unwrap_or("?"), ours / theirs);
+        row[format!("onnxruntime_{kind}_ratio")] = (ours / theirs).into();
+    }
+    row["onnxruntime"] = onnx;
 }
 
 /// With `--compare-onnxruntime` (`--mode infer`), ONNX Runtime's side, run before Sesame's:
@@ -575,14 +581,7 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
         eprintln!("int8: smallest cosine of an embedding to the float model's {min:.5}");
         row["min_cosine_to_float"] = (min as f64).into();
     }
-    if let Some(onnx) = onnx {
-        for kind in ["fp32", "int8", "int8_per_channel"] {
-            let ratio = per_s / onnx[kind]["sentences_per_s"].as_f64().unwrap_or(f64::NAN);
-            eprintln!("onnxruntime {kind}: {:.1} sentences/s; Sesame {backend} / ONNX Runtime {kind} = {ratio:.2}x", onnx[kind]["sentences_per_s"].as_f64().unwrap_or(f64::NAN));
-            row[format!("onnxruntime_{kind}_ratio")] = ratio.into();
-        }
-        row["onnxruntime"] = onnx;
-    }
+    attach_onnxruntime(&mut row, onnx, "sentences_per_s", "embed");
     if let Some(theirs) = theirs {
         let ratio = per_s / theirs["sentences_per_s"].as_f64().unwrap_or(f64::NAN);
         let load_ratio = theirs["load_s"].as_f64().unwrap_or(f64::NAN) / load_s;
