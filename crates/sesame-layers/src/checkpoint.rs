@@ -512,17 +512,17 @@ fn norm_param_name(name: &str) -> String {
 /// Collects the paths of float parameters holding NaN or infinite values.
 #[derive(Default)]
 struct NonFinite {
-    path: Vec<String>,
+    path: ModulePath,
     found: Vec<String>,
 }
 
 impl burn::module::ModuleVisitor for NonFinite {
-    fn enter_module(&mut self, name: &str, _container_type: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
     }
 
     fn exit_module(&mut self, _name: &str, _container_type: &str) {
-        self.path.pop();
+        self.path.exit();
     }
 
     fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::prelude::Tensor<D>>) {
@@ -533,7 +533,7 @@ impl burn::module::ModuleVisitor for NonFinite {
         let t = param.val();
         let finite = (t.clone() - t).sum().into_scalar::<f32>().is_finite();
         if !finite {
-            self.found.push(self.path.join("."));
+            self.found.push(self.path.joined());
         }
     }
 }
