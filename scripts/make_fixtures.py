@@ -122,7 +122,8 @@ def redraw(model: torch.nn.Module, seed: int) -> None:
             else:
                 value = 0.2 * noise
             p.copy_(value.to(p.dtype))
-    if getattr(model.config, "tie_word_embeddings", True):
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "tie_word_embeddings", True):
         model.tie_weights()
 
 
@@ -605,6 +606,129 @@ def make_electra_train_step():
             "transformers": transformers.__version__, "torch": torch.__version__}
     (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(f"electra train step: loss {loss.item():.5f} (mlm {mlm_loss.item():.5f}, rtd {rtd_loss.item():.5f}), grad norm {norm.item():.5f}")
+
+
+class SpanBoundaryHead(torch.nn.Module):
+    """SpanBERT's span-boundary objective as the paper writes it (Joshi et al. 2020, eq. 1-2):
+    y_i = LayerNorm(GeLU(W2 LayerNorm(GeLU(W1 [x_{s-1}; x_{e+1}; p_{i-s+1}])))), scored by the
+    tied word embeddings plus a bias. Parameter names are the authors' (`BertPairTargetPredictionHead`)."""
+
+    def __init__(self, cfg, word_embeddings, max_targets=20, position_size=200):
+        super().__init__()
+        h = cfg.hidden_size
+        self.position_embeddings = torch.nn.Embedding(max_targets, position_size)
+        self.mlp_layer_norm = torch.nn.Module()
+        self.mlp_layer_norm.linear1 = torch.nn.Linear(2 * h + position_size, h)
+        self.mlp_layer_norm.layer_norm1 = torch.nn.LayerNorm(h, eps=cfg.layer_norm_eps)
+        self.mlp_layer_norm.linear2 = torch.nn.Linear(h, h)
+        self.mlp_layer_norm.layer_norm2 = torch.nn.LayerNorm(h, eps=cfg.layer_norm_eps)
+        self.bias = torch.nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.word_embeddings = [word_embeddings]  # tied, not a parameter of this module
+        self.max_targets = max_targets
+
+    def forward(self, hidden, labels):
+        """SBO loss: mean cross-entropy over every token of every masked span (a maximal run of
+        labelled positions) that has a token on both sides, its first `max_targets` tokens."""
+        m = self.mlp_layer_norm
+        rows, targets = [], []
+        for b in range(labels.shape[0]):
+            i = 0
+            while i < labels.shape[1]:
+                if labels[b, i] == -100:
+                    i += 1
+                    continue
+                s = i
+                while i < labels.shape[1] and labels[b, i] != -100:
+                    i += 1
+                e = i - 1
+                if s == 0 or e == labels.shape[1] - 1:
+                    continue
+                for k in range(s, min(e + 1, s + self.max_targets)):
+                    rows.append((b, s - 1, e + 1, k - s))
+                    targets.append(labels[b, k])
+        b_idx = torch.tensor([r[0] for r in rows])
+        h0 = torch.cat([hidden[b_idx, torch.tensor([r[1] for r in rows])], hidden[b_idx, torch.tensor([r[2] for r in rows])],
+                        self.position_embeddings(torch.tensor([r[3] for r in rows]))], -1)
+        act = torch.nn.functional.gelu
+        h1 = m.layer_norm1(act(m.linear1(h0)))
+        y = m.layer_norm2(act(m.linear2(h1)))
+        logits = y @ self.word_embeddings[0].weight.T + self.bias
+        return torch.nn.functional.cross_entropy(logits, torch.stack(targets)), len(rows)
+
+
+def make_span_boundary_step():
+    """SpanBERT's first step: a tiny BertForMaskedLM with the SBO head, loss MLM + SBO, dropout 0,
+    one clipped AdamW step as make_train_step's. The batch's spans cover what the objective must
+    handle: a span of 21 tokens (its 21st has no offset embedding), two touching spans (one span to
+    SBO), spans whose boundary is [CLS] or [SEP]."""
+    out = OUT / "train" / "spanbert-first-step"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    cfg = config_for("base", "bert", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    mlm_model = build(BertForMaskedLM, cfg, 7878).float()
+
+    class SpanBert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlm = mlm_model
+            self.sbo = SpanBoundaryHead(cfg, mlm_model.bert.embeddings.word_embeddings)
+    model = SpanBert()
+    # As `redraw`, by module type: the authors' `mlp_layer_norm.linear1` is no LayerNorm.
+    g = torch.Generator().manual_seed(7879)
+    with torch.no_grad():
+        for name, p in model.sbo.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            is_norm = isinstance(model.sbo.get_submodule(name.rpartition(".")[0]), torch.nn.LayerNorm) if "." in name else False
+            p.copy_(1.0 + 0.1 * noise if is_norm and name.endswith("weight") else (0.1 if name.endswith("bias") else 0.2) * noise)
+    g = torch.Generator().manual_seed(5)
+    inputs = padded_batch(cfg, g, [24, 12, 9, 17], 24)
+    spans = {0: [(1, 21)], 1: [(2, 4), (5, 6), (9, 9)], 2: [(1, 1), (7, 7)], 3: [(3, 5), (8, 12), (15, 15)]}
+    labels = torch.full_like(inputs["input_ids"], -100)
+    for b, row in spans.items():
+        for s, e in row:
+            labels[b, s:e + 1] = torch.randint(0, cfg.vocab_size, (e - s + 1,), generator=g)
+    inputs["input_ids"][labels != -100] = 4
+    model.train()
+    out_mlm = mlm_model(**inputs, labels=labels, output_hidden_states=True)
+    sbo_loss, sbo_targets = model.sbo(out_mlm.hidden_states[-1], labels)
+    loss = out_mlm.loss + sbo_loss
+    loss.backward()
+    names = [(n.removeprefix("mlm.").replace("sbo.", "cls.pair_target_predictions."), p) for n, p in model.named_parameters()]
+    grads = {n: p.grad.detach().clone() for n, p in names}
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+
+    def no_decay(n):
+        return n.endswith("bias") or "LayerNorm.weight" in n or "layer_norm1.weight" in n or "layer_norm2.weight" in n
+    opt = torch.optim.AdamW([{"params": [p for n, p in names if not no_decay(n)], "weight_decay": 0.01},
+                             {"params": [p for n, p in names if no_decay(n)], "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-6)
+    before = {n: p.detach().clone() for n, p in names}
+    opt.step()
+    # The checkpoint holds the weights before the step: BertForMaskedLM's, and the SBO head's beside them.
+    with torch.no_grad():
+        after = {n: p.detach().clone() for n, p in names}
+        for n, p in names:
+            p.copy_(before[n])
+    mlm_model.save_pretrained(out)
+    from safetensors.torch import load_file
+    weights = load_file(out / "model.safetensors")
+    weights.update({n: v.contiguous() for n, v in before.items() if n.startswith("cls.pair_target_predictions.")})
+    save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
+    io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+    io["label.labels"] = labels.contiguous()
+    io["output.loss"] = loss.detach().reshape(1).float()
+    io["output.mlm_loss"] = out_mlm.loss.detach().reshape(1).float()
+    io["output.sbo_loss"] = sbo_loss.detach().reshape(1).float()
+    io["output.grad_norm"] = norm.detach().reshape(1).float()
+    io.update({f"grad.{k}": v.float().contiguous() for k, v in grads.items()})
+    io.update({f"after.{k}": v.float().contiguous() for k, v in after.items()})
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "BertForMaskedLM + SpanBERT's SBO head, first AdamW step (loss MLM + SBO)", "sbo_targets": sbo_targets,
+            "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6, "weight_decay": 0.01, "max_grad_norm": 0.5,
+            "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"spanbert train step: loss {loss.item():.5f} (mlm {out_mlm.loss.item():.5f}, sbo {sbo_loss.item():.5f} over {sbo_targets}), grad norm {norm.item():.5f}")
 
 
 UNILM_MASKS = ["bidirectional", "left-to-right", "right-to-left", "seq-to-seq"]
@@ -1333,6 +1457,7 @@ def main():
         make_train_step("bert")
         make_train_step("albert")
         make_electra_train_step()
+        make_span_boundary_step()
         return
     if args.only == "unilm":
         make_unilm()
@@ -1373,6 +1498,7 @@ def main():
     make_train_step("bert")
     make_train_step("albert")
     make_electra_train_step()
+    make_span_boundary_step()
     make_unilm()
     make_generation_processors()
     make_generation_greedy()

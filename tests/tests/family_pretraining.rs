@@ -1,4 +1,4 @@
-//! RoBERTa, ALBERT, ELECTRA and UniLM pre-train with their papers' objectives on the shared
+//! RoBERTa, ALBERT, ELECTRA, UniLM and SpanBERT pre-train with their papers' objectives on the shared
 //! trainer: a tiny model of each learns from the shipped corpus, and the batches are what the
 //! papers describe (RoBERTa: packed single sequences, one token type, no sentence task;
 //! ALBERT: sentence pairs with balanced order labels, whole-word n-gram masks; ELECTRA: its
@@ -8,6 +8,8 @@
 use burn::prelude::*;
 use sesame_albert::{Albert, AlbertConfig};
 use sesame_layers::PretrainedModel;
+use sesame_bert::pretraining::SpanBert;
+use sesame_bert::BertConfig;
 use sesame_roberta::{Roberta, RobertaConfig};
 use sesame_tests::training::run_dir;
 use sesame_tests::{fixtures_dir, Backend};
@@ -92,6 +94,30 @@ fn a_tiny_albert_learns_with_ngram_masks_and_sentence_order() {
     assert!((start - chance).abs() < 1.0, "initial MLM loss {start:.3}, chance is {chance:.3}");
     assert!(end < start - 0.75, "held-out MLM loss went from {start:.3} to {end:.3}");
     assert!(held_out.contains_key("sop_accuracy") && held_out.contains_key("sop_loss"), "{held_out:?}");
+}
+
+#[test]
+fn a_tiny_spanbert_learns_mlm_and_the_span_boundary_objective() {
+    let (task, tokenizer) = task::<SpanBert>(20, 1000, 48, 16);
+    let batch = task.train_batch(0, &Device::flex());
+    let types = batch.input.token_type_ids.clone().unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    assert!(types.iter().all(|&t| t == 0), "SpanBERT trains on single sequences");
+    // Span masking: most masked tokens have a masked neighbour.
+    let labels = batch.mlm_labels.clone().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    let masked: Vec<usize> = (0..labels.len()).filter(|&i| labels[i] != -100).collect();
+    let in_runs = masked.iter().filter(|&&i| masked.contains(&(i + 1)) || (i > 0 && masked.contains(&(i - 1)))).count();
+    assert!(in_runs as f64 > 0.5 * masked.len() as f64, "{in_runs} of {} masked tokens in runs", masked.len());
+
+    let mut config = BertConfig::preset("tiny", tokenizer.vocab_size(), 64, tokenizer.special_tokens().pad.1 as usize).unwrap();
+    (config.hidden_size, config.num_attention_heads, config.intermediate_size) = (64, 2, 128);
+    let device = Backend::Flex.device().unwrap().autodiff();
+    let model = sesame_bert::BertForSpanPreTraining::new_hf(&config, &device);
+    let before = Trainer::new(TrainConfig::default(), run_dir("spanbert-before")).with_progress(false).evaluate(&task, &model, &task.held_out_batches(&device));
+    let (start, end, held_out) = learn::<SpanBert>(&task, model, "spanbert-learn");
+    assert!(end < start - 0.75, "held-out MLM loss went from {start:.3} to {end:.3}");
+    let (sbo_start, sbo_end) = (before["sbo_loss"], held_out["sbo_loss"]);
+    assert!(sbo_end < sbo_start - 0.75, "held-out SBO loss went from {sbo_start:.3} to {sbo_end:.3}");
+    assert!(!held_out.keys().any(|k| k.starts_with("nsp")), "no sentence task: {held_out:?}");
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod int8;
 mod masked_lm_head;
 mod minilm;
 mod roberta_parity;
+mod span_boundary;
 mod tokenizer_parity;
 mod unilm_parity;
 mod xlnet_parity;

@@ -11,11 +11,11 @@ use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
 use sesame_layers::pipeline::EmbedOptions;
-use sesame_layers::{ClassificationHead, Classifier, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
+use sesame_layers::{ClassificationHead, Classifier, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
 use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
 use sesame_xlnet::{XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification, XlnetForTokenClassification};
 use sesame_roberta::{Roberta, RobertaModel};
-use sesame_train::pretraining::PretrainingFamily;
+use sesame_train::pretraining::{PretrainingFamily, SpanBoundaryRecipe};
 
 use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
@@ -57,6 +57,17 @@ pub struct FamilyEntry {
     pub answer: Option<AnswerFn>,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
+    /// `cargo xtask train <name> --objective span` (SpanBERT's recipe) and its export.
+    pub span: Option<Recipe>,
+}
+
+/// A pre-training recipe other than the family's own: `train` and `export`.
+#[derive(Clone, Copy)]
+pub struct Recipe {
+    /// `cargo xtask train`.
+    pub train: fn(TrainArgs, Device) -> Result<String, String>,
+    /// `cargo xtask export` of its runs.
+    pub export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
 }
 
 /// `cargo xtask answer`'s entry point.
@@ -77,6 +88,7 @@ impl FamilyEntry {
         ForSequenceClassification<B, S>: Send + Sync,
         ForTokenClassification<B>: Send + Sync,
         ForQuestionAnswering<B>: Send + Sync,
+        ForSpanPreTraining<B>: Send + Sync,
     {
         Self {
             name,
@@ -94,6 +106,7 @@ impl FamilyEntry {
             classify: Some(classify_with::<ForSequenceClassification<B, S>>),
             tag: Some(tag_with::<ForTokenClassification<B>>),
             answer: Some(answer_with::<ForQuestionAnswering<B>>),
+            span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
         }
     }
 
@@ -124,6 +137,7 @@ impl FamilyEntry {
             classify: Some(classify_with::<BartForSequenceClassification>),
             tag: None,
             answer: Some(answer_with::<BartForQuestionAnswering>),
+            span: None,
         }
     }
 
@@ -204,6 +218,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         classify: Some(classify_with::<XlnetForSequenceClassification>),
         tag: Some(tag_with::<XlnetForTokenClassification>),
         answer: Some(answer_with::<XlnetForQuestionAnsweringSimple>),
+        span: None,
     },
 ];
 

@@ -8,6 +8,24 @@ use sesame_text::{Corpus, DenoisingConfig, MaskLength, Packing, Tokenizer, Token
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
+/// A pre-training objective in place of the family's own (`--objective`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// SpanBERT: span masking (geometric span lengths, p = 0.2, at most 10 words), masked LM +
+    /// the span-boundary objective, single sequences without a sentence task.
+    Span,
+}
+
+impl Objective {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Span => "span",
+        }
+    }
+}
+
 /// RoBERTa's input packing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 pub enum PackingKind {
@@ -81,7 +99,11 @@ pub struct TrainArgs {
     /// Global gradient-norm clip (0 = off).
     #[arg(long, default_value_t = 1.0)]
     pub max_grad_norm: f64,
-    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT, electra, unilm).
+    /// Pre-train with this objective instead of the family's own (masked-LM families): `span`
+    /// is SpanBERT's. The default run directory is then runs/FAMILY-OBJECTIVE.
+    #[arg(long, value_enum)]
+    pub objective: Option<Objective>,
+    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT, electra, unilm; span with --objective span).
     #[arg(long, value_enum)]
     pub masking: Option<MaskingKind>,
     /// How packed families (RoBERTa, ELECTRA) fill sequences (default: full).
@@ -257,6 +279,9 @@ struct RunSpec {
     layout: String,
     #[serde(default)]
     static_masks: Option<u32>,
+    /// `--objective`, when not the family's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    objective: Option<Objective>,
     seed: u64,
     held_out: f64,
 }
@@ -272,6 +297,7 @@ impl RunSpec {
             masking,
             layout,
             static_masks: args.static_masks,
+            objective: args.objective,
             seed: args.seed,
             held_out: args.held_out,
         }
@@ -288,7 +314,10 @@ impl RunSpec {
 /// Run `train` and return a JSON summary.
 pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     let family = crate::families::by_name(&args.family)?;
-    family.command("train", family.train)?(args, device)
+    match args.objective {
+        None => family.command("train", family.train)?(args, device),
+        Some(Objective::Span) => family.command("train --objective span", family.span.map(|s| s.train))?(args, device),
+    }
 }
 
 /// The family's data layout with the command line's choices.
@@ -308,7 +337,11 @@ fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
 /// `--overwrite` is given, emptied with `--overwrite`; `spec` written to its `run.json`, or
 /// on `--resume` compared with the one there.
 fn open_run(args: &TrainArgs, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(family));
+    let name = match args.objective {
+        Some(objective) => format!("{family}-{}", objective.name()),
+        None => family.to_string(),
+    };
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(name));
     let holds_something = std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some());
     if holds_something && !args.resume {
         if !args.overwrite {
@@ -643,7 +676,11 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
     let checkpoint_file = checkpoint.join("model.bpk");
     let family = crate::families::by_name(&spec.family)?;
-    let written = family.command("export", family.export)?(run, &checkpoint_file, &out, &device)?;
+    let export = match spec.objective {
+        None => family.command("export", family.export)?,
+        Some(Objective::Span) => family.command("export", family.span.map(|s| s.export))?,
+    };
+    let written = export(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
     let tok_config = TokenizerConfig::of_dir(&tokenizer_dir).map_err(err)?;

@@ -26,6 +26,7 @@ pub mod pretrained;
 pub mod random;
 pub mod scalar_mix;
 pub mod seq2seq;
+pub mod span_boundary;
 pub mod tasks;
 
 pub use activation::Activation;
@@ -46,11 +47,12 @@ pub use heads::{
 pub use hparams::EncoderHyperParams;
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;
+pub use span_boundary::{ForSpanPreTraining, SpanBoundaryHead, SpanBoundaryHeadConfig};
 pub use seq2seq::{shift_tokens_right, NamedOutput, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
-    ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
+    ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
     SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
 };

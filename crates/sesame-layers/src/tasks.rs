@@ -81,6 +81,7 @@ macro_rules! hf_form_of_base {
         }
     };
 }
+pub(crate) use hf_form_of_base;
 
 /// Labels for [`ForPreTraining`].
 #[derive(Clone, Debug)]
@@ -269,29 +270,78 @@ pub struct MaskedPositions {
     /// The original token at each position `[masked]` (-100 for the one ignored placeholder of
     /// a batch that masks nothing).
     pub targets: Tensor<1, Int>,
+    /// The span each position lies in, for objectives that read a span's boundary (SpanBERT's).
+    pub spans: MaskedSpans,
+}
+
+/// The masked span of each predicted position. A span is a maximal run of predicted positions
+/// in a row, as SpanBERT merges masked spans that touch (`merge_intervals`).
+#[derive(Clone, Debug)]
+pub struct MaskedSpans {
+    /// Flat index into `[batch * seq]` of the token just before the span `[masked]`.
+    pub left: Tensor<1, Int>,
+    /// Flat index of the token just after the span `[masked]`.
+    pub right: Tensor<1, Int>,
+    /// The position's offset in its span, 0 for the span's first token `[masked]`;
+    /// [`MaskedSpans::NO_BOUNDARY`] for a span that touches its row's first or last column.
+    pub offset: Tensor<1, Int>,
+}
+
+impl MaskedSpans {
+    /// The offset of a position whose span has no token on one side (its boundary indices are
+    /// the position itself).
+    pub const NO_BOUNDARY: i64 = i32::MAX as i64;
+
+    /// `(left, right, offset)` of each predicted position of `labels` `[rows, seq]` (row-major,
+    /// -100 = not predicted), in row-major order.
+    fn of_labels(labels: &[i64], seq: usize) -> Vec<(i64, i64, i64)> {
+        let mut out = Vec::new();
+        for (row, labels) in labels.chunks(seq.max(1)).enumerate() {
+            let base = (row * seq) as i64;
+            let mut col = 0;
+            while col < labels.len() {
+                if labels[col] == IGNORE_INDEX {
+                    col += 1;
+                    continue;
+                }
+                let start = col;
+                while col < labels.len() && labels[col] != IGNORE_INDEX {
+                    col += 1;
+                }
+                let inside = start > 0 && col < labels.len();
+                for i in start..col {
+                    out.push(match inside {
+                        true => (base + start as i64 - 1, base + col as i64, (i - start) as i64),
+                        false => (base + i as i64, base + i as i64, Self::NO_BOUNDARY),
+                    });
+                }
+            }
+        }
+        out
+    }
 }
 
 impl MaskedPositions {
     /// The predicted positions of MLM labels `[batch, seq]` given row-major on the host (-100 =
     /// not predicted).
-    pub fn from_labels(labels: &[i64], device: &Device) -> Self {
+    pub fn from_labels(labels: &[i64], seq: usize, device: &Device) -> Self {
         let (mut positions, mut targets): (Vec<i64>, Vec<i64>) =
             labels.iter().enumerate().filter(|(_, &l)| l != IGNORE_INDEX).map(|(i, &l)| (i as i64, l)).unzip();
+        let mut spans = MaskedSpans::of_labels(labels, seq);
         if positions.is_empty() {
             // An empty index tensor is not portable across backends; one ignored row adds nothing.
-            (positions, targets) = (vec![0], vec![IGNORE_INDEX]);
+            (positions, targets, spans) = (vec![0], vec![IGNORE_INDEX], vec![(0, 0, MaskedSpans::NO_BOUNDARY)]);
         }
         let n = positions.len();
-        Self {
-            positions: Tensor::from_data(TensorData::new(positions, [n]), device),
-            targets: Tensor::from_data(TensorData::new(targets, [n]), device),
-        }
+        let int = |v: Vec<i64>| Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device);
+        let (left, (right, offset)): (Vec<i64>, (Vec<i64>, Vec<i64>)) = spans.into_iter().map(|(l, r, o)| (l, (r, o))).unzip();
+        Self { positions: int(positions), targets: int(targets), spans: MaskedSpans { left: int(left), right: int(right), offset: int(offset) } }
     }
 
     /// The predicted positions of MLM labels `[batch, seq]` on a device (reads them back).
     pub fn of(labels: &Tensor<2, Int>) -> Self {
         let host = labels.to_data().convert::<i64>().try_to_vec::<i64>().expect("i64 labels");
-        Self::from_labels(&host, &labels.device())
+        Self::from_labels(&host, labels.dims()[1], &labels.device())
     }
 
     /// The rows of `hidden` `[batch, seq, d]` at the positions: `[masked, d]`.
@@ -312,6 +362,8 @@ pub struct ObjectiveOutput {
     pub prediction_logits: Tensor<2>,
     /// Sentence-task loss and logits `[batch, 2]` (NSP, SOP), for models with that head.
     pub sentence: Option<(Tensor<1>, Tensor<2>)>,
+    /// The span-boundary loss (SpanBERT's SBO), for models with that head.
+    pub span_boundary: Option<Tensor<1>>,
 }
 
 /// A model pre-trained with masked LM, with or without a sentence-pair task: what a
@@ -344,6 +396,7 @@ impl<B: HasSentenceHead> MaskedLmObjective for ForPreTraining<B> {
             mlm_loss,
             prediction_logits,
             sentence: Some((sentence_loss, sentence_logits)),
+            span_boundary: None,
         }
     }
 
@@ -359,7 +412,7 @@ impl<B: HasMaskedLmHead> MaskedLmObjective for ForMaskedLM<B> {
         let out = self.base.forward(input, OutputOptions::default());
         let prediction_logits = self.lm_head.forward(masked.gather(out.last_hidden_state()), self.base.word_embeddings());
         let loss = cross_entropy(prediction_logits.clone(), masked.targets.clone());
-        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits, sentence: None }
+        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits, sentence: None, span_boundary: None }
     }
 
     fn input_limits(config: &B::Config) -> InputLimits {

@@ -15,7 +15,7 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
+use sesame_layers::{ConfigError, EncoderInput, ForSpanPreTraining, HasMaskedLmHead, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
@@ -173,6 +173,39 @@ pub trait PretrainingFamily {
     fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<<Self::Model as sesame_layers::PretrainedModel>::Config, ConfigError>;
 }
 
+/// SpanBERT's recipe (Joshi et al. 2020) on the encoder `B` of family `F`: single sequences of
+/// full sentences without a sentence task, span masking (geometric lengths, p = 0.2, at most
+/// 10 words, 15% of the tokens, 80/10/10 per span), loss MLM + span-boundary objective
+/// ([`ForSpanPreTraining`]); `F`'s tokenizer and size presets.
+pub struct SpanBoundaryRecipe<F, B>(PhantomData<fn() -> (F, B)>);
+
+impl<F, B> PretrainingFamily for SpanBoundaryRecipe<F, B>
+where
+    F: PretrainingFamily,
+    B: HasMaskedLmHead,
+    F::Model: PretrainedModel<Config = B::Config>,
+    ForSpanPreTraining<B>: Send + Sync,
+{
+    type Model = ForSpanPreTraining<B>;
+    const NAME: &'static str = F::NAME;
+
+    fn layout() -> Layout {
+        Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
+    }
+
+    fn masking() -> MaskingKind {
+        MaskingKind::Span
+    }
+
+    fn tokenizer() -> TokenizerKind {
+        F::tokenizer()
+    }
+
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<B::Config, ConfigError> {
+        F::preset(preset, vocab_size, max_len, pad_token_id)
+    }
+}
+
 /// One pre-training batch on a device.
 #[derive(Clone, Debug)]
 pub struct PretrainingBatch {
@@ -199,7 +232,7 @@ impl PretrainingBatch {
         Self {
             input: EncoderInput::new(t(&b.input_ids)).with_attention_mask(t(&b.attention_mask)).with_token_type_ids(t(&b.token_type_ids)),
             mlm_labels: t(&b.mlm_labels),
-            masked: MaskedPositions::from_labels(&b.mlm_labels, device),
+            masked: MaskedPositions::from_labels(&b.mlm_labels, b.seq, device),
             sentence_labels: Tensor::from_data(TensorData::new(b.pair_labels.clone(), [b.batch]), device),
             tokens: b.tokens,
             seed: 0,
@@ -510,6 +543,9 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
         counts.push(logits.clone().argmax(1).squeeze_dim::<1>(1).equal(batch.sentence_labels.clone()).int().sum());
         losses.push(loss.clone());
     }
+    if let Some(loss) = &out.span_boundary {
+        losses.push(loss.clone());
+    }
     // A failed read-back (device error) leaves NaN metrics; the trainer reports the error when
     // it reads the loss.
     let counts = read_back(Tensor::cat(counts, 0).float(), 0.0);
@@ -524,6 +560,10 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
         let rows = batch.sentence_labels.dims()[0] as f64;
         metrics.push(Metric::mean(&format!("{name}_loss"), losses[1] * rows, rows));
         metrics.push(Metric::mean(&format!("{name}_accuracy"), counts[2], rows));
+    }
+    if out.span_boundary.is_some() {
+        // Weighted by the masked tokens; the SBO targets are those of spans inside their row.
+        metrics.push(Metric::mean("sbo_loss", losses[losses.len() - 1] * masked, masked));
     }
     StepOutput { loss: out.loss, metrics, tokens: batch.tokens, predictions: None }
 }

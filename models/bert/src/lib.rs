@@ -29,7 +29,7 @@ pub mod pretraining;
 pub use config::{Bert, BertLikeConfig, BertLikeFamily};
 pub use heads::{
     BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction, BertForPreTraining, BertForQuestionAnswering,
-    BertForSequenceClassification, BertForTokenClassification, BertLMHeadModel,
+    BertForSequenceClassification, BertForSpanPreTraining, BertForTokenClassification, BertLMHeadModel,
 };
 pub use model::{BertLikeModel, NextSentenceFamily};
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};

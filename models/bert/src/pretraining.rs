@@ -1,17 +1,22 @@
 //! BERT's pre-training recipe on the shared masked-LM loop (`sesame_train::pretraining`):
 //! sentence pairs with next-sentence prediction (Google's `create_pretraining_data.py`),
-//! token-level 15% masking with 80/10/10, masks drawn anew for every batch, WordPiece.
+//! token-level 15% masking with 80/10/10, masks drawn anew for every batch, WordPiece; and
+//! SpanBERT's ([`SpanBert`]): span masking, MLM + span-boundary objective, no NSP.
 
 use sesame_layers::ConfigError;
 use sesame_text::{PairConfig, TokenizerKind};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
+use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, SpanBoundaryRecipe};
 
 pub use sesame_train::pretraining::{pretraining_step, DataError, PretrainingBatch};
 
-use crate::{Bert, BertConfig, BertForPreTraining};
+use crate::{Bert, BertConfig, BertForPreTraining, BertModel};
 
 /// BERT pre-training (MLM + NSP) as a task for the shared trainer.
 pub type BertPretraining = Pretraining<BertForPreTraining>;
+
+/// SpanBERT (Joshi et al. 2020): BERT pre-trained on single sequences with span masking and
+/// the span-boundary objective beside MLM (`cargo xtask train bert --objective span`).
+pub type SpanBert = SpanBoundaryRecipe<Bert, BertModel>;
 
 impl PretrainingFamily for Bert {
     type Model = BertForPreTraining;
