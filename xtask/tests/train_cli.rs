@@ -1,4 +1,5 @@
-//! `cargo xtask train bert|roberta|albert|electra|unilm|bart|xlnet` end to end, through the real binary:
+//! `cargo xtask train bert|roberta|albert|electra|unilm|bart|xlnet` end to end, through the real binary
+//! (and `train bert --objective span`):
 //! train on the shipped corpus with the family's objective and tokenizer, get killed, resume,
 //! export; the export works with `fill-mask`, and transformers loads it (ELECTRA: the
 //! discriminator and the generator) with the same tokens and outputs.
@@ -86,6 +87,56 @@ fn unilm_is_killed_resumes_and_exports_a_bert_transformers_loads() {
         metrics: &["mlm_loss", "mlm_accuracy", "nsp_accuracy", "bidirectional_mlm_loss", "seq_to_seq_mlm_loss", "left_to_right_mlm_loss", "right_to_left_mlm_loss"],
         checks: &[("", "BertForPreTraining", "output.prediction_logits", sesame_logits::<sesame_unilm::UnilmModel>)],
     });
+}
+
+/// `train bert --objective span` (SpanBERT): the held-out metrics carry the SBO loss and no
+/// sentence task, the run remembers its objective (export finds the model; a resume without
+/// the flag is refused), and transformers loads the export as `BertForMaskedLM`, reporting
+/// exactly the SBO head as unexpected, with Sesame's logits.
+#[test]
+fn bert_trains_with_the_span_boundary_objective_and_exports_a_masked_lm() {
+    let out = std::env::temp_dir().join(format!("sesame-cli-train-spanbert-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut args = train_args("bert", &out, "8");
+    args.extend(["--objective".to_string(), "span".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = xtask(&args).output().unwrap();
+    assert!(output.status.success(), "train --objective span: {}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for key in ["mlm_loss", "sbo_loss", "mlm_accuracy"] {
+        assert!(summary["held_out"][key].is_number(), "held-out {key} in {summary}");
+    }
+    assert!(summary["held_out"].get("nsp_accuracy").is_none(), "no sentence task: {summary}");
+
+    let export = xtask(&["export", "--run", out.to_str().unwrap(), "--step", "8", "--out", out.join("step8").to_str().unwrap()]).output().unwrap();
+    assert!(export.status.success(), "export: {}", String::from_utf8_lossy(&export.stderr));
+    let mut resume: Vec<&str> = args.iter().copied().filter(|a| *a != "--objective" && *a != "span").collect();
+    resume.push("--resume");
+    let refused = xtask(&resume).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("different data settings"), "{stderr}");
+
+    let Some(python) = python() else { return };
+    let export = out.join("export");
+    let batch = Tokenizer::from_dir(&export).unwrap().encode_pairs(&[("Call me Ishmael.", "The whale!")], 32, true).unwrap();
+    let inputs = serde_json::to_string(&[&batch.input_ids, &batch.token_type_ids, &batch.attention_mask]).unwrap();
+    let script = "import json, sys, torch\nfrom transformers import BertForMaskedLM\n\
+                  m, info = BertForMaskedLM.from_pretrained(sys.argv[1], output_loading_info=True)\n\
+                  ids, types, mask = (torch.tensor(t).reshape(1, -1) for t in json.loads(sys.argv[2]))\n\
+                  logits = m.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask).logits.flatten().tolist()\n\
+                  print(json.dumps({'missing': sorted(info['missing_keys']), 'unexpected': sorted(info['unexpected_keys']), 'logits': logits}))";
+    let output = Command::new(&python).args(["-c", script]).arg(&export).arg(&inputs).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    assert!(output.status.success(), "transformers could not load the export: {}", String::from_utf8_lossy(&output.stderr));
+    let hf: serde_json::Value = serde_json::from_slice(output.stdout.rsplit(|&b| b == b'\n').find(|l| !l.is_empty()).unwrap()).unwrap();
+    assert_eq!(hf["missing"], serde_json::json!([]), "{}", hf["missing"]);
+    let unexpected: Vec<&str> = hf["unexpected"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(unexpected.len(), 10, "{unexpected:?}");
+    assert!(unexpected.iter().all(|k| k.starts_with("cls.pair_target_predictions.")), "{unexpected:?}");
+    let theirs: Vec<f32> = hf["logits"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+    let ours = sesame_logits::<sesame_bert::BertModel>(&export, &batch);
+    assert_eq!(ours.len(), theirs.len());
+    let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(diff <= 1e-4, "transformers and Sesame differ by {diff:e} on the exported model");
 }
 
 /// Replaced-token logits of the ELECTRA discriminator saved in `export`, on `batch`.
