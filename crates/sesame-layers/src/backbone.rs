@@ -238,6 +238,14 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
         None
     }
 
+    /// The model without `heads` (layer -> heads, numbered as in the unpruned layers, as HF's
+    /// `prune_heads` takes them), `config` recording them in `pruned_heads`, which saving
+    /// writes and loading rebuilds the layers from. Families whose heads cannot be pruned
+    /// refuse.
+    fn prune_heads(self, _config: &mut Self::Config, _heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
+        Err(crate::ConfigError::Invalid { field: "pruned_heads".into(), reason: format!("{} heads cannot be pruned", Self::CLASS) })
+    }
+
     /// The device the model lives on.
     fn device(&self) -> Device {
         self.word_embeddings().device()

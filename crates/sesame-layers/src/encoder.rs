@@ -1,5 +1,7 @@
 //! Post-LN transformer encoder layer and stack (HF `BertLayer` / `BertEncoder`).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::prelude::*;
 
@@ -33,14 +35,24 @@ pub struct EncoderConfig {
     /// Dropout after the feed-forward activation (BART's `activation_dropout`).
     #[config(default = 0.0)]
     pub activation_dropout: f64,
+    /// The heads of each layer, `d_model / n_heads` wide, where heads were pruned (HF
+    /// `pruned_heads`); empty: `n_heads` in every layer.
+    #[config(default = "Vec::new()")]
+    pub layer_heads: Vec<usize>,
 }
 
 impl EncoderConfig {
-    /// Build one layer on `device`.
+    /// Build one layer with every head on `device`.
     pub fn init_layer(&self, device: &Device) -> EncoderLayer {
+        self.init_layer_with_heads(self.n_heads, device)
+    }
+
+    /// Build one layer with `heads` heads of `d_model / n_heads` on `device`.
+    fn init_layer_with_heads(&self, heads: usize, device: &Device) -> EncoderLayer {
         let norm = || LayerNormConfig::new(self.d_model).with_epsilon(self.layer_norm_eps).init(device);
         EncoderLayer {
-            attention: MultiHeadAttentionConfig::new(self.d_model, self.n_heads)
+            attention: MultiHeadAttentionConfig::new(self.d_model, heads)
+                .with_head_dim(Some(self.d_model / self.n_heads))
                 .with_dropout(self.attention_dropout)
                 .init(device),
             attention_norm: norm(),
@@ -54,7 +66,8 @@ impl EncoderConfig {
 
     /// Build the stack of `n_layers` independent layers on `device`.
     pub fn init(&self, device: &Device) -> Encoder {
-        Encoder { layers: (0..self.n_layers).map(|_| self.init_layer(device)).collect() }
+        let heads = |layer: usize| self.layer_heads.get(layer).copied().unwrap_or(self.n_heads);
+        Encoder { layers: (0..self.n_layers).map(|layer| self.init_layer_with_heads(heads(layer), device)).collect() }
     }
 }
 
@@ -231,6 +244,26 @@ pub struct Encoder {
 }
 
 impl Encoder {
+    /// The stack without the heads `prune` names per layer, numbered as in the unpruned layers
+    /// (of `n_heads` each), from which `pruned` were removed before; heads already pruned are
+    /// skipped, as transformers' `prune_heads` does. The configuration records the union
+    /// ([`crate::EncoderHyperParams::add_pruned`]).
+    pub fn prune_heads(mut self, n_heads: usize, pruned: &BTreeMap<usize, BTreeSet<usize>>, prune: &BTreeMap<usize, BTreeSet<usize>>) -> Self {
+        for (&layer, heads) in prune {
+            let Some(slot) = self.layers.get_mut(layer) else { continue };
+            let before = pruned.get(&layer).cloned().unwrap_or_default();
+            // The numbers of the heads still in the layer, in order: a head's place among them
+            // is its index in the pruned layer.
+            let kept: Vec<usize> = (0..n_heads).filter(|h| !before.contains(h)).collect();
+            let now: BTreeSet<usize> = kept.iter().enumerate().filter(|(_, h)| heads.contains(h)).map(|(i, _)| i).collect();
+            if !now.is_empty() {
+                let layer = slot.clone();
+                *slot = EncoderLayer { attention: layer.attention.without_heads(&now), ..layer };
+            }
+        }
+        self
+    }
+
     /// Run every layer over `x` `[batch, seq, d]`, incrementally when `cache` is given.
     pub fn forward(&self, x: Tensor<3>, mask: &AttentionMask, cache: Option<EncoderCache>, options: OutputOptions) -> EncoderOutput {
         run_layers(self.layers.iter().map(EncoderLayer::parts), x, mask, cache, options)

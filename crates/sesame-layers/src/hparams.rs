@@ -3,7 +3,7 @@
 //! configuration flattens this struct into its own and adds what is its own; its defaults are
 //! filled in from the family's JSON before parsing ([`crate::config::with_defaults`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +64,12 @@ pub struct EncoderHyperParams {
     /// Tie the MLM decoder to the word embeddings.
     #[serde(default = "d::yes")]
     pub tie_word_embeddings: bool,
+    /// Heads removed from layers (HF `pruned_heads`: layer -> heads, numbered as in the unpruned
+    /// layer), as transformers 4's `prune_heads` wrote pruned checkpoints: those layers are built
+    /// with fewer heads of the same width. The keys are strings in the file (JSON), read as
+    /// layer numbers by [`Self::pruned`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pruned_heads: BTreeMap<String, Vec<usize>>,
     /// Label names, count and problem type of classification heads.
     #[serde(flatten)]
     pub labels: LabelConfig,
@@ -209,6 +215,18 @@ impl EncoderHyperParams {
             ensure_probability(p, f)?;
         }
         ensure(self.layer_norm_eps > 0.0, "layer_norm_eps", || "must be positive".into())?;
+        for (layer, heads) in &self.pruned_heads {
+            let reason = match layer.parse::<usize>() {
+                Err(_) => Some(format!("layer `{layer}` is not a layer number")),
+                Ok(l) if l >= self.num_hidden_layers => Some(format!("layer {l} of {} layers", self.num_hidden_layers)),
+                Ok(l) => match heads.iter().find(|&&h| h >= self.num_attention_heads) {
+                    Some(h) => Some(format!("head {h} of layer {l}: the layers have {} heads", self.num_attention_heads)),
+                    None if self.heads_of(l) == 0 => Some(format!("every head of layer {l} is pruned; Sesame needs one at least")),
+                    None => None,
+                },
+            };
+            ensure(reason.is_none(), "pruned_heads", || reason.clone().unwrap_or_default())?;
+        }
         if let Some(kind) = &self.position_embedding_type {
             ensure(kind == "absolute", "position_embedding_type", || format!("`{kind}` is not supported (only `absolute`)"))?;
         }
@@ -224,8 +242,33 @@ impl EncoderHyperParams {
             .with_dropout(self.hidden_dropout_prob)
     }
 
-    /// The post-LN encoder stack.
+    /// The heads pruned from each layer, by their numbers in the unpruned layer (layers with
+    /// none left out; keys that are not layer numbers, which [`Self::validate`] refuses, too).
+    pub fn pruned(&self) -> BTreeMap<usize, BTreeSet<usize>> {
+        let layers = self.pruned_heads.iter().filter_map(|(l, heads)| Some((l.parse().ok()?, heads.iter().copied().collect::<BTreeSet<usize>>())));
+        layers.filter(|(_, heads)| !heads.is_empty()).collect()
+    }
+
+    /// The heads layer `layer` keeps.
+    pub fn heads_of(&self, layer: usize) -> usize {
+        let pruned = self.pruned().get(&layer).map_or(0, |h| h.iter().filter(|&&h| h < self.num_attention_heads).count());
+        self.num_attention_heads - pruned
+    }
+
+    /// Record `heads` (numbered as in the unpruned layer) as pruned from `layer`, beside those
+    /// pruned before.
+    pub fn add_pruned(&mut self, layer: usize, heads: &BTreeSet<usize>) {
+        let mut all = self.pruned().remove(&layer).unwrap_or_default();
+        all.extend(heads);
+        self.pruned_heads.retain(|l, _| l.parse::<usize>().ok() != Some(layer));
+        if !all.is_empty() {
+            self.pruned_heads.insert(layer.to_string(), all.into_iter().collect());
+        }
+    }
+
+    /// The post-LN encoder stack (each layer with the heads it keeps).
     pub fn encoder(&self) -> EncoderConfig {
+        let pruned = !self.pruned().is_empty();
         EncoderConfig::new(
             self.hidden_size,
             self.intermediate_size,
@@ -236,5 +279,6 @@ impl EncoderHyperParams {
         .with_dropout(self.hidden_dropout_prob)
         .with_attention_dropout(self.attention_probs_dropout_prob)
         .with_layer_norm_eps(self.layer_norm_eps)
+        .with_layer_heads(if pruned { (0..self.num_hidden_layers).map(|l| self.heads_of(l)).collect() } else { Vec::new() })
     }
 }

@@ -15,7 +15,7 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, ForSpanPreTraining, HasMaskedLmHead, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
+use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, ForSpanPreTraining, HasMaskedLmHead, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
@@ -195,6 +195,38 @@ where
 
     fn masking() -> MaskingKind {
         MaskingKind::Span
+    }
+
+    fn tokenizer() -> TokenizerKind {
+        F::tokenizer()
+    }
+
+    fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<B::Config, ConfigError> {
+        F::preset(preset, vocab_size, max_len, pad_token_id)
+    }
+}
+
+/// Masked LM alone on single sequences of full sentences, with `F`'s masking, tokenizer and
+/// presets: the no-sentence-task baseline of SpanBERT's and RoBERTa's ablations (`--objective
+/// mlm`; SpanBERT's "span masking, 1seq" with `--masking span`).
+pub struct SingleSequenceRecipe<F, B>(PhantomData<fn() -> (F, B)>);
+
+impl<F, B> PretrainingFamily for SingleSequenceRecipe<F, B>
+where
+    F: PretrainingFamily,
+    B: HasMaskedLmHead,
+    F::Model: PretrainedModel<Config = B::Config>,
+    ForMaskedLM<B>: Send + Sync,
+{
+    type Model = ForMaskedLM<B>;
+    const NAME: &'static str = F::NAME;
+
+    fn layout() -> Layout {
+        Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
+    }
+
+    fn masking() -> MaskingKind {
+        F::masking()
     }
 
     fn tokenizer() -> TokenizerKind {

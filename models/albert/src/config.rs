@@ -120,6 +120,7 @@ impl AlbertConfig {
         self.hparams.validate(0)?;
         ensure(self.embedding_size > 0, "embedding_size", || "must be at least 1".into())?;
         ensure(self.inner_group_num > 0, "inner_group_num", || "must be at least 1".into())?;
+        ensure(self.pruned_heads.is_empty(), "pruned_heads", || "ALBERT's layers are shared across depths; pruned heads are not supported".into())?;
         ensure((1..=self.num_hidden_layers).contains(&self.num_hidden_groups), "num_hidden_groups", || {
             format!("{} groups for {} layers (need 1..=num_hidden_layers)", self.num_hidden_groups, self.num_hidden_layers)
         })?;

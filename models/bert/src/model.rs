@@ -1,12 +1,13 @@
 //! The BERT encoder (HF `BertModel`): embeddings, a stack of post-LN layers, an optional
 //! pooler. RoBERTa runs the same model with its own position ids.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
 use burn::module::Param;
 use burn::prelude::*;
 use sesame_layers::{
-    Activation, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler,
+    Activation, Backbone, ConfigError, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler,
     HasSentenceHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 use sesame_layers::checkpoint::encoder_ignored;
@@ -95,6 +96,17 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
 
     fn causal_lm_architecture() -> String {
         F::causal_lm_architecture()
+    }
+
+    fn prune_heads(self, config: &mut Self::Config, heads: &BTreeMap<usize, BTreeSet<usize>>) -> Result<Self, ConfigError> {
+        let mut pruned = config.clone();
+        for (&layer, heads) in heads {
+            pruned.hparams.add_pruned(layer, heads);
+        }
+        pruned.validate()?;
+        let encoder = self.encoder.prune_heads(config.num_attention_heads, &config.pruned(), heads);
+        *config = pruned;
+        Ok(Self { encoder, ..self })
     }
 
     fn word_embeddings(&self) -> Tensor<2> {

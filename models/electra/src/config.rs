@@ -105,6 +105,7 @@ impl ElectraConfig {
             heads -= 1;
         }
         generator.generator_size = None;
+        generator.hparams.pruned_heads.clear();
         generator.hparams.hidden_size = hidden;
         generator.hparams.num_attention_heads = heads;
         generator.hparams.intermediate_size = 4 * hidden;

@@ -1,0 +1,95 @@
+//! Attention heads pruned as transformers 4's `prune_heads` pruned them: checkpoints with
+//! `pruned_heads` (layers with fewer heads) load with transformers' outputs on every backend;
+//! Sesame's own pruning of the unpruned model gives the same model, records the same
+//! `pruned_heads` and saves what loads back; configurations that cannot be built are refused.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sesame_bert::BertModel;
+use sesame_layers::{Backbone, ClassificationHead, Classifier, ForSequenceClassification, OutputOptions, PretrainedModel, SequenceHead, SequenceLabels};
+use sesame_roberta::RobertaModel;
+use sesame_tests::parity::{check_encoder, check_loss, each, input};
+use sesame_tests::training::run_dir;
+use sesame_tests::{devices, Checker, Fixture, TOLERANCE};
+
+/// The fixture's pruning, in transformers' two calls: the second names head 2 of layer 1
+/// again, which the first removed.
+fn calls() -> [BTreeMap<usize, BTreeSet<usize>>; 2] {
+    let heads = |rows: &[(usize, &[usize])]| rows.iter().map(|(l, h)| (*l, h.iter().copied().collect())).collect();
+    [heads(&[(0, &[1, 3]), (1, &[2])]), heads(&[(1, &[0, 2])])]
+}
+
+fn check<B: Backbone, H: SequenceHead<B>>(family: &str)
+where
+    ForSequenceClassification<B, H>: PretrainedModel<Config = B::Config>,
+{
+    // The checkpoint transformers 4 pruned.
+    each(family, &["pruned"], "seqcls", |f, device, c, options| {
+        let loaded = ForSequenceClassification::<B, H>::from_pretrained(&f.dir, device).unwrap();
+        assert!(loaded.report.initialized.is_empty() && loaded.report.unused.is_empty(), "{}", loaded.report);
+        let out = loaded.model.forward(input(f, device), Some(SequenceLabels::SingleLabel(f.int("label.labels", device))), options);
+        c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
+        check_loss(c, f, out.loss);
+        check_encoder(c, f, &out.encoder, options);
+    });
+
+    // The unpruned model pruned by Sesame, in the same two calls; saved and loaded back.
+    let f = Fixture::open(&format!("{family}/pruned-seqcls"));
+    for (backend, device) in devices() {
+        let loaded = ForSequenceClassification::<B, H>::from_pretrained(&f.dir.join("original"), &device).unwrap();
+        let (mut model, mut config) = (loaded.model, loaded.config);
+        for heads in calls() {
+            model.base = model.base.clone().prune_heads(&mut config, &heads).unwrap();
+        }
+        let dir = run_dir(&format!("pruned-{family}-{backend}"));
+        model.save_pretrained(&config, &dir).unwrap();
+        let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+        assert_eq!(saved["pruned_heads"], serde_json::json!({"0": [1, 3], "1": [0, 2]}), "{backend}");
+        let reloaded = ForSequenceClassification::<B, H>::from_pretrained(&dir, &device).unwrap().model;
+        for (model, what) in [(model, "pruned by Sesame"), (reloaded, "saved and loaded back")] {
+            let mut c = Checker::default();
+            let out = model.forward(input(&f, &device), None, OutputOptions::all());
+            c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
+            check_encoder(&mut c, &f, &out.encoder, OutputOptions::all());
+            c.finish(&format!("{family}, {what}, on {backend}"));
+        }
+    }
+}
+
+#[test]
+fn bert_heads_pruned_by_transformers_load_and_sesame_prunes_the_same() {
+    check::<BertModel, Classifier>("bert");
+}
+
+#[test]
+fn roberta_heads_pruned_by_transformers_load_and_sesame_prunes_the_same() {
+    check::<RobertaModel, ClassificationHead>("roberta");
+}
+
+#[test]
+fn pruned_heads_that_cannot_be_built_are_refused_naming_the_field() {
+    let f = Fixture::open("bert/pruned-seqcls");
+    let device = &devices()[0].1;
+    for (pruned, expect) in [
+        (serde_json::json!({"0": [0, 1, 2, 3]}), "every head of layer 0"),
+        (serde_json::json!({"0": [4]}), "head 4 of layer 0"),
+        (serde_json::json!({"2": [1]}), "layer 2 of 2"),
+        (serde_json::json!({"first": [1]}), "not a layer number"),
+    ] {
+        let dir = run_dir("pruned-bad");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.dir.join("config.json")).unwrap()).unwrap();
+        config["pruned_heads"] = pruned;
+        std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+        std::fs::copy(f.dir.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
+        let err = ForSequenceClassification::<BertModel, Classifier>::from_pretrained(&dir, device).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("pruned_heads") && err.contains(expect), "{err}");
+    }
+    // Pruning every head of a layer through the library is refused the same way.
+    let loaded = ForSequenceClassification::<BertModel, Classifier>::from_pretrained(&f.dir.join("original"), device).unwrap();
+    let mut config = loaded.config;
+    let all: BTreeMap<usize, BTreeSet<usize>> = [(1, (0..4).collect())].into();
+    let err = loaded.model.base.prune_heads(&mut config, &all).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("every head of layer 1"), "{err}");
+    assert!(config.pruned_heads.is_empty(), "a refused pruning leaves the config as it was");
+}
