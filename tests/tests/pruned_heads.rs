@@ -93,3 +93,42 @@ fn pruned_heads_that_cannot_be_built_are_refused_naming_the_field() {
     assert!(err.contains("every head of layer 1"), "{err}");
     assert!(config.pruned_heads.is_empty(), "a refused pruning leaves the config as it was");
 }
+
+#[test]
+fn a_head_that_adds_nothing_scores_zero_and_is_pruned_first_without_changing_the_logits() {
+    use burn::module::Param;
+    use burn::optim::GradientsParams;
+    use burn::prelude::*;
+    use sesame_train::pruning::{without_dropout, HeadImportance};
+
+    let f = Fixture::open("bert/base-seqcls-single");
+    for (backend, device) in devices() {
+        let train = device.clone().autodiff();
+        let loaded = ForSequenceClassification::<BertModel, Classifier>::from_pretrained(&f.dir, &train).unwrap();
+        let (mut model, mut config) = (without_dropout(loaded.model), loaded.config);
+        // Head 2 of layer 1 (rows 16..24 of its output projection, heads of 8) is silenced.
+        let attention = &mut model.base.encoder.layers[1].attention;
+        let weight = attention.output.weight.val();
+        let [rows, d] = weight.dims();
+        let keep = Tensor::<1>::from_data(TensorData::new((0..rows).map(|r| if (16..24).contains(&r) { 0.0f32 } else { 1.0 }).collect::<Vec<_>>(), [rows]), &train);
+        attention.output.weight = Param::from_tensor((weight * keep.reshape([rows, 1]).expand([rows, d])).detach());
+
+        let labels = SequenceLabels::SingleLabel(f.int("label.labels", &train));
+        let loss = model.forward(input(&f, &train), Some(labels), OutputOptions::default()).loss.unwrap();
+        let mut importance = HeadImportance::new(model.base.encoder().unwrap());
+        importance.add(model.base.encoder().unwrap(), &GradientsParams::from_grads(loss.backward(), &model));
+        let importance = importance.normalized();
+        assert_eq!(importance.scores[1][2], 0.0, "{backend}: {:?}", importance.scores);
+        assert!(importance.scores.iter().flatten().filter(|&&s| s > 0.0).count() == 7, "{backend}: {:?}", importance.scores);
+        let chosen = importance.least_important(1);
+        assert_eq!(chosen, [(1, [2].into())].into(), "{backend}");
+
+        let before = model.valid().forward(input(&f, &device), None, OutputOptions::default()).logits;
+        let before = sesame_tests::Array { shape: before.dims().to_vec(), f32: sesame_tests::values(before), i64: Vec::new() };
+        model.base = model.base.clone().prune_heads(&mut config, &chosen).unwrap();
+        let after = model.valid().forward(input(&f, &device), None, OutputOptions::default()).logits;
+        let mut c = Checker::default();
+        c.close("logits", after, &before, 1e-5);
+        c.finish(&format!("pruning a silent head on {backend}"));
+    }
+}

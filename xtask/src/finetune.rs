@@ -559,7 +559,7 @@ fn set_labels(labels: &mut sesame_layers::hparams::LabelConfig, classes: &[Strin
 
 /// Save `model` with `config` and the tokenizer of `source` in `dir` (written beside, then
 /// moved into place).
-fn save_model<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, source: &Path, tokenizer: &Tokenizer) -> Result<(), String> {
+pub(crate) fn save_model<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, source: &Path, tokenizer: &Tokenizer) -> Result<(), String> {
     let tmp = dir.with_extension("tmp");
     let _ = std::fs::remove_dir_all(&tmp);
     model.save_pretrained(config, &tmp).map_err(|e| e.to_string())?;

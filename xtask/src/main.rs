@@ -15,6 +15,7 @@ mod finetune;
 mod families;
 mod forward;
 mod generate;
+mod prune;
 mod train;
 
 #[derive(Parser)]
@@ -81,6 +82,15 @@ enum Command {
     Finetune {
         #[command(flatten)]
         args: finetune::FinetuneArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Remove the least important attention heads of a fine-tuned sequence classifier (Michel
+    /// et al.'s gradient-based importance on your labelled rows) and save it with
+    /// `pruned_heads`; prints the heads removed and the metrics on the rows before and after.
+    Prune {
+        #[command(flatten)]
+        args: prune::PruneArgs,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -338,6 +348,11 @@ fn run(cli: Cli) -> Result<String, String> {
             let device = backend.device()?;
             let family = model_family(&args.model)?;
             family.command("finetune", family.finetune)?(&args, device)
+        }
+        Command::Prune { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("prune", family.prune)?(&args, device)
         }
         Command::Bench { args, backend } => {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);

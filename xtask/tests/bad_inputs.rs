@@ -287,6 +287,9 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["train", "xlnet", "--batch-size", "7", "--out", path(&o)], &["--batch-size 7", "even", "--no-bi-data"]);
     fails(&["train", "xlnet", "--masking", "span", "--out", path(&o)], &["--masking"]);
     fails(&["train", "bart", "--objective", "span", "--out", path(&o)], &["--objective span", "bart"]);
+    // `prune` takes a fine-tuned sequence classifier, and removes one head at least.
+    fails(&["prune", "--model", "fixtures/bert/base-fill-mask", "--data", "data.csv", "--heads", "1"], &["not a fine-tuned sequence classifier"]);
+    fails(&["prune", "--model", "fixtures/bert/base-fill-mask", "--data", "data.csv", "--heads", "0"], &["--heads"]);
     fails(&["train", "xlnet", "--mask", "0.2", "--out", path(&o)], &["--mask"]);
     fails(&["train", "bert", "--reuse-len", "4", "--out", path(&o)], &["--reuse-len"]);
     fails(&["train", "bart", "--num-predict", "4", "--out", path(&o)], &["--num-predict"]);

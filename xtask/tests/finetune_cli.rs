@@ -94,6 +94,27 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
         assert!(texts.contains(&expected.as_str()), "{expected} missing from the confusion matrix's labels {texts:?}");
     }
 
+    // `cargo xtask prune`: the 3 least important of the 8 heads, scored on the evaluation rows;
+    // the accuracy before is the run's own, and the pruned model classifies.
+    let pruned = dir.join("pruned");
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["prune", "--model", &export.display().to_string(), "--data", &dir.join("eval.csv").display().to_string(), "--heads", "3"])
+        .args(["--out", &pruned.display().to_string()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "prune: {}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["heads_pruned"], 3, "{summary}");
+    assert_eq!(summary["on_data"]["before"]["accuracy"], done["metrics"]["accuracy"], "{summary}");
+    assert!(summary["on_data"]["after"]["accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{summary}");
+    assert!(summary["parameters"]["after"].as_u64() < summary["parameters"]["before"].as_u64(), "{summary}");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pruned.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["pruned_heads"], summary["pruned"], "{summary}");
+    assert_eq!(config["pruned_heads"].as_object().unwrap().values().map(|h| h.as_array().unwrap().len()).sum::<usize>(), 3);
+    let classified = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &pruned.display().to_string(), "a cat", "a car"]).current_dir(repo()).output().unwrap();
+    assert!(classified.status.success(), "classify the pruned model: {}", String::from_utf8_lossy(&classified.stderr));
+
     let texts: Vec<String> = (1000..1008).map(|i| sentence(i).0).collect();
     let ours = sesame_logits(&export, &texts);
     let Some(theirs) = transformers_classifies(&export, &texts) else { return };

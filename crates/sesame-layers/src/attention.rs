@@ -164,10 +164,11 @@ impl MultiHeadAttention {
         let dh = self.head_dim;
         let columns: Vec<i64> = kept.iter().flat_map(|&h| (h * dh..(h + 1) * dh).map(|c| c as i64)).collect();
         let index = Tensor::<1, Int>::from_data(TensorData::new(columns.clone(), [columns.len()]), &self.query.weight.device());
-        let keep = |t: Tensor<2>, dim: usize| Param::from_tensor(t.select(dim, index.clone()));
+        // Detached: new leaves, which train on an autodiff device as the weights they replace.
+        let keep = |t: Tensor<2>, dim: usize| Param::from_tensor(t.select(dim, index.clone()).detach());
         let columns_of = |l: Linear| Linear {
             weight: keep(l.weight.val(), 1),
-            bias: l.bias.map(|b| Param::from_tensor(b.val().select(0, index.clone()))),
+            bias: l.bias.map(|b| Param::from_tensor(b.val().select(0, index.clone()).detach())),
         };
         Self {
             query: columns_of(self.query),

@@ -238,6 +238,18 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
         None
     }
 
+    /// The encoder stack, where the family has one of shared-layer-free [`crate::Encoder`]
+    /// layers (BERT-shaped families, ELECTRA): what head pruning scores and prunes.
+    fn encoder(&self) -> Option<&crate::Encoder> {
+        None
+    }
+
+    /// The heads pruned from each layer by `config` (HF `pruned_heads`), numbered as in the
+    /// unpruned layers.
+    fn pruned_heads(_config: &Self::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
+        Default::default()
+    }
+
     /// The model without `heads` (layer -> heads, numbered as in the unpruned layers, as HF's
     /// `prune_heads` takes them), `config` recording them in `pruned_heads`, which saving
     /// writes and loading rebuilds the layers from. Families whose heads cannot be pruned

@@ -266,6 +266,16 @@ impl EncoderHyperParams {
         }
     }
 
+    /// A copy recording `heads` (layer -> heads, numbered as in the unpruned layers) as pruned
+    /// too.
+    pub fn with_pruned(&self, heads: &BTreeMap<usize, BTreeSet<usize>>) -> Self {
+        let mut next = self.clone();
+        for (&layer, heads) in heads {
+            next.add_pruned(layer, heads);
+        }
+        next
+    }
+
     /// The post-LN encoder stack (each layer with the heads it keeps).
     pub fn encoder(&self) -> EncoderConfig {
         let pruned = !self.pruned().is_empty();

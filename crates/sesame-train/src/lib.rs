@@ -13,6 +13,7 @@ pub mod finetune;
 pub mod metrics;
 pub mod plots;
 pub mod pretraining;
+pub mod pruning;
 pub mod schedule;
 pub mod trainer;
 

@@ -98,11 +98,17 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
         F::causal_lm_architecture()
     }
 
+    fn encoder(&self) -> Option<&Encoder> {
+        Some(&self.encoder)
+    }
+
+    fn pruned_heads(config: &Self::Config) -> BTreeMap<usize, BTreeSet<usize>> {
+        config.pruned()
+    }
+
     fn prune_heads(self, config: &mut Self::Config, heads: &BTreeMap<usize, BTreeSet<usize>>) -> Result<Self, ConfigError> {
         let mut pruned = config.clone();
-        for (&layer, heads) in heads {
-            pruned.hparams.add_pruned(layer, heads);
-        }
+        pruned.hparams = config.hparams.with_pruned(heads);
         pruned.validate()?;
         let encoder = self.encoder.prune_heads(config.num_attention_heads, &config.pruned(), heads);
         *config = pruned;

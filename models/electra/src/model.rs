@@ -1,12 +1,14 @@
 //! The ELECTRA encoder (HF `ElectraModel`): BERT's embeddings `embedding_size` wide, a
 //! projection to the hidden size when the two differ, BERT's encoder, and no pooler.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use sesame_bert::checkpoint::encoder_rows;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{
-    Activation, Backbone, BackboneOutput, CheckpointSpec, Embeddings, Encoder, EncoderInput, EncoderOutput, ClassifierSizes,
+    Activation, Backbone, BackboneOutput, CheckpointSpec, ConfigError, Embeddings, Encoder, EncoderInput, EncoderOutput, ClassifierSizes,
     HasMaskedLmHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
 };
 
@@ -95,6 +97,23 @@ impl Backbone for ElectraModel {
 
     fn forward(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
         self.forward(input, options)
+    }
+
+    fn encoder(&self) -> Option<&Encoder> {
+        Some(&self.encoder)
+    }
+
+    fn pruned_heads(config: &ElectraConfig) -> BTreeMap<usize, BTreeSet<usize>> {
+        config.pruned()
+    }
+
+    fn prune_heads(self, config: &mut ElectraConfig, heads: &BTreeMap<usize, BTreeSet<usize>>) -> Result<Self, ConfigError> {
+        let mut pruned = config.clone();
+        pruned.hparams = config.hparams.with_pruned(heads);
+        pruned.validate()?;
+        let encoder = self.encoder.prune_heads(config.num_attention_heads, &config.pruned(), heads);
+        *config = pruned;
+        Ok(Self { encoder, ..self })
     }
 
     fn word_embeddings(&self) -> Tensor<2> {
