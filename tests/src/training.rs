@@ -43,6 +43,15 @@ impl<M: Module, B: Clone> TrainTask for Fixed<M, B> {
     }
 }
 
+/// The masked batch of a first-step fixture (`input.*`, MLM labels `label.labels`) with
+/// sentence labels `sentence` `[batch]`.
+pub fn fixture_pretraining_batch(f: &Fixture, device: &Device, sentence: Tensor<1, Int>) -> sesame_train::PretrainingBatch {
+    let input = sesame_layers::EncoderInput::new(f.int("input.input_ids", device))
+        .with_attention_mask(f.int("input.attention_mask", device))
+        .with_token_type_ids(f.int("input.token_type_ids", device));
+    sesame_train::PretrainingBatch::from_tensors(input, f.int("label.labels", device), sentence, 0)
+}
+
 /// Replaces every parameter by its gradient, so a model can be saved as its gradients.
 struct ToGrads<'a>(&'a GradientsParams);
 

@@ -5,7 +5,7 @@
 
 use burn::prelude::*;
 use sesame_electra::{ElectraConfig, ElectraPreTrainingPair};
-use sesame_layers::{EncoderInput, PretrainedModel};
+use sesame_layers::PretrainedModel;
 use sesame_tests::training::{first_step_failures, Fixed};
 use sesame_tests::{devices, values, Fixture};
 use sesame_train::{PretrainingBatch, StepOutput};
@@ -14,14 +14,7 @@ use sesame_train::{PretrainingBatch, StepOutput};
 type Sampled = (PretrainingBatch, Tensor<2, Int>);
 
 fn fixture_batch(f: &Fixture, device: &Device) -> Sampled {
-    let batch = PretrainingBatch::from_tensors(
-        EncoderInput::new(f.int("input.input_ids", device))
-            .with_attention_mask(f.int("input.attention_mask", device))
-            .with_token_type_ids(f.int("input.token_type_ids", device)),
-        f.int("label.labels", device),
-        Tensor::zeros([4], device),
-        0,
-    );
+    let batch = sesame_tests::training::fixture_pretraining_batch(f, device, Tensor::zeros([4], device));
     (batch, f.int("label.samples", device))
 }
 

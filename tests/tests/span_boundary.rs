@@ -5,21 +5,14 @@
 //! plain masked LM reports as unused.
 
 use burn::prelude::*;
-use sesame_bert::{BertForMaskedLM, BertForSpanPreTraining, BertInput};
+use sesame_bert::{BertForMaskedLM, BertForSpanPreTraining};
 use sesame_layers::{MaskedPositions, MaskedSpans, PretrainedModel};
 use sesame_tests::training::{first_step_failures, Fixed};
 use sesame_tests::{devices, values, Fixture};
 use sesame_train::{pretraining_step, PretrainingBatch, StepOutput};
 
 fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
-    PretrainingBatch::from_tensors(
-        BertInput::new(f.int("input.input_ids", device))
-            .with_attention_mask(f.int("input.attention_mask", device))
-            .with_token_type_ids(f.int("input.token_type_ids", device)),
-        f.int("label.labels", device),
-        Tensor::zeros([4], device),
-        0,
-    )
+    sesame_tests::training::fixture_pretraining_batch(f, device, Tensor::zeros([4], device))
 }
 
 fn step(model: &BertForSpanPreTraining, batch: PretrainingBatch) -> StepOutput {

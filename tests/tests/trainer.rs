@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use sesame_bert::pretraining::{pretraining_step, BertPretraining, DataError, PretrainingBatch};
-use sesame_bert::{BertConfig, BertForPreTraining, BertInput};
+use sesame_bert::{BertConfig, BertForPreTraining};
 use sesame_layers::PretrainedModel;
 use sesame_tests::training::{first_step_config, first_step_failures, hf_tensors, run_dir, Fixed};
 use sesame_tests::{devices, differing, fixtures_dir, max_abs_diff, Backend, Fixture};
@@ -27,14 +27,7 @@ fn fixed(batch: PretrainingBatch) -> Fixed<BertForPreTraining, PretrainingBatch>
 }
 
 fn fixture_batch(f: &Fixture, device: &Device) -> PretrainingBatch {
-    PretrainingBatch::from_tensors(
-        BertInput::new(f.int("input.input_ids", device))
-            .with_attention_mask(f.int("input.attention_mask", device))
-            .with_token_type_ids(f.int("input.token_type_ids", device)),
-        f.int("label.labels", device),
-        f.int("label.next_sentence_label", device),
-        0,
-    )
+    sesame_tests::training::fixture_pretraining_batch(f, device, f.int("label.next_sentence_label", device))
 }
 
 #[test]

@@ -32,6 +32,37 @@ pub enum FinetuneTask {
     Qa,
 }
 
+/// Where a labelled file keeps its texts and labels (`finetune`, `prune`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ColumnArgs {
+    /// Column (field) of the text [default: text; tokens for --task tag].
+    #[arg(long)]
+    pub text_column: Option<String>,
+    /// Column (field) of the second text of sentence pairs.
+    #[arg(long)]
+    pub text_pair_column: Option<String>,
+    /// Column (field) of the label [default: label; tags for --task tag].
+    #[arg(long)]
+    pub label_column: Option<String>,
+}
+
+impl ColumnArgs {
+    /// The columns of a classification file, defaults filled in.
+    pub fn columns(&self) -> Columns {
+        let defaults = Columns::default();
+        Columns {
+            text: self.text_column.clone().unwrap_or(defaults.text),
+            pair: self.text_pair_column.clone(),
+            label: self.label_column.clone().unwrap_or(defaults.label),
+        }
+    }
+
+    /// The second texts of `rows`, when the file has pairs.
+    pub fn pairs<'a>(&self, rows: &'a [labelled::LabelledRow]) -> Option<Vec<&'a str>> {
+        self.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.as_deref().unwrap_or_default()).collect())
+    }
+}
+
 /// Options of `cargo xtask finetune` (names as `train`'s where they overlap; defaults as
 /// transformers' `Trainer`'s).
 #[derive(clap::Args, Debug)]
@@ -51,15 +82,9 @@ pub struct FinetuneArgs {
     /// Run directory: checkpoints, metrics.jsonl, the exported model in `model/`.
     #[arg(long)]
     pub out: PathBuf,
-    /// Column (field) of the text [default: text; tokens for --task tag].
-    #[arg(long)]
-    pub text_column: Option<String>,
-    /// Column (field) of the second text of sentence pairs.
-    #[arg(long)]
-    pub text_pair_column: Option<String>,
-    /// Column (field) of the label [default: label; tags for --task tag].
-    #[arg(long)]
-    pub label_column: Option<String>,
+    /// The columns of the rows.
+    #[command(flatten)]
+    pub columns: ColumnArgs,
     /// Passes over the training rows.
     #[arg(long, default_value_t = 3.0, conflicts_with = "steps")]
     pub epochs: f64,
@@ -188,12 +213,7 @@ pub struct FinetuneData {
 /// Read `--train` and `--eval`: the label kind from the training file (or `--task`), the
 /// classes from the training file, every evaluation label checked against them.
 pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
-    let defaults = Columns::default();
-    let columns = Columns {
-        text: args.text_column.clone().unwrap_or(defaults.text),
-        pair: args.text_pair_column.clone(),
-        label: args.label_column.clone().unwrap_or(defaults.label),
-    };
+    let columns = args.columns.columns();
     let train = labelled::read_rows(&args.train, &columns).map_err(|e| e.to_string())?;
     let eval = labelled::read_rows(&args.eval, &columns).map_err(|e| e.to_string())?;
     let found = labelled::problem_type(&args.train, &train).map_err(|e| e.to_string())?;
@@ -277,7 +297,7 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Devic
     set_labels(config.labels_mut(), &data.classes, data.problem.hf_name());
     let encode = |(rows, targets): (Vec<labelled::LabelledRow>, Vec<Target>), path: &Path| {
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-        let pairs: Option<Vec<&str>> = args.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.as_deref().unwrap_or_default()).collect());
+        let pairs = args.columns.pairs(&rows);
         LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
     };
     let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
@@ -296,8 +316,8 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Devic
 /// `finetune --task tag`.
 fn finetune_tagger<M: TokenTagger>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
     let fields = TagFields {
-        tokens: args.text_column.clone().unwrap_or_else(|| TagFields::default().tokens),
-        tags: args.label_column.clone().unwrap_or_else(|| TagFields::default().tags),
+        tokens: args.columns.text_column.clone().unwrap_or_else(|| TagFields::default().tokens),
+        tags: args.columns.label_column.clone().unwrap_or_else(|| TagFields::default().tags),
     };
     let train = tagged::read_sentences(&args.train, &fields).map_err(|e| e.to_string())?;
     let eval = tagged::read_sentences(&args.eval, &fields).map_err(|e| e.to_string())?;

@@ -11,7 +11,7 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use sesame_layers::{Backbone, ForSequenceClassification, HfConfig, PretrainedModel, SequenceHead, TaskModel};
-use sesame_text::labelled::{self, Columns, ProblemType};
+use sesame_text::labelled::{self, ProblemType};
 use sesame_text::Tokenizer;
 use sesame_train::finetune::{Batching, LabelledSet, SequenceClassification};
 use sesame_train::pruning::{unpruned_numbers, without_dropout, HeadImportance};
@@ -40,15 +40,9 @@ pub struct PruneArgs {
     /// Tokens per row, longer rows truncated [default: 128, at most the model's positions].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=1_000_000))]
     pub seq_len: Option<usize>,
-    /// Column (CSV/TSV header, JSON key) of the text [default: text or sentence].
-    #[arg(long)]
-    pub text_column: Option<String>,
-    /// Column of a second text, for pair classifiers.
-    #[arg(long)]
-    pub text_pair_column: Option<String>,
-    /// Column of the label [default: label].
-    #[arg(long)]
-    pub label_column: Option<String>,
+    /// The columns of the rows.
+    #[command(flatten)]
+    pub columns: crate::finetune::ColumnArgs,
 }
 
 /// `prune` of a family whose sequence classifier is `ForSequenceClassification<B, S>`.
@@ -85,13 +79,7 @@ where
         _ if classes.len() == 1 => ProblemType::Regression,
         _ => ProblemType::SingleLabelClassification,
     };
-    let defaults = Columns::default();
-    let columns = Columns {
-        text: args.text_column.clone().unwrap_or(defaults.text),
-        pair: args.text_pair_column.clone(),
-        label: args.label_column.clone().unwrap_or(defaults.label),
-    };
-    let rows = labelled::read_rows(&args.data, &columns).map_err(|e| e.to_string())?;
+    let rows = labelled::read_rows(&args.data, &args.columns.columns()).map_err(|e| e.to_string())?;
     let classes = if problem == ProblemType::Regression { Vec::new() } else { classes };
     let targets = labelled::targets(&args.data, &rows, problem, &classes).map_err(|e| e.to_string())?;
     let limits = M::<B, S>::input_limits(&config);
@@ -101,7 +89,7 @@ where
         None => 128.min(limits.max_len),
     };
     let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-    let pairs: Option<Vec<&str>> = args.text_pair_column.as_ref().map(|_| rows.iter().map(|r| r.pair.as_deref().unwrap_or_default()).collect());
+    let pairs = args.columns.pairs(&rows);
     let set = LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", args.data.display()))?;
     let batching = Batching { batch_size: args.batch_size, parts: 1, seed: 0 };
     let task = SequenceClassification::<M<B, S>>::new(set.clone(), set, tokenizer.clone(), problem, classes.len().max(1), batching);
