@@ -28,6 +28,9 @@ pub struct PruneArgs {
     /// `finetune --train`; the labels must be the model's).
     #[arg(long)]
     pub data: PathBuf,
+    /// Labelled rows to report the metrics on, before and after pruning [default: --data].
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
     /// Heads to remove, the least important first; a layer keeps one head at least.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub heads: usize,
@@ -53,7 +56,7 @@ where
     type M<B, S> = ForSequenceClassification<B, S>;
     let model_dir = &args.model;
     let tokenizer = Tokenizer::from_dir(model_dir).map_err(|e| format!("{}: {e}", model_dir.display()))?;
-    let train_device = device.autodiff();
+    let train_device = device.clone().autodiff();
     let loaded = M::<B, S>::from_pretrained(model_dir, &train_device).map_err(|e| e.to_string())?;
     if !loaded.report.initialized.is_empty() {
         return Err(format!("{}: not a fine-tuned sequence classifier ({})", model_dir.display(), loaded.report));
@@ -79,21 +82,27 @@ where
         _ if classes.len() == 1 => ProblemType::Regression,
         _ => ProblemType::SingleLabelClassification,
     };
-    let rows = labelled::read_rows(&args.data, &args.columns.columns()).map_err(|e| e.to_string())?;
     let classes = if problem == ProblemType::Regression { Vec::new() } else { classes };
-    let targets = labelled::targets(&args.data, &rows, problem, &classes).map_err(|e| e.to_string())?;
     let limits = M::<B, S>::input_limits(&config);
     let seq_len = match args.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,
         None => 128.min(limits.max_len),
     };
-    let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-    let pairs = args.columns.pairs(&rows);
-    let set = LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", args.data.display()))?;
-    let batching = Batching { batch_size: args.batch_size, parts: 1, seed: 0 };
-    let task = SequenceClassification::<M<B, S>>::new(set.clone(), set, tokenizer.clone(), problem, classes.len().max(1), batching);
+    // A file's rows as a task whose held-out batches are all of them.
+    let read = |path: &PathBuf| -> Result<(SequenceClassification<M<B, S>>, usize), String> {
+        let rows = labelled::read_rows(path, &args.columns.columns()).map_err(|e| e.to_string())?;
+        let targets = labelled::targets(path, &rows, problem, &classes).map_err(|e| e.to_string())?;
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let pairs = args.columns.pairs(&rows);
+        let set = LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))?;
+        let batching = Batching { batch_size: args.batch_size, parts: 1, seed: 0 };
+        Ok((SequenceClassification::new(set.clone(), set, tokenizer.clone(), problem, classes.len().max(1), batching), rows.len()))
+    };
+    let (task, _) = read(&args.data)?;
     let batches = task.held_out_batches(&train_device);
+    let (eval_task, eval_rows) = read(args.eval.as_ref().unwrap_or(&args.data))?;
+    let eval_batches = eval_task.held_out_batches(&device);
 
     // Importance: |∂L/∂ξ_h| summed over the batches, normalised per layer.
     let encoder = || model.base.encoder().expect("checked above");
@@ -106,13 +115,14 @@ where
     let importance = importance.normalized();
     let chosen = importance.least_important(args.heads);
     let unpruned = unpruned_numbers(&chosen, &B::pruned_heads(&config), &importance);
-    let trainer = Trainer::new(TrainConfig::default(), std::env::temp_dir()).with_progress(false);
-    let before = trainer.evaluate(&task, &model, &batches);
+    let threads = sesame_layers::device::default_threads(&device);
+    let trainer = Trainer::new(TrainConfig::default(), std::env::temp_dir()).with_progress(false).with_threads(threads);
+    let before = trainer.evaluate(&eval_task, &model, &eval_batches);
     let params_before = model.num_params();
 
     let mut model = model;
     model.base = model.base.clone().prune_heads(&mut config, &unpruned).map_err(|e| e.to_string())?;
-    let after = trainer.evaluate(&task, &model, &batches);
+    let after = trainer.evaluate(&eval_task, &model, &eval_batches);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-pruned", model_dir.display())));
     crate::finetune::save_model(&model.valid(), &config, &out, model_dir, &tokenizer)?;
     let removed: usize = chosen.values().map(BTreeSet::len).sum();
@@ -126,7 +136,7 @@ where
         "heads_pruned": removed,
         "importance": importance.scores,
         "parameters": { "before": params_before, "after": model.num_params() },
-        "on_data": { "rows": rows.len(), "before": before, "after": after },
+        "eval": { "rows": eval_rows, "before": before, "after": after },
     })
     .to_string())
 }
