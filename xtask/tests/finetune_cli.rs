@@ -394,7 +394,9 @@ fn bench_finetune_runs_each_seed_on_both_sides_with_the_same_steps() {
             // 40 rows in batches of 8: 5 steps, one epoch, on both sides.
             assert_eq!(run["steps"], 5, "{side}: {run}");
             let (train, eval) = (run["train_seconds"].as_f64().unwrap_or(0.0), run["eval_seconds"].as_f64().unwrap_or(0.0));
-            assert!(train > 0.0 && eval > 0.0 && eval < train, "{side}: the run, one evaluation in it: {run}");
+            // Both clocks ran; not their ratio: on 5 steps of a tiny model, PyTorch's one
+            // evaluation can outlast its training (0.41 s against 0.24 s in one run).
+            assert!(train > 0.0 && eval > 0.0, "{side}: the run, one evaluation in it: {run}");
             assert!(run["metrics"]["accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{side}: {run}");
         }
         assert!(rows[0][side]["accuracy"]["sd"].as_f64().is_some_and(f64::is_finite), "{side}");
