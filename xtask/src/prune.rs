@@ -68,14 +68,7 @@ where
 
     // The rows, their labels as the model's classes.
     let labels = config.labels().clone();
-    let classes: Vec<String> = match &labels.id2label {
-        Some(names) => {
-            let mut named: Vec<(usize, String)> = names.iter().filter_map(|(i, n)| Some((i.parse().ok()?, n.clone()))).collect();
-            named.sort();
-            named.into_iter().map(|(_, n)| n).collect()
-        }
-        None => (0..labels.count(2)).map(|i| format!("LABEL_{i}")).collect(),
-    };
+    let classes: Vec<String> = (0..labels.count(2)).map(|i| labels.name(i)).collect();
     let problem = match labels.problem_type.as_deref() {
         Some("multi_label_classification") => ProblemType::MultiLabelClassification,
         Some("regression") => ProblemType::Regression,
@@ -99,9 +92,11 @@ where
         let batching = Batching { batch_size: args.batch_size, parts: 1, seed: 0 };
         Ok((SequenceClassification::new(set.clone(), set, tokenizer.clone(), problem, classes.len().max(1), batching), rows.len()))
     };
-    let (task, _) = read(&args.data)?;
+    let (task, rows) = read(&args.data)?;
     let batches = task.held_out_batches(&train_device);
-    let (eval_task, eval_rows) = read(args.eval.as_ref().unwrap_or(&args.data))?;
+    // Without --eval, the rows read above are the evaluation rows too.
+    let eval = args.eval.as_ref().map(read).transpose()?;
+    let (eval_task, eval_rows) = eval.as_ref().map_or((&task, rows), |(t, n)| (t, *n));
     let eval_batches = eval_task.held_out_batches(&device);
 
     // Importance: |∂L/∂ξ_h| summed over the batches, normalised per layer.
@@ -117,12 +112,12 @@ where
     let unpruned = unpruned_numbers(&chosen, &B::pruned_heads(&config), &importance);
     let threads = sesame_layers::device::default_threads(&device);
     let trainer = Trainer::new(TrainConfig::default(), std::env::temp_dir()).with_progress(false).with_threads(threads);
-    let before = trainer.evaluate(&eval_task, &model, &eval_batches);
+    let before = trainer.evaluate(eval_task, &model, &eval_batches);
     let params_before = model.num_params();
 
     let mut model = model;
     model.base = model.base.clone().prune_heads(&mut config, &unpruned).map_err(|e| e.to_string())?;
-    let after = trainer.evaluate(&eval_task, &model, &eval_batches);
+    let after = trainer.evaluate(eval_task, &model, &eval_batches);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-pruned", model_dir.display())));
     crate::finetune::save_model(&model.valid(), &config, &out, model_dir, &tokenizer)?;
     let removed: usize = chosen.values().map(BTreeSet::len).sum();

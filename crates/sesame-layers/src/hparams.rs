@@ -107,6 +107,11 @@ impl LabelConfig {
         self.num_labels.or(self.id2label.as_ref().map(|m| m.len())).unwrap_or(default)
     }
 
+    /// The name of label `i`: its `id2label` entry, else `LABEL_i` (as transformers names it).
+    pub fn name(&self, i: usize) -> String {
+        self.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"))
+    }
+
     /// Set the number of labels (names `LABEL_i`).
     pub fn set_count(&mut self, n: usize) {
         self.id2label = Some((0..n).map(|i| (i.to_string(), format!("LABEL_{i}"))).collect());

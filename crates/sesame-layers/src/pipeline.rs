@@ -351,7 +351,7 @@ pub fn classify<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer:
         let input = to_input(&batch, &limits, &device)?;
         let logits = model.classify(input);
         let [b, n] = logits.dims();
-        let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
+        let name = |i: usize| labels.name(i);
         let ranked = |values: &[f32]| {
             let mut all: Vec<LabelScore> = values.iter().enumerate().map(|(i, &score)| LabelScore { label: name(i), score }).collect();
             all.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -412,7 +412,7 @@ pub fn tag<M: TokenTagger>(model: &M, config: &M::Config, tokenizer: &Tokenizer,
     let device = model.device();
     let limits = M::input_limits(config);
     let labels = config.labels();
-    let name = |i: usize| labels.id2label.as_ref().and_then(|m| m.get(&i.to_string()).cloned()).unwrap_or_else(|| format!("LABEL_{i}"));
+    let name = |i: usize| labels.name(i);
     let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
     // Each window's per-token probabilities.
     let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.tag(input), 2))?;
