@@ -48,8 +48,9 @@ pub struct FamilyEntry {
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
-    /// `cargo xtask classify` with a fine-tuned classifier of this family (texts, batch size).
-    pub classify: Option<fn(&Path, &Device, &mut Texts, usize) -> Result<String, String>>,
+    /// `cargo xtask classify` with a fine-tuned classifier of this family (texts, batch size,
+    /// early exit's `--speed`).
+    pub classify: Option<fn(&Path, &Device, &mut Texts, usize, Option<f64>) -> Result<String, String>>,
     /// `cargo xtask tag` with a fine-tuned token classifier of this family (texts, batch size,
     /// stride).
     pub tag: Option<fn(&Path, &Device, &mut Texts, usize, Option<usize>) -> Result<String, String>>,

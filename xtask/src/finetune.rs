@@ -11,7 +11,7 @@ use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
-use sesame_train::finetune::{layer_lr_decay, Batching, metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use sesame_train::finetune::{layer_lr_decay, Batching, EarlyExitDistillation, metric_names, LabelledSet, SequenceClassification, QaSet, QuestionAnswering, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -153,6 +153,12 @@ pub struct FinetuneArgs {
     /// taggers of the encoder families; an export transformers cannot run).
     #[arg(long, allow_negative_numbers = true, value_parser = feature_layer)]
     pub feature_layer: Option<FeatureLayer>,
+    /// FastBERT's early exit: --model is a fine-tuned classifier, kept fixed, whose head teaches
+    /// a small classifier after every layer below the top by self-distillation (the labels of
+    /// --train are not read); then `cargo xtask classify --speed S` stops each text at the first
+    /// confident layer. Single-label classifiers of the encoder families.
+    #[arg(long, conflicts_with_all = ["freeze", "feature_layer", "layer_lr_decay"])]
+    pub early_exit: bool,
     /// Random seed (head initialisation, shuffling, dropout).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -292,6 +298,9 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Devic
         ProblemType::MultiLabelClassification => "f1_micro",
         ProblemType::Regression => "mse",
     };
+    if args.early_exit {
+        return early_exit::<M>(args, data, device);
+    }
     let metric = best_metric(args, data.problem.hf_name(), metric_names(data.problem), default)?;
     let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
     set_labels(config.labels_mut(), &data.classes, data.problem.hf_name());
@@ -310,6 +319,49 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Devic
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         task.report(&predictions)
+    })
+}
+
+/// `finetune --early-exit`: FastBERT's self-distillation of exit classifiers added to the
+/// fine-tuned classifier `--model`, its own labels kept.
+fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, device: Device) -> Result<String, String> {
+    let name = M::architecture();
+    if !M::EARLY_EXIT {
+        return Err(format!("--early-exit: {name} cannot stop early (exit classifiers need an encoder run a layer at a time: BERT, RoBERTa, ALBERT, ELECTRA, UniLM)"));
+    }
+    if data.problem != ProblemType::SingleLabelClassification {
+        return Err(format!("--early-exit: the labels of {} are for {}; early exit needs single-label classification", args.train.display(), data.problem.hf_name()));
+    }
+    if args.metric.as_deref().is_some_and(|m| m != "loss") {
+        return Err("--early-exit: the exported classifiers are those of the lowest held-out distillation loss (--metric loss)".into());
+    }
+    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
+    let labels = config.labels().clone();
+    if labels.early_exit.is_some() {
+        return Err(format!("--early-exit: {} already has exit classifiers (config `sesame_early_exit`); start from the classifier without them", args.model.display()));
+    }
+    if labels.problem_type.as_deref().is_some_and(|p| p != "single_label_classification") || labels.id2label.is_none() {
+        return Err(format!("--early-exit: {} is not a fine-tuned single-label classifier (config.json has no id2label); fine-tune it first", args.model.display()));
+    }
+    // The rows' labels as the model's classes.
+    let classes: Vec<String> = (0..labels.count(2)).map(|i| labels.name(i)).collect();
+    let encode = |rows: &[labelled::LabelledRow], path: &Path| {
+        let targets = labelled::targets(path, rows, data.problem, &classes).map_err(|e| e.to_string())?;
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let pairs = args.columns.pairs(rows);
+        LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let (train, eval) = (encode(&data.train.0, &args.train)?, encode(&data.eval.0, &args.eval)?);
+    let what = format!("{} training rows (their labels unread), {} evaluation rows, {} classes; exit classifiers after layers below the top, distilled from the head", train.len(), eval.len(), classes.len());
+    config.labels_mut().early_exit = Some(sesame_layers::EarlyExitConfig::default());
+    let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(args));
+    let task = EarlyExitDistillation::new(rows);
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
+    let speeds: Vec<f64> = (0..=10).map(|i| i as f64 / 10.0).collect();
+    run.fit_and_export(&task, config, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        task.curve(&predictions, &speeds).map_or(serde_json::Value::Null, |curve| serde_json::json!({ "speed_curve": curve }))
     })
 }
 
@@ -443,7 +495,15 @@ impl Run<'_> {
             eprintln!("--feature-layer: the features of layer {kept} of {total}; the {} above it are dropped", total - kept);
         }
         crate::report(&loaded.report);
+        if args.early_exit && !args.resume && loaded.report.initialized.iter().any(|name| !name.contains("early_exit.")) {
+            return Err(format!("--early-exit: {} is not a fine-tuned classifier (its head is not in the weights); fine-tune it first", args.model.display()));
+        }
         let (mut model, config) = (loaded.model, loaded.config);
+        if args.early_exit {
+            // The backbone and head are the teacher: fixed, and without dropout, so that the
+            // targets are what the model predicts.
+            model = sesame_train::finetune::freeze_all_but_exits(sesame_train::pruning::without_dropout(model));
+        }
         if args.freeze {
             // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
             // learns from fixed features.
@@ -501,6 +561,18 @@ impl Run<'_> {
         let export = out.join("model");
         save_model(&model, &config, &export, &args.model, self.tokenizer)?;
         let details = report(&model, &self.device);
+        // Early exit reports its curve over the speed where classifiers report per class.
+        let (details, curve) = match details.get("speed_curve") {
+            Some(curve) => (serde_json::Value::Null, Some(curve.clone())),
+            None => (details, None),
+        };
+        if let Some(points) = curve.as_ref().and_then(|c| serde_json::from_value::<Vec<ExitPointRow>>(c.clone()).ok()) {
+            let path = out.join("speed_curve.svg");
+            let line = points.iter().map(|p| (p.mean_layers, p.accuracy)).collect();
+            let svg = sesame_train::plots::xy_svg("early exit: held-out accuracy against layers run (--speed 0 to 1)", "mean layers run", "accuracy", &[("exit".into(), line)])
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
         let results = serde_json::json!({
             "task": self.task_name,
             "labels": self.labels,
@@ -514,6 +586,10 @@ impl Run<'_> {
             "per_class": details,
             "model": export,
         });
+        let mut results = results;
+        if let Some(curve) = curve {
+            results["speed_curve"] = curve;
+        }
         sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
         if let Some(matrix) = results["per_class"].get("confusion_matrix").and_then(|m| serde_json::from_value::<Vec<Vec<u64>>>(m.clone()).ok()) {
@@ -524,6 +600,13 @@ impl Run<'_> {
         eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
         Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "steps": steps, "train_seconds": train_seconds, "eval_seconds": outcome.eval_seconds, "checkpoint_seconds": outcome.checkpoint_seconds, "model": export }).to_string())
     }
+}
+
+/// A point of the early-exit curve as `eval_results.json` holds it.
+#[derive(serde::Deserialize)]
+struct ExitPointRow {
+    mean_layers: f64,
+    accuracy: f64,
 }
 
 /// Keep the encoder layers of `config` up to `--feature-layer` `layer` (1-based, or negative

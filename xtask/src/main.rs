@@ -140,6 +140,12 @@ enum Command {
         /// Texts to classify (or --input).
         #[arg(conflicts_with = "input")]
         texts: Vec<String>,
+        /// FastBERT's early exit (a model trained with `finetune --early-exit`): each text stops
+        /// at the first layer whose normalised entropy is below S, in [0, 1] (0: every layer,
+        /// the model's own output; larger: faster, less accurate); each result says its
+        /// `exit_layer`.
+        #[arg(long, value_parser = speed)]
+        speed: Option<f64>,
     },
     /// Tag the words of texts with a fine-tuned token classifier: prints, per text, its
     /// entities `[{"entity_group", "score", "word", "start", "end"}, ...]` (character offsets),
@@ -383,11 +389,11 @@ fn run(cli: Cli) -> Result<String, String> {
             let family = model_family(&args.model)?;
             family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
         }
-        Command::Classify { model, inputs, backend, texts } => {
+        Command::Classify { model, inputs, backend, texts, speed } => {
             let device = backend.device()?;
             set_int8(inputs.int8, &device)?;
             let family = model_family(&model)?;
-            family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size)
+            family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, speed)
         }
         Command::Tag { model, stride, inputs, backend, texts } => {
             let device = backend.device()?;
@@ -471,19 +477,32 @@ fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::ten
     Ok((tokenizer, loaded))
 }
 
-pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize) -> Result<String, String> {
+pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, speed: Option<f64>) -> Result<String, String> {
+    use sesame_layers::pipeline::{self, Classification};
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
-    run_texts(texts, |chunk| {
-        let out = sesame_layers::pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
-        let finite = |c: &sesame_layers::pipeline::Classification| match c {
-            sesame_layers::pipeline::Classification::Value { value } => value.is_finite(),
-            sesame_layers::pipeline::Classification::Single { scores, .. } | sesame_layers::pipeline::Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
-        };
-        if !out.iter().all(finite) {
-            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
-        }
-        Ok(out)
-    })
+    let finite = |c: &Classification| match c {
+        Classification::Value { value } => value.is_finite(),
+        Classification::Single { scores, .. } | Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
+    };
+    let overflow = || format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display());
+    match speed {
+        None => run_texts(texts, |chunk| {
+            let out = pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
+            if out.iter().all(finite) { Ok(out) } else { Err(overflow()) }
+        }),
+        Some(speed) => run_texts(texts, |chunk| {
+            let out = pipeline::classify_early(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
+            if out.iter().all(|c| finite(&c.classification)) { Ok(out) } else { Err(overflow()) }
+        }),
+    }
+}
+
+/// A `--speed`: a threshold in [0, 1].
+fn speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s} is not a speed in [0, 1] (a threshold on the normalised entropy)")),
+    }
 }
 
 pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String> {

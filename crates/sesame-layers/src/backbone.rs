@@ -131,6 +131,19 @@ impl EncoderInput {
     pub fn batch_size(&self) -> usize {
         self.input_ids.dims()[0]
     }
+
+    /// The input of rows `rows` `[n]` only, in that order.
+    pub fn select_rows(&self, rows: &Tensor<1, Int>) -> Self {
+        let pick2 = |t: &Option<Tensor<2, Int>>| t.as_ref().map(|t| t.clone().select(0, rows.clone()));
+        Self {
+            input_ids: self.input_ids.clone().select(0, rows.clone()),
+            attention_mask: pick2(&self.attention_mask),
+            token_type_ids: pick2(&self.token_type_ids),
+            position_ids: pick2(&self.position_ids),
+            attention_restriction: self.attention_restriction.as_ref().map(|t| t.clone().select(0, rows.clone())),
+            cache: self.cache.as_ref().map(|c| c.select_rows(rows)),
+        }
+    }
 }
 
 /// What input a model accepts.
@@ -179,6 +192,8 @@ impl BackboneOutput {
 pub struct ClassifierSizes {
     /// Encoder width.
     pub hidden_size: usize,
+    /// Encoder layers (depths, for ALBERT's shared layers): the exit classifiers' count.
+    pub layers: usize,
     /// Number of labels of classification heads.
     pub num_labels: usize,
     /// Dropout before classifiers.
@@ -241,6 +256,15 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
     /// The encoder stack, where the family has one of shared-layer-free [`crate::Encoder`]
     /// layers (BERT-shaped families, ELECTRA): what head pruning scores and prunes.
     fn encoder(&self) -> Option<&crate::Encoder> {
+        None
+    }
+
+    /// The encoder run a layer at a time (FastBERT's early exit): the states entering the first
+    /// layer `[batch, seq, hidden]` (the embeddings, projected where the family projects them)
+    /// and each depth's layers in order (one layer; ALBERT's `inner_group_num` layers), to run
+    /// under `input.mask()`. `None` for families whose encoder is not one stack of post-LN
+    /// layers over the input (XLNet's two streams, BART).
+    fn layer_stack(&self, _input: &EncoderInput) -> Option<(Tensor<3>, Vec<Vec<crate::LayerParts<'_>>>)> {
         None
     }
 

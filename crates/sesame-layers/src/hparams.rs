@@ -99,6 +99,28 @@ pub struct LabelConfig {
     /// transformers keeps the key but has no such head: it would read the top layer.
     #[serde(default, rename = "sesame_scalar_mix", skip_serializing_if = "Option::is_none")]
     pub scalar_mix: Option<usize>,
+    /// Sesame's own: FastBERT's exit classifiers, one after every encoder layer below the top,
+    /// trained by self-distillation toward the model's own head (`finetune --early-exit`), so
+    /// that `classify --speed S` can stop a row early. transformers keeps the key and reports
+    /// the classifiers' tensors as unused: its model is the plain classifier.
+    #[serde(default, rename = "sesame_early_exit", skip_serializing_if = "Option::is_none")]
+    pub early_exit: Option<EarlyExitConfig>,
+}
+
+/// The size of FastBERT's exit classifiers (Liu et al. 2020, Table 1: 128 wide, 2 heads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlyExitConfig {
+    /// Width of a classifier's attention and dense layers.
+    pub hidden_size: usize,
+    /// Attention heads; must divide `hidden_size`.
+    pub num_attention_heads: usize,
+}
+
+impl Default for EarlyExitConfig {
+    /// The paper's: 128 wide, 2 heads.
+    fn default() -> Self {
+        Self { hidden_size: 128, num_attention_heads: 2 }
+    }
 }
 
 impl LabelConfig {
@@ -127,6 +149,14 @@ impl LabelConfig {
                 "problem_type",
                 || format!("unknown problem type `{kind}`"),
             )?;
+        }
+        if let Some(exit) = &self.early_exit {
+            ensure(
+                exit.num_attention_heads > 0 && exit.hidden_size % exit.num_attention_heads == 0,
+                "sesame_early_exit",
+                || format!("{} heads do not divide a width of {}", exit.num_attention_heads, exit.hidden_size),
+            )?;
+            ensure(self.scalar_mix.is_none(), "sesame_early_exit", || "exit classifiers read single layers; the head reads sesame_scalar_mix of all of them".into())?;
         }
         Ok(())
     }

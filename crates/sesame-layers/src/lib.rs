@@ -12,6 +12,7 @@ pub mod decoder;
 pub mod decoding;
 pub mod device;
 pub mod dropout;
+pub mod early_exit;
 pub mod embeddings;
 pub mod encoder;
 pub mod feed_forward;
@@ -35,6 +36,7 @@ pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasM
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use dropout::{Dropout, DropoutConfig};
+pub use early_exit::{EarlyExit, EarlyExitOutput, ExitClassifier};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use decoder::{run_decoder_layers, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput};
 pub use encoder::{Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
@@ -44,7 +46,7 @@ pub use heads::{
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels, SequenceSummary,
     SequenceSummaryConfig, SummaryClassifier, SummaryType,
 };
-pub use hparams::EncoderHyperParams;
+pub use hparams::{EarlyExitConfig, EncoderHyperParams};
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;
 pub use span_boundary::{ForSpanPreTraining, SpanBoundaryHead, SpanBoundaryHeadConfig};

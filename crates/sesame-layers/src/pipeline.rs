@@ -48,6 +48,12 @@ pub enum PipelineError {
         /// What the backend reported.
         reason: String,
     },
+    /// `--speed` was given for a model without exit classifiers.
+    #[error("the model has no exit classifiers (config `sesame_early_exit`): train them with `cargo xtask finetune --early-exit`")]
+    NoEarlyExit,
+    /// Early exit was asked of a model that is not a single-label classifier.
+    #[error("early exit needs a single-label classifier; this one is for {0}")]
+    EarlyExitProblem(String),
     /// The backend, or a crate under it, panicked while running a batch.
     #[error("running the model failed: {0}")]
     Panicked(sesame_text::contain::Panic),
@@ -344,44 +350,81 @@ pub fn classify<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer:
     let device = model.device();
     let limits = M::input_limits(config);
     let labels = config.labels();
-    let problem = labels.problem_type.as_deref().unwrap_or("single_label_classification");
     let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
     by_length(&encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
-        let logits = model.classify(input);
-        let [b, n] = logits.dims();
-        let name = |i: usize| labels.name(i);
-        let ranked = |values: &[f32]| {
-            let mut all: Vec<LabelScore> = values.iter().enumerate().map(|(i, &score)| LabelScore { label: name(i), score }).collect();
-            all.sort_by(|a, b| b.score.total_cmp(&a.score));
-            all
-        };
-        let out = match problem {
-            "regression" => logits.try_to_vec_as::<f32>().map_err(readback("logits"))?.chunks(n).map(|r| Classification::Value { value: r[0] }).collect(),
-            "multi_label_classification" => {
-                let probs = burn::tensor::activation::sigmoid(logits).try_to_vec_as::<f32>().map_err(readback("logits"))?;
-                probs
-                    .chunks(n)
-                    .map(|r| {
-                        let scores = ranked(r);
-                        Classification::Multi { labels: scores.iter().filter(|s| s.score > 0.5).map(|s| s.label.clone()).collect(), scores }
-                    })
-                    .collect()
-            }
-            _ => {
-                let probs = softmax(logits, 1).try_to_vec_as::<f32>().map_err(readback("logits"))?;
-                probs
-                    .chunks(n)
-                    .map(|r| {
-                        let scores = ranked(r);
-                        Classification::Single { label: scores[0].label.clone(), score: scores[0].score, scores }
-                    })
-                    .collect()
-            }
-        };
-        debug_assert_eq!(b, rows.len());
-        Ok(out)
+        classifications(labels, model.classify(input))
+    })
+}
+
+/// A classification by a model with early exit, and the layer its row stopped at.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EarlyClassification {
+    /// The label and scores.
+    #[serde(flatten)]
+    pub classification: Classification,
+    /// The layer (1-based) whose classifier gave it; the model's last layer is its own head.
+    pub exit_layer: usize,
+}
+
+/// [`classify`] with FastBERT's early exit at `speed` (the normalised-entropy threshold, in
+/// [0, 1]; 0: every row runs every layer), each row stopping independently
+/// ([`crate::ForSequenceClassification::classify_early`]). Single-label classifiers with exit
+/// classifiers only.
+pub fn classify_early<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, speed: f64) -> Result<Vec<EarlyClassification>, PipelineError> {
+    let labels = config.labels();
+    if labels.early_exit.is_none() {
+        return Err(PipelineError::NoEarlyExit);
+    }
+    match labels.problem_type.as_deref() {
+        Some(kind @ ("regression" | "multi_label_classification")) => return Err(PipelineError::EarlyExitProblem(kind.into())),
+        _ => {}
+    }
+    let device = model.device();
+    let limits = M::input_limits(config);
+    let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
+    by_length(&encoded, batch_size, &device, |rows| {
+        let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
+        let input = to_input(&batch, &limits, &device)?;
+        let out = model.classify_early(input, speed).ok_or(PipelineError::NoEarlyExit)?;
+        let found = classifications(labels, out.logits)?;
+        Ok(found.into_iter().zip(out.exit_layers).map(|(classification, exit_layer)| EarlyClassification { classification, exit_layer }).collect())
+    })
+}
+
+/// One [`Classification`] per row of `logits` `[batch, num_labels]`, by the problem type of
+/// `labels`.
+fn classifications(labels: &crate::hparams::LabelConfig, logits: Tensor<2>) -> Result<Vec<Classification>, PipelineError> {
+    let problem = labels.problem_type.as_deref().unwrap_or("single_label_classification");
+    let [_, n] = logits.dims();
+    let ranked = |values: &[f32]| {
+        let mut all: Vec<LabelScore> = values.iter().enumerate().map(|(i, &score)| LabelScore { label: labels.name(i), score }).collect();
+        all.sort_by(|a, b| b.score.total_cmp(&a.score));
+        all
+    };
+    Ok(match problem {
+        "regression" => logits.try_to_vec_as::<f32>().map_err(readback("logits"))?.chunks(n).map(|r| Classification::Value { value: r[0] }).collect(),
+        "multi_label_classification" => {
+            let probs = burn::tensor::activation::sigmoid(logits).try_to_vec_as::<f32>().map_err(readback("logits"))?;
+            probs
+                .chunks(n)
+                .map(|r| {
+                    let scores = ranked(r);
+                    Classification::Multi { labels: scores.iter().filter(|s| s.score > 0.5).map(|s| s.label.clone()).collect(), scores }
+                })
+                .collect()
+        }
+        _ => {
+            let probs = softmax(logits, 1).try_to_vec_as::<f32>().map_err(readback("logits"))?;
+            probs
+                .chunks(n)
+                .map(|r| {
+                    let scores = ranked(r);
+                    Classification::Single { label: scores[0].label.clone(), score: scores[0].score, scores }
+                })
+                .collect()
+        }
     })
 }
 

@@ -15,6 +15,7 @@ use crate::heads::{
 };
 use crate::loss::{cross_entropy, per_token_cross_entropy, IGNORE_INDEX};
 use crate::pretrained::PretrainedModel;
+use crate::early_exit::{normalized_entropy, EarlyExit, EarlyExitOutput};
 use crate::scalar_mix::ScalarMix;
 
 /// Logits of one head, the loss when labels were given, and what the encoder was asked for.
@@ -432,6 +433,9 @@ pub struct ForSequenceClassification<B: Backbone, H: SequenceHead<B>> {
     /// Sesame's: the head reads this mix of every layer's states (pooled, when it reads the
     /// pooler) instead of the top layer's; absent in HF's models (config `sesame_scalar_mix`).
     pub scalar_mix: Option<ScalarMix>,
+    /// Sesame's: FastBERT's exit classifiers after the layers below the top (config
+    /// `sesame_early_exit`); absent in HF's models.
+    pub early_exit: Option<EarlyExit>,
 }
 
 impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
@@ -441,6 +445,83 @@ impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
         let logits = self.head.forward(&out, &input);
         let loss = labels.map(|l| l.loss(logits.clone()));
         HeadOutput { logits, loss, encoder: out.encoder }
+    }
+
+    /// The head's logits `[batch, num_labels]` of the top layer's states `x`.
+    fn top_logits(&self, x: Tensor<3>, input: &EncoderInput) -> Tensor<2> {
+        let encoder = crate::EncoderOutput { last_hidden_state: x.clone(), hidden_states: None, attentions: None, cache: None };
+        let out = crate::BackboneOutput { pooler_output: self.base.pool(x), encoder };
+        self.head.forward(&out, input)
+    }
+
+    /// Every layer's logits `[batch, num_labels]`: the exit classifiers' after layers
+    /// `1..L-1`, then the head's after layer `L` (what [`Self::forward`] gives). `None` without
+    /// exit classifiers, or when the base model does not run a layer at a time.
+    pub fn exit_logits(&self, input: EncoderInput) -> Option<Vec<Tensor<2>>> {
+        let exits = self.early_exit.as_ref()?;
+        let (mut x, depths) = self.base.layer_stack(&input)?;
+        let mask = input.mask();
+        let last = depths.len();
+        let mut logits = Vec::with_capacity(last);
+        for (i, depth) in depths.into_iter().enumerate() {
+            x = depth.into_iter().fold(x, |x, layer| layer.forward(x, &mask, false).0);
+            if i + 1 < last {
+                logits.push(exits.classifiers.get(i)?.forward(x.clone(), &mask));
+            }
+        }
+        logits.push(self.top_logits(x, &input));
+        Some(logits)
+    }
+
+    /// FastBERT's adaptive inference: each row runs up the layers until an exit classifier's
+    /// normalised entropy ([`normalized_entropy`]) is below `speed`, the rows of a batch
+    /// independently (those that stopped leave the batch); rows still running at the top take
+    /// the head's logits. At `speed` 0 every row reaches the top: [`Self::forward`]'s logits;
+    /// at 1 (the entropy's bound) every row stops at layer 1.
+    /// `None` as [`Self::exit_logits`].
+    pub fn classify_early(&self, input: EncoderInput, speed: f64) -> Option<EarlyExitOutput> {
+        let exits = self.early_exit.as_ref()?;
+        let device = input.input_ids.device();
+        let rows = input.batch_size();
+        let (mut x, depths) = self.base.layer_stack(&input)?;
+        let (mut input, mut mask) = (input.clone(), input.mask());
+        let last = depths.len();
+        // Rows still running (indices into the batch), each row's logits and exit layer.
+        let mut running: Vec<usize> = (0..rows).collect();
+        let mut logits: Vec<Option<Tensor<1>>> = vec![None; rows];
+        let mut exit_layers = vec![last; rows];
+        for (i, depth) in depths.into_iter().enumerate() {
+            x = depth.into_iter().fold(x, |x, layer| layer.forward(x, &mask, false).0);
+            let layer_logits = if i + 1 < last { exits.classifiers.get(i)?.forward(x.clone(), &mask) } else { self.top_logits(x.clone(), &input) };
+            let confident: Vec<bool> = if i + 1 < last {
+                let entropy: Vec<f32> = normalized_entropy(layer_logits.clone()).into_data().convert::<f32>().try_to_vec().ok()?;
+                entropy.iter().map(|&e| (e as f64) < speed || speed >= 1.0).collect()
+            } else {
+                vec![true; running.len()]
+            };
+            let n = layer_logits.dims()[1];
+            let mut keep = Vec::new();
+            for (r, (&row, &stop)) in running.iter().zip(&confident).enumerate() {
+                if stop {
+                    logits[row] = Some(layer_logits.clone().slice([r..r + 1, 0..n]).reshape([n]));
+                    exit_layers[row] = i + 1;
+                } else {
+                    keep.push(r);
+                }
+            }
+            if keep.is_empty() {
+                break;
+            }
+            if keep.len() < running.len() {
+                let picked = Tensor::<1, Int>::from_data(TensorData::new(keep.iter().map(|&r| r as i64).collect::<Vec<_>>(), [keep.len()]), &device);
+                x = x.select(0, picked.clone());
+                input = input.select_rows(&picked);
+                mask = input.mask();
+                running = keep.iter().map(|&r| running[r]).collect();
+            }
+        }
+        let logits = Tensor::stack(logits.into_iter().collect::<Option<Vec<_>>>()?, 0);
+        Some(EarlyExitOutput { logits, exit_layers })
     }
 }
 
@@ -453,11 +534,12 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForSequenceClassificat
 
     fn init(config: &B::Config, device: &Device) -> Self {
         let sizes = B::classifier_sizes(config);
-        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, sizes.num_labels, device), scalar_mix: scalar_mix(config, device) }
+        let early_exit = crate::pretrained::HfConfig::labels(config).early_exit.map(|exit| EarlyExit::new(&exit, sizes.layers, sizes.hidden_size, sizes.num_labels, sizes.classifier_dropout, device));
+        Self { base: B::new(config, H::POOLED, device), head: H::new(&sizes, sizes.num_labels, device), scalar_mix: scalar_mix(config, device), early_exit }
     }
 
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
-        B::spec(config, true, &["head.", "base.pooler.", "scalar_mix."])
+        B::spec(config, true, &["head.", "base.pooler.", "scalar_mix.", "early_exit."])
     }
 
     hf_form_of_base!();
@@ -653,6 +735,22 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
 pub trait SequenceClassifier: TaskModel {
     /// Logits `[batch, num_labels]` of `input`.
     fn classify(&self, input: EncoderInput) -> Tensor<2>;
+
+    /// Whether the model can carry FastBERT's exit classifiers (config `sesame_early_exit`):
+    /// its base model runs a layer at a time ([`Backbone::layer_stack`]).
+    const EARLY_EXIT: bool = false;
+
+    /// Every layer's logits, the last the model's own (FastBERT's exit classifiers: see
+    /// [`ForSequenceClassification::exit_logits`]); `None` for a model without them.
+    fn exit_logits(&self, _input: EncoderInput) -> Option<Vec<Tensor<2>>> {
+        None
+    }
+
+    /// Logits with early exit at `speed` (see [`ForSequenceClassification::classify_early`]);
+    /// `None` for a model without exit classifiers.
+    fn classify_early(&self, _input: EncoderInput, _speed: f64) -> Option<EarlyExitOutput> {
+        None
+    }
 }
 
 /// A model giving logits for every token: a token classifier of any family.
@@ -698,6 +796,16 @@ where
 {
     fn classify(&self, input: EncoderInput) -> Tensor<2> {
         self.forward(input, None, OutputOptions::default()).logits
+    }
+
+    const EARLY_EXIT: bool = true;
+
+    fn exit_logits(&self, input: EncoderInput) -> Option<Vec<Tensor<2>>> {
+        ForSequenceClassification::exit_logits(self, input)
+    }
+
+    fn classify_early(&self, input: EncoderInput, speed: f64) -> Option<EarlyExitOutput> {
+        ForSequenceClassification::classify_early(self, input, speed)
     }
 }
 

@@ -23,8 +23,10 @@ use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
 use crate::{Metric, StepOutput, TrainTask};
 
+mod early_exit;
 mod qa;
 mod tagging;
+pub use early_exit::{exit_curve, freeze_all_but_exits, EarlyExitDistillation, ExitPoint};
 pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, QA_METRICS};
 pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, ENTITY_METRICS, WORD_METRICS};
 

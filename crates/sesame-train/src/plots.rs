@@ -42,22 +42,39 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// One chart of `curves` (name, points, dashed) against the step, with axes, ticks and a legend.
 fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bool)], legend: SeriesLabelPosition) -> std::io::Result<String> {
+    chart(title, None, y_label, curves, legend)
+}
+
+/// A chart of `curves` (name, points) of `y_label` against `x_label` (a trade-off: accuracy
+/// against speed), the axes spanning the points.
+pub fn xy_svg(title: &str, x_label: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>)]) -> std::io::Result<String> {
+    let curves: Vec<(String, Vec<(f64, f64)>, bool)> = curves.iter().map(|(n, p)| (n.clone(), p.clone(), false)).collect();
+    chart(title, Some(x_label), y_label, &curves, SeriesLabelPosition::LowerLeft)
+}
+
+/// [`line_chart`] against the step (`x_label` `None`: from 0, whole numbers) or against
+/// `x_label` over the points' span.
+fn chart(title: &str, x_label: Option<&str>, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bool)], legend: SeriesLabelPosition) -> std::io::Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
         let x_max = curves.iter().flat_map(|c| c.1.iter().map(|p| p.0)).fold(1.0, f64::max);
+        let (x_min, x_max) = match x_label {
+            None => (0.0, x_max),
+            Some(_) => span(curves.iter().flat_map(|c| c.1.iter().map(|p| p.0))),
+        };
         let (y_min, y_max) = span(curves.iter().flat_map(|c| c.1.iter().map(|p| p.1)));
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(14)
             .x_label_area_size(40)
             .y_label_area_size(64)
-            .build_cartesian_2d(0f64..x_max, y_min..y_max)
+            .build_cartesian_2d(x_min..x_max, y_min..y_max)
             .map_err(failed)?;
         // Steps are whole numbers.
-        let step = |x: &f64| format!("{x:.0}");
-        chart.configure_mesh().x_desc("step").y_desc(y_label).x_label_formatter(&step).light_line_style(WHITE.mix(0.0)).draw().map_err(failed)?;
+        let step = |x: &f64| if x_label.is_none() { format!("{x:.0}") } else { format!("{x:.2}") };
+        chart.configure_mesh().x_desc(x_label.unwrap_or("step")).y_desc(y_label).x_label_formatter(&step).light_line_style(WHITE.mix(0.0)).draw().map_err(failed)?;
         for (i, (name, points, dashed)) in curves.iter().enumerate() {
             if points.is_empty() {
                 continue;

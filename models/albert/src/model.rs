@@ -202,6 +202,11 @@ impl Backbone for AlbertModel {
         self.forward(input, options)
     }
 
+    fn layer_stack(&self, input: &EncoderInput) -> Option<(Tensor<3>, Vec<Vec<LayerParts<'_>>>)> {
+        let x = self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), input.positions());
+        Some((sesame_layers::int8::linear(&self.encoder.embedding_hidden_mapping_in, x), self.encoder.depths()))
+    }
+
     fn word_embeddings(&self) -> Tensor<2> {
         self.embeddings.word_embeddings.weight.val()
     }
@@ -218,6 +223,7 @@ impl Backbone for AlbertModel {
     fn classifier_sizes(config: &AlbertConfig) -> ClassifierSizes {
         ClassifierSizes {
             hidden_size: config.hidden_size,
+            layers: config.num_hidden_layers,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout_prob,
             classifier_activation: Activation::Tanh,

@@ -11,7 +11,7 @@ use sesame_layers::{
     HasSentenceHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 use sesame_layers::checkpoint::encoder_ignored;
-use sesame_layers::{Embeddings, Encoder};
+use sesame_layers::{Embeddings, Encoder, LayerParts};
 
 use crate::checkpoint::encoder_rows;
 use crate::config::{BertLikeConfig, BertLikeFamily};
@@ -102,6 +102,10 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
         Some(&self.encoder)
     }
 
+    fn layer_stack(&self, input: &EncoderInput) -> Option<(Tensor<3>, Vec<Vec<LayerParts<'_>>>)> {
+        Some((self.embed(input), self.encoder.layers.iter().map(|l| vec![l.parts()]).collect()))
+    }
+
     fn pruned_heads(config: &Self::Config) -> BTreeMap<usize, BTreeSet<usize>> {
         config.pruned()
     }
@@ -131,6 +135,7 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
     fn classifier_sizes(config: &Self::Config) -> ClassifierSizes {
         ClassifierSizes {
             hidden_size: config.hidden_size,
+            layers: config.num_hidden_layers,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout(),
             classifier_activation: Activation::Tanh,

@@ -103,6 +103,15 @@ impl Backbone for ElectraModel {
         Some(&self.encoder)
     }
 
+    fn layer_stack(&self, input: &EncoderInput) -> Option<(Tensor<3>, Vec<Vec<sesame_layers::LayerParts<'_>>>)> {
+        let x = self.embed(input);
+        let x = match &self.embeddings_project {
+            Some(project) => sesame_layers::int8::linear(project, x),
+            None => x,
+        };
+        Some((x, self.encoder.layers.iter().map(|l| vec![l.parts()]).collect()))
+    }
+
     fn pruned_heads(config: &ElectraConfig) -> BTreeMap<usize, BTreeSet<usize>> {
         config.pruned()
     }
@@ -132,6 +141,7 @@ impl Backbone for ElectraModel {
     fn classifier_sizes(config: &ElectraConfig) -> ClassifierSizes {
         ClassifierSizes {
             hidden_size: config.hidden_size,
+            layers: config.num_hidden_layers,
             num_labels: config.num_labels(),
             classifier_dropout: config.classifier_dropout(),
             // "although BERT uses tanh here, it seems Electra authors used gelu" (HF).
