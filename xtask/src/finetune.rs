@@ -358,7 +358,8 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     let task = EarlyExitDistillation::new(rows);
     let per_epoch = task.batches_per_epoch();
     let run = Run { args, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
-    let speeds: Vec<f64> = (0..=10).map(|i| i as f64 / 10.0).collect();
+    // Fine steps near 0, where most rows already stop low.
+    let speeds: Vec<f64> = [0.0, 0.01, 0.02, 0.05].into_iter().chain((1..=10).map(|i| i as f64 / 10.0)).collect();
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         task.curve(&predictions, &speeds).map_or(serde_json::Value::Null, |curve| serde_json::json!({ "speed_curve": curve }))

@@ -1,7 +1,8 @@
 //! `cargo xtask finetune` end to end, through the real binary, on generated labelled files and
 //! the small BERT fixture (its tokenizer included): single-label, multi-label and regression
 //! runs learn their task; a killed run resumes to the same model; the export carries the label
-//! names and transformers loads it with the same logits; bad files and flags get one line;
+//! names and transformers loads it with the same logits; prune and FastBERT's early exit run on
+//! the export; bad files and flags get one line;
 //! `bench --mode finetune` runs both sides.
 
 use std::path::{Path, PathBuf};
@@ -116,8 +117,56 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
     let classified = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &pruned.display().to_string(), "a cat", "a car"]).current_dir(repo()).output().unwrap();
     assert!(classified.status.success(), "classify the pruned model: {}", String::from_utf8_lossy(&classified.stderr));
 
+    // `finetune --early-exit`: FastBERT's exit classifier after layer 1, distilled from the
+    // fixed classifier; its loss falls, the model's own predictions are untouched.
+    let exit_run = dir.join("exit");
+    let mut exit_args = args(&dir, &["--steps", "30", "--eval-every", "10", "--early-exit", "--out", &exit_run.display().to_string()]);
+    exit_args[1] = export.display().to_string();
+    let exited = finetune(&exit_args).unwrap();
+    let log: Vec<serde_json::Value> = std::fs::read_to_string(exit_run.join("run/metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let first_train = log.iter().find(|l| l["split"] == "train").unwrap()["values"]["loss"].as_f64().unwrap();
+    let last_held_out = exited["metrics"]["loss"].as_f64().unwrap();
+    assert!(last_held_out < 0.5 * first_train, "the distillation loss went from {first_train} to {last_held_out}: {exited}");
+    assert_eq!(exited["metrics"]["layer_2_accuracy"], done["metrics"]["accuracy"], "the head is fixed: {exited}");
+    let exit_model = exit_run.join("model");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(exit_run.join("eval_results.json")).unwrap()).unwrap();
+    let curve = results["speed_curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 14, "{results}");
+    assert_eq!((curve[0]["mean_layers"].as_f64(), &curve[0]["accuracy"]), (Some(2.0), &done["metrics"]["accuracy"]), "speed 0 runs every layer: {results}");
+    assert_eq!((&curve[13]["speed"], curve[13]["mean_layers"].as_f64()), (&serde_json::json!(1.0), Some(1.0)), "speed 1 stops at layer 1: {results}");
+    assert!(std::fs::read_to_string(exit_run.join("speed_curve.svg")).unwrap().contains("mean layers run"));
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(exit_model.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["sesame_early_exit"], serde_json::json!({"hidden_size": 128, "num_attention_heads": 2}));
+    assert_eq!(config["id2label"], serde_json::json!({"0": "animal", "1": "thing"}));
+    // `classify --speed`: at 0 the plain classifier's output, every text through both layers;
+    // at 1 every text stops at layer 1, with layer 1's accuracy on the evaluation rows.
+    let classify = |model: &Path, extra: &[&str], texts: &[String]| -> Vec<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &model.display().to_string()]).args(extra).args(texts).current_dir(repo()).output().unwrap();
+        assert!(out.status.success(), "classify {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let eval_texts: Vec<String> = (1000..1048).map(|i| sentence(i).0).collect();
+    let plain = classify(&export, &[], &eval_texts);
+    let refused = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &export.display().to_string(), "--speed", "0.5", "a cat"]).current_dir(repo()).output().unwrap();
+    let refused = String::from_utf8_lossy(&refused.stderr);
+    assert!(refused.trim().lines().count() == 1 && refused.contains("--speed 0.5") && refused.contains("no exit classifiers"), "{refused}");
+    let slow = classify(&exit_model, &["--speed", "0"], &eval_texts);
+    for (p, s) in plain.iter().zip(&slow) {
+        assert_eq!((&p["label"], s["exit_layer"].as_u64()), (&s["label"], Some(2)), "{p} against {s}");
+        assert!((p["score"].as_f64().unwrap() - s["score"].as_f64().unwrap()).abs() < 1e-6, "{p} against {s}");
+    }
+    let fast = classify(&exit_model, &["--speed", "1"], &eval_texts);
+    assert!(fast.iter().all(|c| c["exit_layer"] == 1), "{fast:?}");
+    let right = fast.iter().zip(1000..1048).filter(|(c, i)| c["label"].as_str() == Some(animal(&sentence(*i)).as_str())).count();
+    assert_eq!(right as f64 / 48.0, exited["metrics"]["layer_1_accuracy"].as_f64().unwrap(), "{exited}");
+
     let texts: Vec<String> = (1000..1008).map(|i| sentence(i).0).collect();
     let ours = sesame_logits(&export, &texts);
+    // transformers loads the model with exit classifiers as the plain classifier.
+    if let Some(theirs) = transformers_classifies(&exit_model, &texts) {
+        let theirs: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
+        assert!(ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?} with exit classifiers");
+    }
     let Some(theirs) = transformers_classifies(&export, &texts) else { return };
     let theirs_logits: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
     assert_eq!(ours.len(), theirs_logits.len());
@@ -258,6 +307,19 @@ fn bad_files_and_flags_get_one_line_naming_them() {
     for layer in ["3", "-3", "0"] {
         assert_eq!(error(&["--feature-layer", layer]), format!("error: --feature-layer {layer}: the model has 2 layers (1..=2, or -2..=-1 from the top)"));
     }
+    // Early exit distils a fine-tuned classifier, and is refused with what it cannot combine with.
+    let model = model_dir().display().to_string();
+    assert_eq!(error(&["--early-exit"]), format!("error: --early-exit: {model} is not a fine-tuned single-label classifier (config.json has no id2label); fine-tune it first"));
+    assert_eq!(error(&["--early-exit", "--metric", "accuracy"]), "error: --early-exit: the exported classifiers are those of the lowest held-out distillation loss (--metric loss)");
+    let both = finetune(&args(&dir, &["--steps", "2", "--out", &out, "--early-exit", "--freeze"])).unwrap_err();
+    assert!(both.contains("--freeze") && both.contains("--early-exit"), "{both}");
+    // `classify --speed`: a model without exit classifiers, and a speed out of range.
+    let classify = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &model]).args(extra).args(["the cat"]).current_dir(repo()).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    assert!(classify(&["--speed", "1.5"]).contains("1.5 is not a speed in [0, 1]"), "{}", classify(&["--speed", "1.5"]));
 }
 
 #[test]

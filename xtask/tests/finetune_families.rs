@@ -240,6 +240,9 @@ fn xlnet_classifies_tags_and_answers_after_fine_tuning_as_transformers_does() {
     // XLNet's heads read one layer: the scalar mix is refused with one line.
     let err = finetune("classify", &start, &dir.join("train.csv"), &dir.join("eval.csv"), &dir.join("mix"), &["--steps", "1", "--feature-layer", "mix"]).unwrap_err();
     assert!(err.trim().lines().count() == 1 && err.contains("--feature-layer mix"), "{err}");
+    // FastBERT's exits need an encoder run a layer at a time: XLNet's two streams are refused.
+    let err = finetune("classify", &start, &dir.join("train.csv"), &dir.join("eval.csv"), &dir.join("exit"), &["--steps", "1", "--early-exit"]).unwrap_err();
+    assert!(err.trim().lines().count() == 1 && err.contains("--early-exit: XLNetForSequenceClassification cannot stop early"), "{err}");
 }
 
 #[test]
