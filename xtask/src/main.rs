@@ -94,6 +94,25 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
     },
+    /// Draw measured trade-offs as an SVG line chart: `--data` is a JSON object of series, each
+    /// a list of `[x, y]` points (docs/small-models.md's accuracy against speed).
+    Plot {
+        /// The series: `{"name": [[x, y], ...], ...}`.
+        #[arg(long)]
+        data: PathBuf,
+        /// The SVG to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The chart's title.
+        #[arg(long, default_value = "")]
+        title: String,
+        /// The x axis' label.
+        #[arg(long, default_value = "x")]
+        x: String,
+        /// The y axis' label.
+        #[arg(long, default_value = "y")]
+        y: String,
+    },
     /// Export a training checkpoint to HF layout (transformers loads it).
     Export {
         #[command(flatten)]
@@ -354,6 +373,15 @@ fn run(cli: Cli) -> Result<String, String> {
             let device = backend.device()?;
             let family = model_family(&args.model)?;
             family.command("finetune", family.finetune)?(&args, device)
+        }
+        Command::Plot { data, out, title, x, y } => {
+            let text = std::fs::read_to_string(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+            let series: std::collections::BTreeMap<String, Vec<(f64, f64)>> =
+                serde_json::from_str(&text).map_err(|e| format!("{}: not an object of [x, y] point lists: {e}", data.display()))?;
+            let curves: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
+            let svg = sesame_train::plots::xy_svg(&title, &x, &y, &curves).map_err(|e| format!("{}: {e}", out.display()))?;
+            sesame_text::fs::write_atomic(&out, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            Ok(String::new())
         }
         Command::Prune { args, backend } => {
             let device = backend.device()?;

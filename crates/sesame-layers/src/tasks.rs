@@ -481,6 +481,12 @@ impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
     /// `None` as [`Self::exit_logits`].
     pub fn classify_early(&self, input: EncoderInput, speed: f64) -> Option<EarlyExitOutput> {
         let exits = self.early_exit.as_ref()?;
+        if speed <= 0.0 {
+            // No row can stop early: the plain forward pass, without the exits' cost.
+            let layers = exits.classifiers.len() + 1;
+            let rows = input.batch_size();
+            return Some(EarlyExitOutput { logits: self.forward(input, None, OutputOptions::default()).logits, exit_layers: vec![layers; rows] });
+        }
         let device = input.input_ids.device();
         let rows = input.batch_size();
         let (mut x, depths) = self.base.layer_stack(&input)?;

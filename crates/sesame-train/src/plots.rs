@@ -49,7 +49,7 @@ fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bo
 /// against speed), the axes spanning the points.
 pub fn xy_svg(title: &str, x_label: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>)]) -> std::io::Result<String> {
     let curves: Vec<(String, Vec<(f64, f64)>, bool)> = curves.iter().map(|(n, p)| (n.clone(), p.clone(), false)).collect();
-    chart(title, Some(x_label), y_label, &curves, SeriesLabelPosition::LowerLeft)
+    chart(title, Some(x_label), y_label, &curves, SeriesLabelPosition::LowerRight)
 }
 
 /// [`line_chart`] against the step (`x_label` `None`: from 0, whole numbers) or against
