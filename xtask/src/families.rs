@@ -21,6 +21,7 @@ use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
 use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::finetune::{finetune, finetune_without_tagger, FinetuneArgs};
+use crate::distill::{distill, DistillArgs};
 use crate::prune::{prune, PruneArgs};
 use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
 use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
@@ -61,6 +62,8 @@ pub struct FamilyEntry {
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
     /// `cargo xtask prune` of a fine-tuned sequence classifier of this family.
     pub prune: Option<fn(&PruneArgs, Device) -> Result<String, String>>,
+    /// `cargo xtask distill` of a fine-tuned sequence classifier of this family.
+    pub distill: Option<fn(&DistillArgs, Device) -> Result<String, String>>,
     /// `cargo xtask train <name> --objective span` (SpanBERT's recipe) and its export.
     pub span: Option<Recipe>,
     /// `cargo xtask train <name> --objective mlm` (masked LM alone on single sequences).
@@ -114,6 +117,7 @@ impl FamilyEntry {
             tag: Some(tag_with::<ForTokenClassification<B>>),
             answer: Some(answer_with::<ForQuestionAnswering<B>>),
             prune: Some(prune::<B, S>),
+            distill: Some(distill::<B, S>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
             mlm: Some(Recipe { train: train_family::<SingleSequenceRecipe<F, B>>, export: export_model::<SingleSequenceRecipe<F, B>> }),
         }
@@ -147,6 +151,7 @@ impl FamilyEntry {
             tag: None,
             answer: Some(answer_with::<BartForQuestionAnswering>),
             prune: None,
+            distill: None,
             span: None,
             mlm: None,
         }
@@ -180,6 +185,7 @@ impl FamilyEntry {
             ("tag", self.tag.is_some()),
             ("answer", self.answer.is_some()),
             ("prune", self.prune.is_some()),
+            ("distill", self.distill.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }
@@ -239,6 +245,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         tag: Some(tag_with::<XlnetForTokenClassification>),
         answer: Some(answer_with::<XlnetForQuestionAnsweringSimple>),
         prune: None,
+        distill: None,
         span: None,
         mlm: None,
     },

@@ -207,7 +207,7 @@ fn decay_factor(s: &str) -> Result<f64, String> {
 
 /// The labelled data of a run, read and checked before any model is loaded.
 pub struct FinetuneData {
-    problem: ProblemType,
+    pub(crate) problem: ProblemType,
     /// Class names (none for regression).
     classes: Vec<String>,
     /// The training rows and their targets.
@@ -243,7 +243,7 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
 
 /// The metric that picks the exported model (`--metric`, else `default`, checked against
 /// `names`), and whether larger is better.
-fn best_metric(args: &FinetuneArgs, what: &str, names: &[&str], default: &str) -> Result<(String, bool), String> {
+pub(crate) fn best_metric(args: &FinetuneArgs, what: &str, names: &[&str], default: &str) -> Result<(String, bool), String> {
     let name = args.metric.clone().unwrap_or_else(|| default.to_string());
     if !names.contains(&name.as_str()) {
         return Err(format!("--metric {name}: {what} reports {}", names.join(", ")));
@@ -273,12 +273,12 @@ pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(args: &F
 }
 
 /// How the training rows are cut: `--batch-size` rows a batch, split into `--micro-batches`.
-fn batching(args: &FinetuneArgs) -> Batching {
+pub(crate) fn batching(args: &FinetuneArgs) -> Batching {
     Batching { batch_size: args.batch_size, parts: args.micro_batches.min(args.batch_size).max(1), seed: args.seed }
 }
 
 /// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
-fn load_start<M: TaskModel>(args: &FinetuneArgs) -> Result<(Tokenizer, M::Config, usize), String> {
+pub(crate) fn load_start<M: TaskModel>(args: &FinetuneArgs) -> Result<(Tokenizer, M::Config, usize), String> {
     let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
     let config = <M::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
     let limits = M::input_limits(&config);
@@ -329,9 +329,6 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     if !M::EARLY_EXIT {
         return Err(format!("--early-exit: {name} cannot stop early (exit classifiers need an encoder run a layer at a time: BERT, RoBERTa, ALBERT, ELECTRA, UniLM)"));
     }
-    if data.problem != ProblemType::SingleLabelClassification {
-        return Err(format!("--early-exit: the labels of {} are for {}; early exit needs single-label classification", args.train.display(), data.problem.hf_name()));
-    }
     if args.metric.as_deref().is_some_and(|m| m != "loss") {
         return Err("--early-exit: the exported classifiers are those of the lowest held-out distillation loss (--metric loss)".into());
     }
@@ -340,18 +337,7 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     if labels.early_exit.is_some() {
         return Err(format!("--early-exit: {} already has exit classifiers (config `sesame_early_exit`); start from the classifier without them", args.model.display()));
     }
-    if labels.problem_type.as_deref().is_some_and(|p| p != "single_label_classification") || labels.id2label.is_none() {
-        return Err(format!("--early-exit: {} is not a fine-tuned single-label classifier (config.json has no id2label); fine-tune it first", args.model.display()));
-    }
-    // The rows' labels as the model's classes.
-    let classes: Vec<String> = (0..labels.count(2)).map(|i| labels.name(i)).collect();
-    let encode = |rows: &[labelled::LabelledRow], path: &Path| {
-        let targets = labelled::targets(path, rows, data.problem, &classes).map_err(|e| e.to_string())?;
-        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-        let pairs = args.columns.pairs(rows);
-        LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
-    };
-    let (train, eval) = (encode(&data.train.0, &args.train)?, encode(&data.eval.0, &args.eval)?);
+    let (train, eval, classes) = sets_of_the_model("--early-exit", args, &data, &tokenizer, &labels, seq_len)?;
     let what = format!("{} training rows (their labels unread), {} evaluation rows, {} classes; exit classifiers after layers below the top, distilled from the head", train.len(), eval.len(), classes.len());
     config.labels_mut().early_exit = Some(sesame_layers::EarlyExitConfig::default());
     let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(args));
@@ -360,10 +346,38 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     let run = Run { args, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
     // Fine steps near 0, where most rows already stop low.
     let speeds: Vec<f64> = [0.0, 0.01, 0.02, 0.05].into_iter().chain((1..=10).map(|i| i as f64 / 10.0)).collect();
-    run.fit_and_export(&task, config, |model, device| {
+    let prepare = |model: M, _: &mut M::Config, loaded: &sesame_layers::LoadReport| {
+        if !args.resume && loaded.initialized.iter().any(|name| !name.contains("early_exit.")) {
+            return Err(format!("--early-exit: {} is not a fine-tuned classifier (its head is not in the weights); fine-tune it first", args.model.display()));
+        }
+        // The backbone and head are the teacher: fixed, and without dropout, so that the
+        // targets are what the model predicts.
+        Ok(sesame_train::finetune::freeze_all_but_exits(sesame_train::pruning::without_dropout(model)))
+    };
+    run.fit_and_export_with(&task, config, prepare, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         task.curve(&predictions, &speeds).map_or(serde_json::Value::Null, |curve| serde_json::json!({ "speed_curve": curve }))
     })
+}
+
+/// The rows of `data` labelled with the classes of the fine-tuned single-label classifier
+/// whose labels are `labels` (not the files' order), encoded: the training and evaluation
+/// sets, and the classes. `what` names the flag in errors.
+pub(crate) fn sets_of_the_model(what: &str, args: &FinetuneArgs, data: &FinetuneData, tokenizer: &Tokenizer, labels: &sesame_layers::hparams::LabelConfig, seq_len: usize) -> Result<(LabelledSet, LabelledSet, Vec<String>), String> {
+    if data.problem != ProblemType::SingleLabelClassification {
+        return Err(format!("{what}: the labels of {} are for {}; single-label classification is needed", args.train.display(), data.problem.hf_name()));
+    }
+    if labels.problem_type.as_deref().is_some_and(|p| p != "single_label_classification") || labels.id2label.is_none() {
+        return Err(format!("{what}: {} is not a fine-tuned single-label classifier (config.json has no id2label); fine-tune it first", args.model.display()));
+    }
+    let classes: Vec<String> = (0..labels.count(2)).map(|i| labels.name(i)).collect();
+    let encode = |rows: &[labelled::LabelledRow], path: &Path| {
+        let targets = labelled::targets(path, rows, data.problem, &classes).map_err(|e| e.to_string())?;
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let pairs = args.columns.pairs(rows);
+        LabelledSet::encode(tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    Ok((encode(&data.train.0, &args.train)?, encode(&data.eval.0, &args.eval)?, classes))
 }
 
 /// `finetune --task tag`.
@@ -436,20 +450,20 @@ fn finetune_qa<M: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<
 }
 
 /// What every fine-tuning run shares once its task is built.
-struct Run<'a> {
-    args: &'a FinetuneArgs,
-    device: Device,
-    tokenizer: &'a Tokenizer,
+pub(crate) struct Run<'a> {
+    pub(crate) args: &'a FinetuneArgs,
+    pub(crate) device: Device,
+    pub(crate) tokenizer: &'a Tokenizer,
     /// The metric that picks the exported model, and whether larger is better.
-    metric: (String, bool),
+    pub(crate) metric: (String, bool),
     /// Batches per epoch.
-    per_epoch: u64,
+    pub(crate) per_epoch: u64,
     /// The data, for the log.
-    what: String,
+    pub(crate) what: String,
     /// HF's name of the task (`problem_type`, or `token_classification`).
-    task_name: &'a str,
+    pub(crate) task_name: &'a str,
     /// Class or tag names.
-    labels: &'a [String],
+    pub(crate) labels: &'a [String],
 }
 
 impl Run<'_> {
@@ -457,6 +471,23 @@ impl Run<'_> {
     /// the metric, export it with the tokenizer, and write `eval_results.json` with the
     /// per-class `report` of the exported model.
     fn fit_and_export<T, M>(self, task: &T, config: M::Config, report: impl Fn(&M, &Device) -> serde_json::Value) -> Result<String, String>
+    where
+        T: TrainTask<Model = M> + Sync,
+        T::Batch: Sync,
+        M: TaskModel,
+    {
+        self.fit_and_export_with(task, config, |model, _, _| Ok(model), report)
+    }
+
+    /// [`Self::fit_and_export`] of the model `prepare` makes of the loaded checkpoint (given
+    /// its config and load report): early exit's fixed classifier, distillation's student.
+    pub(crate) fn fit_and_export_with<T, M>(
+        self,
+        task: &T,
+        config: M::Config,
+        prepare: impl FnOnce(M, &mut M::Config, &sesame_layers::LoadReport) -> Result<M, String>,
+        report: impl Fn(&M, &Device) -> serde_json::Value,
+    ) -> Result<String, String>
     where
         T: TrainTask<Model = M> + Sync,
         T::Batch: Sync,
@@ -496,15 +527,8 @@ impl Run<'_> {
             eprintln!("--feature-layer: the features of layer {kept} of {total}; the {} above it are dropped", total - kept);
         }
         crate::report(&loaded.report);
-        if args.early_exit && !args.resume && loaded.report.initialized.iter().any(|name| !name.contains("early_exit.")) {
-            return Err(format!("--early-exit: {} is not a fine-tuned classifier (its head is not in the weights); fine-tune it first", args.model.display()));
-        }
-        let (mut model, config) = (loaded.model, loaded.config);
-        if args.early_exit {
-            // The backbone and head are the teacher: fixed, and without dropout, so that the
-            // targets are what the model predicts.
-            model = sesame_train::finetune::freeze_all_but_exits(sesame_train::pruning::without_dropout(model));
-        }
+        let (mut model, mut config) = (loaded.model, loaded.config);
+        model = prepare(model, &mut config, &loaded.report)?;
         if args.freeze {
             // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
             // learns from fixed features.
@@ -647,7 +671,7 @@ fn in_layer_above(name: &str, kept: usize) -> bool {
 }
 
 /// What every held-out batch of `task` predicts with `model` (inference, no autodiff).
-fn held_out_predictions<T: TrainTask>(task: &T, model: &T::Model, device: &Device) -> Vec<burn::tensor::TensorData> {
+pub(crate) fn held_out_predictions<T: TrainTask>(task: &T, model: &T::Model, device: &Device) -> Vec<burn::tensor::TensorData> {
     let inference = model.clone().fork(device);
     task.held_out_batches(device).into_iter().filter_map(|b| task.step(&inference, b).predictions).collect()
 }

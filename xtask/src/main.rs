@@ -16,6 +16,7 @@ mod families;
 mod forward;
 mod generate;
 mod prune;
+mod distill;
 mod train;
 
 #[derive(Parser)]
@@ -91,6 +92,16 @@ enum Command {
     Prune {
         #[command(flatten)]
         args: prune::PruneArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Distil a fine-tuned sequence classifier (the teacher, --model) into a student of the same
+    /// family with fewer layers, initialised from every other layer as DistilBERT (soft
+    /// targets at a temperature, the labels, TinyBERT's hidden-state and attention losses);
+    /// exported as `finetune` exports.
+    Distill {
+        #[command(flatten)]
+        args: distill::DistillArgs,
         #[command(flatten)]
         backend: BackendArg,
     },
@@ -373,6 +384,11 @@ fn run(cli: Cli) -> Result<String, String> {
             let device = backend.device()?;
             let family = model_family(&args.model)?;
             family.command("finetune", family.finetune)?(&args, device)
+        }
+        Command::Distill { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.run.model)?;
+            family.command("distill", family.distill)?(&args, device)
         }
         Command::Plot { data, out, title, x, y } => {
             let text = std::fs::read_to_string(&data).map_err(|e| format!("{}: {e}", data.display()))?;

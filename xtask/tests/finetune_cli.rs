@@ -508,3 +508,61 @@ fn micro_batches_train_the_whole_batch_s_gradient() {
         assert!(diff < 1e-4, "--micro-batches {parts}: weights differ by {diff}");
     }
 }
+
+#[test]
+fn distill_teaches_a_smaller_student_that_resumes_exactly_and_transformers_loads() {
+    let dir = scratch("distill");
+    write_csv(&dir.join("train.csv"), 0..160, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1048, animal);
+    let teacher_run = dir.join("teacher");
+    let teacher = finetune(&args(&dir, &["--steps", "60", "--eval-every", "60", "--out", &teacher_run.display().to_string()])).unwrap();
+    let teacher_dir = teacher_run.join("model");
+    // `cargo xtask distill`: a one-layer student of the two-layer teacher, every loss term on.
+    let distill = |out: &Path, extra: &[&str]| -> Result<serde_json::Value, String> {
+        let mut flags = args(&dir, &["--steps", "40", "--eval-every", "10", "--out", &out.display().to_string()]);
+        flags[1] = teacher_dir.display().to_string();
+        flags.extend(extra.iter().map(|s| s.to_string()));
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("distill").args(&flags).current_dir(repo()).output().unwrap();
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).to_string());
+        }
+        Ok(serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("")).unwrap())
+    };
+    let every_term = ["--alpha-cos", "1", "--alpha-hidden", "1", "--alpha-attention", "1"];
+    let whole = dir.join("student");
+    let done = distill(&whole, &every_term).unwrap();
+    let log: Vec<serde_json::Value> = std::fs::read_to_string(whole.join("run/metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let held_out: Vec<&serde_json::Value> = log.iter().filter(|l| l["split"] == "held_out").collect();
+    for term in ["loss", "soft_loss", "hidden_loss", "attention_loss", "cosine_loss"] {
+        let (first, last) = (held_out[0]["values"][term].as_f64().unwrap(), held_out.last().unwrap()["values"][term].as_f64().unwrap());
+        assert!(last < first, "held-out {term} went from {first} to {last}");
+    }
+    let accuracy = done["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.8, "the student's accuracy {accuracy} (the teacher's {}): {done}", teacher["metrics"]["accuracy"]);
+    let student = whole.join("model");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(student.join("config.json")).unwrap()).unwrap();
+    assert_eq!((config["num_hidden_layers"].as_u64(), &config["id2label"]), (Some(1), &serde_json::json!({"0": "animal", "1": "thing"})));
+    // Killed after step 15 and resumed: the same student, bit for bit.
+    let killed = dir.join("killed");
+    distill(&killed, &[&every_term[..], &["--stop-after", "15"]].concat()).unwrap();
+    assert_eq!(distill(&killed, &[&every_term[..], &["--resume"]].concat()).unwrap()["metrics"], done["metrics"]);
+    let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
+    assert!(weights(&whole) == weights(&killed), "the resumed student differs");
+    // Refusals name their flag.
+    for (extra, expected) in [
+        (&["--student-layers", "2"][..], "--student-layers 2: the teacher has 2; a student has fewer"),
+        (&["--layer-map", "1:3"][..], "--layer-map 1:3: `1:3` is not STUDENT:TEACHER"),
+        (&["--freeze"][..], "distill: --freeze is for `finetune`"),
+        (&["--alpha-soft", "0", "--alpha-hard", "0"][..], "every --alpha-* is 0"),
+    ] {
+        let err = distill(&dir.join("refused"), extra).unwrap_err();
+        assert!(err.trim().lines().count() == 1 && err.contains(expected), "{extra:?}: {err}");
+    }
+    // transformers loads the student with Sesame's logits.
+    let texts: Vec<String> = (1000..1008).map(|i| sentence(i).0).collect();
+    let ours = sesame_logits(&student, &texts);
+    if let Some(theirs) = transformers_classifies(&student, &texts) {
+        let theirs: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
+        assert!(ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?}");
+    }
+}

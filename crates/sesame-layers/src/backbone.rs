@@ -268,6 +268,13 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
         None
     }
 
+    /// The model with only the encoder layers `layers` (0-based, increasing), `config` saying
+    /// so: a student initialised from a teacher's layers (DistilBERT took every other one).
+    /// Families whose layers are shared across depths refuse.
+    fn keep_layers(self, _config: &mut Self::Config, _layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{} layers cannot be picked one by one", Self::CLASS) })
+    }
+
     /// The heads pruned from each layer by `config` (HF `pruned_heads`), numbered as in the
     /// unpruned layers.
     fn pruned_heads(_config: &Self::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {

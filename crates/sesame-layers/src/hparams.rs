@@ -311,6 +311,20 @@ impl EncoderHyperParams {
         next
     }
 
+    /// The settings of a stack of only the layers `layers` (0-based, in order) of this one:
+    /// their count, and the heads each had pruned under its new number.
+    pub fn with_layers(&self, layers: &[usize]) -> Self {
+        let pruned = self.pruned();
+        let mut next = self.clone();
+        next.num_hidden_layers = layers.len();
+        next.pruned_heads = layers
+            .iter()
+            .enumerate()
+            .filter_map(|(new, old)| pruned.get(old).map(|heads| (new.to_string(), heads.iter().copied().collect())))
+            .collect();
+        next
+    }
+
     /// The post-LN encoder stack (each layer with the heads it keeps).
     pub fn encoder(&self) -> EncoderConfig {
         let pruned = !self.pruned().is_empty();

@@ -735,6 +735,12 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
 
     /// Whether the head can read a mix of every layer (`sesame_scalar_mix` in the config).
     const SCALAR_MIX: bool = false;
+
+    /// The model with only the encoder layers `layers` (0-based, increasing), `config` saying
+    /// so ([`Backbone::keep_layers`]); refused where the layers cannot be picked.
+    fn keep_layers(self, _config: &mut Self::Config, _layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{}'s layers cannot be picked one by one", Self::architecture()) })
+    }
 }
 
 /// A model giving one row of logits per text: a sequence classifier of any family.
@@ -794,6 +800,13 @@ where
 {
     task_model_of_base!();
     const SCALAR_MIX: bool = true;
+
+    fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        if self.early_exit.is_some() || self.scalar_mix.is_some() {
+            return Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: "a model with exit classifiers or a scalar mix reads every layer".into() });
+        }
+        Ok(Self { base: self.base.keep_layers(config, layers)?, ..self })
+    }
 }
 
 impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H>

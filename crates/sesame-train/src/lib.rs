@@ -9,6 +9,7 @@
 pub mod adamw;
 pub mod backend;
 pub mod clip;
+pub mod distill;
 pub mod finetune;
 pub mod metrics;
 pub mod plots;
