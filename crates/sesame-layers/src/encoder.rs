@@ -264,6 +264,15 @@ impl Encoder {
         self
     }
 
+    /// The stack of only the layers `layers` (0-based, increasing, at least one).
+    pub fn keep_layers(&self, layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        let n = self.layers.len();
+        if layers.is_empty() || layers.windows(2).any(|w| w[0] >= w[1]) || layers.iter().any(|&l| l >= n) {
+            return Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("cannot keep layers {layers:?} of {n}") });
+        }
+        Ok(Self { layers: layers.iter().map(|&l| self.layers[l].clone()).collect() })
+    }
+
     /// Run every layer over `x` `[batch, seq, d]`, incrementally when `cache` is given.
     pub fn forward(&self, x: Tensor<3>, mask: &AttentionMask, cache: Option<EncoderCache>, options: OutputOptions) -> EncoderOutput {
         run_layers(self.layers.iter().map(EncoderLayer::parts), x, mask, cache, options)

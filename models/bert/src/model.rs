@@ -109,11 +109,8 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
     fn keep_layers(self, config: &mut Self::Config, layers: &[usize]) -> Result<Self, ConfigError> {
         let mut kept = config.clone();
         kept.hparams = config.hparams.with_layers(layers);
-        if layers.is_empty() || layers.windows(2).any(|w| w[0] >= w[1]) || layers.iter().any(|&l| l >= config.num_hidden_layers) {
-            return Err(ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("cannot keep layers {layers:?} of {}", config.num_hidden_layers) });
-        }
         kept.validate()?;
-        let encoder = Encoder { layers: layers.iter().map(|&l| self.encoder.layers[l].clone()).collect() };
+        let encoder = self.encoder.keep_layers(layers)?;
         *config = kept;
         Ok(Self { encoder, ..self })
     }
