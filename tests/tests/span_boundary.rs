@@ -71,9 +71,9 @@ fn spans_are_maximal_runs_of_masked_positions_with_a_token_on_each_side() {
     // Row 0: [1, 2] and [3] touch (one span, 1..=3), [5] alone; row 1: a span at the first
     // column and one at the last (no boundary on one side).
     let labels = [n, 11, 12, 13, n, 15, n, 20, n, n, n, n, n, 21];
-    let masked = MaskedPositions::from_labels(&labels, 7, &device);
+    let masked = MaskedPositions::from_labels(&labels, 7, true, &device);
     let int = |t: &Tensor<1, Int>| t.clone().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
-    let MaskedSpans { left, right, offset } = &masked.spans;
+    let MaskedSpans { left, right, offset } = masked.spans.as_ref().unwrap();
     let none = MaskedSpans::NO_BOUNDARY;
     assert_eq!(int(&masked.positions), [1, 2, 3, 5, 7, 13]);
     assert_eq!(int(left), [0, 0, 0, 4, 7, 13]);

@@ -173,7 +173,7 @@ fn batch(vocab_size: usize, rows: std::ops::Range<usize>, s: usize, device: &Dev
         pair_labels: rows.map(|i| i as i64 % 2).collect(),
         tokens: b * s,
     };
-    PretrainingBatch::new(&batch, device)
+    PretrainingBatch::new(&batch, false, device)
 }
 
 /// Median seconds of `steps` runs of `run` after `warmup` untimed ones.

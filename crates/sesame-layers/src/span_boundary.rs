@@ -102,7 +102,7 @@ impl SpanBoundaryHead {
     /// offset has no embedding.
     pub fn forward(&self, hidden: Tensor<3>, masked: &MaskedPositions, word_embeddings: Tensor<2>) -> (Tensor<2>, Tensor<1, Int>) {
         let [b, s, d] = hidden.dims();
-        let MaskedSpans { left, right, offset } = &masked.spans;
+        let MaskedSpans { left, right, offset } = masked.spans.as_ref().expect("SBO batches carry their spans (MaskedLmObjective::READS_SPANS)");
         let max_targets = self.position_embeddings.weight.dims()[0] as i64;
         let predicted = offset.clone().lower_elem(max_targets);
         let targets = masked.targets.clone().mask_fill(predicted.clone().bool_not(), IGNORE_INDEX);
@@ -139,6 +139,7 @@ const SPAN_HEAD_ROWS: &[(&str, &str)] = &[
 
 impl<B: HasMaskedLmHead> MaskedLmObjective for ForSpanPreTraining<B> {
     const SENTENCE_TASK: bool = false;
+    const READS_SPANS: bool = true;
 
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, _sentence: Tensor<1, Int>) -> ObjectiveOutput {
         let hidden = self.base.forward(input, OutputOptions::default()).last_hidden_state();

@@ -271,8 +271,9 @@ pub struct MaskedPositions {
     /// The original token at each position `[masked]` (-100 for the one ignored placeholder of
     /// a batch that masks nothing).
     pub targets: Tensor<1, Int>,
-    /// The span each position lies in, for objectives that read a span's boundary (SpanBERT's).
-    pub spans: MaskedSpans,
+    /// The span each position lies in, for objectives that read a span's boundary (SpanBERT's:
+    /// [`MaskedLmObjective::READS_SPANS`]); `None` where not asked for.
+    pub spans: Option<MaskedSpans>,
 }
 
 /// The masked span of each predicted position. A span is a maximal run of predicted positions
@@ -324,25 +325,30 @@ impl MaskedSpans {
 
 impl MaskedPositions {
     /// The predicted positions of MLM labels `[batch, seq]` given row-major on the host (-100 =
-    /// not predicted).
-    pub fn from_labels(labels: &[i64], seq: usize, device: &Device) -> Self {
+    /// not predicted), with their spans when `spans`.
+    pub fn from_labels(labels: &[i64], seq: usize, spans: bool, device: &Device) -> Self {
         let (mut positions, mut targets): (Vec<i64>, Vec<i64>) =
             labels.iter().enumerate().filter(|(_, &l)| l != IGNORE_INDEX).map(|(i, &l)| (i as i64, l)).unzip();
-        let mut spans = MaskedSpans::of_labels(labels, seq);
+        let wanted = spans;
+        let mut spans = if wanted { MaskedSpans::of_labels(labels, seq) } else { Vec::new() };
         if positions.is_empty() {
             // An empty index tensor is not portable across backends; one ignored row adds nothing.
             (positions, targets, spans) = (vec![0], vec![IGNORE_INDEX], vec![(0, 0, MaskedSpans::NO_BOUNDARY)]);
         }
         let n = positions.len();
         let int = |v: Vec<i64>| Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device);
-        let (left, (right, offset)): (Vec<i64>, (Vec<i64>, Vec<i64>)) = spans.into_iter().map(|(l, r, o)| (l, (r, o))).unzip();
-        Self { positions: int(positions), targets: int(targets), spans: MaskedSpans { left: int(left), right: int(right), offset: int(offset) } }
+        let spans = wanted.then(|| {
+            let (left, (right, offset)): (Vec<i64>, (Vec<i64>, Vec<i64>)) = spans.into_iter().map(|(l, r, o)| (l, (r, o))).unzip();
+            MaskedSpans { left: int(left), right: int(right), offset: int(offset) }
+        });
+        Self { positions: int(positions), targets: int(targets), spans }
     }
 
-    /// The predicted positions of MLM labels `[batch, seq]` on a device (reads them back).
+    /// The predicted positions of MLM labels `[batch, seq]` on a device, with their spans
+    /// (reads the labels back).
     pub fn of(labels: &Tensor<2, Int>) -> Self {
         let host = labels.to_data().convert::<i64>().try_to_vec::<i64>().expect("i64 labels");
-        Self::from_labels(&host, labels.dims()[1], &labels.device())
+        Self::from_labels(&host, labels.dims()[1], true, &labels.device())
     }
 
     /// The rows of `hidden` `[batch, seq, d]` at the positions: `[masked, d]`.
@@ -372,6 +378,10 @@ pub struct ObjectiveOutput {
 pub trait MaskedLmObjective: PretrainedModel {
     /// Whether the model predicts a sentence-pair label (BERT's NSP, ALBERT's SOP).
     const SENTENCE_TASK: bool;
+
+    /// Whether the objective reads the masked spans ([`MaskedPositions::spans`]: SpanBERT's
+    /// SBO); batches for the others leave them out.
+    const READS_SPANS: bool = false;
 
     /// Losses and logits for masked `input`, the `masked` positions and their targets, and
     /// sentence labels `sentence` `[batch]` (ignored without the head). The vocabulary

@@ -127,6 +127,10 @@ pub trait PretrainingModel: PretrainedModel {
     /// Whether the objective predicts a sentence-pair label (needs [`Layout::Pairs`]).
     const SENTENCE_TASK: bool;
 
+    /// Whether the objective reads the masked spans (SpanBERT's SBO): only then do batches
+    /// carry them.
+    const READS_SPANS: bool = false;
+
     /// The vocabulary, type and length limits of inputs.
     fn input_limits(config: &Self::Config) -> InputLimits;
 
@@ -145,6 +149,7 @@ pub trait PretrainingModel: PretrainedModel {
 
 impl<M: MaskedLmObjective> PretrainingModel for M {
     const SENTENCE_TASK: bool = M::SENTENCE_TASK;
+    const READS_SPANS: bool = M::READS_SPANS;
 
     fn input_limits(config: &Self::Config) -> InputLimits {
         <M as MaskedLmObjective>::input_limits(config)
@@ -258,13 +263,14 @@ pub struct PretrainingBatch {
 }
 
 impl PretrainingBatch {
-    /// Move host arrays to `device` (seed 0; see [`Self::with_seed`]).
-    pub fn new(b: &MaskedBatch, device: &Device) -> Self {
+    /// Move host arrays to `device` (seed 0; see [`Self::with_seed`]), with the masked spans
+    /// when `spans` ([`PretrainingModel::READS_SPANS`]).
+    pub fn new(b: &MaskedBatch, spans: bool, device: &Device) -> Self {
         let t = |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), [b.batch, b.seq]), device);
         Self {
             input: EncoderInput::new(t(&b.input_ids)).with_attention_mask(t(&b.attention_mask)).with_token_type_ids(t(&b.token_type_ids)),
             mlm_labels: t(&b.mlm_labels),
-            masked: MaskedPositions::from_labels(&b.mlm_labels, b.seq, device),
+            masked: MaskedPositions::from_labels(&b.mlm_labels, b.seq, spans, device),
             sentence_labels: Tensor::from_data(TensorData::new(b.pair_labels.clone(), [b.batch]), device),
             tokens: b.tokens,
             seed: 0,
@@ -528,14 +534,14 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
             Some(budget) => self.budget_batch(index, budget),
             None => self.stream.batch(index, self.batch_size),
         };
-        PretrainingBatch::new(&self.collate_train(&rows, index), device).with_seed(mix(self.seed ^ 0x0B1E_C71E, index))
+        PretrainingBatch::new(&self.collate_train(&rows, index), M::READS_SPANS, device).with_seed(mix(self.seed ^ 0x0B1E_C71E, index))
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
         self.held_out_masked()
             .iter()
             .enumerate()
-            .map(|(i, batch)| PretrainingBatch::new(batch, device).with_seed(mix(u64::MAX - i as u64, 0x0B1E_C71E)))
+            .map(|(i, batch)| PretrainingBatch::new(batch, M::READS_SPANS, device).with_seed(mix(u64::MAX - i as u64, 0x0B1E_C71E)))
             .collect()
     }
 
