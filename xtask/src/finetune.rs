@@ -337,6 +337,9 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     if labels.early_exit.is_some() {
         return Err(format!("--early-exit: {} already has exit classifiers (config `sesame_early_exit`); start from the classifier without them", args.model.display()));
     }
+    if let Some(layers) = config.clone().num_hidden_layers_mut().map(|n| *n).filter(|&n| n < 2) {
+        return Err(format!("--early-exit: {} has {layers} layer; exit classifiers go below the top layer", args.model.display()));
+    }
     let (train, eval, classes) = sets_of_the_model("--early-exit", args, &data, &tokenizer, &labels, seq_len)?;
     let what = format!("{} training rows (their labels unread), {} evaluation rows, {} classes; exit classifiers after layers below the top, distilled from the head", train.len(), eval.len(), classes.len());
     config.labels_mut().early_exit = Some(sesame_layers::EarlyExitConfig::default());
