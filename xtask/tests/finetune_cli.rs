@@ -32,7 +32,12 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Run `cargo xtask finetune` with `args`: its stdout's last line as JSON, or its stderr.
 fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("finetune").args(args).current_dir(repo()).output().unwrap();
+    xtask_json("finetune", args)
+}
+
+/// Run `cargo xtask COMMAND` with `args`: its stdout's last line as JSON, or its stderr.
+fn xtask_json(command: &str, args: &[String]) -> Result<serde_json::Value, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).arg(command).args(args).current_dir(repo()).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     if !out.status.success() {
         return Err(stderr);
@@ -522,11 +527,7 @@ fn distill_teaches_a_smaller_student_that_resumes_exactly_and_transformers_loads
         let mut flags = args(&dir, &["--steps", "40", "--eval-every", "10", "--out", &out.display().to_string()]);
         flags[1] = teacher_dir.display().to_string();
         flags.extend(extra.iter().map(|s| s.to_string()));
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("distill").args(&flags).current_dir(repo()).output().unwrap();
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).to_string());
-        }
-        Ok(serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("")).unwrap())
+        xtask_json("distill", &flags)
     };
     let every_term = ["--alpha-cos", "1", "--alpha-hidden", "1", "--alpha-attention", "1"];
     let whole = dir.join("student");
