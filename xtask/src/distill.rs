@@ -12,7 +12,7 @@ use sesame_text::labelled::ProblemType;
 use sesame_train::distill::{ClassifierDistillation, DistillLoss};
 use sesame_train::finetune::{metric_names, SequenceClassification};
 
-use crate::finetune::{batching, best_metric, held_out_predictions, load_start, read_data, sets_of_the_model, FinetuneArgs, Run};
+use crate::finetune::{batching, best_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, FinetuneArgs, Run};
 
 /// Options of `cargo xtask distill`: `finetune`'s (`--model` is the teacher) and the student's.
 #[derive(clap::Args, Debug)]
@@ -128,7 +128,7 @@ where
     let prepare = |model: M<B, S>, config: &mut B::Config, _: &sesame_layers::LoadReport| model.keep_layers(config, &kept).map_err(|e| format!("distill: {e}"));
     runner.fit_and_export_with(&task, config, prepare, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
-        task.report(&predictions)
+        Ok(per_class(task.report(&predictions)))
     })
 }
 

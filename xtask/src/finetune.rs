@@ -318,7 +318,7 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Devic
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
-        task.report(&predictions)
+        Ok(per_class(task.report(&predictions)))
     })
 }
 
@@ -359,7 +359,16 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     };
     run.fit_and_export_with(&task, config, prepare, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
-        task.curve(&predictions, &speeds).map_or(serde_json::Value::Null, |curve| serde_json::json!({ "speed_curve": curve }))
+        let mut fields = per_class(serde_json::Value::Null);
+        if let Some(curve) = task.curve(&predictions, &speeds) {
+            let path = args.out.join("speed_curve.svg");
+            let line = curve.iter().map(|p| (p.mean_layers, p.accuracy)).collect();
+            let svg = sesame_train::plots::xy_svg("early exit: held-out accuracy against layers run (--speed 0 to 1)", "mean layers run", "accuracy", &[("exit".into(), line)])
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            fields.insert("speed_curve".into(), serde_json::to_value(curve).expect("JSON"));
+        }
+        Ok(fields)
     })
 }
 
@@ -421,7 +430,7 @@ fn finetune_tagger<M: TokenTagger>(args: &FinetuneArgs, device: Device) -> Resul
     let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
-        task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))
+        Ok(per_class(task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))))
     })
 }
 
@@ -448,7 +457,7 @@ fn finetune_qa<M: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         let ids = task.eval_examples().iter().map(|x| x.id.clone());
-        task.answers(&predictions).map_or(serde_json::Value::Null, |answers| serde_json::json!({ "answers": ids.zip(answers.iter().map(|a| serde_json::to_value(a).expect("JSON"))).collect::<serde_json::Map<_, _>>() }))
+        Ok(per_class(task.answers(&predictions).map_or(serde_json::Value::Null, |answers| serde_json::json!({ "answers": ids.zip(answers.iter().map(|a| serde_json::to_value(a).expect("JSON"))).collect::<serde_json::Map<_, _>>() }))))
     })
 }
 
@@ -471,9 +480,9 @@ pub(crate) struct Run<'a> {
 
 impl Run<'_> {
     /// Train `task`'s model from the checkpoint (with `config`, labels set), keep the best by
-    /// the metric, export it with the tokenizer, and write `eval_results.json` with the
-    /// per-class `report` of the exported model.
-    fn fit_and_export<T, M>(self, task: &T, config: M::Config, report: impl Fn(&M, &Device) -> serde_json::Value) -> Result<String, String>
+    /// the metric, export it with the tokenizer, and write `eval_results.json` with the fields
+    /// `report` gives of the exported model (`per_class`, early exit's `speed_curve`).
+    fn fit_and_export<T, M>(self, task: &T, config: M::Config, report: impl Fn(&M, &Device) -> Result<Report, String>) -> Result<String, String>
     where
         T: TrainTask<Model = M> + Sync,
         T::Batch: Sync,
@@ -489,7 +498,7 @@ impl Run<'_> {
         task: &T,
         config: M::Config,
         prepare: impl FnOnce(M, &mut M::Config, &sesame_layers::LoadReport) -> Result<M, String>,
-        report: impl Fn(&M, &Device) -> serde_json::Value,
+        report: impl Fn(&M, &Device) -> Result<Report, String>,
     ) -> Result<String, String>
     where
         T: TrainTask<Model = M> + Sync,
@@ -588,20 +597,7 @@ impl Run<'_> {
         let model = model.valid();
         let export = out.join("model");
         save_model(&model, &config, &export, &args.model, self.tokenizer)?;
-        let details = report(&model, &self.device);
-        // Early exit reports its curve over the speed where classifiers report per class.
-        let (details, curve) = match details.get("speed_curve") {
-            Some(curve) => (serde_json::Value::Null, Some(curve.clone())),
-            None => (details, None),
-        };
-        if let Some(points) = curve.as_ref().and_then(|c| serde_json::from_value::<Vec<ExitPointRow>>(c.clone()).ok()) {
-            let path = out.join("speed_curve.svg");
-            let line = points.iter().map(|p| (p.mean_layers, p.accuracy)).collect();
-            let svg = sesame_train::plots::xy_svg("early exit: held-out accuracy against layers run (--speed 0 to 1)", "mean layers run", "accuracy", &[("exit".into(), line)])
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
-        let results = serde_json::json!({
+        let mut results = serde_json::json!({
             "task": self.task_name,
             "labels": self.labels,
             "metric": metric,
@@ -611,13 +607,9 @@ impl Run<'_> {
             "eval_seconds": outcome.eval_seconds,
             "checkpoint_seconds": outcome.checkpoint_seconds,
             "metrics": metrics,
-            "per_class": details,
             "model": export,
         });
-        let mut results = results;
-        if let Some(curve) = curve {
-            results["speed_curve"] = curve;
-        }
+        results.as_object_mut().expect("an object").extend(report(&model, &self.device)?);
         sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
         if let Some(matrix) = results["per_class"].get("confusion_matrix").and_then(|m| serde_json::from_value::<Vec<Vec<u64>>>(m.clone()).ok()) {
@@ -630,11 +622,12 @@ impl Run<'_> {
     }
 }
 
-/// A point of the early-exit curve as `eval_results.json` holds it.
-#[derive(serde::Deserialize)]
-struct ExitPointRow {
-    mean_layers: f64,
-    accuracy: f64,
+/// Fields of `eval_results.json` that a task reports of its exported model.
+pub(crate) type Report = serde_json::Map<String, serde_json::Value>;
+
+/// A report of `details` per class (or per tag, per question).
+pub(crate) fn per_class(details: serde_json::Value) -> Report {
+    Report::from_iter([("per_class".to_string(), details)])
 }
 
 /// Keep the encoder layers of `config` up to `--feature-layer` `layer` (1-based, or negative

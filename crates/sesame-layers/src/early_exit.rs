@@ -83,6 +83,12 @@ pub fn normalized_entropy(logits: Tensor<2>) -> Tensor<1> {
     entropy.div_scalar((n.max(2) as f64).ln())
 }
 
+/// The exit rule: a row whose classifier's normalised entropy is `entropy` stops at `speed`
+/// when the entropy is below it; at `speed` 1 (the entropy's bound) every row stops.
+pub fn stops(entropy: f64, speed: f64) -> bool {
+    entropy < speed || speed >= 1.0
+}
+
 /// FastBERT's self-distillation loss: the sum over the exit classifiers of
 /// `KL(teacher ‖ student)`, each the mean over the rows, where the teacher is the model's own
 /// head (`exits.last()`, no gradient flows into it) and the students are the other entries of

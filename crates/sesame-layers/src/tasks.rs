@@ -15,7 +15,7 @@ use crate::heads::{
 };
 use crate::loss::{cross_entropy, per_token_cross_entropy, IGNORE_INDEX};
 use crate::pretrained::PretrainedModel;
-use crate::early_exit::{normalized_entropy, EarlyExit, EarlyExitOutput};
+use crate::early_exit::{normalized_entropy, stops, EarlyExit, EarlyExitOutput};
 use crate::scalar_mix::ScalarMix;
 
 /// Logits of one head, the loss when labels were given, and what the encoder was asked for.
@@ -325,19 +325,18 @@ impl MaskedSpans {
 
 impl MaskedPositions {
     /// The predicted positions of MLM labels `[batch, seq]` given row-major on the host (-100 =
-    /// not predicted), with their spans when `spans`.
-    pub fn from_labels(labels: &[i64], seq: usize, spans: bool, device: &Device) -> Self {
+    /// not predicted), with their spans when `with_spans`.
+    pub fn from_labels(labels: &[i64], seq: usize, with_spans: bool, device: &Device) -> Self {
         let (mut positions, mut targets): (Vec<i64>, Vec<i64>) =
             labels.iter().enumerate().filter(|(_, &l)| l != IGNORE_INDEX).map(|(i, &l)| (i as i64, l)).unzip();
-        let wanted = spans;
-        let mut spans = if wanted { MaskedSpans::of_labels(labels, seq) } else { Vec::new() };
+        let mut spans = if with_spans { MaskedSpans::of_labels(labels, seq) } else { Vec::new() };
         if positions.is_empty() {
             // An empty index tensor is not portable across backends; one ignored row adds nothing.
             (positions, targets, spans) = (vec![0], vec![IGNORE_INDEX], vec![(0, 0, MaskedSpans::NO_BOUNDARY)]);
         }
         let n = positions.len();
         let int = |v: Vec<i64>| Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device);
-        let spans = wanted.then(|| {
+        let spans = with_spans.then(|| {
             let (left, (right, offset)): (Vec<i64>, (Vec<i64>, Vec<i64>)) = spans.into_iter().map(|(l, r, o)| (l, (r, o))).unzip();
             MaskedSpans { left: int(left), right: int(right), offset: int(offset) }
         });
@@ -504,22 +503,19 @@ impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
         let last = depths.len();
         // Rows still running (indices into the batch), each row's logits and exit layer.
         let mut running: Vec<usize> = (0..rows).collect();
-        let mut logits: Vec<Option<Tensor<1>>> = vec![None; rows];
+        let mut logits: Vec<Vec<f32>> = vec![Vec::new(); rows];
         let mut exit_layers = vec![last; rows];
         for (i, depth) in depths.into_iter().enumerate() {
             x = depth.into_iter().fold(x, |x, layer| layer.forward(x, &mask, false).0);
-            let layer_logits = if i + 1 < last { exits.classifiers.get(i)?.forward(x.clone(), &mask) } else { self.top_logits(x.clone(), &input) };
-            let confident: Vec<bool> = if i + 1 < last {
-                let entropy: Vec<f32> = normalized_entropy(layer_logits.clone()).into_data().convert::<f32>().try_to_vec().ok()?;
-                entropy.iter().map(|&e| (e as f64) < speed || speed >= 1.0).collect()
-            } else {
-                vec![true; running.len()]
-            };
+            let top = i + 1 == last;
+            let layer_logits = if top { self.top_logits(x.clone(), &input) } else { exits.classifiers.get(i)?.forward(x.clone(), &mask) };
+            let entropy: Vec<f32> = if top { Vec::new() } else { normalized_entropy(layer_logits.clone()).into_data().convert::<f32>().try_to_vec().ok()? };
             let n = layer_logits.dims()[1];
+            let values: Vec<f32> = layer_logits.into_data().convert::<f32>().try_to_vec().ok()?;
             let mut keep = Vec::new();
-            for (r, (&row, &stop)) in running.iter().zip(&confident).enumerate() {
-                if stop {
-                    logits[row] = Some(layer_logits.clone().slice([r..r + 1, 0..n]).reshape([n]));
+            for (r, &row) in running.iter().enumerate() {
+                if top || stops(entropy[r] as f64, speed) {
+                    logits[row] = values[r * n..(r + 1) * n].to_vec();
                     exit_layers[row] = i + 1;
                 } else {
                     keep.push(r);
@@ -536,7 +532,8 @@ impl<B: Backbone, H: SequenceHead<B>> ForSequenceClassification<B, H> {
                 running = keep.iter().map(|&r| running[r]).collect();
             }
         }
-        let logits = Tensor::stack(logits.into_iter().collect::<Option<Vec<_>>>()?, 0);
+        let n = logits.first().map_or(0, Vec::len);
+        let logits = Tensor::from_data(TensorData::new(logits.concat(), [rows, n]), &device);
         Some(EarlyExitOutput { logits, exit_layers })
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
-use sesame_layers::{Backbone, ForSequenceClassification, OutputOptions, SequenceHead, SequenceLabels};
+use sesame_layers::{Backbone, ForSequenceClassification, OutputOptions, SequenceHead};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
 use crate::{Metric, StepOutput, TrainTask};
@@ -93,7 +93,7 @@ where
         let options = self.loss.outputs();
         let mask = batch.input.attention_mask.clone();
         let teacher = self.teacher.forward(batch.input.clone(), None, options);
-        let out = student.forward(batch.input, None, options);
+        let out = student.forward(batch.input.clone(), None, options);
         let l = &self.loss;
         let mut terms: Vec<(&str, f64, Tensor<1>)> = Vec::new();
         if l.soft > 0.0 {
@@ -131,14 +131,13 @@ where
         let mut loss = Tensor::<1>::zeros([1], &out.logits.device());
         let mut metrics = Vec::new();
         for (name, weight, term) in terms {
-            let value = term.clone().try_into_scalar::<f32>().map_or(f64::NAN, f64::from);
-            metrics.push(Metric::mean(name, value, 1.0));
+            // A micro-batch without rows of its own (weight 0) reports nothing.
+            if batch.weight > 0.0 {
+                metrics.push(Metric::mean(name, term.clone().try_into_scalar::<f32>().map_or(f64::NAN, f64::from), 1.0));
+            }
             loss = loss + term.mul_scalar(weight);
         }
-        if let SequenceLabels::SingleLabel(labels) = &batch.labels {
-            let correct = out.logits.clone().argmax(1).reshape([batch.rows]).equal(labels.clone()).float().sum();
-            metrics.push(Metric::mean("accuracy", correct.try_into_scalar::<f32>().map_or(f64::NAN, f64::from), batch.rows as f64));
-        }
+        metrics.extend(batch.accuracy(&out.logits));
         StepOutput { loss: loss.mul_scalar(batch.weight), metrics, tokens: batch.tokens, predictions: Some(out.logits.into_data()) }
     }
 

@@ -78,6 +78,16 @@ pub struct ClassificationBatch {
     pub weight: f32,
 }
 
+impl ClassificationBatch {
+    /// The `accuracy` of single-label `logits` `[rows, labels]` on the batch; none for other
+    /// problems and for a micro-batch without rows of its own (weight 0).
+    pub fn accuracy(&self, logits: &Tensor<2>) -> Option<Metric> {
+        let (SequenceLabels::SingleLabel(labels), true) = (&self.labels, self.weight > 0.0) else { return None };
+        let correct = logits.clone().argmax(1).reshape([self.rows]).equal(labels.clone()).float().sum();
+        Some(Metric::mean("accuracy", correct.try_into_scalar::<f32>().map_or(f64::NAN, f64::from), self.rows as f64))
+    }
+}
+
 /// Fine-tuning a [`SequenceClassifier`] `M` on a [`LabelledSet`], evaluated on another.
 #[derive(Clone, Debug)]
 pub struct SequenceClassification<M> {
@@ -175,14 +185,9 @@ impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
     }
 
     fn step(&self, model: &M, batch: ClassificationBatch) -> StepOutput {
-        let logits = model.classify(batch.input);
+        let logits = model.classify(batch.input.clone());
         let loss = batch.labels.loss(logits.clone()).mul_scalar(batch.weight);
-        let mut metrics = Vec::new();
-        if let (SequenceLabels::SingleLabel(labels), true) = (&batch.labels, batch.weight > 0.0) {
-            let correct = logits.clone().argmax(1).reshape([batch.rows]).equal(labels.clone()).float().sum();
-            let correct = correct.try_into_scalar::<f32>().map_or(f64::NAN, f64::from);
-            metrics.push(Metric::mean("accuracy", correct, batch.rows as f64));
-        }
+        let metrics = batch.accuracy(&logits).into_iter().collect();
         StepOutput { loss, metrics, tokens: batch.tokens, predictions: Some(logits.into_data()) }
     }
 
@@ -303,8 +308,14 @@ fn unpadded<T: burn::tensor::Element>(predictions: &[TensorData], order: &[usize
 /// ELECTRA's heads (and XLNet's summary, BART's head) does. A pooler pre-trained on the top
 /// layer would give nothing to learn from when the features come from a lower one.
 pub fn freeze_base<M: TaskModel>(model: M) -> M {
-    struct Freeze<'a>(Vec<String>, &'a str);
-    impl burn::module::ModuleMapper for Freeze<'_> {
+    freeze_where(model, |path| path.first().is_some_and(|m| m == M::BASE) && !path.iter().any(|m| m == "pooler"))
+}
+
+/// `model` with the parameters fixed whose module path (field names from the root) `fixed`
+/// picks.
+pub(crate) fn freeze_where<M: Module>(model: M, fixed: impl Fn(&[String]) -> bool) -> M {
+    struct Freeze<F>(Vec<String>, F);
+    impl<F: Fn(&[String]) -> bool> burn::module::ModuleMapper for Freeze<F> {
         fn enter_module(&mut self, name: &str, _: &str) {
             self.0.push(name.to_string());
         }
@@ -312,11 +323,10 @@ pub fn freeze_base<M: TaskModel>(model: M) -> M {
             self.0.pop();
         }
         fn map_float<const D: usize>(&mut self, param: burn::module::Param<Tensor<D>>) -> burn::module::Param<Tensor<D>> {
-            let fixed = self.0.first().is_some_and(|m| m == self.1) && !self.0.iter().any(|m| m == "pooler");
-            if fixed { param.set_require_grad(false) } else { param }
+            if (self.1)(&self.0) { param.set_require_grad(false) } else { param }
         }
     }
-    model.map(&mut Freeze(Vec::new(), M::BASE))
+    model.map(&mut Freeze(Vec::new(), fixed))
 }
 
 /// ELECTRA's layer-wise learning-rate decay for fine-tuning (google-research/electra,

@@ -59,10 +59,10 @@ fn chart(title: &str, x_label: Option<&str>, y_label: &str, curves: &[(String, V
     {
         let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let x_max = curves.iter().flat_map(|c| c.1.iter().map(|p| p.0)).fold(1.0, f64::max);
+        let xs = || curves.iter().flat_map(|c| c.1.iter().map(|p| p.0));
         let (x_min, x_max) = match x_label {
-            None => (0.0, x_max),
-            Some(_) => span(curves.iter().flat_map(|c| c.1.iter().map(|p| p.0))),
+            None => (0.0, xs().fold(1.0, f64::max)),
+            Some(_) => span(xs()),
         };
         let (y_min, y_max) = span(curves.iter().flat_map(|c| c.1.iter().map(|p| p.1)));
         let mut chart = ChartBuilder::on(&root)

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use burn::module::Module;
 use burn::prelude::*;
-use sesame_layers::early_exit::self_distillation_loss;
+use sesame_layers::early_exit::{self_distillation_loss, stops};
 use sesame_text::labelled::Target;
 
 use super::{ClassificationBatch, SequenceClassification};
@@ -40,26 +40,14 @@ impl<M: SequenceClassifier> EarlyExitDistillation<M> {
     /// The accuracy and layers run at each of `speeds`, from the held-out `predictions`
     /// ([`TrainTask::held_out_scores`]'s); `None` when they do not fit the rows.
     pub fn curve(&self, predictions: &[TensorData], speeds: &[f64]) -> Option<Vec<ExitPoint>> {
-        let layers = exit_rows(predictions)?;
-        Some(speeds.iter().map(|&s| exit_curve(&layers, &self.targets(), s)).collect())
+        let (layers, targets) = (exit_rows(predictions)?, self.targets());
+        Some(speeds.iter().map(|&s| exit_curve(&layers, &targets, s)).collect())
     }
 }
 
 /// `model` with every parameter fixed but its exit classifiers' (the field `early_exit`).
 pub fn freeze_all_but_exits<M: Module>(model: M) -> M {
-    struct Freeze(Vec<String>);
-    impl burn::module::ModuleMapper for Freeze {
-        fn enter_module(&mut self, name: &str, _: &str) {
-            self.0.push(name.to_string());
-        }
-        fn exit_module(&mut self, _: &str, _: &str) {
-            self.0.pop();
-        }
-        fn map_float<const D: usize>(&mut self, param: burn::module::Param<Tensor<D>>) -> burn::module::Param<Tensor<D>> {
-            if self.0.first().is_some_and(|m| m == "early_exit") { param } else { param.set_require_grad(false) }
-        }
-    }
-    model.map(&mut Freeze(Vec::new()))
+    super::freeze_where(model, |path| path.first().is_none_or(|m| m != "early_exit"))
 }
 
 impl<M: SequenceClassifier> TrainTask for EarlyExitDistillation<M> {
@@ -91,7 +79,7 @@ impl<M: SequenceClassifier> TrainTask for EarlyExitDistillation<M> {
         let mut out = BTreeMap::new();
         let depth = layers.first().map_or(0, Vec::len);
         for l in 0..depth {
-            let correct = layers.iter().zip(&targets).filter(|(row, t)| t.is_some() && argmax(&row[l]) == t.unwrap_or(usize::MAX)).count();
+            let correct = layers.iter().zip(&targets).filter(|(row, t)| Some(argmax(&row[l])) == **t).count();
             out.insert(format!("layer_{}_accuracy", l + 1), correct as f64 / layers.len().max(1) as f64);
         }
         let point = exit_curve(&layers, &targets, 0.5);
@@ -116,15 +104,14 @@ pub struct ExitPoint {
 
 /// Where each row of `layers` (`[rows][layers][labels]` logits) stops at `speed`, as
 /// [`sesame_layers::ForSequenceClassification::classify_early`] decides it (the first layer
-/// below the top whose normalised entropy is below `speed`, the first layer at `speed` 1,
-/// else the top), and the accuracy
-/// there against `targets`.
+/// below the top that [`stops`] at `speed`, else the top), and the accuracy there against
+/// `targets`.
 pub fn exit_curve(layers: &[Vec<Vec<f32>>], targets: &[Option<usize>], speed: f64) -> ExitPoint {
     let depth = layers.first().map_or(0, Vec::len);
     let mut exits = vec![0; depth];
     let (mut correct, mut run) = (0usize, 0usize);
     for (row, target) in layers.iter().zip(targets) {
-        let stop = (0..depth.saturating_sub(1)).find(|&l| entropy(&row[l]) < speed || speed >= 1.0).unwrap_or(depth.saturating_sub(1));
+        let stop = (0..depth.saturating_sub(1)).find(|&l| stops(entropy(&row[l]), speed)).unwrap_or(depth.saturating_sub(1));
         exits[stop] += 1;
         run += stop + 1;
         correct += usize::from(Some(argmax(&row[stop])) == *target);
