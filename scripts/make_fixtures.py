@@ -758,6 +758,90 @@ def make_span_boundary_step():
     print(f"spanbert train step: loss {loss.item():.5f} (mlm {out_mlm.loss.item():.5f}, sbo {sbo_loss.item():.5f} over {sbo_targets}), grad norm {norm.item():.5f}")
 
 
+def make_distil_step():
+    """Masked-LM distillation's first step (DistilBERT, Sanh et al. 2019, as its distiller.py
+    computes it, with TinyBERT's layer-wise terms): a 4-layer BertForMaskedLM teacher, fixed; a
+    student of its layers 1 and 3 (embeddings and head copied); loss 5 · T²·KL(teacher_T ‖
+    student_T) over the masked positions (batchmean) + 2 · MLM + 1 · (1 − cos) of the last hidden
+    states over the tokens + 0.5 · the MSE of the hidden states of the embeddings and student
+    layer m against teacher layer 2m over the tokens + 0.5 · the MSE of those layers' attention
+    probabilities over the tokens' rows, T = 2, dropout 0; then one clipped AdamW step of the student as
+    make_train_step's. The teacher is the checkpoint."""
+    out = OUT / "train" / "distil-first-step"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    cfg = config_for("base", "bert", num_hidden_layers=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    teacher = build(BertForMaskedLM, cfg, 8080).float().eval()
+    teacher.save_pretrained(out)
+    student_cfg = config_for("base", "bert", num_hidden_layers=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    student = BertForMaskedLM(student_cfg).float()
+    kept = [0, 2]
+    with torch.no_grad():
+        state = {}
+        for name, value in teacher.state_dict().items():
+            if ".encoder.layer." in name:
+                layer = int(name.split(".encoder.layer.")[1].split(".")[0])
+                if layer not in kept:
+                    continue
+                name = name.replace(f".encoder.layer.{layer}.", f".encoder.layer.{kept.index(layer)}.")
+            state[name] = value.clone()
+        student.load_state_dict(state)
+    g = torch.Generator().manual_seed(9)
+    inputs = padded_batch(cfg, g, [9, 7, 5, 8], 9)
+    labels = torch.full_like(inputs["input_ids"], -100)
+    pick = (torch.rand(inputs["input_ids"].shape, generator=g) < 0.3) & inputs["attention_mask"].bool()
+    pick[:, 1] = True
+    labels[pick] = inputs["input_ids"][pick]
+    inputs["input_ids"][pick] = 4
+    T, alpha = 2.0, dict(soft=5.0, hard=2.0, cos=1.0, hidden=0.5, attention=0.5)
+    layer_map = [2, 4]
+    student.train()
+    s = student(**inputs, output_hidden_states=True, output_attentions=True)
+    with torch.no_grad():
+        t = teacher(**inputs, output_hidden_states=True, output_attentions=True)
+    V = cfg.vocab_size
+    sel = (labels > -1).unsqueeze(-1).expand_as(s.logits)
+    s_slct, t_slct = torch.masked_select(s.logits, sel).view(-1, V), torch.masked_select(t.logits, sel).view(-1, V)
+    terms = {}
+    terms["soft"] = torch.nn.KLDivLoss(reduction="batchmean")(torch.log_softmax(s_slct / T, -1), torch.softmax(t_slct / T, -1)) * T ** 2
+    terms["hard"] = torch.nn.CrossEntropyLoss(ignore_index=-100)(s.logits.view(-1, V), labels.view(-1))
+    tokens = inputs["attention_mask"].unsqueeze(-1).expand_as(s.hidden_states[-1]).bool()
+    dim = cfg.hidden_size
+    sh, th = torch.masked_select(s.hidden_states[-1], tokens).view(-1, dim), torch.masked_select(t.hidden_states[-1], tokens).view(-1, dim)
+    terms["cos"] = torch.nn.CosineEmbeddingLoss(reduction="mean")(sh, th, sh.new_ones(sh.size(0)))
+    mse = lambda a, b: torch.nn.functional.mse_loss(torch.masked_select(a, tokens).view(-1, dim), torch.masked_select(b, tokens).view(-1, dim))
+    terms["hidden"] = mse(s.hidden_states[0], t.hidden_states[0]) + sum(mse(s.hidden_states[m + 1], t.hidden_states[g_]) for m, g_ in enumerate(layer_map))
+    rows = inputs["attention_mask"].float()[:, None, :, None]
+    att_mse = lambda a, b: ((a - b) ** 2 * rows).sum() / (rows.sum() * a.shape[1] * a.shape[3])
+    terms["attention"] = sum(att_mse(s.attentions[m], t.attentions[g_ - 1]) for m, g_ in enumerate(layer_map))
+    loss = sum(alpha[k] * v for k, v in terms.items())
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in student.named_parameters()}
+    norm = torch.nn.utils.clip_grad_norm_(student.parameters(), 0.5)
+    def no_decay(n):
+        return n.endswith("bias") or "LayerNorm.weight" in n
+    opt = torch.optim.AdamW([{"params": [p for n, p in student.named_parameters() if not no_decay(n)], "weight_decay": 0.01},
+                             {"params": [p for n, p in student.named_parameters() if no_decay(n)], "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-6)
+    opt.step()
+    io = {f"input.{k}": v.contiguous() for k, v in inputs.items()}
+    io["label.labels"] = labels.contiguous()
+    io["output.loss"] = loss.detach().reshape(1).float()
+    io.update({f"output.{k}_loss": v.detach().reshape(1).float() for k, v in terms.items()})
+    io["output.teacher_mlm_loss"] = torch.nn.CrossEntropyLoss(ignore_index=-100)(t.logits.view(-1, V), labels.view(-1)).reshape(1).float()
+    io["output.grad_norm"] = norm.detach().reshape(1).float()
+    io.update({f"grad.{k}": v.float().contiguous() for k, v in grads.items()})
+    io.update({f"after.{k}": p.detach().float().clone().contiguous() for k, p in student.named_parameters()})
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "DistilBERT's masked-LM distillation (+ TinyBERT's terms), the student's first AdamW step; the checkpoint is the teacher",
+            "kept_layers": kept, "layer_map": layer_map, "temperature": T, "alpha": alpha,
+            "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6, "weight_decay": 0.01, "max_grad_norm": 0.5,
+            "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"distil train step: loss {loss.item():.5f} ({ {k: round(v.item(), 5) for k, v in terms.items()} }), grad norm {norm.item():.5f}")
+
+
 UNILM_MASKS = ["bidirectional", "left-to-right", "right-to-left", "seq-to-seq"]
 
 
@@ -1485,6 +1569,7 @@ def main():
         make_train_step("albert")
         make_electra_train_step()
         make_span_boundary_step()
+        make_distil_step()
         return
     if args.only == "unilm":
         make_unilm()

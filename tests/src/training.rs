@@ -114,15 +114,20 @@ pub fn first_step_config() -> TrainConfig {
 }
 
 /// Loss, gradient norm, every gradient and every parameter after one trainer step of `model`
-/// on `task`'s batch against PyTorch's, by HF name; the failures, empty when all agree.
-pub fn first_step_failures<M: PretrainedModel + Send + Sync, B: Clone + Sync>(
+/// on `task`'s (fixed) first batch against PyTorch's, by HF name; the failures, empty when all
+/// agree.
+pub fn first_step_failures<M: PretrainedModel + Send + Sync, T: TrainTask<Model = M> + Sync>(
     f: &Fixture,
-    task: &Fixed<M, B>,
+    task: &T,
     model: M,
     config: &M::Config,
     name: &str,
-) -> Vec<String> {
-    let out = (task.step)(&model, task.batch.clone());
+) -> Vec<String>
+where
+    T::Batch: Sync,
+{
+    let device = model.devices().into_iter().next().expect("a model on a device");
+    let out = task.step(&model, task.train_batch(0, &device));
     let loss = values(out.loss.clone())[0];
     let mut failures = Vec::new();
     if (loss - f.get("output.loss").f32[0]).abs() >= 1e-4 {

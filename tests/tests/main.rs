@@ -11,6 +11,7 @@ mod bart_pretraining;
 mod bert_parity;
 mod checkpoint_io;
 mod dependencies;
+mod distillation;
 mod early_exit;
 mod electra_parity;
 mod electra_pretraining;

@@ -21,32 +21,91 @@ pub struct DistillArgs {
     /// labels used only by --alpha-hard); `--eval` the rows the student is scored on.
     #[command(flatten)]
     pub run: FinetuneArgs,
+    /// The student and the loss.
+    #[command(flatten)]
+    pub student: StudentArgs,
+}
+
+/// The student and the weights of the loss's terms: `cargo xtask distill` (a classifier) and
+/// `cargo xtask train FAMILY --teacher` (a masked LM), each with its own defaults.
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "Distillation (distill; train --teacher)")]
+pub struct StudentArgs {
     /// The student's layers, taken evenly from the teacher's (DistilBERT: every other one; the
     /// lowest always) [default: half the teacher's].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub student_layers: Option<usize>,
-    /// The temperature of the soft targets.
-    #[arg(long, default_value_t = 2.0, value_parser = positive)]
-    pub temperature: f64,
-    /// Weight of the soft targets: `T² · KL(teacher_T ‖ student_T)`.
-    #[arg(long, default_value_t = 1.0, value_parser = weight)]
-    pub alpha_soft: f64,
-    /// Weight of the task's loss on the labels.
-    #[arg(long, default_value_t = 0.5, value_parser = weight)]
-    pub alpha_hard: f64,
-    /// Weight of `1 − cos` of the last hidden states (DistilBERT).
-    #[arg(long, default_value_t = 0.0, value_parser = weight)]
-    pub alpha_cos: f64,
-    /// Weight of the MSE of mapped layers' hidden states, embeddings included (TinyBERT).
-    #[arg(long, default_value_t = 0.0, value_parser = weight)]
-    pub alpha_hidden: f64,
-    /// Weight of the MSE of mapped layers' attention probabilities (TinyBERT).
-    #[arg(long, default_value_t = 0.0, value_parser = weight)]
-    pub alpha_attention: f64,
+    /// The temperature of the soft targets [default: 2].
+    #[arg(long, value_parser = positive)]
+    pub temperature: Option<f64>,
+    /// Weight of the soft targets: `T² · KL(teacher_T ‖ student_T)` [default: 1; train
+    /// --teacher: 5, DistilBERT's].
+    #[arg(long, value_parser = weight)]
+    pub alpha_soft: Option<f64>,
+    /// Weight of the task's loss on the labels (a masked LM's: its MLM loss) [default: 0.5;
+    /// train --teacher: 2].
+    #[arg(long, value_parser = weight)]
+    pub alpha_hard: Option<f64>,
+    /// Weight of `1 − cos` of the last hidden states (DistilBERT) [default: 0; train
+    /// --teacher: 1].
+    #[arg(long, value_parser = weight)]
+    pub alpha_cos: Option<f64>,
+    /// Weight of the MSE of mapped layers' hidden states, embeddings included (TinyBERT) [default: 0].
+    #[arg(long, value_parser = weight)]
+    pub alpha_hidden: Option<f64>,
+    /// Weight of the MSE of mapped layers' attention probabilities (TinyBERT) [default: 0].
+    #[arg(long, value_parser = weight)]
+    pub alpha_attention: Option<f64>,
     /// The teacher layer (1-based) each student layer learns from, `1:2,2:4,3:6`
     /// [default: TinyBERT's uniform map, student layer m to teacher layer m × L / N].
     #[arg(long)]
     pub layer_map: Option<String>,
+}
+
+/// The defaults of the weights `[soft, hard, cos]` of `distill` (a classifier).
+pub const CLASSIFIER_WEIGHTS: [f64; 3] = [1.0, 0.5, 0.0];
+/// The defaults of the weights `[soft, hard, cos]` of `train --teacher`: DistilBERT's
+/// `alpha_ce`, `alpha_mlm` and `alpha_cos` (its README's command).
+pub const MASKED_LM_WEIGHTS: [f64; 3] = [5.0, 2.0, 1.0];
+
+impl StudentArgs {
+    /// Whether any option is given (refused without a teacher).
+    pub fn any(&self) -> bool {
+        let weights = [self.temperature, self.alpha_soft, self.alpha_hard, self.alpha_cos, self.alpha_hidden, self.alpha_attention];
+        self.student_layers.is_some() || self.layer_map.is_some() || weights.iter().any(Option::is_some)
+    }
+
+    /// The teacher's layers (0-based) a student of `--student-layers` (default: half) starts
+    /// from, of a teacher of `teacher` layers.
+    pub fn kept_layers(&self, teacher: usize) -> Result<Vec<usize>, String> {
+        let student = self.student_layers.unwrap_or((teacher / 2).max(1));
+        if student >= teacher {
+            return Err(format!("--student-layers {student}: the teacher has {teacher}; a student has fewer"));
+        }
+        Ok((0..student).map(|i| i * teacher / student).collect())
+    }
+
+    /// The loss of a student of `student` layers and a teacher of `teacher`, the weights not
+    /// given taken from `defaults` (`[soft, hard, cos]`).
+    pub fn loss(&self, defaults: [f64; 3], student: usize, teacher: usize) -> Result<DistillLoss, String> {
+        let layer_map = match &self.layer_map {
+            None => DistillLoss::uniform_map(student, teacher),
+            Some(text) => parse_layer_map(text, student, teacher)?,
+        };
+        let loss = DistillLoss {
+            temperature: self.temperature.unwrap_or(2.0),
+            soft: self.alpha_soft.unwrap_or(defaults[0]),
+            hard: self.alpha_hard.unwrap_or(defaults[1]),
+            cosine: self.alpha_cos.unwrap_or(defaults[2]),
+            hidden: self.alpha_hidden.unwrap_or(0.0),
+            attention: self.alpha_attention.unwrap_or(0.0),
+            layer_map,
+        };
+        if loss.soft + loss.hard + loss.cosine + loss.hidden + loss.attention <= 0.0 {
+            return Err("every --alpha-* is 0; nothing to learn".into());
+        }
+        Ok(loss)
+    }
 }
 
 fn weight(s: &str) -> Result<f64, String> {
@@ -75,9 +134,6 @@ where
             return Err(format!("distill: {flag} is for `finetune`; the student trains whole"));
         }
     }
-    if args.alpha_soft + args.alpha_hard + args.alpha_cos + args.alpha_hidden + args.alpha_attention <= 0.0 {
-        return Err("distill: every --alpha-* is 0; nothing to learn".into());
-    }
     let data = read_data(run)?;
     if data.problem != ProblemType::SingleLabelClassification {
         return Err(format!("distill: the labels of {} are for {}; distillation of classifiers is single-label for now", run.train.display(), data.problem.hf_name()));
@@ -93,28 +149,13 @@ where
         return Err(format!("distill: {} is not a fine-tuned classifier ({}); fine-tune it first", run.model.display(), loaded.report));
     }
     let teacher_layers = B::classifier_sizes(&config).layers;
-    let student_layers = args.student_layers.unwrap_or((teacher_layers / 2).max(1));
-    if student_layers >= teacher_layers {
-        return Err(format!("--student-layers {student_layers}: the teacher has {teacher_layers}; a student has fewer"));
-    }
-    let kept: Vec<usize> = (0..student_layers).map(|i| i * teacher_layers / student_layers).collect();
-    let layer_map = match &args.layer_map {
-        None => DistillLoss::uniform_map(student_layers, teacher_layers),
-        Some(text) => parse_layer_map(text, student_layers, teacher_layers)?,
-    };
-    if args.alpha_attention > 0.0 && !B::pruned_heads(&config).is_empty() {
+    let kept = args.student.kept_layers(teacher_layers)?;
+    let loss = args.student.loss(CLASSIFIER_WEIGHTS, kept.len(), teacher_layers).map_err(|e| format!("distill: {e}"))?;
+    if loss.attention > 0.0 && !B::pruned_heads(&config).is_empty() {
         return Err("--alpha-attention: the teacher has pruned heads; the attention maps of mapped layers must have the same heads".into());
     }
     let teacher = sesame_train::pruning::without_dropout(loaded.model).no_grad();
-    let loss = DistillLoss {
-        temperature: args.temperature,
-        soft: args.alpha_soft,
-        hard: args.alpha_hard,
-        cosine: args.alpha_cos,
-        hidden: args.alpha_hidden,
-        attention: args.alpha_attention,
-        layer_map: layer_map.clone(),
-    };
+    let student_layers = kept.len();
     let what = format!(
         "{} training rows, {} evaluation rows, {} classes; a student of {student_layers} layers (the teacher's {}) from {teacher_layers}; loss {}",
         train.len(), eval.len(), classes.len(),

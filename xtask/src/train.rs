@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use sesame_layers::{HfConfig, PretrainedModel};
+use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, PretrainedModel};
 use sesame_text::fs::write_atomic;
 use sesame_text::{Corpus, DenoisingConfig, MaskLength, Packing, Tokenizer, TokenizerConfig, TokenizerKind};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel};
+use sesame_train::distill::MaskedLmDistillation;
+use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
 /// A pre-training objective in place of the family's own (`--objective`).
@@ -55,15 +56,28 @@ pub struct TrainArgs {
     /// one, a small vocabulary leaves a tiny model more to learn from context in a few minutes).
     #[arg(long, default_value_t = 2000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1_000_000))]
     pub vocab_size: usize,
-    /// Model size preset: tiny, mini, small or base.
-    #[arg(long, default_value = "tiny")]
-    pub preset: String,
+    /// Model size preset: tiny, mini, small or base [default: tiny; with --teacher, the
+    /// teacher's own shape with --student-layers].
+    #[arg(long)]
+    pub preset: Option<String>,
     /// A config.json to use instead of a preset.
     #[arg(long, conflicts_with = "preset")]
     pub config: Option<PathBuf>,
     /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
     #[arg(long, conflicts_with_all = ["config", "tokenizer"])]
     pub init_from: Option<PathBuf>,
+    /// Distil this masked LM (an HF checkpoint of the family, kept fixed) into a smaller
+    /// student, as DistilBERT was trained: masked LM on single sequences, the student learning
+    /// the teacher's distributions at the masked positions (`--alpha-soft`, at
+    /// `--temperature`), the tokens (`--alpha-hard`) and the teacher's last hidden states
+    /// (`--alpha-cos`). The student is the teacher's shape with `--student-layers` of its
+    /// layers (every other one by default), or a fresh `--preset` or `--config`; the
+    /// teacher's tokenizer is used. The default run directory is runs/FAMILY-distill.
+    #[arg(long, conflicts_with_all = ["init_from", "tokenizer", "objective"])]
+    pub teacher: Option<PathBuf>,
+    /// The student of `--teacher` and the weights of the loss's terms.
+    #[command(flatten)]
+    pub student: crate::distill::StudentArgs,
     /// Optimizer steps [default: 4000, 2¾–4½ minutes of a tiny model on 2 CPU cores by
     /// family; BART 1600, about 5 minutes: its loss covers every target token, both stacks].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -154,6 +168,13 @@ pub struct TrainArgs {
     /// Hide the progress bar (log lines instead).
     #[arg(long)]
     pub quiet: bool,
+}
+
+impl TrainArgs {
+    /// `--preset`, or `tiny`.
+    fn preset(&self) -> &str {
+        self.preset.as_deref().unwrap_or("tiny")
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -287,6 +308,9 @@ struct RunSpec {
     /// `--objective`, when not the family's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     objective: Option<Objective>,
+    /// `--teacher` and the distillation's settings, for a distillation run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    teacher: Option<String>,
     seed: u64,
     held_out: f64,
 }
@@ -303,6 +327,7 @@ impl RunSpec {
             layout,
             static_masks: args.static_masks,
             objective: args.objective,
+            teacher: None,
             seed: args.seed,
             held_out: args.held_out,
         }
@@ -319,6 +344,12 @@ impl RunSpec {
 /// Run `train` and return a JSON summary.
 pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     let family = crate::families::by_name(&args.family)?;
+    if args.teacher.is_none() && args.student.any() {
+        return Err("--student-layers, --alpha-*, --temperature and --layer-map are for distillation: give the teacher with --teacher".into());
+    }
+    if args.teacher.is_some() {
+        return family.command("train --teacher", family.train_teacher)?(args, device);
+    }
     match args.objective {
         None => family.command("train", family.train)?(args, device),
         Some(objective) => family.command(&format!("train --objective {}", objective.name()), family.recipe(objective).map(|r| r.train))?(args, device),
@@ -343,6 +374,7 @@ fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
 /// on `--resume` compared with the one there.
 fn open_run(args: &TrainArgs, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
     let name = match args.objective {
+        _ if args.teacher.is_some() => format!("{family}-distill"),
         Some(objective) => format!("{family}-{}", objective.name()),
         None => family.to_string(),
     };
@@ -380,12 +412,12 @@ fn read_corpus(args: &TrainArgs) -> Result<(Corpus, Corpus), String> {
 }
 
 /// The run's tokenizer: its own copy (so that `--resume` sees the same one), the one of
-/// `--init-from` or `--tokenizer`, or one of `kind` trained on the corpus; saved in the run.
+/// `--init-from`, `--teacher` or `--tokenizer`, or one of `kind` trained on the corpus; saved in the run.
 fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
     let run_tokenizer = out.join("tokenizer");
     let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
         (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::of_dir(&run_tokenizer).map_err(err)?)
-    } else if let Some(dir) = args.init_from.as_ref().or(args.tokenizer.as_ref()) {
+    } else if let Some(dir) = args.init_from.as_ref().or(args.teacher.as_ref()).or(args.tokenizer.as_ref()) {
         (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::of_dir(dir).map_err(err)?)
     } else {
         eprintln!("training a {kind:?} tokenizer ({} tokens) on the corpus", args.vocab_size);
@@ -397,13 +429,13 @@ fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: 
 }
 
 /// The model trained and its configuration, on the autodiff `device`: the run's own on
-/// `--resume`, `--init-from`'s checkpoint, `--config`'s, or `preset` (from `--preset`);
-/// the configuration is saved in the run.
+/// `--resume`, `--init-from`'s checkpoint, `--config`'s, or what `fresh` makes (a model of
+/// `--preset`; a distillation's student); the configuration is saved in the run.
 fn run_model<M: PretrainedModel>(
     args: &TrainArgs,
     out: &Path,
     device: &burn::tensor::Device,
-    preset: impl FnOnce() -> Result<M::Config, sesame_layers::ConfigError>,
+    fresh: impl FnOnce() -> Result<(M, M::Config), String>,
 ) -> Result<(M, M::Config), String> {
     // A fresh model's initial weights come from the run's seed, so `--seed` reproduces a run.
     device.seed(args.seed);
@@ -428,14 +460,17 @@ fn run_model<M: PretrainedModel>(
             };
             (M::new_hf(&config, device), config)
         }
-        (None, None) => {
-            let config = preset().map_err(err)?;
-            (M::new_hf(&config, device), config)
-        }
+        (None, None) => fresh()?,
     };
     let json = serde_json::to_string_pretty(&config.to_json(&M::architecture())).expect("JSON");
     write_atomic(&saved_config, json.as_bytes()).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
     Ok((model, config))
+}
+
+/// A fresh model of the preset `config`.
+fn preset_model<M: PretrainedModel>(device: &burn::tensor::Device, config: Result<M::Config, sesame_layers::ConfigError>) -> Result<(M, M::Config), String> {
+    let config = config.map_err(err)?;
+    Ok((M::new_hf(&config, device), config))
 }
 
 /// Default `--steps` of the masked-LM families.
@@ -505,12 +540,7 @@ where
 
 /// `train` for a family pre-trained by the shared masked-LM task.
 pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    if args.noise.any() {
-        return Err(format!("--mask, --insert, --rotate, … set BART's noise; {} masks with --masking", F::NAME));
-    }
-    if args.permutation.any() {
-        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {} masks with --masking", F::NAME));
-    }
+    refuse_other_corruptions(&args, F::NAME)?;
     let masking = args.masking.unwrap_or_else(F::masking);
     let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(&args)?;
@@ -520,7 +550,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
     let train_device = device.autodiff();
     let pad = tokenizer.special_tokens().pad.1 as usize;
-    let (model, config) = run_model::<F::Model>(&args, out, &train_device, || F::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), pad))?;
+    let (model, config) = run_model::<F::Model>(&args, out, &train_device, || preset_model(&train_device, F::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), pad)))?;
     let limits = F::Model::input_limits(&config);
     if args.seq_len > limits.max_len {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
@@ -535,6 +565,108 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         steps, args.grad_accum, args.batch_size
     );
     fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
+}
+
+/// Refuse BART's and XLNet's data flags for the masked-LM family `family`.
+fn refuse_other_corruptions(args: &TrainArgs, family: &str) -> Result<(), String> {
+    if args.noise.any() {
+        return Err(format!("--mask, --insert, --rotate, … set BART's noise; {family} masks with --masking"));
+    }
+    if args.permutation.any() {
+        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {family} masks with --masking"));
+    }
+    Ok(())
+}
+
+/// `train FAMILY --teacher DIR`: a masked-LM student of family `F` (base model `B`) distilled
+/// from the fixed teacher `DIR` ([`MaskedLmDistillation`]) on masked single sequences of full
+/// sentences, with `F`'s masking (or `--masking`); the student starts from the teacher's
+/// layers (`--student-layers`, DistilBERT's every other one by default) or fresh
+/// (`--preset`, `--config`), and is exported as the family's masked LM.
+pub fn train_distilled<F, B>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String>
+where
+    F: PretrainingFamily,
+    B: HasMaskedLmHead,
+    F::Model: PretrainedModel<Config = B::Config>,
+    ForMaskedLM<B>: Send + Sync,
+{
+    refuse_other_corruptions(&args, F::NAME)?;
+    let teacher_dir = args.teacher.as_ref().expect("train --teacher");
+    let masking = args.masking.unwrap_or_else(F::masking);
+    let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
+    let layout = layout::<SingleSequenceRecipe<F, B>>(&args)?;
+    let fresh_student = args.config.is_some() || args.preset.is_some();
+    if fresh_student && args.student.student_layers.is_some() {
+        return Err("--student-layers takes the teacher's layers; a --preset or --config student has its own".into());
+    }
+
+    // The teacher: fixed, without dropout, on the training device.
+    let train_device = device.autodiff();
+    let loaded = ForMaskedLM::<B>::from_pretrained(teacher_dir, &train_device).map_err(|e| format!("--teacher: {e}"))?;
+    if !loaded.report.initialized.is_empty() {
+        return Err(format!("--teacher {} is not a masked LM of {}: {}", teacher_dir.display(), F::NAME, loaded.report));
+    }
+    let teacher_config = loaded.config;
+    let teacher_sizes = B::classifier_sizes(&teacher_config);
+
+    let mut spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
+    spec.objective = Some(Objective::Mlm);
+    spec.teacher = Some(format!("{} {:?}", teacher_dir.display(), args.student));
+    let out = &open_run(&args, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&args)?;
+    let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
+    let pad = tokenizer.special_tokens().pad.1 as usize;
+    let teacher_limits = B::input_limits(&teacher_config);
+    let (student, config) = run_model::<ForMaskedLM<B>>(&args, out, &train_device, || {
+        if fresh_student {
+            preset_model(&train_device, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad))
+        } else {
+            let mut config = teacher_config.clone();
+            let kept = args.student.kept_layers(teacher_sizes.layers)?;
+            eprintln!("the student starts from the teacher's layers {}", kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "));
+            let student = loaded.model.clone().keep_layers(&mut config, &kept).map_err(err)?;
+            Ok((student, config))
+        }
+    })?;
+    let sizes = B::classifier_sizes(&config);
+    let loss = args.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
+    let limits = B::input_limits(&config);
+    if limits.vocab_size != teacher_limits.vocab_size {
+        return Err(format!("the student's vocab_size is {}, the teacher's {}: the soft targets need the same vocabulary", limits.vocab_size, teacher_limits.vocab_size));
+    }
+    if (loss.cosine > 0.0 || loss.hidden > 0.0) && sizes.hidden_size != teacher_sizes.hidden_size {
+        return Err(format!(
+            "--alpha-cos, --alpha-hidden: the student is {} wide, the teacher {}; set them to 0 for a student of another width",
+            sizes.hidden_size, teacher_sizes.hidden_size
+        ));
+    }
+    if loss.attention > 0.0 && (attention_heads(&config) != attention_heads(&teacher_config) || !B::pruned_heads(&teacher_config).is_empty()) {
+        return Err("--alpha-attention: the student's and teacher's mapped layers must have the same heads".into());
+    }
+    for (who, max_len) in [("student", limits.max_len), ("teacher", teacher_limits.max_len)] {
+        if args.seq_len > max_len {
+            return Err(format!("--seq-len {} exceeds the {who}'s {max_len} positions", args.seq_len));
+        }
+    }
+    let teacher = burn::module::Module::no_grad(sesame_train::pruning::without_dropout(loaded.model));
+    let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
+        .map_err(err)?
+        .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
+    eprintln!(
+        "student: {}, {} layers, {} parameters (teacher: {} layers, {} parameters); {} training examples ({layout:?}, {masking:?} masking); loss {}; {} steps of {} x {}",
+        ForMaskedLM::<B>::architecture(), sizes.layers, burn::module::Module::num_params(&student), teacher_sizes.layers, burn::module::Module::num_params(&teacher),
+        data.num_train_examples(), serde_json::to_string(&loss).expect("JSON"), steps, args.grad_accum, args.batch_size
+    );
+    let task = MaskedLmDistillation::new(data, teacher, loss, train_device.clone());
+    fit_and_export(&args, steps, out, &task, student, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.save_pretrained(&config, dir)?;
+        Ok(vec![dir.to_path_buf()])
+    })
+}
+
+/// `num_attention_heads` of a configuration, as its config.json says.
+fn attention_heads<C: HfConfig>(config: &C) -> Option<u64> {
+    config.to_json("").get("num_attention_heads").and_then(serde_json::Value::as_u64)
 }
 
 /// Refuse the masked-LM families' data flags for a family whose corruption is its own
@@ -566,7 +698,7 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
     let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
     let (model, config) = run_model::<BartForConditionalGeneration>(&args, out, &train_device, || {
-        BartConfig::preset(&args.preset, tokenizer.vocab_size(), args.seq_len.max(64), ids)
+        preset_model(&train_device, BartConfig::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), ids))
     })?;
     if args.seq_len > config.max_position_embeddings {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
@@ -617,7 +749,9 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
     let train_device = device.autodiff();
     let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
     let ids = [tokenizer.special_tokens().pad.1 as usize, special("<s>")?, special("</s>")?];
-    let (model, config) = run_model::<XlnetLmHeadModel>(&args, out, &train_device, || XlnetConfig::preset(&args.preset, tokenizer.vocab_size(), &permutation, mem_len, ids))?;
+    let (model, config) = run_model::<XlnetLmHeadModel>(&args, out, &train_device, || {
+        preset_model(&train_device, XlnetConfig::preset(args.preset(), tokenizer.vocab_size(), &permutation, mem_len, ids))
+    })?;
     if config.bi_data != permutation.bi_data {
         return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
     }

@@ -180,6 +180,23 @@ impl<B: HasMaskedLmHead> ForMaskedLM<B> {
         let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
         HeadOutput { logits, loss, encoder: out.encoder }
     }
+
+    /// Vocabulary logits of the `masked` positions only `[masked, vocab]`, with their MLM loss
+    /// and the encoder's outputs asked for in `options`: the pre-training objective's forward
+    /// pass, and a distillation teacher's and student's.
+    pub fn forward_masked(&self, input: EncoderInput, masked: &MaskedPositions, options: OutputOptions) -> HeadOutput<2> {
+        let out = self.base.forward(input, options);
+        let logits = self.lm_head.forward(masked.gather(out.last_hidden_state()), self.base.word_embeddings());
+        let loss = cross_entropy(logits.clone(), masked.targets.clone());
+        HeadOutput { logits, loss: Some(loss), encoder: out.encoder }
+    }
+
+    /// The model with only the encoder layers `layers` (0-based, increasing), `config` saying
+    /// so ([`Backbone::keep_layers`]): a masked-LM student initialised from its teacher's
+    /// layers, as DistilBERT's.
+    pub fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        Ok(Self { base: self.base.keep_layers(config, layers)?, ..self })
+    }
 }
 
 impl<B: HasMaskedLmHead> PretrainedModel for ForMaskedLM<B> {
@@ -419,10 +436,9 @@ impl<B: HasMaskedLmHead> MaskedLmObjective for ForMaskedLM<B> {
     const SENTENCE_TASK: bool = false;
 
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, _sentence: Tensor<1, Int>) -> ObjectiveOutput {
-        let out = self.base.forward(input, OutputOptions::default());
-        let prediction_logits = self.lm_head.forward(masked.gather(out.last_hidden_state()), self.base.word_embeddings());
-        let loss = cross_entropy(prediction_logits.clone(), masked.targets.clone());
-        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits, sentence: None, span_boundary: None }
+        let out = self.forward_masked(input, masked, OutputOptions::default());
+        let loss = out.loss.expect("forward_masked gives the loss");
+        ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits: out.logits, sentence: None, span_boundary: None }
     }
 
     fn input_limits(config: &B::Config) -> InputLimits {

@@ -1,17 +1,20 @@
-//! Knowledge distillation of a fine-tuned sequence classifier into a smaller one of the same
-//! family: DistilBERT's soft targets at a temperature (Sanh et al. 2019: `T² · KL` of the
-//! softened distributions) with the hard-label loss and a cosine loss on the hidden states,
-//! and TinyBERT's layer-wise losses (Jiao et al. 2020: MSE of the hidden states and of the
-//! attention maps, student layer `m` against teacher layer `g(m)`), each weighted by the user.
-//! The teacher is fixed and runs without dropout.
+//! Knowledge distillation of a masked LM or a fine-tuned sequence classifier into a smaller
+//! model of the same family: DistilBERT's soft targets at a temperature (Sanh et al. 2019:
+//! `T² · KL` of the softened distributions) with the task's own loss and a cosine loss on the
+//! hidden states, and TinyBERT's layer-wise losses (Jiao et al. 2020: MSE of the hidden states
+//! and of the attention maps, student layer `m` against teacher layer `g(m)`), each weighted
+//! by the user. The teacher is fixed and runs without dropout. A masked LM distils on
+//! pre-training batches ([`MaskedLmDistillation`]), a sequence classifier on its task's rows
+//! ([`ClassifierDistillation`]).
 
 use std::collections::BTreeMap;
 
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
-use sesame_layers::{Backbone, ForSequenceClassification, OutputOptions, SequenceHead};
+use sesame_layers::{Backbone, EncoderOutput, ForMaskedLM, ForSequenceClassification, HasMaskedLmHead, OutputOptions, SequenceHead};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
+use crate::pretraining::{read_back, Pretraining, PretrainingBatch};
 use crate::{Metric, StepOutput, TrainTask};
 
 /// The weight of each term of the loss, and the temperature.
@@ -28,8 +31,8 @@ pub struct DistillLoss {
     pub cosine: f64,
     /// MSE of the hidden states of mapped layers, embeddings included, over the tokens (TinyBERT).
     pub hidden: f64,
-    /// MSE of the attention probabilities of mapped layers (TinyBERT's attention term, on
-    /// the probabilities rather than the scores; the heads must match).
+    /// MSE of the attention probabilities of mapped layers over the tokens' rows (TinyBERT's
+    /// attention term, on the probabilities rather than the scores; the heads must match).
     pub attention: f64,
     /// `layer_map[m - 1]`: the teacher layer (1-based) that student layer `m` learns from.
     pub layer_map: Vec<usize>,
@@ -45,6 +48,59 @@ impl DistillLoss {
     fn outputs(&self) -> OutputOptions {
         OutputOptions { hidden_states: self.hidden > 0.0 || self.cosine > 0.0, attentions: self.attention > 0.0 }
     }
+
+    /// The terms on the encoders' outputs (asked for by [`Self::outputs`]): the cosine of the
+    /// last states, the MSE of mapped layers' states (embeddings included) and of their
+    /// attention maps, over the tokens of `mask` `[batch, seq]` (1 = token; `None`: all).
+    fn layer_terms(&self, student: &EncoderOutput, teacher: &EncoderOutput, mask: Option<Tensor<2, Int>>) -> Vec<Term> {
+        let mut terms = Vec::new();
+        let token_mask = |x: &Tensor<3>| {
+            let [b, seq, _] = x.dims();
+            mask.clone().map_or_else(|| Tensor::ones([b, seq, 1], &x.device()), |m| m.float().unsqueeze_dim::<3>(2))
+        };
+        if let (Some(s), Some(t)) = (&student.hidden_states, &teacher.hidden_states) {
+            if self.cosine > 0.0 {
+                let (s, t) = (s.last().expect("states").clone(), t.last().expect("states").clone().detach());
+                terms.push(("cosine_loss", self.cosine, cosine_distance(s.clone(), t, token_mask(&s))));
+            }
+            if self.hidden > 0.0 {
+                let mut sum = hidden_mse(s[0].clone(), t[0].clone().detach(), token_mask(&s[0]));
+                for (m, &g) in self.layer_map.iter().enumerate() {
+                    sum = sum + hidden_mse(s[m + 1].clone(), t[g].clone().detach(), token_mask(&s[m + 1]));
+                }
+                terms.push(("hidden_loss", self.hidden, sum));
+            }
+        }
+        if let (Some(s), Some(t)) = (&student.attentions, &teacher.attentions) {
+            if self.attention > 0.0 {
+                let [b, _, seq, _] = s[0].dims();
+                let queries = mask.clone().map_or_else(|| Tensor::ones([b, 1, seq, 1], &s[0].device()), |m| m.float().reshape([b, 1, seq, 1]));
+                let mut sum = Tensor::<1>::zeros([1], &s[0].device());
+                for (m, &g) in self.layer_map.iter().enumerate() {
+                    sum = sum + attention_mse(s[m].clone(), t[g - 1].clone().detach(), queries.clone());
+                }
+                terms.push(("attention_loss", self.attention, sum));
+            }
+        }
+        terms
+    }
+}
+
+/// A term of the loss: its metric's name, its weight and its value `[1]`.
+type Term = (&'static str, f64, Tensor<1>);
+
+/// The weighted sum of `terms`, and each term as a metric of its own when `report` (a
+/// micro-batch without rows of its own, weight 0, reports nothing).
+fn weigh(terms: Vec<Term>, report: bool, device: &Device) -> (Tensor<1>, Vec<Metric>) {
+    let mut loss = Tensor::<1>::zeros([1], device);
+    let mut metrics = Vec::new();
+    for (name, weight, term) in terms {
+        if report {
+            metrics.push(Metric::mean(name, term.clone().try_into_scalar::<f32>().map_or(f64::NAN, f64::from), 1.0));
+        }
+        loss = loss + term.mul_scalar(weight);
+    }
+    (loss, metrics)
 }
 
 /// Distillation of a teacher `ForSequenceClassification<B, H>` into a student of the same type
@@ -95,48 +151,15 @@ where
         let teacher = self.teacher.forward(batch.input.clone(), None, options);
         let out = student.forward(batch.input.clone(), None, options);
         let l = &self.loss;
-        let mut terms: Vec<(&str, f64, Tensor<1>)> = Vec::new();
+        let mut terms = Vec::new();
         if l.soft > 0.0 {
             terms.push(("soft_loss", l.soft, soft_targets(out.logits.clone(), teacher.logits.clone(), l.temperature)));
         }
         if l.hard > 0.0 {
             terms.push(("hard_loss", l.hard, batch.labels.loss(out.logits.clone())));
         }
-        let token_mask = |x: &Tensor<3>| {
-            let [b, seq, _] = x.dims();
-            mask.clone().map_or_else(|| Tensor::ones([b, seq, 1], &x.device()), |m| m.float().unsqueeze_dim::<3>(2))
-        };
-        if let (Some(s), Some(t)) = (&out.encoder.hidden_states, &teacher.encoder.hidden_states) {
-            if l.cosine > 0.0 {
-                let (s, t) = (s.last().expect("states").clone(), t.last().expect("states").clone().detach());
-                terms.push(("cosine_loss", l.cosine, cosine_distance(s.clone(), t, token_mask(&s))));
-            }
-            if l.hidden > 0.0 {
-                let mut sum = hidden_mse(s[0].clone(), t[0].clone().detach(), token_mask(&s[0]));
-                for (m, &g) in l.layer_map.iter().enumerate() {
-                    sum = sum + hidden_mse(s[m + 1].clone(), t[g].clone().detach(), token_mask(&s[m + 1]));
-                }
-                terms.push(("hidden_loss", l.hidden, sum));
-            }
-        }
-        if let (Some(s), Some(t)) = (&out.encoder.attentions, &teacher.encoder.attentions) {
-            if l.attention > 0.0 {
-                let mut sum = Tensor::<1>::zeros([1], &out.logits.device());
-                for (m, &g) in l.layer_map.iter().enumerate() {
-                    sum = sum + (s[m].clone() - t[g - 1].clone().detach()).powi_scalar(2).mean().reshape([1]);
-                }
-                terms.push(("attention_loss", l.attention, sum));
-            }
-        }
-        let mut loss = Tensor::<1>::zeros([1], &out.logits.device());
-        let mut metrics = Vec::new();
-        for (name, weight, term) in terms {
-            // A micro-batch without rows of its own (weight 0) reports nothing.
-            if batch.weight > 0.0 {
-                metrics.push(Metric::mean(name, term.clone().try_into_scalar::<f32>().map_or(f64::NAN, f64::from), 1.0));
-            }
-            loss = loss + term.mul_scalar(weight);
-        }
+        terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask));
+        let (loss, mut metrics) = weigh(terms, batch.weight > 0.0, &out.logits.device());
         metrics.extend(batch.accuracy(&out.logits));
         StepOutput { loss: loss.mul_scalar(batch.weight), metrics, tokens: batch.tokens, predictions: Some(out.logits.into_data()) }
     }
@@ -156,6 +179,115 @@ pub fn soft_targets(student: Tensor<2>, teacher: Tensor<2>, temperature: f64) ->
     kl.reshape([1]).mul_scalar(temperature * temperature / rows as f64)
 }
 
+/// [`soft_targets`] over the rows where `keep` `[rows]` is true (a masked LM's predicted
+/// positions: not the placeholder of a batch that masks nothing); 0 when none is.
+pub fn soft_targets_where(student: Tensor<2>, teacher: Tensor<2>, temperature: f64, keep: Tensor<1, Bool>) -> Tensor<1> {
+    let keep = keep.float();
+    let log_t = log_softmax(teacher.detach().div_scalar(temperature), 1);
+    let log_s = log_softmax(student.div_scalar(temperature), 1);
+    let kl = log_t.clone().exp().mul(log_t - log_s).sum_dim(1).squeeze_dim::<1>(1);
+    let rows = keep.clone().sum().clamp_min(1.0);
+    kl.mul(keep).sum().div(rows).mul_scalar(temperature * temperature).reshape([1])
+}
+
+/// Distillation of a teacher masked LM `ForMaskedLM<B>` into a student of the same family on
+/// masked-LM pre-training batches, as DistilBERT was trained: soft targets over the
+/// vocabulary at the masked positions (`T² · KL`), the student's own MLM loss (the `hard`
+/// term) and the cosine of the last hidden states over the tokens, with TinyBERT's layer-wise
+/// terms as options. Metrics are the student's `mlm_loss`, `perplexity` and `mlm_accuracy`, as
+/// plain pre-training reports them, and each term; the teacher's held-out MLM loss is a
+/// baseline (`teacher_mlm_loss`).
+pub struct MaskedLmDistillation<B: HasMaskedLmHead> {
+    data: Pretraining<ForMaskedLM<B>>,
+    teacher: ForMaskedLM<B>,
+    loss: DistillLoss,
+    device: Device,
+}
+
+impl<B: HasMaskedLmHead> MaskedLmDistillation<B> {
+    /// The task: `teacher` (fixed, without dropout, on `device`) teaches on `data`'s batches.
+    pub fn new(data: Pretraining<ForMaskedLM<B>>, teacher: ForMaskedLM<B>, loss: DistillLoss, device: Device) -> Self {
+        Self { data, teacher, loss, device }
+    }
+
+    /// The pre-training data.
+    pub fn data(&self) -> &Pretraining<ForMaskedLM<B>> {
+        &self.data
+    }
+}
+
+impl<B: HasMaskedLmHead> TrainTask for MaskedLmDistillation<B>
+where
+    ForMaskedLM<B>: Send + Sync,
+{
+    type Model = ForMaskedLM<B>;
+    type Batch = PretrainingBatch;
+    type State = ();
+
+    fn train_batch(&self, index: u64, device: &Device) -> PretrainingBatch {
+        self.data.train_batch(index, device)
+    }
+
+    fn held_out_batches(&self, device: &Device) -> Vec<PretrainingBatch> {
+        self.data.held_out_batches(device)
+    }
+
+    /// The unigram baseline of plain pre-training, and the teacher's held-out MLM loss: what
+    /// the student's `mlm_loss` is to approach.
+    fn baselines(&self) -> BTreeMap<String, f64> {
+        let mut baselines = self.data.baselines();
+        let (mut sum, mut count) = (0.0, 0.0);
+        for batch in self.data.held_out_batches(&self.device) {
+            let masked = batch.masked.targets.clone().not_equal_elem(-100).int().sum();
+            let out = self.teacher.forward_masked(batch.input, &batch.masked, OutputOptions::default());
+            let values = read_back(Tensor::cat(vec![out.loss.expect("loss"), masked.float()], 0), f64::NAN);
+            sum += values[0] * values[1];
+            count += values[1];
+        }
+        if count > 0.0 {
+            baselines.insert("teacher_mlm_loss".into(), sum / count);
+        }
+        baselines
+    }
+
+    fn step(&self, student: &Self::Model, batch: PretrainingBatch) -> StepOutput {
+        masked_lm_distillation_step(student, &self.teacher, &self.loss, batch)
+    }
+}
+
+/// Loss and metrics of `student` learning from `teacher` on a masked batch
+/// ([`MaskedLmDistillation`]'s step): the weighted terms of `loss`, each a metric, and the
+/// student's `mlm_loss`, `perplexity` and `mlm_accuracy`.
+pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(student: &ForMaskedLM<B>, teacher: &ForMaskedLM<B>, loss: &DistillLoss, batch: PretrainingBatch) -> StepOutput {
+    let options = loss.outputs();
+    let mask = batch.input.attention_mask.clone();
+    let targets = batch.masked.targets.clone();
+    let predicted_rows = targets.clone().not_equal_elem(-100);
+    let teacher = teacher.forward_masked(batch.input.clone(), &batch.masked, options);
+    let out = student.forward_masked(batch.input, &batch.masked, options);
+    let mlm_loss = out.loss.clone().expect("forward_masked gives the loss");
+    let l = loss;
+    let mut terms = Vec::new();
+    if l.soft > 0.0 {
+        terms.push(("soft_loss", l.soft, soft_targets_where(out.logits.clone(), teacher.logits.clone(), l.temperature, predicted_rows.clone())));
+    }
+    if l.hard > 0.0 {
+        terms.push(("hard_loss", l.hard, mlm_loss.clone()));
+    }
+    terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask));
+    let (loss, mut metrics) = weigh(terms, true, &mlm_loss.device());
+    let predicted = out.logits.argmax(1).squeeze_dim::<1>(1);
+    let counts = read_back(Tensor::cat(vec![predicted_rows.clone().int().sum(), predicted.equal(targets).bool_and(predicted_rows).int().sum()], 0).float(), 0.0);
+    let loss_value = read_back(mlm_loss, f64::NAN)[0];
+    let masked = counts[0];
+    metrics.extend([
+        Metric::mean("mlm_loss", loss_value * masked, masked),
+        Metric::exp_mean("perplexity", loss_value * masked, masked),
+        Metric::mean("mlm_accuracy", counts[1], masked),
+    ]);
+    StepOutput { loss, metrics, tokens: batch.tokens, predictions: None }
+}
+
 /// The mean over the tokens (`mask` `[batch, seq, 1]`, 1 for tokens) of the mean squared
 /// difference of `student` and `teacher` states `[batch, seq, hidden]`.
 pub fn hidden_mse(student: Tensor<3>, teacher: Tensor<3>, mask: Tensor<3>) -> Tensor<1> {
@@ -163,6 +295,15 @@ pub fn hidden_mse(student: Tensor<3>, teacher: Tensor<3>, mask: Tensor<3>) -> Te
     let tokens = mask.clone().sum();
     let squared = (student - teacher).powi_scalar(2).mul(mask).sum().div_scalar(width);
     squared.div(tokens).reshape([1])
+}
+
+/// The mean squared difference of attention probabilities `[batch, heads, seq, seq]` over the
+/// rows of the queries that are tokens (`queries` `[batch, 1, seq, 1]`, 1 for tokens): a
+/// padding position's row is no attention of the text.
+pub fn attention_mse(student: Tensor<4>, teacher: Tensor<4>, queries: Tensor<4>) -> Tensor<1> {
+    let [_, heads, _, keys] = student.dims();
+    let squared = (student - teacher).powi_scalar(2).mul(queries.clone()).sum();
+    squared.div(queries.sum().mul_scalar((heads * keys) as f64)).reshape([1])
 }
 
 /// The mean over the tokens of `1 − cos(student, teacher)` of states `[batch, seq, hidden]`.

@@ -1,0 +1,76 @@
+//! Masked-LM distillation (DistilBERT's, with TinyBERT's layer-wise terms): the first step of
+//! a student made of every other layer of its teacher equals a PyTorch implementation of
+//! DistilBERT's `distiller.py` (each term, the loss, every gradient, every parameter after a
+//! clipped AdamW step) on every compiled backend.
+
+use burn::prelude::*;
+use sesame_bert::BertForMaskedLM;
+use sesame_layers::{OutputOptions, PretrainedModel};
+use sesame_tests::training::first_step_failures;
+use sesame_tests::{devices, values, Fixture};
+use sesame_train::distill::{masked_lm_distillation_step, DistillLoss};
+use sesame_train::{PretrainingBatch, StepOutput, TrainTask};
+
+/// The fixture's batch, distilled from a fixed teacher.
+struct Distil {
+    teacher: BertForMaskedLM,
+    loss: DistillLoss,
+    batch: PretrainingBatch,
+}
+
+impl TrainTask for Distil {
+    type Model = BertForMaskedLM;
+    type Batch = PretrainingBatch;
+    type State = ();
+    fn train_batch(&self, _: u64, _: &Device) -> PretrainingBatch {
+        self.batch.clone()
+    }
+    fn held_out_batches(&self, _: &Device) -> Vec<PretrainingBatch> {
+        vec![]
+    }
+    fn step(&self, student: &BertForMaskedLM, batch: PretrainingBatch) -> StepOutput {
+        masked_lm_distillation_step(student, &self.teacher, &self.loss, batch)
+    }
+}
+
+#[test]
+fn the_first_step_of_masked_lm_distillation_matches_pytorch() {
+    let f = Fixture::open("train/distil-first-step");
+    let meta = &f.meta;
+    let alpha = |k: &str| meta["alpha"][k].as_f64().unwrap();
+    let loss = DistillLoss {
+        temperature: meta["temperature"].as_f64().unwrap(),
+        soft: alpha("soft"),
+        hard: alpha("hard"),
+        cosine: alpha("cos"),
+        hidden: alpha("hidden"),
+        attention: alpha("attention"),
+        layer_map: meta["layer_map"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect(),
+    };
+    let kept: Vec<usize> = meta["kept_layers"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    for (backend, device) in devices() {
+        let train = device.clone().autodiff();
+        let loaded = BertForMaskedLM::from_pretrained(&f.dir, &train).unwrap();
+        assert!(loaded.report.initialized.is_empty() && loaded.report.unused.is_empty(), "{backend}: {}", loaded.report);
+        let mut config = loaded.config.clone();
+        let student = loaded.model.clone().keep_layers(&mut config, &kept).unwrap();
+        let teacher = sesame_train::pruning::without_dropout(loaded.model).no_grad();
+        let batch = sesame_tests::training::fixture_pretraining_batch(&f, &train, Tensor::zeros([4], &train));
+        let task = Distil { teacher, loss: loss.clone(), batch };
+
+        // Each term, and the student's MLM loss, as PyTorch's.
+        let out = task.step(&student, task.batch.clone());
+        let metric = |name: &str| out.metrics.iter().find(|m| m.name == name).map(|m| m.sum / m.count).unwrap_or_else(|| panic!("{backend}: no {name}"));
+        for (ours, theirs) in [("soft_loss", "soft_loss"), ("hard_loss", "hard_loss"), ("cosine_loss", "cos_loss"), ("hidden_loss", "hidden_loss"), ("attention_loss", "attention_loss"), ("mlm_loss", "hard_loss")] {
+            let (ours_value, theirs_value) = (metric(ours), f.get(&format!("output.{theirs}")).f32[0] as f64);
+            assert!((ours_value - theirs_value).abs() < 1e-4, "{backend}: {ours} {ours_value}, PyTorch {theirs_value}");
+        }
+
+        let teacher = task.teacher.forward_masked(task.batch.input.clone(), &task.batch.masked, OutputOptions::default());
+        let (ours, theirs) = (values(teacher.loss.unwrap())[0], f.get("output.teacher_mlm_loss").f32[0]);
+        assert!((ours - theirs).abs() < 1e-4, "{backend}: the teacher's MLM loss {ours}, PyTorch {theirs}");
+
+        let failures = first_step_failures(&f, &task, student, &config, &format!("distil-{backend}"));
+        assert!(failures.is_empty(), "{backend}:\n  {}", failures.join("\n  "));
+    }
+}
