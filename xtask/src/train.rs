@@ -452,12 +452,7 @@ fn run_model<M: PretrainedModel>(
             (loaded.model, loaded.config)
         }
         (None, Some(path)) => {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            let config = if path.file_name().is_some_and(|n| n == "config.json") {
-                M::Config::from_dir(dir).map_err(err)?
-            } else {
-                return Err(format!("--config must name a config.json, got {}", path.display()));
-            };
+            let config = read_config::<M::Config>(path)?;
             (M::new_hf(&config, device), config)
         }
         (None, None) => fresh()?,
@@ -465,6 +460,14 @@ fn run_model<M: PretrainedModel>(
     let json = serde_json::to_string_pretty(&config.to_json(&M::architecture())).expect("JSON");
     write_atomic(&saved_config, json.as_bytes()).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
     Ok((model, config))
+}
+
+/// The configuration of `--config` (a config.json).
+fn read_config<C: HfConfig>(path: &Path) -> Result<C, String> {
+    if !path.file_name().is_some_and(|n| n == "config.json") {
+        return Err(format!("--config must name a config.json, got {}", path.display()));
+    }
+    C::from_dir(path.parent().unwrap_or(Path::new("."))).map_err(err)
 }
 
 /// A fresh model of the preset `config`.
@@ -608,26 +611,27 @@ where
     }
     let teacher_config = loaded.config;
     let teacher_sizes = B::classifier_sizes(&teacher_config);
-
-    let mut spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
-    spec.objective = Some(Objective::Mlm);
-    spec.teacher = Some(format!("{} {:?}", teacher_dir.display(), args.student));
-    let out = &open_run(&args, F::NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&args)?;
-    let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
-    let pad = tokenizer.special_tokens().pad.1 as usize;
+    let teacher_tokenizer = Tokenizer::from_dir(teacher_dir).map_err(|e| format!("--teacher: {e}"))?;
+    let pad = teacher_tokenizer.special_tokens().pad.1 as usize;
     let teacher_limits = B::input_limits(&teacher_config);
-    let (student, config) = run_model::<ForMaskedLM<B>>(&args, out, &train_device, || {
-        if fresh_student {
-            preset_model(&train_device, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad))
-        } else {
+
+    // The student, checked against the teacher before the run starts: the teacher's layers,
+    // or a fresh model of --config or --preset (drawn from the seed).
+    train_device.seed(args.seed);
+    let (student, config) = match &args.config {
+        Some(path) => {
+            let config = read_config::<B::Config>(path)?;
+            (ForMaskedLM::<B>::new_hf(&config, &train_device), config)
+        }
+        None if fresh_student => preset_model(&train_device, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad))?,
+        None => {
             let mut config = teacher_config.clone();
             let kept = args.student.kept_layers(teacher_sizes.layers)?;
             eprintln!("the student starts from the teacher's layers {}", kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "));
             let student = loaded.model.clone().keep_layers(&mut config, &kept).map_err(err)?;
-            Ok((student, config))
+            (student, config)
         }
-    })?;
+    };
     let sizes = B::classifier_sizes(&config);
     let loss = args.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
     let limits = B::input_limits(&config);
@@ -648,6 +652,15 @@ where
             return Err(format!("--seq-len {} exceeds the {who}'s {max_len} positions", args.seq_len));
         }
     }
+
+    let mut spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
+    spec.objective = Some(Objective::Mlm);
+    spec.teacher = Some(format!("{} {:?}", teacher_dir.display(), args.student));
+    let out = &open_run(&args, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&args)?;
+    let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
+    // On --resume, the run's own configuration (its checkpoint is loaded by the trainer).
+    let (student, config) = run_model::<ForMaskedLM<B>>(&args, out, &train_device, || Ok((student, config)))?;
     let teacher = burn::module::Module::no_grad(sesame_train::pruning::without_dropout(loaded.model));
     let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
         .map_err(err)?

@@ -584,3 +584,75 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// `train bert --teacher DIR` (DistilBERT's masked-LM distillation): a student of half the
+/// teacher's layers learns (its held-out loss falls), the run reports every term and the
+/// teacher's own held-out loss, remembers its teacher and weights (a resume with others is
+/// refused, `export` finds the model), and exports a one-layer masked LM that transformers
+/// loads strictly; flags that cannot work are refused with one line each.
+#[test]
+fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
+    let base = std::env::temp_dir().join(format!("sesame-cli-distil-mlm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let run = |args: &[String]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        xtask(&args).output().unwrap()
+    };
+    // The teacher: a two-layer masked LM.
+    let mut teacher_args = train_args("bert", &base.join("teacher"), "8");
+    teacher_args.extend(["--objective", "mlm", "--lr", "3e-3"].map(String::from));
+    let output = run(&teacher_args);
+    assert!(output.status.success(), "the teacher: {}", String::from_utf8_lossy(&output.stderr));
+    let teacher = base.join("teacher/export");
+
+    let out = base.join("student");
+    let mut args = train_args("bert", &out, "16");
+    args.extend(["--teacher".to_string(), teacher.display().to_string(), "--alpha-hidden".into(), "1".into(), "--lr".into(), "3e-3".into()]);
+    let output = run(&args);
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "train --teacher: {log}");
+    assert!(log.contains("the student starts from the teacher's layers 1"), "{log}");
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for key in ["mlm_loss", "mlm_accuracy", "soft_loss", "hard_loss", "cosine_loss", "hidden_loss", "teacher_mlm_loss", "unigram_mlm_loss"] {
+        assert!(summary["held_out"][key].as_f64().is_some_and(f64::is_finite), "held-out {key} in {summary}");
+    }
+    let held_out: Vec<f64> = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["split"] == "held_out")
+        .map(|v| v["values"]["loss"].as_f64().unwrap())
+        .collect();
+    assert!(held_out.len() >= 3 && held_out.last() < held_out.first(), "the student's held-out loss falls: {held_out:?}");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("export/config.json")).unwrap()).unwrap();
+    assert_eq!((config["num_hidden_layers"].as_u64(), config["architectures"][0].as_str()), (Some(1), Some("BertForMaskedLM")), "{config}");
+    let export = xtask(&["export", "--run", out.to_str().unwrap(), "--out", out.join("latest").to_str().unwrap()]).output().unwrap();
+    assert!(export.status.success(), "export: {}", String::from_utf8_lossy(&export.stderr));
+    let mut other_weights = args.clone();
+    other_weights.extend(["--alpha-soft", "1", "--resume"].map(String::from));
+    let refused = run(&other_weights);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("different data settings"), "{}", String::from_utf8_lossy(&refused.stderr));
+
+    // Refused, each with one line naming the flag.
+    let nowhere = base.join("nowhere");
+    let refusals: [(&[&str], &str); 4] = [
+        (&["--student-layers", "1"], "--teacher"),
+        (&["--teacher", teacher.to_str().unwrap(), "--student-layers", "2"], "--student-layers 2"),
+        (&["--teacher", teacher.to_str().unwrap(), "--preset", "mini"], "--alpha-cos"),
+        (&["--teacher", nowhere.to_str().unwrap()], "--teacher"),
+    ];
+    for (i, (flags, names)) in refusals.iter().enumerate() {
+        let mut args = train_args("bert", &base.join(format!("refused-{i}")), "2");
+        args.extend(flags.iter().map(|s| s.to_string()));
+        let output = run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(names) && stderr.trim().lines().count() == 1, "{flags:?}: {stderr}");
+    }
+
+    let Some(python) = python() else { return };
+    let batch = Tokenizer::from_dir(&out.join("export")).unwrap().encode_pairs(&[("Call me Ishmael.", "The whale!")], 32, true).unwrap();
+    let inputs_file = out.join("inputs.safetensors");
+    let ids: Vec<u8> = batch.input_ids.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![batch.batch, batch.seq], &ids).unwrap();
+    std::fs::write(&inputs_file, safetensors::serialize([("input.input_ids", view)], None).unwrap()).unwrap();
+    sesame_tests::hf_forward(&python, &out.join("export"), "BertForMaskedLM", &inputs_file, &out.join("hf.safetensors")).unwrap();
+    let _ = std::fs::remove_dir_all(&base);
+}
