@@ -12,7 +12,7 @@ use sesame_text::labelled::ProblemType;
 use sesame_train::distill::{ClassifierDistillation, DistillLoss};
 use sesame_train::finetune::{metric_names, SequenceClassification};
 
-use crate::finetune::{batching, best_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, FinetuneArgs, Run};
+use crate::finetune::{batching, best_metric, default_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, FinetuneArgs, Run};
 
 /// Options of `cargo xtask distill`: `finetune`'s (`--model` is the teacher) and the student's.
 #[derive(clap::Args, Debug)]
@@ -135,12 +135,10 @@ where
         }
     }
     let data = read_data(run)?;
-    if data.problem != ProblemType::SingleLabelClassification {
-        return Err(format!("distill: the labels of {} are for {}; distillation of classifiers is single-label for now", run.train.display(), data.problem.hf_name()));
-    }
-    let metric = best_metric(run, data.problem.hf_name(), metric_names(data.problem), "accuracy")?;
+    let metric = best_metric(run, data.problem.hf_name(), metric_names(data.problem), default_metric(data.problem))?;
     let (tokenizer, config, seq_len) = load_start::<M<B, S>>(run)?;
-    let (train, eval, classes) = sets_of_the_model("distill", run, &data, &tokenizer, config.labels(), seq_len)?;
+    let problems = [ProblemType::SingleLabelClassification, ProblemType::MultiLabelClassification, ProblemType::Regression];
+    let (train, eval, classes) = sets_of_the_model("distill", run, &data, &tokenizer, config.labels(), seq_len, &problems)?;
 
     // The teacher: fixed, without dropout, on the training device.
     let train_device = device.clone().autodiff();
@@ -157,15 +155,15 @@ where
     let teacher = sesame_train::pruning::without_dropout(loaded.model).no_grad();
     let student_layers = kept.len();
     let what = format!(
-        "{} training rows, {} evaluation rows, {} classes; a student of {student_layers} layers (the teacher's {}) from {teacher_layers}; loss {}",
-        train.len(), eval.len(), classes.len(),
+        "{} training rows, {} evaluation rows, {} {}; a student of {student_layers} layers (the teacher's {}) from {teacher_layers}; loss {}",
+        train.len(), eval.len(), data.problem.hf_name(), if classes.is_empty() { String::new() } else { format!("over {} classes", classes.len()) },
         kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "),
         serde_json::to_string(&loss).expect("JSON"),
     );
-    let rows = SequenceClassification::<M<B, S>>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(run));
+    let rows = SequenceClassification::<M<B, S>>::new(train, eval, tokenizer.clone(), data.problem, classes.len().max(1), batching(run));
     let task = ClassifierDistillation::new(rows, teacher, loss);
     let per_epoch = task.batches_per_epoch();
-    let runner = Run { args: run, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "single_label_classification", labels: &classes };
+    let runner = Run { args: run, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &classes };
     let prepare = |model: M<B, S>, config: &mut B::Config, _: &sesame_layers::LoadReport| model.keep_layers(config, &kept).map_err(|e| format!("distill: {e}"));
     runner.fit_and_export_with(&task, config, prepare, |model, device| {
         let predictions = held_out_predictions(&task, model, device);

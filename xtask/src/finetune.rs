@@ -290,14 +290,19 @@ pub(crate) fn load_start<M: TaskModel>(args: &FinetuneArgs) -> Result<(Tokenizer
     Ok((tokenizer, config, seq_len))
 }
 
-/// `finetune --task classify|multilabel|regress`.
-fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
-    let data = read_data(args)?;
-    let default = match data.problem {
+/// The held-out metric that picks the model exported when `--metric` is not given.
+pub(crate) fn default_metric(problem: ProblemType) -> &'static str {
+    match problem {
         ProblemType::SingleLabelClassification => "accuracy",
         ProblemType::MultiLabelClassification => "f1_micro",
         ProblemType::Regression => "mse",
-    };
+    }
+}
+
+/// `finetune --task classify|multilabel|regress`.
+fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
+    let data = read_data(args)?;
+    let default = default_metric(data.problem);
     if args.early_exit {
         return early_exit::<M>(args, data, device);
     }
@@ -340,7 +345,7 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     if let Some(layers) = config.clone().num_hidden_layers_mut().map(|n| *n).filter(|&n| n < 2) {
         return Err(format!("--early-exit: {} has {layers} layer; exit classifiers go below the top layer", args.model.display()));
     }
-    let (train, eval, classes) = sets_of_the_model("--early-exit", args, &data, &tokenizer, &labels, seq_len)?;
+    let (train, eval, classes) = sets_of_the_model("--early-exit", args, &data, &tokenizer, &labels, seq_len, &[ProblemType::SingleLabelClassification])?;
     let what = format!("{} training rows (their labels unread), {} evaluation rows, {} classes; exit classifiers after layers below the top, distilled from the head", train.len(), eval.len(), classes.len());
     config.labels_mut().early_exit = Some(sesame_layers::EarlyExitConfig::default());
     let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(args));
@@ -372,17 +377,35 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
     })
 }
 
-/// The rows of `data` labelled with the classes of the fine-tuned single-label classifier
-/// whose labels are `labels` (not the files' order), encoded: the training and evaluation
-/// sets, and the classes. `what` names the flag in errors.
-pub(crate) fn sets_of_the_model(what: &str, args: &FinetuneArgs, data: &FinetuneData, tokenizer: &Tokenizer, labels: &sesame_layers::hparams::LabelConfig, seq_len: usize) -> Result<(LabelledSet, LabelledSet, Vec<String>), String> {
-    if data.problem != ProblemType::SingleLabelClassification {
-        return Err(format!("{what}: the labels of {} are for {}; single-label classification is needed", args.train.display(), data.problem.hf_name()));
+/// The rows of `data` labelled with the classes of the fine-tuned classifier whose labels are
+/// `labels` (not the files' order), encoded: the training and evaluation sets, and the classes
+/// (none for regression). The data and the model must be of one of `problems`; `what` names
+/// the command or flag in errors.
+pub(crate) fn sets_of_the_model(
+    what: &str,
+    args: &FinetuneArgs,
+    data: &FinetuneData,
+    tokenizer: &Tokenizer,
+    labels: &sesame_layers::hparams::LabelConfig,
+    seq_len: usize,
+    problems: &[ProblemType],
+) -> Result<(LabelledSet, LabelledSet, Vec<String>), String> {
+    if !problems.contains(&data.problem) {
+        let needed: Vec<&str> = problems.iter().map(|p| p.hf_name()).collect();
+        return Err(format!("{what}: the labels of {} are for {}; {} is needed", args.train.display(), data.problem.hf_name(), needed.join(" or ")));
     }
-    if labels.problem_type.as_deref().is_some_and(|p| p != "single_label_classification") || labels.id2label.is_none() {
-        return Err(format!("{what}: {} is not a fine-tuned single-label classifier (config.json has no id2label); fine-tune it first", args.model.display()));
+    let problem = data.problem.hf_name();
+    let fine_tuned = match data.problem {
+        ProblemType::Regression => labels.problem_type.as_deref() == Some(problem),
+        _ => labels.problem_type.as_deref().is_none_or(|p| p == problem) && labels.id2label.is_some(),
+    };
+    if !fine_tuned {
+        return Err(format!("{what}: {} is not a fine-tuned {problem} model (config.json's problem_type and id2label); fine-tune it first", args.model.display()));
     }
-    let classes: Vec<String> = (0..labels.count(2)).map(|i| labels.name(i)).collect();
+    let classes: Vec<String> = match data.problem {
+        ProblemType::Regression => Vec::new(),
+        _ => (0..labels.count(2)).map(|i| labels.name(i)).collect(),
+    };
     let encode = |rows: &[labelled::LabelledRow], path: &Path| {
         let targets = labelled::targets(path, rows, data.problem, &classes).map_err(|e| e.to_string())?;
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();

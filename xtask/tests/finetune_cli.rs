@@ -262,6 +262,9 @@ fn multi_label_and_regression_runs_learn_their_task() {
         predicted == truth
     });
     assert_eq!(exact.count() as f64 / 48.0, done["metrics"]["exact_match"].as_f64().unwrap(), "{classified:?}");
+    // `distill`: the sigmoid outputs' soft targets teach a one-layer student.
+    let student = distil_one_layer(&dir, "f1_micro");
+    assert!(student >= 0.7, "the distilled student's f1_micro {student} (the teacher's {f1})");
 
     let dir = scratch("regress");
     let bigs = |s: &(String, bool, bool, usize)| format!("{}.0", s.3);
@@ -281,6 +284,24 @@ fn multi_label_and_regression_runs_learn_their_task() {
     let norm = |v: &[f64], m: f64| v.iter().map(|x| (x - m) * (x - m)).sum::<f64>().sqrt();
     let pearson = cov / (norm(&values, mv) * norm(&truth, mt));
     assert!((pearson - r).abs() < 1e-4, "classify's values give r = {pearson}, the evaluation {r}");
+    // `distill`: the teacher's numbers teach a one-layer student.
+    let student = distil_one_layer(&dir, "pearson");
+    assert!(student >= 0.7, "the distilled student's pearson {student} (the teacher's {r})");
+}
+
+/// `distill` of the classifier fine-tuned in `dir/run` into a one-layer student, on the same
+/// rows: its held-out soft-target loss falls; returns its held-out `metric`.
+fn distil_one_layer(dir: &Path, metric: &str) -> f64 {
+    let out = dir.join("student");
+    let mut flags = args(dir, &["--steps", "40", "--eval-every", "10", "--metric", metric, "--out", &out.display().to_string()]);
+    flags[1] = dir.join("run/model").display().to_string();
+    let done = xtask_json("distill", &flags).unwrap();
+    let log: Vec<serde_json::Value> = std::fs::read_to_string(out.join("run/metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let soft: Vec<f64> = log.iter().filter(|l| l["split"] == "held_out").map(|l| l["values"]["soft_loss"].as_f64().unwrap()).collect();
+    assert!(soft.len() >= 2 && soft.last() < soft.first(), "held-out soft_loss {soft:?}");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("model/config.json")).unwrap()).unwrap();
+    assert_eq!(config["num_hidden_layers"].as_u64(), Some(1), "{config}");
+    done["metrics"][metric].as_f64().unwrap()
 }
 
 /// `cargo xtask classify` on `texts`: one JSON object per text.

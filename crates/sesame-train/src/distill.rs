@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use burn::prelude::*;
-use burn::tensor::activation::log_softmax;
-use sesame_layers::{Backbone, EncoderOutput, ForMaskedLM, ForSequenceClassification, HasMaskedLmHead, OutputOptions, SequenceHead};
+use burn::tensor::activation::{log_sigmoid, log_softmax};
+use sesame_layers::{Backbone, EncoderOutput, ForMaskedLM, ForSequenceClassification, HasMaskedLmHead, OutputOptions, SequenceHead, SequenceLabels};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
 use crate::pretraining::{read_back, Pretraining, PretrainingBatch};
@@ -153,7 +153,13 @@ where
         let l = &self.loss;
         let mut terms = Vec::new();
         if l.soft > 0.0 {
-            terms.push(("soft_loss", l.soft, soft_targets(out.logits.clone(), teacher.logits.clone(), l.temperature)));
+            let (s, t) = (out.logits.clone(), teacher.logits.clone());
+            let soft = match batch.labels {
+                SequenceLabels::SingleLabel(_) => soft_targets(s, t, l.temperature),
+                SequenceLabels::MultiLabel(_) => soft_targets_sigmoid(s, t, l.temperature),
+                SequenceLabels::Regression(_) => (s - t.detach()).powi_scalar(2).mean().reshape([1]),
+            };
+            terms.push(("soft_loss", l.soft, soft));
         }
         if l.hard > 0.0 {
             terms.push(("hard_loss", l.hard, batch.labels.loss(out.logits.clone())));
@@ -177,6 +183,19 @@ pub fn soft_targets(student: Tensor<2>, teacher: Tensor<2>, temperature: f64) ->
     let log_s = log_softmax(student.div_scalar(temperature), 1);
     let kl = log_t.clone().exp().mul(log_t - log_s).sum();
     kl.reshape([1]).mul_scalar(temperature * temperature / rows as f64)
+}
+
+/// `T² · KL(σ(teacher / T) ‖ σ(student / T))` of each label's yes/no distribution, summed over
+/// the labels, the mean over the rows, of multi-label logits `[batch, labels]` (no gradient
+/// reaches the teacher). A regression teacher's number has no temperature: its soft target is
+/// the squared difference of the outputs.
+pub fn soft_targets_sigmoid(student: Tensor<2>, teacher: Tensor<2>, temperature: f64) -> Tensor<1> {
+    let [rows, _] = student.dims();
+    let (t, s) = (teacher.detach().div_scalar(temperature), student.div_scalar(temperature));
+    let (yes_t, no_t) = (log_sigmoid(t.clone()), log_sigmoid(t.neg()));
+    let (yes_s, no_s) = (log_sigmoid(s.clone()), log_sigmoid(s.neg()));
+    let kl = yes_t.clone().exp().mul(yes_t - yes_s) + no_t.clone().exp().mul(no_t - no_s);
+    kl.sum().reshape([1]).mul_scalar(temperature * temperature / rows as f64)
 }
 
 /// [`soft_targets`] over the rows where `keep` `[rows]` is true (a masked LM's predicted
@@ -343,6 +362,23 @@ mod tests {
         }
         want *= temperature * temperature / 2.0;
         let got = scalar(soft_targets(tensor(&s), tensor(&t), temperature));
+        assert!((got - want).abs() < 1e-5, "{got} against {want}");
+    }
+
+    #[test]
+    fn multi_label_soft_targets_are_the_kl_of_each_labels_softened_yes_no() {
+        let device = Device::default();
+        let (s, t) = ([1.0f32, -2.0, 0.5, 3.0], [2.0f32, 0.0, -1.0, 1.0]);
+        let tensor = |v: &[f32]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [2, 2]), &device);
+        let temperature = 2.0;
+        let sigmoid = |v: f32| 1.0 / (1.0 + (-(v as f64) / temperature).exp());
+        let mut want = 0.0;
+        for i in 0..4 {
+            let (p, q) = (sigmoid(t[i]), sigmoid(s[i]));
+            want += p * (p / q).ln() + (1.0 - p) * ((1.0 - p) / (1.0 - q)).ln();
+        }
+        want *= temperature * temperature / 2.0;
+        let got = scalar(soft_targets_sigmoid(tensor(&s), tensor(&t), temperature));
         assert!((got - want).abs() < 1e-5, "{got} against {want}");
     }
 
