@@ -74,3 +74,43 @@ fn the_first_step_of_masked_lm_distillation_matches_pytorch() {
         assert!(failures.is_empty(), "{backend}:\n  {}", failures.join("\n  "));
     }
 }
+
+/// ALBERT's student keeps its teacher's shared layers and runs them at fewer depths: with one
+/// group, the student's states after each depth are the teacher's after as many; it saves and
+/// loads as an ALBERT of that many layers; depths whose groups a smaller config would not
+/// assign them are refused.
+#[test]
+fn an_albert_student_runs_the_shared_layers_at_fewer_depths() {
+    use sesame_albert::AlbertForMaskedLM;
+    for (backend, device) in devices() {
+        let f = Fixture::open("albert/base-masked-lm");
+        let loaded = AlbertForMaskedLM::from_pretrained(&f.dir, &device).unwrap();
+        let input = sesame_layers::EncoderInput::new(f.int("input.input_ids", &device)).with_attention_mask(f.int("input.attention_mask", &device));
+        let all = OutputOptions { hidden_states: true, attentions: false };
+        let teacher = loaded.model.forward(input.clone(), None, all);
+        let mut config = loaded.config.clone();
+        let student = loaded.model.clone().keep_layers(&mut config, &[0, 2]).unwrap();
+        assert_eq!(config.num_hidden_layers, 2, "{backend}");
+        let out = student.forward(input.clone(), None, all);
+        let (s, t) = (out.encoder.hidden_states.unwrap(), teacher.encoder.hidden_states.unwrap());
+        assert_eq!(s.len(), 3, "{backend}: the embeddings and two depths");
+        for depth in 0..3 {
+            let diff = sesame_tests::max_abs_diff(&values(s[depth].clone()), &values(t[depth].clone()));
+            assert!(diff < 1e-5, "{backend}: depth {depth} differs by {diff}");
+        }
+        let dir = sesame_tests::training::run_dir(&format!("albert-student-{backend}"));
+        student.save_pretrained(&config, &dir).unwrap();
+        let reloaded = AlbertForMaskedLM::from_pretrained(&dir, &device).unwrap();
+        assert!(reloaded.report.initialized.is_empty() && reloaded.report.unused.is_empty(), "{backend}: {}", reloaded.report);
+        let diff = sesame_tests::max_abs_diff(&values(reloaded.model.forward(input, None, OutputOptions::default()).logits), &values(out.logits));
+        assert!(diff < 1e-5, "{backend}: the reloaded student differs by {diff}");
+
+        // Two groups over three depths run [0, 0, 1]; depths 0 and 1 would run [0, 0], where
+        // two layers over two groups run [0, 1].
+        let grouped = AlbertForMaskedLM::from_pretrained(&Fixture::open("albert/grouped-masked-lm").dir, &device).unwrap();
+        let mut config = grouped.config.clone();
+        let err = grouped.model.clone().keep_layers(&mut config, &[0, 1]).unwrap_err().to_string();
+        assert!(err.contains("num_hidden_layers") && err.contains("[0, 0]"), "{backend}: {err}");
+        assert!(grouped.model.keep_layers(&mut config, &[0, 2]).is_ok(), "{backend}: depths 0 and 2 run groups 0 and 1");
+    }
+}

@@ -211,6 +211,35 @@ impl Backbone for AlbertModel {
         self.embeddings.word_embeddings.weight.val()
     }
 
+    /// The depths `layers` (0-based, increasing) of the shared groups: a student runs the same
+    /// shared layers fewer times. The groups the kept depths run must be the ones a config of
+    /// that many layers assigns them (always so with one group, ALBERT's own); partial sharing
+    /// (depths owning sub-blocks) is refused.
+    fn keep_layers(self, config: &mut AlbertConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
+        let depths = self.encoder.schedule.len();
+        let invalid = |reason: String| sesame_layers::ConfigError::Invalid { field: "num_hidden_layers".into(), reason };
+        if layers.is_empty() || layers.windows(2).any(|w| w[0] >= w[1]) || layers.iter().any(|&l| l >= depths) {
+            return Err(invalid(format!("cannot keep depths {layers:?} of {depths}")));
+        }
+        if config.parameter_sharing != ParameterSharing::All {
+            return Err(invalid("depths that own sub-blocks (parameter_sharing) cannot be picked".into()));
+        }
+        let mut kept = config.clone();
+        kept.hparams.num_hidden_layers = layers.len();
+        kept.validate()?;
+        let schedule: Vec<usize> = layers.iter().map(|&d| self.encoder.schedule[d]).collect();
+        let assigned: Vec<usize> = (0..layers.len()).map(|d| kept.group_of(d)).collect();
+        if schedule != assigned {
+            return Err(invalid(format!(
+                "the depths kept run groups {schedule:?}, but {} layers over {} groups run {assigned:?}",
+                layers.len(), kept.num_hidden_groups
+            )));
+        }
+        let depth_layers = layers.iter().map(|&d| self.encoder.depth_layers[d].clone()).collect();
+        *config = kept;
+        Ok(Self { encoder: AlbertTransformer { schedule, depth_layers, ..self.encoder }, ..self })
+    }
+
     fn input_limits(config: &AlbertConfig) -> InputLimits {
         InputLimits {
             vocab_size: config.vocab_size,
