@@ -3,8 +3,9 @@
 //! teacher as DistilBERT was (`sesame_train::distill`: soft targets at a temperature, the
 //! labels, and TinyBERT's hidden-state and attention losses, each weighted by a flag). The run
 //! is a `finetune` run (progress, evaluations, checkpoints, `--resume`, the best student by
-//! `--metric`), and the student is exported in HF layout.
-
+//! `--metric`), and the student is exported in HF layout. A masked LM distils in a pre-training
+//! run, `cargo xtask train FAMILY --teacher DIR` (`crate::train::train_distilled`), with the
+//! same [`StudentArgs`].
 use burn::module::Module;
 use burn::tensor::Device;
 use sesame_layers::{Backbone, ForSequenceClassification, HfConfig, PretrainedModel, SequenceClassifier, SequenceHead, TaskModel};
