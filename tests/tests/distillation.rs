@@ -29,7 +29,7 @@ impl TrainTask for Distil {
         vec![]
     }
     fn step(&self, student: &BertForMaskedLM, batch: PretrainingBatch) -> StepOutput {
-        masked_lm_distillation_step(student, &self.teacher, &self.loss, batch)
+        masked_lm_distillation_step(student, None, &self.teacher, &self.loss, batch)
     }
 }
 

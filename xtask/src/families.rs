@@ -18,7 +18,7 @@ use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
 use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
-use crate::train::{export_bart, export_model, export_xlnet, train_bart, train_distilled, train_family, train_xlnet, TrainArgs};
+use crate::train::{export_bart, export_distilled, export_model, export_xlnet, train_bart, train_distilled, train_family, train_xlnet, TrainArgs};
 use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
 use crate::finetune::{finetune, finetune_without_tagger, FinetuneArgs};
 use crate::distill::{distill, DistillArgs};
@@ -68,8 +68,9 @@ pub struct FamilyEntry {
     pub span: Option<Recipe>,
     /// `cargo xtask train <name> --objective mlm` (masked LM alone on single sequences).
     pub mlm: Option<Recipe>,
-    /// `cargo xtask train <name> --teacher DIR`: a masked LM distilled from a larger one.
-    pub train_teacher: Option<fn(TrainArgs, Device) -> Result<String, String>>,
+    /// `cargo xtask train <name> --teacher DIR` (a masked LM distilled from a larger one) and
+    /// its export.
+    pub train_teacher: Option<Recipe>,
 }
 
 /// A pre-training recipe other than the family's own: `train` and `export`.
@@ -122,7 +123,7 @@ impl FamilyEntry {
             distill: Some(distill::<B, S>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
             mlm: Some(Recipe { train: train_family::<SingleSequenceRecipe<F, B>>, export: export_model::<SingleSequenceRecipe<F, B>> }),
-            train_teacher: Some(train_distilled::<F, B>),
+            train_teacher: Some(Recipe { train: train_distilled::<F, B>, export: export_distilled::<B> }),
         }
     }
 

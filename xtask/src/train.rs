@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, PretrainedModel};
 use sesame_text::fs::write_atomic;
 use sesame_text::{Corpus, DenoisingConfig, MaskLength, Packing, Tokenizer, TokenizerConfig, TokenizerKind};
-use sesame_train::distill::MaskedLmDistillation;
+use burn::nn::LinearConfig;
+use sesame_train::distill::{Distilled, MaskedLmDistillation};
 use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
@@ -308,11 +309,23 @@ struct RunSpec {
     /// `--objective`, when not the family's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     objective: Option<Objective>,
-    /// `--teacher` and the distillation's settings, for a distillation run.
+    /// The teacher of a distillation run (`--teacher`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    teacher: Option<String>,
+    teacher: Option<TeacherSpec>,
     seed: u64,
     held_out: f64,
+}
+
+/// The teacher of a distillation run and what the run trains beside the student.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+struct TeacherSpec {
+    /// `--teacher`.
+    dir: PathBuf,
+    /// The student's and the loss's flags.
+    student: String,
+    /// The shape `[student width, teacher width]` of the hidden states' projection, when the
+    /// widths differ and a term reads the hidden states.
+    projection: Option<[usize; 2]>,
 }
 
 impl RunSpec {
@@ -348,7 +361,7 @@ pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, St
         return Err("--student-layers, --alpha-*, --temperature and --layer-map are for distillation: give the teacher with --teacher".into());
     }
     if args.teacher.is_some() {
-        return family.command("train --teacher", family.train_teacher)?(args, device);
+        return family.command("train --teacher", family.train_teacher.map(|r| r.train))?(args, device);
     }
     match args.objective {
         None => family.command("train", family.train)?(args, device),
@@ -638,12 +651,8 @@ where
     if limits.vocab_size != teacher_limits.vocab_size {
         return Err(format!("the student's vocab_size is {}, the teacher's {}: the soft targets need the same vocabulary", limits.vocab_size, teacher_limits.vocab_size));
     }
-    if (loss.cosine > 0.0 || loss.hidden > 0.0) && sizes.hidden_size != teacher_sizes.hidden_size {
-        return Err(format!(
-            "--alpha-cos, --alpha-hidden: the student is {} wide, the teacher {}; set them to 0 for a student of another width",
-            sizes.hidden_size, teacher_sizes.hidden_size
-        ));
-    }
+    // A student of another width learns the hidden states through a projection (TinyBERT's).
+    let projection = ((loss.cosine > 0.0 || loss.hidden > 0.0) && sizes.hidden_size != teacher_sizes.hidden_size).then_some([sizes.hidden_size, teacher_sizes.hidden_size]);
     if loss.attention > 0.0 && (attention_heads(&config) != attention_heads(&teacher_config) || !B::pruned_heads(&teacher_config).is_empty()) {
         return Err("--alpha-attention: the student's and teacher's mapped layers must have the same heads".into());
     }
@@ -655,26 +664,39 @@ where
 
     let mut spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
     spec.objective = Some(Objective::Mlm);
-    spec.teacher = Some(format!("{} {:?}", teacher_dir.display(), args.student));
+    spec.teacher = Some(TeacherSpec { dir: teacher_dir.clone(), student: format!("{:?}", args.student), projection });
     let out = &open_run(&args, F::NAME, &spec)?;
     let (train_text, held_out_text) = read_corpus(&args)?;
     let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
     // On --resume, the run's own configuration (its checkpoint is loaded by the trainer).
     let (student, config) = run_model::<ForMaskedLM<B>>(&args, out, &train_device, || Ok((student, config)))?;
+    let student = Distilled { student, projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(&train_device)) };
     let teacher = burn::module::Module::no_grad(sesame_train::pruning::without_dropout(loaded.model));
     let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
         .map_err(err)?
         .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
-        "student: {}, {} layers, {} parameters (teacher: {} layers, {} parameters); {} training examples ({layout:?}, {masking:?} masking); loss {}; {} steps of {} x {}",
-        ForMaskedLM::<B>::architecture(), sizes.layers, burn::module::Module::num_params(&student), teacher_sizes.layers, burn::module::Module::num_params(&teacher),
+        "student: {}, {} layers, {} parameters (teacher: {} layers, {} parameters){}; {} training examples ({layout:?}, {masking:?} masking); loss {}; {} steps of {} x {}",
+        ForMaskedLM::<B>::architecture(), sizes.layers, burn::module::Module::num_params(&student.student), teacher_sizes.layers, burn::module::Module::num_params(&teacher),
+        projection.map_or(String::new(), |[from, to]| format!(", hidden states projected {from} -> {to}")),
         data.num_train_examples(), serde_json::to_string(&loss).expect("JSON"), steps, args.grad_accum, args.batch_size
     );
     let task = MaskedLmDistillation::new(data, teacher, loss, train_device.clone());
     fit_and_export(&args, steps, out, &task, student, &train_device, (&tokenizer, &tok_config), |model, dir| {
-        model.save_pretrained(&config, dir)?;
+        model.student.save_pretrained(&config, dir)?;
         Ok(vec![dir.to_path_buf()])
     })
+}
+
+/// `export` of a distillation run of `train FAMILY --teacher` (student `ForMaskedLM<B>`): the
+/// student alone, in HF layout.
+pub fn export_distilled<B: HasMaskedLmHead>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+    let config = B::Config::from_dir(run).map_err(err)?;
+    let projection = RunSpec::read(run)?.teacher.and_then(|t| t.projection);
+    let init = Distilled { student: ForMaskedLM::<B>::init(&config, device), projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(device)) };
+    let model = burn::module::Module::try_load_file(init, checkpoint).map_err(err)?;
+    model.student.save_pretrained(&config, out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
 }
 
 /// `num_attention_heads` of a configuration, as its config.json says.
@@ -829,6 +851,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let checkpoint_file = checkpoint.join("model.bpk");
     let family = crate::families::by_name(&spec.family)?;
     let export = match spec.objective {
+        _ if spec.teacher.is_some() => family.command("export", family.train_teacher.map(|r| r.export))?,
         None => family.command("export", family.export)?,
         Some(objective) => family.command("export", family.recipe(objective).map(|r| r.export))?,
     };

@@ -589,7 +589,8 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
 /// teacher's layers learns (its held-out loss falls), the run reports every term and the
 /// teacher's own held-out loss, remembers its teacher and weights (a resume with others is
 /// refused, `export` finds the model), and exports a one-layer masked LM that transformers
-/// loads strictly; flags that cannot work are refused with one line each.
+/// loads strictly; a preset student of another width learns the hidden states through a
+/// projection; flags that cannot work are refused with one line each.
 #[test]
 fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
     let base = std::env::temp_dir().join(format!("sesame-cli-distil-mlm-{}", std::process::id()));
@@ -636,7 +637,7 @@ fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
     let refusals: [(&[&str], &str); 4] = [
         (&["--student-layers", "1"], "--teacher"),
         (&["--teacher", teacher.to_str().unwrap(), "--student-layers", "2"], "--student-layers 2"),
-        (&["--teacher", teacher.to_str().unwrap(), "--preset", "mini"], "--alpha-cos"),
+        (&["--teacher", teacher.to_str().unwrap(), "--preset", "mini", "--alpha-attention", "1"], "--alpha-attention"),
         (&["--teacher", nowhere.to_str().unwrap()], "--teacher"),
     ];
     for (i, (flags, names)) in refusals.iter().enumerate() {
@@ -646,6 +647,21 @@ fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(names) && stderr.trim().lines().count() == 1, "{flags:?}: {stderr}");
     }
+
+    // A wider student of a preset learns the teacher's hidden states through a projection
+    // (TinyBERT's), trained beside it and left out of the export.
+    let wide = base.join("wide");
+    let mut wide_args = train_args("bert", &wide, "4");
+    wide_args.extend(["--teacher", teacher.to_str().unwrap(), "--preset", "mini", "--alpha-hidden", "1"].map(String::from));
+    let output = run(&wide_args);
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && log.contains("hidden states projected 256 -> 128"), "{log}");
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(summary["held_out"]["hidden_loss"].as_f64().is_some_and(f64::is_finite), "{summary}");
+    let export = xtask(&["export", "--run", wide.to_str().unwrap(), "--out", wide.join("latest").to_str().unwrap()]).output().unwrap();
+    assert!(export.status.success(), "export: {}", String::from_utf8_lossy(&export.stderr));
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(wide.join("latest/config.json")).unwrap()).unwrap();
+    assert_eq!(config["hidden_size"].as_u64(), Some(256), "{config}");
 
     let Some(python) = python() else { return };
     let batch = Tokenizer::from_dir(&out.join("export")).unwrap().encode_pairs(&[("Call me Ishmael.", "The whale!")], 32, true).unwrap();

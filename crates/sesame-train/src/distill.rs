@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::{log_sigmoid, log_softmax};
 use sesame_layers::{Backbone, EncoderOutput, ForMaskedLM, ForSequenceClassification, HasMaskedLmHead, OutputOptions, SequenceHead, SequenceLabels};
@@ -52,21 +53,24 @@ impl DistillLoss {
     /// The terms on the encoders' outputs (asked for by [`Self::outputs`]): the cosine of the
     /// last states, the MSE of mapped layers' states (embeddings included) and of their
     /// attention maps, over the tokens of `mask` `[batch, seq]` (1 = token; `None`: all).
-    fn layer_terms(&self, student: &EncoderOutput, teacher: &EncoderOutput, mask: Option<Tensor<2, Int>>) -> Vec<Term> {
+    /// With `projection`, the student's states are projected to the teacher's width first
+    /// (TinyBERT's `W_h`).
+    fn layer_terms(&self, student: &EncoderOutput, teacher: &EncoderOutput, mask: Option<Tensor<2, Int>>, projection: Option<&Linear>) -> Vec<Term> {
         let mut terms = Vec::new();
+        let project = |x: &Tensor<3>| projection.map_or_else(|| x.clone(), |p| p.forward(x.clone()));
         let token_mask = |x: &Tensor<3>| {
             let [b, seq, _] = x.dims();
             mask.clone().map_or_else(|| Tensor::ones([b, seq, 1], &x.device()), |m| m.float().unsqueeze_dim::<3>(2))
         };
         if let (Some(s), Some(t)) = (&student.hidden_states, &teacher.hidden_states) {
             if self.cosine > 0.0 {
-                let (s, t) = (s.last().expect("states").clone(), t.last().expect("states").clone().detach());
+                let (s, t) = (project(s.last().expect("states")), t.last().expect("states").clone().detach());
                 terms.push(("cosine_loss", self.cosine, cosine_distance(s.clone(), t, token_mask(&s))));
             }
             if self.hidden > 0.0 {
-                let mut sum = hidden_mse(s[0].clone(), t[0].clone().detach(), token_mask(&s[0]));
+                let mut sum = hidden_mse(project(&s[0]), t[0].clone().detach(), token_mask(&s[0]));
                 for (m, &g) in self.layer_map.iter().enumerate() {
-                    sum = sum + hidden_mse(s[m + 1].clone(), t[g].clone().detach(), token_mask(&s[m + 1]));
+                    sum = sum + hidden_mse(project(&s[m + 1]), t[g].clone().detach(), token_mask(&s[m + 1]));
                 }
                 terms.push(("hidden_loss", self.hidden, sum));
             }
@@ -164,7 +168,7 @@ where
         if l.hard > 0.0 {
             terms.push(("hard_loss", l.hard, batch.labels.loss(out.logits.clone())));
         }
-        terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask));
+        terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask, None));
         let (loss, mut metrics) = weigh(terms, batch.weight > 0.0, &out.logits.device());
         metrics.extend(batch.accuracy(&out.logits));
         StepOutput { loss: loss.mul_scalar(batch.weight), metrics, tokens: batch.tokens, predictions: Some(out.logits.into_data()) }
@@ -209,6 +213,17 @@ pub fn soft_targets_where(student: Tensor<2>, teacher: Tensor<2>, temperature: f
     kl.mul(keep).sum().div(rows).mul_scalar(temperature * temperature).reshape([1])
 }
 
+/// A student and, for a student narrower or wider than its teacher, the projection of its
+/// hidden states to the teacher's width that the hidden-state and cosine terms read (TinyBERT's
+/// `W_h`, trained with the student and not part of it): what distillation trains.
+#[derive(Module, Debug)]
+pub struct Distilled<M: Module> {
+    /// The student.
+    pub student: M,
+    /// `student width -> teacher width`, when they differ.
+    pub projection: Option<Linear>,
+}
+
 /// Distillation of a teacher masked LM `ForMaskedLM<B>` into a student of the same family on
 /// masked-LM pre-training batches, as DistilBERT was trained: soft targets over the
 /// vocabulary at the masked positions (`T² · KL`), the student's own MLM loss (the `hard`
@@ -239,7 +254,7 @@ impl<B: HasMaskedLmHead> TrainTask for MaskedLmDistillation<B>
 where
     ForMaskedLM<B>: Send + Sync,
 {
-    type Model = ForMaskedLM<B>;
+    type Model = Distilled<ForMaskedLM<B>>;
     type Batch = PretrainingBatch;
     type State = ();
 
@@ -269,15 +284,21 @@ where
         baselines
     }
 
-    fn step(&self, student: &Self::Model, batch: PretrainingBatch) -> StepOutput {
-        masked_lm_distillation_step(student, &self.teacher, &self.loss, batch)
+    fn step(&self, model: &Self::Model, batch: PretrainingBatch) -> StepOutput {
+        masked_lm_distillation_step(&model.student, model.projection.as_ref(), &self.teacher, &self.loss, batch)
     }
 }
 
 /// Loss and metrics of `student` learning from `teacher` on a masked batch
-/// ([`MaskedLmDistillation`]'s step): the weighted terms of `loss`, each a metric, and the
-/// student's `mlm_loss`, `perplexity` and `mlm_accuracy`.
-pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(student: &ForMaskedLM<B>, teacher: &ForMaskedLM<B>, loss: &DistillLoss, batch: PretrainingBatch) -> StepOutput {
+/// ([`MaskedLmDistillation`]'s step; `projection` as [`Distilled`]'s): the weighted terms of
+/// `loss`, each a metric, and the student's `mlm_loss`, `perplexity` and `mlm_accuracy`.
+pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(
+    student: &ForMaskedLM<B>,
+    projection: Option<&Linear>,
+    teacher: &ForMaskedLM<B>,
+    loss: &DistillLoss,
+    batch: PretrainingBatch,
+) -> StepOutput {
     let options = loss.outputs();
     let mask = batch.input.attention_mask.clone();
     let targets = batch.masked.targets.clone();
@@ -293,7 +314,7 @@ pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(student: &ForMaskedLM<B>,
     if l.hard > 0.0 {
         terms.push(("hard_loss", l.hard, mlm_loss.clone()));
     }
-    terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask));
+    terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask, projection));
     let (loss, mut metrics) = weigh(terms, true, &mlm_loss.device());
     let predicted = out.logits.argmax(1).squeeze_dim::<1>(1);
     let counts = read_back(Tensor::cat(vec![predicted_rows.clone().int().sum(), predicted.equal(targets).bool_and(predicted_rows).int().sum()], 0).float(), 0.0);
