@@ -400,7 +400,14 @@ pub(crate) fn sets_of_the_model(
         _ => labels.problem_type.as_deref().is_none_or(|p| p == problem) && labels.id2label.is_some(),
     };
     if !fine_tuned {
-        return Err(format!("{what}: {} is not a fine-tuned {problem} model (config.json's problem_type and id2label); fine-tune it first", args.model.display()));
+        let kind = match data.problem {
+            ProblemType::SingleLabelClassification => "single-label classifier",
+            ProblemType::MultiLabelClassification => "multi-label classifier",
+            ProblemType::Regression => "regression model",
+        };
+        let problem_type = labels.problem_type.as_deref().map_or("no problem_type".to_string(), |p| format!("problem_type {p}"));
+        let id2label = if labels.id2label.is_some() { "an id2label" } else { "no id2label" };
+        return Err(format!("{what}: {} is not a fine-tuned {kind} (its config.json has {problem_type} and {id2label}); fine-tune it first", args.model.display()));
     }
     let classes: Vec<String> = match data.problem {
         ProblemType::Regression => Vec::new(),

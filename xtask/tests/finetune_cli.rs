@@ -335,7 +335,7 @@ fn bad_files_and_flags_get_one_line_naming_them() {
     }
     // Early exit distils a fine-tuned classifier, and is refused with what it cannot combine with.
     let model = model_dir().display().to_string();
-    assert_eq!(error(&["--early-exit"]), format!("error: --early-exit: {model} is not a fine-tuned single-label classifier (config.json has no id2label); fine-tune it first"));
+    assert_eq!(error(&["--early-exit"]), format!("error: --early-exit: {model} is not a fine-tuned single-label classifier (its config.json has no problem_type and no id2label); fine-tune it first"));
     assert_eq!(error(&["--early-exit", "--metric", "accuracy"]), "error: --early-exit: the exported classifiers are those of the lowest held-out distillation loss (--metric loss)");
     let both = finetune(&args(&dir, &["--steps", "2", "--out", &out, "--early-exit", "--freeze"])).unwrap_err();
     assert!(both.contains("--freeze") && both.contains("--early-exit"), "{both}");
