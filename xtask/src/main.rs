@@ -98,7 +98,7 @@ enum Command {
     /// Distil a fine-tuned sequence classifier (the teacher, --model) into a student of the same
     /// family with fewer layers, initialised from every other layer as DistilBERT (soft
     /// targets at a temperature, the labels, TinyBERT's hidden-state and attention losses);
-    /// exported as `finetune` exports.
+    /// exported as `finetune` exports. A masked LM distils with `train FAMILY --teacher DIR`.
     Distill {
         #[command(flatten)]
         args: distill::DistillArgs,
