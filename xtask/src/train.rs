@@ -628,21 +628,18 @@ where
     let pad = teacher_tokenizer.special_tokens().pad.1 as usize;
     let teacher_limits = B::input_limits(&teacher_config);
 
-    // The student, checked against the teacher before the run starts: the teacher's layers,
-    // or a fresh model of --config or --preset (drawn from the seed).
-    train_device.seed(args.seed);
-    let (student, config) = match &args.config {
-        Some(path) => {
-            let config = read_config::<B::Config>(path)?;
-            (ForMaskedLM::<B>::new_hf(&config, &train_device), config)
-        }
-        None if fresh_student => preset_model(&train_device, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad))?,
+    // The student's configuration, checked against the teacher before the run starts: the
+    // teacher's with some of its layers (the student made of them now), or that of --config
+    // or --preset (the fresh model drawn by `run_model`, from the seed).
+    let (kept_student, config) = match &args.config {
+        Some(path) => (None, read_config::<B::Config>(path)?),
+        None if fresh_student => (None, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad).map_err(err)?),
         None => {
             let mut config = teacher_config.clone();
             let kept = args.student.kept_layers(teacher_sizes.layers)?;
             eprintln!("the student starts from the teacher's layers {}", kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "));
             let student = loaded.model.clone().keep_layers(&mut config, &kept).map_err(err)?;
-            (student, config)
+            (Some(student), config)
         }
     };
     let sizes = B::classifier_sizes(&config);
@@ -669,7 +666,10 @@ where
     let (train_text, held_out_text) = read_corpus(&args)?;
     let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
     // On --resume, the run's own configuration (its checkpoint is loaded by the trainer).
-    let (student, config) = run_model::<ForMaskedLM<B>>(&args, out, &train_device, || Ok((student, config)))?;
+    let (student, config) = run_model::<ForMaskedLM<B>>(&args, out, &train_device, || match kept_student {
+        Some(student) => Ok((student, config)),
+        None => preset_model(&train_device, Ok(config)),
+    })?;
     let student = Distilled { student, projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(&train_device)) };
     let teacher = burn::module::Module::no_grad(sesame_train::pruning::without_dropout(loaded.model));
     let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)

@@ -15,7 +15,7 @@ use burn::tensor::activation::{log_sigmoid, log_softmax};
 use sesame_layers::{Backbone, EncoderOutput, ForMaskedLM, ForSequenceClassification, HasMaskedLmHead, OutputOptions, SequenceHead, SequenceLabels};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
-use crate::pretraining::{read_back, Pretraining, PretrainingBatch};
+use crate::pretraining::{masked_lm_counts, masked_lm_metrics, read_back, Pretraining, PretrainingBatch};
 use crate::{Metric, StepOutput, TrainTask};
 
 /// The weight of each term of the loss, and the temperature.
@@ -183,10 +183,8 @@ where
 /// `[batch, labels]` (no gradient reaches the teacher).
 pub fn soft_targets(student: Tensor<2>, teacher: Tensor<2>, temperature: f64) -> Tensor<1> {
     let [rows, _] = student.dims();
-    let log_t = log_softmax(teacher.detach().div_scalar(temperature), 1);
-    let log_s = log_softmax(student.div_scalar(temperature), 1);
-    let kl = log_t.clone().exp().mul(log_t - log_s).sum();
-    kl.reshape([1]).mul_scalar(temperature * temperature / rows as f64)
+    let every_row = Tensor::<1, Int>::ones([rows], &student.device()).bool();
+    soft_targets_where(student, teacher, temperature, every_row)
 }
 
 /// `T² · KL(σ(teacher / T) ‖ σ(student / T))` of each label's yes/no distribution, summed over
@@ -242,11 +240,6 @@ impl<B: HasMaskedLmHead> MaskedLmDistillation<B> {
     /// The task: `teacher` (fixed, without dropout, on `device`) teaches on `data`'s batches.
     pub fn new(data: Pretraining<ForMaskedLM<B>>, teacher: ForMaskedLM<B>, loss: DistillLoss, device: Device) -> Self {
         Self { data, teacher, loss, device }
-    }
-
-    /// The pre-training data.
-    pub fn data(&self) -> &Pretraining<ForMaskedLM<B>> {
-        &self.data
     }
 }
 
@@ -309,22 +302,15 @@ pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(
     let l = loss;
     let mut terms = Vec::new();
     if l.soft > 0.0 {
-        terms.push(("soft_loss", l.soft, soft_targets_where(out.logits.clone(), teacher.logits.clone(), l.temperature, predicted_rows.clone())));
+        terms.push(("soft_loss", l.soft, soft_targets_where(out.logits.clone(), teacher.logits.clone(), l.temperature, predicted_rows)));
     }
     if l.hard > 0.0 {
         terms.push(("hard_loss", l.hard, mlm_loss.clone()));
     }
     terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask, projection));
     let (loss, mut metrics) = weigh(terms, true, &mlm_loss.device());
-    let predicted = out.logits.argmax(1).squeeze_dim::<1>(1);
-    let counts = read_back(Tensor::cat(vec![predicted_rows.clone().int().sum(), predicted.equal(targets).bool_and(predicted_rows).int().sum()], 0).float(), 0.0);
-    let loss_value = read_back(mlm_loss, f64::NAN)[0];
-    let masked = counts[0];
-    metrics.extend([
-        Metric::mean("mlm_loss", loss_value * masked, masked),
-        Metric::exp_mean("perplexity", loss_value * masked, masked),
-        Metric::mean("mlm_accuracy", counts[1], masked),
-    ]);
+    let counts = read_back(Tensor::cat(masked_lm_counts(out.logits, targets).to_vec(), 0).float(), 0.0);
+    metrics.extend(masked_lm_metrics(read_back(mlm_loss, f64::NAN)[0], counts[0], counts[1]));
     StepOutput { loss, metrics, tokens: batch.tokens, predictions: None }
 }
 

@@ -572,10 +572,7 @@ impl<M: PretrainingModel> TrainTask for Pretraining<M> {
 /// `{sentence_metric}_loss`, `{sentence_metric}_accuracy` (none when `sentence_metric` is `None`).
 pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput {
     let out = model.objective(batch.input, &batch.masked, batch.sentence_labels.clone());
-    let targets = batch.masked.targets;
-    let mlm = targets.clone().not_equal_elem(-100);
-    let predicted = out.prediction_logits.argmax(1).squeeze_dim::<1>(1);
-    let mut counts = vec![mlm.clone().int().sum(), predicted.equal(targets).bool_and(mlm).int().sum()];
+    let mut counts = masked_lm_counts(out.prediction_logits.clone(), batch.masked.targets).to_vec();
     let mut losses = vec![out.mlm_loss];
     if let Some((loss, logits)) = &out.sentence {
         counts.push(logits.clone().argmax(1).squeeze_dim::<1>(1).equal(batch.sentence_labels.clone()).int().sum());
@@ -589,11 +586,7 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
     let counts = read_back(Tensor::cat(counts, 0).float(), 0.0);
     let losses = read_back(Tensor::cat(losses, 0), f64::NAN);
     let masked = counts[0];
-    let mut metrics = vec![
-        Metric::mean("mlm_loss", losses[0] * masked, masked),
-        Metric::exp_mean("perplexity", losses[0] * masked, masked),
-        Metric::mean("mlm_accuracy", counts[1], masked),
-    ];
+    let mut metrics = masked_lm_metrics(losses[0], masked, counts[1]).to_vec();
     if let (Some(name), true) = (sentence_metric, out.sentence.is_some()) {
         let rows = batch.sentence_labels.dims()[0] as f64;
         metrics.push(Metric::mean(&format!("{name}_loss"), losses[1] * rows, rows));
@@ -604,6 +597,25 @@ pub fn pretraining_step<M: MaskedLmObjective>(model: &M, batch: PretrainingBatch
         metrics.push(Metric::mean("sbo_loss", losses[losses.len() - 1] * masked, masked));
     }
     StepOutput { loss: out.loss, metrics, tokens: batch.tokens, predictions: None }
+}
+
+/// The predicted positions of `targets` `[masked]` (-100: the placeholder of a batch that
+/// masks nothing) and how many of them `prediction_logits` `[masked, vocab]` get right, each
+/// `[1]`, to read back with a step's other numbers.
+pub fn masked_lm_counts(prediction_logits: Tensor<2>, targets: Tensor<1, Int>) -> [Tensor<1, Int>; 2] {
+    let mlm = targets.clone().not_equal_elem(-100);
+    let predicted = prediction_logits.argmax(1).squeeze_dim::<1>(1);
+    [mlm.clone().int().sum(), predicted.equal(targets).bool_and(mlm).int().sum()]
+}
+
+/// `mlm_loss`, `perplexity` and `mlm_accuracy` of a batch whose `masked` targets have mean
+/// loss `loss`, `correct` of them predicted ([`masked_lm_counts`]).
+pub fn masked_lm_metrics(loss: f64, masked: f64, correct: f64) -> [Metric; 3] {
+    [
+        Metric::mean("mlm_loss", loss * masked, masked),
+        Metric::exp_mean("perplexity", loss * masked, masked),
+        Metric::mean("mlm_accuracy", correct, masked),
+    ]
 }
 
 /// The values of `t` on the host, or `fallback` for each when the device fails to give them
