@@ -114,3 +114,71 @@ fn an_albert_student_runs_the_shared_layers_at_fewer_depths() {
         assert!(grouped.model.keep_layers(&mut config, &[0, 2]).is_ok(), "{backend}: depths 0 and 2 run groups 0 and 1");
     }
 }
+
+/// What classifier distillation compares of XLNet's and BART's classifiers: the logits and
+/// each stack's hidden states and attentions (XLNet's content stream; BART's encoder, then its
+/// decoder) are transformers' outputs of the same names. A student keeps its teacher's layers:
+/// its lowest layer's states are the teacher's, and the config says how many it has; BART
+/// keeps the same layers of both stacks, and refuses stacks of two depths.
+#[test]
+fn xlnet_and_bart_classifiers_give_distillation_their_layers_and_keep_their_teachers() {
+    use sesame_bart::BartForSequenceClassification;
+    use sesame_layers::{ClassifierLayers, EncoderInput, SequenceClassifier, TaskModel};
+    use sesame_tests::Checker;
+    use sesame_xlnet::XlnetForSequenceClassification;
+
+    let all = OutputOptions { hidden_states: true, attentions: true };
+    let input = |f: &Fixture, device: &Device| {
+        let mut input = EncoderInput::new(f.int("input.input_ids", device)).with_attention_mask(f.int("input.attention_mask", device));
+        input.token_type_ids = f.has("input.token_type_ids").then(|| f.int("input.token_type_ids", device));
+        input
+    };
+    // The stacks' outputs against transformers' `{prefix}hidden_states.i` and `{prefix}attentions.i`.
+    let compare = |check: &mut Checker, f: &Fixture, out: &ClassifierLayers, prefixes: &[&str]| {
+        check.close("logits", out.logits.clone(), f.get("output.all.logits"), 1e-4);
+        assert_eq!(out.stacks.len(), prefixes.len());
+        for (stack, prefix) in out.stacks.iter().zip(prefixes) {
+            for (i, h) in stack.hidden_states.clone().unwrap().into_iter().enumerate() {
+                check.close(&format!("{prefix}hidden_states.{i}"), h, f.get(&format!("output.all.{prefix}hidden_states.{i}")), 1e-4);
+            }
+            for (i, a) in stack.attentions.clone().unwrap().into_iter().enumerate() {
+                check.close(&format!("{prefix}attentions.{i}"), a, f.get(&format!("output.all.{prefix}attentions.{i}")), 1e-4);
+            }
+        }
+    };
+    let lowest_state = |out: &ClassifierLayers| values(out.stacks[0].hidden_states.as_ref().unwrap()[1].clone());
+    for (backend, device) in devices() {
+        let mut check = Checker::default();
+        for shape in ["base", "wide"] {
+            let f = Fixture::open(&format!("xlnet/{shape}-seqcls-single"));
+            let loaded = XlnetForSequenceClassification::from_pretrained(&f.dir, &device).unwrap();
+            let teacher = loaded.model.classify_layers(input(&f, &device), all);
+            compare(&mut check, &f, &teacher, &[""]);
+            let mut config = loaded.config.clone();
+            let layers = XlnetForSequenceClassification::num_layers(&config);
+            let student = loaded.model.keep_layers(&mut config, &[0, layers - 1]).unwrap();
+            assert_eq!((config.n_layer, student.transformer.layer.len()), (2, 2), "{backend}: {shape}");
+            let out = student.classify_layers(input(&f, &device), all);
+            let diff = sesame_tests::max_abs_diff(&lowest_state(&out), &lowest_state(&teacher));
+            assert!(diff < 1e-5, "{backend}: the XLNet student's first layer differs by {diff}");
+        }
+        let f = Fixture::open("bart/base-seqcls-single");
+        let loaded = BartForSequenceClassification::from_pretrained(&f.dir, &device).unwrap();
+        let teacher = loaded.model.classify_layers(input(&f, &device), all);
+        compare(&mut check, &f, &teacher, &["encoder_", "decoder_"]);
+        check.finish(&format!("{backend}: the classifiers' layers"));
+        let mut config = loaded.config.clone();
+        let student = loaded.model.keep_layers(&mut config, &[0]).unwrap();
+        assert_eq!((config.encoder_layers, config.decoder_layers), (1, 1), "{backend}");
+        let out = student.classify_layers(input(&f, &device), all);
+        assert_eq!(out.stacks[1].hidden_states.as_ref().unwrap().len(), 2, "{backend}: the decoder's embeddings and one layer");
+        let diff = sesame_tests::max_abs_diff(&lowest_state(&out), &lowest_state(&teacher));
+        assert!(diff < 1e-5, "{backend}: the BART student's first encoder layer differs by {diff}");
+
+        let wide = BartForSequenceClassification::from_pretrained(&Fixture::open("bart/wide-seqcls-single").dir, &device).unwrap();
+        let mut config = wide.config.clone();
+        let err = wide.model.keep_layers(&mut config, &[0]).unwrap_err().to_string();
+        assert!(err.contains("decoder_layers") && err.contains("encoder has 3 layers and the decoder 2"), "{backend}: {err}");
+        assert_eq!(config.encoder_layers, 3, "{backend}: a refusal leaves the config as it was");
+    }
+}

@@ -8,7 +8,7 @@
 //! same [`StudentArgs`].
 use burn::module::Module;
 use burn::tensor::Device;
-use sesame_layers::{Backbone, ForSequenceClassification, HfConfig, PretrainedModel, SequenceClassifier, SequenceHead, TaskModel};
+use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, TaskModel};
 use sesame_text::labelled::ProblemType;
 use sesame_train::distill::{ClassifierDistillation, DistillLoss};
 use sesame_train::finetune::{metric_names, SequenceClassification};
@@ -33,7 +33,8 @@ pub struct DistillArgs {
 #[command(next_help_heading = "Distillation (distill; train --teacher)")]
 pub struct StudentArgs {
     /// The student's layers, taken evenly from the teacher's (DistilBERT: every other one; the
-    /// lowest always) [default: half the teacher's].
+    /// lowest always; BART: the same of its encoder and its decoder) [default: half the
+    /// teacher's].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub student_layers: Option<usize>,
     /// The temperature of the soft targets [default: 2].
@@ -123,12 +124,8 @@ fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `distill` of a family whose sequence classifier is `ForSequenceClassification<B, S>`.
-pub fn distill<B: Backbone, S: SequenceHead<B>>(args: &DistillArgs, device: Device) -> Result<String, String>
-where
-    ForSequenceClassification<B, S>: TaskModel<Config = B::Config> + SequenceClassifier,
-{
-    type M<B, S> = ForSequenceClassification<B, S>;
+/// `distill` of a family whose sequence classifier is `M`.
+pub fn distill<M: SequenceClassifier>(args: &DistillArgs, device: Device) -> Result<String, String> {
     let run = &args.run;
     for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay")] {
         if set {
@@ -137,20 +134,20 @@ where
     }
     let data = read_data(run)?;
     let metric = best_metric(run, data.problem.hf_name(), metric_names(data.problem), default_metric(data.problem))?;
-    let (tokenizer, config, seq_len) = load_start::<M<B, S>>(run)?;
+    let (tokenizer, config, seq_len) = load_start::<M>(run)?;
     let problems = [ProblemType::SingleLabelClassification, ProblemType::MultiLabelClassification, ProblemType::Regression];
     let (train, eval, classes) = sets_of_the_model("distill", run, &data, &tokenizer, config.labels(), seq_len, &problems)?;
 
     // The teacher: fixed, without dropout, on the training device.
     let train_device = device.clone().autodiff();
-    let loaded = M::<B, S>::from_pretrained(&run.model, &train_device).map_err(|e| e.to_string())?;
+    let loaded = M::from_pretrained(&run.model, &train_device).map_err(|e| e.to_string())?;
     if !loaded.report.initialized.is_empty() {
         return Err(format!("distill: {} is not a fine-tuned classifier ({}); fine-tune it first", run.model.display(), loaded.report));
     }
-    let teacher_layers = B::classifier_sizes(&config).layers;
+    let teacher_layers = M::num_layers(&config);
     let kept = args.student.kept_layers(teacher_layers)?;
     let loss = args.student.loss(CLASSIFIER_WEIGHTS, kept.len(), teacher_layers).map_err(|e| format!("distill: {e}"))?;
-    if loss.attention > 0.0 && !B::pruned_heads(&config).is_empty() {
+    if loss.attention > 0.0 && !M::pruned_heads(&config).is_empty() {
         return Err("--alpha-attention: the teacher has pruned heads; the attention maps of mapped layers must have the same heads".into());
     }
     let teacher = sesame_train::pruning::without_dropout(loaded.model).no_grad();
@@ -161,11 +158,11 @@ where
         kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "),
         serde_json::to_string(&loss).expect("JSON"),
     );
-    let rows = SequenceClassification::<M<B, S>>::new(train, eval, tokenizer.clone(), data.problem, classes.len().max(1), batching(run));
+    let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len().max(1), batching(run));
     let task = ClassifierDistillation::new(rows, teacher, loss);
     let per_epoch = task.batches_per_epoch();
     let runner = Run { args: run, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &classes };
-    let prepare = |model: M<B, S>, config: &mut B::Config, _: &sesame_layers::LoadReport| model.keep_layers(config, &kept).map_err(|e| format!("distill: {e}"));
+    let prepare = |model: M, config: &mut M::Config, _: &sesame_layers::LoadReport| model.keep_layers(config, &kept).map_err(|e| format!("distill: {e}"));
     runner.fit_and_export_with(&task, config, prepare, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         Ok(per_class(task.report(&predictions)))

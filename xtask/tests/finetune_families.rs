@@ -4,7 +4,8 @@
 //! the span head on the decoder's states). Each starts from a freshly initialised base model
 //! saved with the fixture tokenizers, learns the generated tasks the BERT runs learn (a killed
 //! run resumes to the same model), and exports what transformers loads with the same logits;
-//! the pipelines give them too. XLNet reads a question after its context, as `run_qa.py` and
+//! the pipelines give them too; `distill` teaches each a one-layer student that transformers
+//! loads. XLNet reads a question after its context, as `run_qa.py` and
 //! transformers' pipeline order them for a tokenizer that pads on the left.
 
 use std::path::{Path, PathBuf};
@@ -154,6 +155,40 @@ fn classifier_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, 
     assert_close(auto, &ours, &theirs["outputs"]["logits"]);
 }
 
+/// `cargo xtask distill` of the two-layer classifier `M` fine-tuned in `dir/classify` into a
+/// one-layer student, every loss term on: each held-out term falls, the student keeps most of
+/// the teacher's accuracy, its config has one layer in each of `layer_fields`, and
+/// transformers loads it with Sesame's logits.
+fn student_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, auto: &str, layer_fields: &[&str]) {
+    let (teacher, out) = (dir.join("classify/model"), dir.join("student"));
+    let path = |p: &Path| p.display().to_string();
+    let defaults = [("--model", path(&teacher)), ("--train", path(&dir.join("train.csv"))), ("--eval", path(&dir.join("eval.csv"))), ("--out", path(&out))];
+    let defaults: Vec<(&str, &str)> = defaults.iter().map(|(f, v)| (*f, v.as_str())).collect();
+    let every_term = ["--steps", "40", "--eval-every", "20", "--batch-size", "16", "--lr", "3e-3", "--alpha-cos", "1", "--alpha-hidden", "1", "--alpha-attention", "1"];
+    let args: Vec<String> = ["distill".to_string()].into_iter().chain(finetune_common::flags(&defaults, &every_term)).collect();
+    let stdout = xtask(&args).unwrap_or_else(|e| panic!("{auto}: {e}"));
+    let done: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let log: Vec<serde_json::Value> = std::fs::read_to_string(out.join("run/metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let held_out: Vec<&serde_json::Value> = log.iter().filter(|l| l["split"] == "held_out").collect();
+    for term in ["loss", "soft_loss", "hidden_loss", "attention_loss", "cosine_loss"] {
+        let (first, last) = (held_out[0]["values"][term].as_f64().unwrap(), held_out.last().unwrap()["values"][term].as_f64().unwrap());
+        assert!(last < first, "{auto}: held-out {term} went from {first} to {last}");
+    }
+    let accuracy = done["metrics"]["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.8, "{auto}: the student's accuracy {accuracy}: {done}");
+    let student = out.join("model");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(student.join("config.json")).unwrap()).unwrap();
+    for field in layer_fields {
+        assert_eq!(config[field].as_u64(), Some(1), "{auto}: {field} of {config}");
+    }
+    let texts: Vec<(String, Option<String>)> = (1000..1006).map(|i| (classify::sentence(i).0, None)).collect();
+    let device = Device::default();
+    let (input, _) = sesame_input(&student, &texts, &device);
+    let ours = floats(M::from_pretrained(&student, &device).unwrap().model.classify(input));
+    let Some(theirs) = transformers_outputs(&student, auto, &texts, &["logits"]) else { return };
+    assert_close(&format!("{auto} student"), &ours, &theirs["outputs"]["logits"]);
+}
+
 /// A span head of `M` fine-tuned from `start` learns where things are; its export gives
 /// transformers' start and end logits for a question and a context in the order transformers
 /// puts them for this tokenizer, and `cargo xtask answer` finds the place.
@@ -199,6 +234,7 @@ fn xlnet_classifies_tags_and_answers_after_fine_tuning_as_transformers_does() {
     let dir = scratch("xlnet");
     let start = xlnet_start(&dir);
     classifier_learns_and_transformers_agrees::<sesame_xlnet::XlnetForSequenceClassification>(&dir, &start, "AutoModelForSequenceClassification");
+    student_learns_and_transformers_agrees::<sesame_xlnet::XlnetForSequenceClassification>(&dir, "AutoModelForSequenceClassification", &["n_layer"]);
     reader_learns_and_transformers_agrees::<sesame_xlnet::XlnetForQuestionAnsweringSimple>(&dir, &start, "XLNetForQuestionAnsweringSimple", "150");
 
     // Tagging: sentences longer than the windows; the tagger learns the entities.
@@ -250,6 +286,7 @@ fn bart_classifies_and_answers_after_fine_tuning_as_transformers_does() {
     let dir = scratch("bart");
     let start = bart_start(&dir);
     classifier_learns_and_transformers_agrees::<sesame_bart::BartForSequenceClassification>(&dir, &start, "AutoModelForSequenceClassification");
+    student_learns_and_transformers_agrees::<sesame_bart::BartForSequenceClassification>(&dir, "AutoModelForSequenceClassification", &["encoder_layers", "decoder_layers"]);
     // Killed after step 15 and resumed: the uninterrupted run's model, bit for bit.
     let (train, eval, whole, killed) = (dir.join("train.csv"), dir.join("eval.csv"), dir.join("whole"), dir.join("killed"));
     let steps = ["--steps", "30", "--eval-every", "10"];

@@ -266,11 +266,7 @@ impl Encoder {
 
     /// The stack of only the layers `layers` (0-based, increasing, at least one).
     pub fn keep_layers(&self, layers: &[usize]) -> Result<Self, crate::ConfigError> {
-        let n = self.layers.len();
-        if layers.is_empty() || layers.windows(2).any(|w| w[0] >= w[1]) || layers.iter().any(|&l| l >= n) {
-            return Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("cannot keep layers {layers:?} of {n}") });
-        }
-        Ok(Self { layers: layers.iter().map(|&l| self.layers[l].clone()).collect() })
+        Ok(Self { layers: crate::tasks::pick_layers(&self.layers, layers, "num_hidden_layers")? })
     }
 
     /// Run every layer over `x` `[batch, seq, d]`, incrementally when `cache` is given.

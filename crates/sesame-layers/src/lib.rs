@@ -56,5 +56,5 @@ pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, Pretrain
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
-    SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
+    pick_layers, ClassifierLayers, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
 };

@@ -759,17 +759,55 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     /// Whether the head can read a mix of every layer (`sesame_scalar_mix` in the config).
     const SCALAR_MIX: bool = false;
 
-    /// The model with only the encoder layers `layers` (0-based, increasing), `config` saying
-    /// so ([`Backbone::keep_layers`]); refused where the layers cannot be picked.
+    /// The depth of the stack [`Self::keep_layers`] picks from (an encoder-decoder: of each
+    /// of its two stacks).
+    fn num_layers(config: &Self::Config) -> usize;
+
+    /// The heads pruned from each layer by `config` (HF `pruned_heads`), numbered as in the
+    /// unpruned layers; none for families that cannot prune.
+    fn pruned_heads(_config: &Self::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
+        Default::default()
+    }
+
+    /// The model with only the layers `layers` (0-based, increasing) of its stack (an
+    /// encoder-decoder: of each stack), `config` saying so ([`Backbone::keep_layers`]): a
+    /// student initialised from its teacher's layers. Refused where the layers cannot be picked.
     fn keep_layers(self, _config: &mut Self::Config, _layers: &[usize]) -> Result<Self, crate::ConfigError> {
         Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{}'s layers cannot be picked one by one", Self::architecture()) })
     }
 }
 
+/// The layers `keep` (0-based, increasing, at least one) of a stack `layers`; refused, naming
+/// the config's `field`, otherwise.
+pub fn pick_layers<T: Clone>(layers: &[T], keep: &[usize], field: &str) -> Result<Vec<T>, crate::ConfigError> {
+    let n = layers.len();
+    if keep.is_empty() || keep.windows(2).any(|w| w[0] >= w[1]) || keep.iter().any(|&l| l >= n) {
+        return Err(crate::ConfigError::Invalid { field: field.into(), reason: format!("cannot keep layers {keep:?} of {n}") });
+    }
+    Ok(keep.iter().map(|&l| layers[l].clone()).collect())
+}
+
+/// A sequence classifier's logits and what distillation compares of its layers.
+#[derive(Clone, Debug)]
+pub struct ClassifierLayers {
+    /// Logits `[batch, num_labels]`.
+    pub logits: Tensor<2>,
+    /// The hidden states and attentions asked for, of each stack of layers the classifier runs
+    /// over the input's positions: its encoder (an encoder-decoder: the encoder, then the
+    /// decoder reading the input shifted right).
+    pub stacks: Vec<EncoderOutput>,
+}
+
 /// A model giving one row of logits per text: a sequence classifier of any family.
 pub trait SequenceClassifier: TaskModel {
     /// Logits `[batch, num_labels]` of `input`.
-    fn classify(&self, input: EncoderInput) -> Tensor<2>;
+    fn classify(&self, input: EncoderInput) -> Tensor<2> {
+        self.classify_layers(input, OutputOptions::default()).logits
+    }
+
+    /// Logits of `input`, and the hidden states and attentions of every stack of layers as
+    /// `options` asks (a distillation's teacher and student).
+    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers;
 
     /// Whether the model can carry FastBERT's exit classifiers (config `sesame_early_exit`):
     /// its base model runs a layer at a time ([`Backbone::layer_stack`]).
@@ -814,6 +852,14 @@ macro_rules! task_model_of_base {
         fn device(&self) -> Device {
             self.base.device()
         }
+
+        fn num_layers(config: &B::Config) -> usize {
+            B::classifier_sizes(config).layers
+        }
+
+        fn pruned_heads(config: &B::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
+            B::pruned_heads(config)
+        }
     };
 }
 
@@ -836,8 +882,9 @@ impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassifi
 where
     Self: Send + Sync,
 {
-    fn classify(&self, input: EncoderInput) -> Tensor<2> {
-        self.forward(input, None, OutputOptions::default()).logits
+    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
+        let out = self.forward(input, None, options);
+        ClassifierLayers { logits: out.logits, stacks: vec![out.encoder] }
     }
 
     const EARLY_EXIT: bool = true;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::{log_sigmoid, log_softmax};
-use sesame_layers::{Backbone, EncoderOutput, ForMaskedLM, ForSequenceClassification, HasMaskedLmHead, OutputOptions, SequenceHead, SequenceLabels};
+use sesame_layers::{EncoderOutput, ForMaskedLM, HasMaskedLmHead, OutputOptions, SequenceClassifier, SequenceLabels};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
 use crate::pretraining::{masked_lm_counts, masked_lm_metrics, read_back, Pretraining, PretrainingBatch};
@@ -50,42 +50,47 @@ impl DistillLoss {
         OutputOptions { hidden_states: self.hidden > 0.0 || self.cosine > 0.0, attentions: self.attention > 0.0 }
     }
 
-    /// The terms on the encoders' outputs (asked for by [`Self::outputs`]): the cosine of the
-    /// last states, the MSE of mapped layers' states (embeddings included) and of their
-    /// attention maps, over the tokens of `mask` `[batch, seq]` (1 = token; `None`: all).
-    /// With `projection`, the student's states are projected to the teacher's width first
-    /// (TinyBERT's `W_h`).
-    fn layer_terms(&self, student: &EncoderOutput, teacher: &EncoderOutput, mask: Option<Tensor<2, Int>>, projection: Option<&Linear>) -> Vec<Term> {
-        let mut terms = Vec::new();
+    /// The terms on the outputs of the student's and the teacher's stacks of layers, paired
+    /// (asked for by [`Self::outputs`]; an encoder-decoder's two stacks, each under the same
+    /// map, add their terms): the cosine of the last states, the MSE of mapped layers' states
+    /// (embeddings included) and of their attention maps, over the tokens of `mask`
+    /// `[batch, seq]` (1 = token; `None`: all). With `projection`, the student's states are
+    /// projected to the teacher's width first (TinyBERT's `W_h`).
+    fn layer_terms(&self, stacks: &[(&EncoderOutput, &EncoderOutput)], mask: Option<Tensor<2, Int>>, projection: Option<&Linear>) -> Vec<Term> {
         let project = |x: &Tensor<3>| projection.map_or_else(|| x.clone(), |p| p.forward(x.clone()));
         let token_mask = |x: &Tensor<3>| {
             let [b, seq, _] = x.dims();
             mask.clone().map_or_else(|| Tensor::ones([b, seq, 1], &x.device()), |m| m.float().unsqueeze_dim::<3>(2))
         };
-        if let (Some(s), Some(t)) = (&student.hidden_states, &teacher.hidden_states) {
-            if self.cosine > 0.0 {
-                let (s, t) = (project(s.last().expect("states")), t.last().expect("states").clone().detach());
-                terms.push(("cosine_loss", self.cosine, cosine_distance(s.clone(), t, token_mask(&s))));
-            }
-            if self.hidden > 0.0 {
-                let mut sum = hidden_mse(project(&s[0]), t[0].clone().detach(), token_mask(&s[0]));
-                for (m, &g) in self.layer_map.iter().enumerate() {
-                    sum = sum + hidden_mse(project(&s[m + 1]), t[g].clone().detach(), token_mask(&s[m + 1]));
+        let (mut cosine, mut hidden, mut attention) = (Vec::new(), Vec::new(), Vec::new());
+        for (student, teacher) in stacks {
+            if let (Some(s), Some(t)) = (&student.hidden_states, &teacher.hidden_states) {
+                if self.cosine > 0.0 {
+                    let (s, t) = (project(s.last().expect("states")), t.last().expect("states").clone().detach());
+                    cosine.push(cosine_distance(s.clone(), t, token_mask(&s)));
                 }
-                terms.push(("hidden_loss", self.hidden, sum));
+                if self.hidden > 0.0 {
+                    hidden.push(hidden_mse(project(&s[0]), t[0].clone().detach(), token_mask(&s[0])));
+                    for (m, &g) in self.layer_map.iter().enumerate() {
+                        hidden.push(hidden_mse(project(&s[m + 1]), t[g].clone().detach(), token_mask(&s[m + 1])));
+                    }
+                }
+            }
+            if let (Some(s), Some(t)) = (&student.attentions, &teacher.attentions) {
+                if self.attention > 0.0 {
+                    let [b, _, seq, _] = s[0].dims();
+                    let queries = mask.clone().map_or_else(|| Tensor::ones([b, 1, seq, 1], &s[0].device()), |m| m.float().reshape([b, 1, seq, 1]));
+                    for (m, &g) in self.layer_map.iter().enumerate() {
+                        attention.push(attention_mse(s[m].clone(), t[g - 1].clone().detach(), queries.clone()));
+                    }
+                }
             }
         }
-        if let (Some(s), Some(t)) = (&student.attentions, &teacher.attentions) {
-            if self.attention > 0.0 {
-                let [b, _, seq, _] = s[0].dims();
-                let queries = mask.clone().map_or_else(|| Tensor::ones([b, 1, seq, 1], &s[0].device()), |m| m.float().reshape([b, 1, seq, 1]));
-                let mut sum = Tensor::<1>::zeros([1], &s[0].device());
-                for (m, &g) in self.layer_map.iter().enumerate() {
-                    sum = sum + attention_mse(s[m].clone(), t[g - 1].clone().detach(), queries.clone());
-                }
-                terms.push(("attention_loss", self.attention, sum));
-            }
-        }
+        let sum = |parts: Vec<Tensor<1>>| parts.into_iter().reduce(|a, b| a + b);
+        let mut terms = Vec::new();
+        terms.extend(sum(cosine).map(|c| ("cosine_loss", self.cosine, c)));
+        terms.extend(sum(hidden).map(|h| ("hidden_loss", self.hidden, h)));
+        terms.extend(sum(attention).map(|a| ("attention_loss", self.attention, a)));
         terms
     }
 }
@@ -107,17 +112,17 @@ fn weigh(terms: Vec<Term>, report: bool, device: &Device) -> (Tensor<1>, Vec<Met
     (loss, metrics)
 }
 
-/// Distillation of a teacher `ForSequenceClassification<B, H>` into a student of the same type
-/// on the rows of a [`SequenceClassification`], scored as it is (accuracy, F1, …).
-pub struct ClassifierDistillation<B: Backbone, H: SequenceHead<B>> {
-    rows: SequenceClassification<ForSequenceClassification<B, H>>,
-    teacher: ForSequenceClassification<B, H>,
+/// Distillation of a teacher sequence classifier `M` into a student of the same type (of
+/// fewer layers) on the rows of a [`SequenceClassification`], scored as it is (accuracy, F1, …).
+pub struct ClassifierDistillation<M> {
+    rows: SequenceClassification<M>,
+    teacher: M,
     loss: DistillLoss,
 }
 
-impl<B: Backbone, H: SequenceHead<B>> ClassifierDistillation<B, H> {
+impl<M: SequenceClassifier> ClassifierDistillation<M> {
     /// The task: `teacher` (fixed, without dropout, on the training device) teaches on `rows`.
-    pub fn new(rows: SequenceClassification<ForSequenceClassification<B, H>>, teacher: ForSequenceClassification<B, H>, loss: DistillLoss) -> Self {
+    pub fn new(rows: SequenceClassification<M>, teacher: M, loss: DistillLoss) -> Self {
         Self { rows, teacher, loss }
     }
 
@@ -132,11 +137,8 @@ impl<B: Backbone, H: SequenceHead<B>> ClassifierDistillation<B, H> {
     }
 }
 
-impl<B: Backbone, H: SequenceHead<B>> TrainTask for ClassifierDistillation<B, H>
-where
-    ForSequenceClassification<B, H>: sesame_layers::SequenceClassifier,
-{
-    type Model = ForSequenceClassification<B, H>;
+impl<M: SequenceClassifier> TrainTask for ClassifierDistillation<M> {
+    type Model = M;
     type Batch = ClassificationBatch;
     type State = ();
 
@@ -149,11 +151,11 @@ where
     }
 
     /// The weighted sum of the terms; each term is a metric of its own.
-    fn step(&self, student: &Self::Model, batch: ClassificationBatch) -> StepOutput {
+    fn step(&self, student: &M, batch: ClassificationBatch) -> StepOutput {
         let options = self.loss.outputs();
         let mask = batch.input.attention_mask.clone();
-        let teacher = self.teacher.forward(batch.input.clone(), None, options);
-        let out = student.forward(batch.input.clone(), None, options);
+        let teacher = self.teacher.classify_layers(batch.input.clone(), options);
+        let out = student.classify_layers(batch.input.clone(), options);
         let l = &self.loss;
         let mut terms = Vec::new();
         if l.soft > 0.0 {
@@ -168,7 +170,8 @@ where
         if l.hard > 0.0 {
             terms.push(("hard_loss", l.hard, batch.labels.loss(out.logits.clone())));
         }
-        terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask, None));
+        let stacks: Vec<_> = out.stacks.iter().zip(&teacher.stacks).collect();
+        terms.extend(l.layer_terms(&stacks, mask, None));
         let (loss, mut metrics) = weigh(terms, batch.weight > 0.0, &out.logits.device());
         metrics.extend(batch.accuracy(&out.logits));
         StepOutput { loss: loss.mul_scalar(batch.weight), metrics, tokens: batch.tokens, predictions: Some(out.logits.into_data()) }
@@ -307,7 +310,7 @@ pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(
     if l.hard > 0.0 {
         terms.push(("hard_loss", l.hard, mlm_loss.clone()));
     }
-    terms.extend(l.layer_terms(&out.encoder, &teacher.encoder, mask, projection));
+    terms.extend(l.layer_terms(&[(&out.encoder, &teacher.encoder)], mask, projection));
     let (loss, mut metrics) = weigh(terms, true, &mlm_loss.device());
     let counts = read_back(Tensor::cat(masked_lm_counts(out.logits, targets).to_vec(), 0).float(), 0.0);
     metrics.extend(masked_lm_metrics(read_back(mlm_loss, f64::NAN)[0], counts[0], counts[1]));

@@ -8,7 +8,7 @@ use sesame_layers::decoding::{CausalLM, Seq2SeqLM};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::per_token_cross_entropy;
 use sesame_layers::{
-    shift_tokens_right, Activation, CheckpointSpec, DecoderCache, ClassificationHead, EncoderInput, InputError, InputLimits, OutputOptions, PretrainedModel,
+    shift_tokens_right, Activation, CheckpointSpec, ClassifierLayers, DecoderCache, ClassificationHead, EncoderInput, EncoderOutput, InputError, InputLimits, OutputOptions, PretrainedModel,
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqQuestionAnsweringOutput,
     SequenceClassifier, SequenceLabels, SpanExtractor, TaskModel,
 };
@@ -241,6 +241,15 @@ macro_rules! task_model {
             fn device(&self) -> Device {
                 self.model.shared.weight.device()
             }
+
+            /// Of the encoder; the decoder's must be the same for its layers to be picked.
+            fn num_layers(config: &BartConfig) -> usize {
+                config.encoder_layers
+            }
+
+            fn keep_layers(self, config: &mut BartConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
+                Ok(Self { model: self.model.keep_layers(config, layers)?, ..self })
+            }
         }
     };
 }
@@ -251,11 +260,18 @@ task_model!(BartForQuestionAnswering);
 impl SequenceClassifier for BartForSequenceClassification {
     /// Each row at its own last `</s>`. transformers refuses a batch whose rows hold different
     /// numbers of `</s>` (a text that spells one out); where it does not, this is what it reads.
-    fn classify(&self, input: EncoderInput) -> Tensor<2> {
+    ///
+    /// The stacks are the encoder's and the decoder's (over the input shifted right), each the
+    /// embeddings and every layer's output, and self-attention.
+    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
         // Token ids are checked when the batch is built; a read-back failure leaves the last position.
         let [b, s] = input.input_ids.dims();
         let positions = last_eos(&input.input_ids, self.eos_token_id).map_or_else(|_| vec![s.saturating_sub(1) as i64; b], |(p, _)| p);
-        self.classify_at(task_input(input), &positions, None, OutputOptions::default()).logits
+        let out = self.classify_at(task_input(input), &positions, None, options);
+        let m = out.model;
+        let encoder = EncoderOutput { last_hidden_state: m.encoder_last_hidden_state, hidden_states: m.encoder_hidden_states, attentions: m.encoder_attentions, cache: None };
+        let decoder = EncoderOutput { last_hidden_state: m.last_hidden_state, hidden_states: m.decoder_hidden_states, attentions: m.decoder_attentions, cache: None };
+        ClassifierLayers { logits: out.logits, stacks: vec![encoder, decoder] }
     }
 }
 

@@ -7,7 +7,7 @@ use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
 use burn::prelude::*;
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
-    run_decoder_layers, shift_tokens_right, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput, Dropout,
+    run_decoder_layers, shift_tokens_right, ConfigError, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput, Dropout,
     DropoutConfig, EncoderConfig, EncoderLayer, EncoderOutput, InputError, OutputOptions, Seq2SeqInput, Seq2SeqOutput,
 };
 
@@ -177,6 +177,21 @@ impl BartModel {
             encoder_attentions: encoder.attentions,
             past_key_values: decoder.cache,
         }
+    }
+
+    /// The model with only the layers `layers` (0-based, increasing) of its encoder and the
+    /// same layers of its decoder, `config` saying so: a student initialised from its
+    /// teacher's layers (DistilBART copied alternating layers). The two stacks must be of one
+    /// depth.
+    pub fn keep_layers(self, config: &mut BartConfig, layers: &[usize]) -> Result<Self, ConfigError> {
+        if config.encoder_layers != config.decoder_layers {
+            let reason = format!("the encoder has {} layers and the decoder {}; the same layers are kept of both, so they must have one depth", config.encoder_layers, config.decoder_layers);
+            return Err(ConfigError::Invalid { field: "decoder_layers".into(), reason });
+        }
+        let encoder = BartEncoder { layers: sesame_layers::pick_layers(&self.encoder.layers, layers, "encoder_layers")?, ..self.encoder };
+        let decoder = BartDecoder { layers: sesame_layers::pick_layers(&self.decoder.layers, layers, "decoder_layers")?, ..self.decoder };
+        (config.encoder_layers, config.decoder_layers) = (layers.len(), layers.len());
+        Ok(Self { encoder, decoder, ..self })
     }
 
     /// The shared token table `[vocab, d]` (the tied LM head).

@@ -435,6 +435,14 @@ impl XlnetModel {
         self.word_embedding.weight.device()
     }
 
+    /// The model with only the layers `layers` (0-based, increasing), `config` saying so: a
+    /// student initialised from its teacher's layers.
+    pub fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
+        let layer = sesame_layers::pick_layers(&self.layer, layers, "n_layer")?;
+        config.n_layer = layer.len();
+        Ok(Self { layer, ..self })
+    }
+
     /// The word-embedding table `[vocab, d]` (what the LM head is tied to).
     pub fn word_embeddings(&self) -> Tensor<2> {
         self.word_embedding.weight.val()

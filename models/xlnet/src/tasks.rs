@@ -12,7 +12,7 @@ use burn::tensor::activation::{softmax, tanh};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::{binary_cross_entropy_with_logits, cross_entropy, per_token_cross_entropy};
 use sesame_layers::{
-    CheckpointSpec, EncoderInput, InputLimits, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig,
+    CheckpointSpec, ClassifierLayers, EncoderInput, EncoderOutput, InputLimits, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig,
     SequenceClassifier, SequenceLabels, SequenceSummary, SpanExtractor, TaskModel, TokenTagger,
 };
 
@@ -468,6 +468,14 @@ macro_rules! task_model {
             fn device(&self) -> Device {
                 self.transformer.word_embedding.weight.device()
             }
+
+            fn num_layers(config: &XlnetConfig) -> usize {
+                config.n_layer
+            }
+
+            fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
+                Ok(Self { transformer: self.transformer.keep_layers(config, layers)?, ..self })
+            }
         }
     };
 }
@@ -477,8 +485,17 @@ task_model!(XlnetForTokenClassification);
 task_model!(XlnetForQuestionAnsweringSimple);
 
 impl SequenceClassifier for XlnetForSequenceClassification {
-    fn classify(&self, input: EncoderInput) -> Tensor<2> {
-        self.forward(task_input(input), None, OutputOptions::default()).logits
+    /// The content stream's hidden states and attentions.
+    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
+        let out = self.forward(task_input(input), None, options);
+        let t = out.transformer;
+        let encoder = EncoderOutput {
+            last_hidden_state: t.last_hidden_state,
+            hidden_states: options.hidden_states.then_some(t.hidden_states),
+            attentions: options.attentions.then(|| t.attentions.into_iter().map(|(h, _)| h).collect()),
+            cache: None,
+        };
+        ClassifierLayers { logits: out.logits, stacks: vec![encoder] }
     }
 }
 
