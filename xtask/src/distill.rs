@@ -6,9 +6,8 @@
 //! `--metric`), and the student is exported in HF layout. A masked LM distils in a pre-training
 //! run, `cargo xtask train FAMILY --teacher DIR` (`crate::train::train_distilled`), with the
 //! same [`StudentArgs`].
-use burn::module::Module;
 use burn::tensor::Device;
-use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, TaskModel};
+use sesame_layers::{HfConfig, SequenceClassifier};
 use sesame_text::labelled::ProblemType;
 use sesame_train::distill::{ClassifierDistillation, DistillLoss};
 use sesame_train::finetune::{metric_names, SequenceClassification};
