@@ -168,7 +168,7 @@ fn by_length<T: Send>(
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(chunk) = chunks.get(i) else { break };
-                    let out = run(chunk);
+                    let out = crate::device::on_one_thread(|| run(chunk));
                     let failed = out.is_err();
                     *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
                     if failed {

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use sesame_layers::device::is_cpu;
 use sesame_layers::random::with_stream;
+use sesame_layers::device::on_one_thread;
 
 use crate::adamw::FusedAdamW;
 use crate::clip::clip_global_norm;
@@ -382,10 +383,12 @@ where
                 let replica = model.clone().fork(&device);
                 let (run, device) = (&run, &device);
                 scope.spawn(move || {
-                    (worker as u64..count)
-                        .step_by(threads)
-                        .map(|micro| (micro, with_micro_batch_masks(device, seed, micro, || run(micro, &replica))))
-                        .collect::<Vec<_>>()
+                    on_one_thread(|| {
+                        (worker as u64..count)
+                            .step_by(threads)
+                            .map(|micro| (micro, with_micro_batch_masks(device, seed, micro, || run(micro, &replica))))
+                            .collect::<Vec<_>>()
+                    })
                 })
             })
             .collect();
