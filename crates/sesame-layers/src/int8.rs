@@ -13,11 +13,12 @@
 //!   Runtime's defaults (weights per tensor, activations per batch), 0.967 with its weights per
 //!   channel, 0.980 with a scale per row, 0.995 per row and 64 inputs (0.996 per 32).
 //! - **Products**: on host-memory backends (flex, ndarray) [`linear`] multiplies the int8
-//!   values with 32-bit integer sums per group (AVX2 where the CPU has it, portable code
-//!   elsewhere: the same sums and float steps, so the same numbers), adds the groups' sums
-//!   times their scales in float, then scales by `s_j` and adds the bias. AVX2
-//!   multiplies bytes only unsigned by signed (`vpmaddubsw`): it takes `|x|` and moves the
-//!   sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits. Other
+//!   values with 32-bit integer sums per group (AVX-512 VNNI or AVX-VNNI `vpdpbusd`, else
+//!   AVX2, where the CPU has them, portable code elsewhere: the same sums and float steps, so
+//!   the same numbers), adds the groups' sums times their scales in float, then scales by
+//!   `s_j` and adds the bias; a large product's rows are split across rayon's threads. x86
+//!   multiplies bytes only unsigned by signed (`vpmaddubsw`, `vpdpbusd`): the kernels take `|x|`
+//!   and move the sign of `x` onto the weight (`vpsignb`), so no AVX2 pair sum exceeds 16 bits. Other
 //!   backends multiply the quantised weights in floating point.
 //!
 //! The packed int8 weights of a quantised model are kept in a table of the process, by
@@ -40,6 +41,64 @@ pub const ACTIVATION_MAX: f32 = 127.0;
 const PANEL: usize = 16;
 /// Inputs per activation scale (a multiple of 4: a group is whole steps of the kernel).
 pub const GROUP: usize = 64;
+/// Multiply-adds from which a product's rows are split across threads.
+const PARALLEL_AT: usize = 1 << 21;
+
+/// The instructions the int8 product runs with, the best the CPU has. Each gives the same
+/// 32-bit sums, so the same numbers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kernel {
+    /// `vpdpbusd` on 256 bits (AVX-512 VNNI with VL): four byte products summed into each 32-bit
+    /// lane in one instruction.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+    /// The same instruction in its VEX form (AVX-VNNI).
+    #[cfg(target_arch = "x86_64")]
+    AvxVnni,
+    /// `vpmaddubsw` (pair sums in 16 bits), then `vpmaddwd` by ones.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Portable,
+}
+
+impl Kernel {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("avx512vnni") && has!("avx512vl") {
+                return Kernel::Avx512Vnni;
+            }
+            if has!("avx2") && has!("avxvnni") {
+                return Kernel::AvxVnni;
+            }
+            if has!("avx2") {
+                return Kernel::Avx2;
+            }
+        }
+        Kernel::Portable
+    }
+
+    /// This kernel and every slower one this CPU runs (for tests).
+    #[cfg(test)]
+    fn available() -> Vec<Self> {
+        let best = Self::detect();
+        #[cfg(target_arch = "x86_64")]
+        let all = [Kernel::Avx512Vnni, Kernel::AvxVnni, Kernel::Avx2, Kernel::Portable];
+        #[cfg(not(target_arch = "x86_64"))]
+        let all = [Kernel::Portable];
+        #[cfg(target_arch = "x86_64")]
+        let runs = |k: &Kernel| match k {
+            Kernel::Avx512Vnni => best == Kernel::Avx512Vnni,
+            Kernel::AvxVnni => std::arch::is_x86_feature_detected!("avxvnni"),
+            Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            Kernel::Portable => true,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let runs = |_: &Kernel| true;
+        all.into_iter().filter(runs).collect()
+    }
+}
 
 /// The key `config.json` carries for a model saved quantised (transformers keeps unknown keys,
 /// so the directory still loads there, with the int8 weights as floats).
@@ -112,7 +171,7 @@ impl PackedWeight {
         {
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: AVX2 is present.
-                unsafe { avx2::quantize_rows(x, k, k4, &mut xq, &mut row_scales) };
+                unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut row_scales) };
             } else {
                 quantize_rows(x, k, k4, &mut xq, &mut row_scales);
             }
@@ -124,16 +183,37 @@ impl PackedWeight {
             bias_padded[..n].copy_from_slice(b);
         }
         let mut out = vec![0.0f32; m * n];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 is present; every pointer stays inside the slices (see the kernel).
-                unsafe { avx2::matmul(self, &xq, m, &row_scales, &bias_padded, &mut out) };
-                return out;
-            }
+        if m == 0 || n == 0 {
+            return out;
         }
-        self.matmul_portable(&xq, m, &row_scales, &bias_padded, &mut out);
+        let kernel = Kernel::detect();
+        let groups = self.groups();
+        // Rows split across rayon's threads for a large product (a pool of one, as in a worker of
+        // `device::on_one_thread`, keeps it on its thread); the kernel's tiles are 4 rows.
+        let threads = rayon::current_num_threads();
+        let rows = if threads > 1 && m * n * k4 >= PARALLEL_AT { m.div_ceil(threads).next_multiple_of(4) } else { m };
+        use rayon::prelude::*;
+        out.par_chunks_mut(rows * n).enumerate().for_each(|(chunk, out)| {
+            let (r0, rows) = (chunk * rows, out.len() / n);
+            let (xq, row_scales) = (&xq[r0 * k4..(r0 + rows) * k4], &row_scales[r0 * groups..(r0 + rows) * groups]);
+            self.matmul_rows(kernel, xq, rows, row_scales, &bias_padded, out);
+        });
         out
+    }
+
+    /// Rows of `xq` `[m, k4]` times this weight into `out` `[m, n]`, with `kernel`.
+    fn matmul_rows(&self, kernel: Kernel, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+        match kernel {
+            // SAFETY (each x86 kernel): the CPU has the features `Kernel::detect` checked; every
+            // pointer stays inside the slices (see the kernel).
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => unsafe { x86::matmul_avx512_vnni(self, xq, m, row_scales, bias, out) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => unsafe { x86::matmul_avx_vnni(self, xq, m, row_scales, bias, out) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::matmul_avx2(self, xq, m, row_scales, bias, out) },
+            Kernel::Portable => self.matmul_portable(xq, m, row_scales, bias, out),
+        }
     }
 
     /// Activation scales per row: one per group of [`GROUP`] inputs.
@@ -141,7 +221,7 @@ impl PackedWeight {
         self.k4.div_ceil(GROUP).max(1)
     }
 
-    /// The same sums as the AVX2 kernel, in portable code.
+    /// The same sums as the x86 kernels, in portable code.
     fn matmul_portable(&self, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
         let (k4, n, groups) = (self.k4, self.n, self.groups());
         for (panel, w) in self.panels.chunks_exact(k4 * PANEL).enumerate() {
@@ -195,7 +275,7 @@ fn quantize_group(values: &[f32], q: &mut [i8], s: &mut f32) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+mod x86 {
     use std::arch::x86_64::*;
 
     use super::{PackedWeight, ACTIVATION_MAX, GROUP, PANEL};
@@ -248,72 +328,87 @@ mod avx2 {
         }
     }
 
-    /// # Safety
-    /// The CPU has AVX2; `xq` is `[m, k4]`, `row_scales` `[m]`, `bias` padded to whole
-    /// panels, `out` `[m, n]`.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn matmul(w: &PackedWeight, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
-        debug_assert!(xq.len() == m * w.k4 && out.len() == m * w.n && bias.len() == w.scales.len());
-        for panel in 0..w.n.div_ceil(PANEL) {
-            let mut r = 0;
-            while r + ROWS <= m {
-                unsafe { tile::<ROWS>(w, panel, xq, r, row_scales, bias, out) };
-                r += ROWS;
+    /// An int8 product `matmul` (with its tile function `tile`) for the CPU features `features`,
+    /// with `dot(acc, a, b)`: `acc` plus, in each 32-bit lane, the four products of `a`'s
+    /// unsigned bytes by `b`'s signed bytes (written as `|acc, a, b| expression`).
+    macro_rules! kernel {
+        ($matmul:ident, $tile:ident, $features:literal, |$acc:ident, $a:ident, $b:ident| $dot:expr) => {
+            /// # Safety
+            /// The CPU has the kernel's features; `xq` is `[m, k4]`, `row_scales` `[m, groups]`,
+            /// `bias` padded to whole panels, `out` `[m, n]`.
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+                debug_assert!(xq.len() == m * w.k4 && out.len() == m * w.n && bias.len() == w.scales.len());
+                for panel in 0..w.n.div_ceil(PANEL) {
+                    let mut r = 0;
+                    while r + ROWS <= m {
+                        unsafe { $tile::<ROWS>(w, panel, xq, r, row_scales, bias, out) };
+                        r += ROWS;
+                    }
+                    while r < m {
+                        unsafe { $tile::<1>(w, panel, xq, r, row_scales, bias, out) };
+                        r += 1;
+                    }
+                }
             }
-            while r < m {
-                unsafe { tile::<1>(w, panel, xq, r, row_scales, bias, out) };
-                r += 1;
+
+            /// Rows `r0 .. r0 + R` of the output's columns in `panel`.
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn $tile<const R: usize>(w: &PackedWeight, panel: usize, xq: &[i8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+                let (k4, n, groups) = (w.k4, w.n, w.groups());
+                let mut sums = [[_mm256_setzero_ps(); 2]; R];
+                let wp = unsafe { w.panels.as_ptr().add(panel * k4 * PANEL) };
+                let xp = unsafe { xq.as_ptr().add(r0 * k4) };
+                for group in 0..groups {
+                    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+                    for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
+                        // SAFETY: step `g` of the panel is 64 bytes at `g·64`, inside `k4·16`.
+                        let (w0, w1) = unsafe { (_mm256_loadu_si256(wp.add(g * 64) as *const __m256i), _mm256_loadu_si256(wp.add(g * 64 + 32) as *const __m256i)) };
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            // SAFETY: four bytes of row `r0 + r`, inside `[m, k4]`.
+                            let x = _mm256_set1_epi32(unsafe { std::ptr::read_unaligned(xp.add(r * k4 + g * 4) as *const i32) });
+                            // |x| · (w with x's sign): the products of x and w, with `|x|` unsigned.
+                            let ax = _mm256_sign_epi8(x, x);
+                            for (acc, w) in acc.iter_mut().zip([w0, w1]) {
+                                let ($acc, $a, $b) = (*acc, ax, _mm256_sign_epi8(w, x));
+                                *acc = $dot;
+                            }
+                        }
+                    }
+                    // The group's sums times its scale, in float (no FMA: the portable code's rounding).
+                    for (r, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
+                        let scale = _mm256_set1_ps(row_scales[(r0 + r) * groups + group]);
+                        for (sum, &a) in sums.iter_mut().zip(acc) {
+                            *sum = _mm256_add_ps(*sum, _mm256_mul_ps(_mm256_cvtepi32_ps(a), scale));
+                        }
+                    }
+                }
+                let j0 = panel * PANEL;
+                for (r, sums) in sums.iter().enumerate() {
+                    let row = r0 + r;
+                    let mut values = [0.0f32; PANEL];
+                    for (h, &sum) in sums.iter().enumerate() {
+                        let j = j0 + h * 8;
+                        // SAFETY: `scales` and `bias` are padded to whole panels.
+                        unsafe {
+                            let v = _mm256_add_ps(_mm256_mul_ps(sum, _mm256_loadu_ps(w.scales.as_ptr().add(j))), _mm256_loadu_ps(bias.as_ptr().add(j)));
+                            _mm256_storeu_ps(values.as_mut_ptr().add(h * 8), v);
+                        }
+                    }
+                    let width = PANEL.min(n - j0);
+                    out[row * n + j0..row * n + j0 + width].copy_from_slice(&values[..width]);
+                }
             }
-        }
+        };
     }
 
-    /// Rows `r0 .. r0 + R` of the output's columns in `panel`.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn tile<const R: usize>(w: &PackedWeight, panel: usize, xq: &[i8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
-        let (k4, n, groups) = (w.k4, w.n, w.groups());
-        let ones = _mm256_set1_epi16(1);
-        let mut sums = [[_mm256_setzero_ps(); 2]; R];
-        let wp = unsafe { w.panels.as_ptr().add(panel * k4 * PANEL) };
-        let xp = unsafe { xq.as_ptr().add(r0 * k4) };
-        for group in 0..groups {
-            let mut acc = [[_mm256_setzero_si256(); 2]; R];
-            for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
-                // SAFETY: step `g` of the panel is 64 bytes at `g·64`, inside `k4·16`.
-                let (w0, w1) = unsafe { (_mm256_loadu_si256(wp.add(g * 64) as *const __m256i), _mm256_loadu_si256(wp.add(g * 64 + 32) as *const __m256i)) };
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    // SAFETY: four bytes of row `r0 + r`, inside `[m, k4]`.
-                    let x = _mm256_set1_epi32(unsafe { std::ptr::read_unaligned(xp.add(r * k4 + g * 4) as *const i32) });
-                    // |x| · (w with x's sign): pair sums of at most 2·127·127, inside i16.
-                    let ax = _mm256_sign_epi8(x, x);
-                    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, x)), ones));
-                    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, x)), ones));
-                }
-            }
-            // The group's sums times its scale, in float (no FMA: the portable code's rounding).
-            for (r, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
-                let scale = _mm256_set1_ps(row_scales[(r0 + r) * groups + group]);
-                for (sum, &a) in sums.iter_mut().zip(acc) {
-                    *sum = _mm256_add_ps(*sum, _mm256_mul_ps(_mm256_cvtepi32_ps(a), scale));
-                }
-            }
-        }
-        let j0 = panel * PANEL;
-        for (r, sums) in sums.iter().enumerate() {
-            let row = r0 + r;
-            let mut values = [0.0f32; PANEL];
-            for (h, &sum) in sums.iter().enumerate() {
-                let j = j0 + h * 8;
-                // SAFETY: `scales` and `bias` are padded to whole panels.
-                unsafe {
-                    let v = _mm256_add_ps(_mm256_mul_ps(sum, _mm256_loadu_ps(w.scales.as_ptr().add(j))), _mm256_loadu_ps(bias.as_ptr().add(j)));
-                    _mm256_storeu_ps(values.as_mut_ptr().add(h * 8), v);
-                }
-            }
-            let width = PANEL.min(n - j0);
-            out[row * n + j0..row * n + j0 + width].copy_from_slice(&values[..width]);
-        }
-    }
+    // `vpmaddubsw` sums pairs in 16 bits, saturating; with `|x|, |w| <= 127` a pair is at most
+    // 2·127·127, so it never does, and `vpmaddwd` by ones adds the pairs into 32 bits.
+    kernel!(matmul_avx2, tile_avx2, "avx2", |acc, a, b| _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))));
+    // `vpdpbusd`: the four products into each 32-bit lane at once, without a 16-bit step.
+    kernel!(matmul_avx_vnni, tile_avx_vnni, "avx2,avxvnni", |acc, a, b| _mm256_dpbusd_avx_epi32(acc, a, b));
+    kernel!(matmul_avx512_vnni, tile_avx512_vnni, "avx2,avx512vnni,avx512vl", |acc, a, b| _mm256_dpbusd_epi32(acc, a, b));
 }
 
 /// The packed weights of quantised models, by parameter id.
@@ -462,11 +557,42 @@ mod tests {
                     + bias[j];
                 let float: f32 = (0..k).map(|i| x[r * k + i] * w[i * n + j]).sum::<f32>() + bias[j];
                 assert!((y[r * n + j] - exact).abs() < 1e-3, "[{r}, {j}]: {} vs {exact}", y[r * n + j]);
-                assert_eq!(y[r * n + j], portable[r * n + j], "the AVX2 and portable sums agree");
+                assert_eq!(y[r * n + j], portable[r * n + j], "the x86 and portable sums agree");
                 let magnitude: f32 = (0..k).map(|i| (x[r * k + i] * w[i * n + j]).abs()).sum();
                 assert!((y[r * n + j] - float).abs() < 0.01 * magnitude, "near the float product: {} vs {float}", y[r * n + j]);
             }
         }
+    }
+
+    /// Every kernel this CPU runs gives the portable sums, bit for bit, for the largest
+    /// magnitudes too; a product split across threads gives the same rows as one on one thread.
+    #[test]
+    fn every_kernel_and_every_split_gives_the_same_numbers() {
+        // 70 rows (not a multiple of 4 or of the threads), a partial group and a partial panel;
+        // 70 · 133 · 260 multiply-adds, above the split threshold.
+        let (k, n, m) = (257, 133, 70);
+        let w: Vec<f32> = (0..k * n).map(|i| if i % 11 == 0 { 1.0 } else { ((i * 7919) % 201) as f32 / 100.0 - 1.0 }).collect();
+        let x: Vec<f32> = (0..m * k).map(|i| if i % 13 == 0 { -4.0 } else { ((i * 104729) % 173) as f32 / 50.0 - 1.7 }).collect();
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 / 10.0).collect();
+        let (packed, _) = PackedWeight::quantize(&w, k, n);
+        assert!(m * n * packed.k4 >= PARALLEL_AT);
+        let groups = packed.groups();
+        let (mut xq, mut scales) = (vec![0i8; m * packed.k4], vec![0.0; m * groups]);
+        quantize_rows(&x, k, packed.k4, &mut xq, &mut scales);
+        let mut bias_padded = vec![0.0; packed.scales.len()];
+        bias_padded[..n].copy_from_slice(&bias);
+        let mut portable = vec![0.0; m * n];
+        packed.matmul_portable(&xq, m, &scales, &bias_padded, &mut portable);
+        let kernels = Kernel::available();
+        assert_eq!(kernels[0], Kernel::detect());
+        for kernel in kernels {
+            let mut out = vec![0.0; m * n];
+            packed.matmul_rows(kernel, &xq, m, &scales, &bias_padded, &mut out);
+            assert!(out == portable, "{kernel:?} gives the portable sums");
+        }
+        let split = packed.matmul(&x, m, Some(&bias));
+        let alone = crate::device::on_one_thread(|| packed.matmul(&x, m, Some(&bias)));
+        assert!(split == portable && alone == portable, "split and unsplit products give the portable rows");
     }
 
     /// The largest magnitudes do not saturate: `127 · 127` products summed in pairs, of every
@@ -504,7 +630,7 @@ mod tests {
             let groups = k4.div_ceil(GROUP);
             let (mut sa, mut sb) = (vec![0.0; m * groups], vec![0.0; m * groups]);
             quantize_rows(&x, k, k4, &mut a, &mut sa);
-            unsafe { avx2::quantize_rows(&x, k, k4, &mut b, &mut sb) };
+            unsafe { x86::quantize_rows(&x, k, k4, &mut b, &mut sb) };
             assert_eq!(a, b, "k = {k}");
             assert_eq!(format!("{sa:?}"), format!("{sb:?}"), "k = {k}");
         }
