@@ -167,17 +167,13 @@ impl PackedWeight {
         assert_eq!(x.len(), m * k, "an [{m}, {k}] input");
         let mut xq = vec![0i8; m * k4];
         let mut row_scales = vec![0.0f32; m * self.groups()];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 is present.
-                unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut row_scales) };
-            } else {
-                quantize_rows(x, k, k4, &mut xq, &mut row_scales);
-            }
+        let kernel = Kernel::detect();
+        match kernel {
+            Kernel::Portable => quantize_rows(x, k, k4, &mut xq, &mut row_scales),
+            // SAFETY: every x86 kernel is detected with AVX2 present.
+            #[cfg(target_arch = "x86_64")]
+            _ => unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut row_scales) },
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        quantize_rows(x, k, k4, &mut xq, &mut row_scales);
         let mut bias_padded = vec![0.0f32; self.scales.len()];
         if let Some(b) = bias {
             bias_padded[..n].copy_from_slice(b);
@@ -186,7 +182,6 @@ impl PackedWeight {
         if m == 0 || n == 0 {
             return out;
         }
-        let kernel = Kernel::detect();
         let groups = self.groups();
         // Rows split across rayon's threads for a large product (a pool of one, as in a worker of
         // `device::on_one_thread`, keeps it on its thread); the kernel's tiles are 4 rows.

@@ -165,15 +165,17 @@ fn by_length<T: Send>(
         let slots: Vec<std::sync::Mutex<Option<Result<Vec<T>, PipelineError>>>> = chunks.iter().map(|_| Default::default()).collect();
         std::thread::scope(|scope| {
             for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(chunk) = chunks.get(i) else { break };
-                    let out = crate::device::on_one_thread(|| run(chunk));
-                    let failed = out.is_err();
-                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
-                    if failed {
-                        next.store(chunks.len(), std::sync::atomic::Ordering::Relaxed);
-                    }
+                scope.spawn(|| {
+                    crate::device::on_one_thread(|| loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(chunk) = chunks.get(i) else { break };
+                        let out = run(chunk);
+                        let failed = out.is_err();
+                        *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
+                        if failed {
+                            next.store(chunks.len(), std::sync::atomic::Ordering::Relaxed);
+                        }
+                    })
                 });
             }
         });
