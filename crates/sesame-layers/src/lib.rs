@@ -6,6 +6,7 @@
 pub mod activation;
 pub mod attention;
 pub mod backbone;
+pub mod block_cache;
 pub mod checkpoint;
 pub mod config;
 pub mod decoder;
