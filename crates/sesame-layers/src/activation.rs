@@ -113,11 +113,7 @@ fn gelu_linearised<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     let shape = x.shape();
     let data = x.clone().detach().into_data();
     let values = data.as_slice::<f32>().ok()?;
-    // Separate loops, so that the `erf` and arithmetic ones vectorise around libm's `expf`.
-    let mut b: Vec<f32> = values.iter().map(|&v| -0.5 * v * v).collect();
-    for t in b.iter_mut() {
-        *t = FRAC_1_SQRT_2PI * t.exp();
-    }
+    let mut b: Vec<f32> = values.iter().map(|&v| FRAC_1_SQRT_2PI * exp_f32(-0.5 * v * v)).collect();
     let a: Vec<f32> = values
         .iter()
         .zip(&b)
@@ -128,6 +124,38 @@ fn gelu_linearised<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     }
     let constant = |v: Vec<f32>| Tensor::<D>::from_data(TensorData::new(v, shape.clone()), &device);
     Some(x.clone() * constant(a) - constant(b))
+}
+
+/// `eˣ` in single precision as a branch-free polynomial (Cephes' `expf`: `x = n·ln 2 + r`,
+/// `|r| ≤ ln 2 / 2`, a degree-7 fit of `eʳ`, scaled by `2ⁿ` through the exponent bits), within
+/// 2 ulp of the exact value; 0 below −87.3 (where `eˣ` leaves the normal floats), ∞ above 88.3.
+/// A loop of it vectorises, where `f32::exp` is a libm call per element.
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    const LOG2_E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 in two parts, so that `n · LN_2_HI` is exact for the `n` that occur.
+    const LN_2_HI: f32 = 0.693_359_4;
+    const LN_2_LO: f32 = -2.121_944_4e-4;
+    // Adding and subtracting 1.5 · 2²³ rounds to the nearest integer (a vectorisable `round`).
+    const ROUND: f32 = 12_582_912.0;
+    let clamped = x.clamp(-87.3, 88.3);
+    let shifted = clamped * LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    let r = clamped - n * LN_2_HI - n * LN_2_LO;
+    let p = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1]
+        .iter()
+        .fold(0.0f32, |acc, &c| acc * r + c);
+    let y = p * r * r + r + 1.0;
+    // `2ⁿ` from the bits of `shifted` (`1.5 · 2²³ + n`), not a float-to-int conversion, whose
+    // saturating semantics do not vectorise.
+    let scale = f32::from_bits(shifted.to_bits().wrapping_sub(0x4B40_0000).wrapping_add(127) << 23);
+    if x < -87.3 {
+        0.0
+    } else if x > 88.3 {
+        f32::INFINITY
+    } else {
+        // NaN passes through `r`.
+        y * scale
+    }
 }
 
 /// `erf` in single precision as a branch-free rational function (the odd/even minimax fit
@@ -231,6 +259,22 @@ mod tests {
                 assert!((grad[i] as f64 / 3.0 - exact).abs() < 1e-5, "d gelu({x}) = {}, exact {exact}", grad[i] / 3.0);
             }
         }
+    }
+
+    #[test]
+    fn exp_f32_is_within_2_ulp_of_exp() {
+        for i in -873_000..=883_000 {
+            let x = i as f32 / 10_000.0;
+            let exact = (x as f64).exp();
+            let err = (exp_f32(x) as f64 - exact).abs() / exact;
+            assert!(err < 2.5e-7, "exp_f32({x}) is {err} (relative) from exp");
+        }
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(-87.31), 0.0);
+        assert_eq!(exp_f32(-1e30), 0.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32(88.31), f32::INFINITY);
+        assert!(exp_f32(f32::NAN).is_nan());
     }
 
     #[test]

@@ -19,10 +19,9 @@
 use std::sync::Arc;
 
 use burn::prelude::*;
-use burn::tensor::activation::log_softmax;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use sesame_layers::loss::IGNORE_INDEX;
+use sesame_layers::loss::{cross_entropy_rows, CrossEntropy, IGNORE_INDEX};
 use sesame_layers::{shift_tokens_right, OutputOptions, Seq2SeqInput};
 use sesame_text::{
     mix_seeds, sentence_blocks, tokenize_documents, unigram_nll, Corpus, DenoisingConfig, DenoisingError, DenoisingExample, EpochStream, NoiseVocab,
@@ -268,11 +267,12 @@ pub fn denoising_step(model: &BartForConditionalGeneration, batch: DenoisingBatc
     let logits = model.forward(input, None, OutputOptions::default()).logits;
     let valid = batch.labels.clone().not_equal_elem(IGNORE_INDEX);
     let safe = batch.labels.clone().mask_fill(valid.clone().bool_not(), 0);
-    let nll = log_softmax(logits.clone(), 2).gather(2, safe.clone().reshape([b, t, 1])).reshape([b, t]).neg();
+    let vocab = logits.dims()[2];
+    let CrossEntropy { loss, row_nll } = cross_entropy_rows(logits.clone().reshape([b * t, vocab]), batch.labels.reshape([b * t]), IGNORE_INDEX);
+    let nll = row_nll.reshape([b, t]);
     let correct = logits.argmax(2).reshape([b, t]).equal(safe).bool_and(valid.clone()).float();
     let (valid, infilled) = (valid.float(), batch.infilled);
-    let count = valid.clone().sum();
-    let loss = (nll.clone() * valid).sum() / count.clone().clamp_min(1.0);
+    let count = valid.sum();
     let sums = Tensor::cat(
         vec![
             count,
