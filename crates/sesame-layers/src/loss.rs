@@ -79,15 +79,18 @@ fn cross_entropy_on_host(logits: &Tensor<2>, labels: &Tensor<1, Int>, ignore: i6
             if label == ignore {
                 return 0.0;
             }
-            let max = max_f32(x);
-            for (g, &v) in g.iter_mut().zip(x) {
-                *g = crate::activation::exp_f32(v - max);
-            }
-            let sum = sum_f32(g);
-            let scale = inverse_count / sum;
-            for g in g.iter_mut() {
-                *g *= scale;
-            }
+            let (max, sum) = crate::device::vectorised(|| {
+                let max = max_f32(x);
+                for (g, &v) in g.iter_mut().zip(x) {
+                    *g = crate::activation::exp_f32(v - max);
+                }
+                let sum = sum_f32(g);
+                let scale = inverse_count / sum;
+                for g in g.iter_mut() {
+                    *g *= scale;
+                }
+                (max, sum)
+            });
             g[label as usize] -= inverse_count;
             (sum.ln() + max - x[label as usize]) as f64
         })
@@ -103,6 +106,7 @@ fn cross_entropy_on_host(logits: &Tensor<2>, labels: &Tensor<1, Int>, ignore: i6
 }
 
 /// The largest of `values` (NaN ignored, as `f32::max` does; −∞ when empty), in eight lanes.
+#[inline(always)]
 fn max_f32(values: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; 8];
     let chunks = values.chunks_exact(8);
@@ -116,6 +120,7 @@ fn max_f32(values: &[f32]) -> f32 {
 }
 
 /// `Σ values` in eight lanes (a loop the compiler vectorises; a plain fold waits on each add).
+#[inline(always)]
 fn sum_f32(values: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let chunks = values.chunks_exact(8);
