@@ -10,9 +10,14 @@
 //! faults on pages that were read (as the zero page) before they were written.
 //!
 //! [`BlockCache`] wraps [`System`]: a freed block of at least [`BlockCache::MIN_BLOCK`] bytes is
-//! kept (up to a byte budget, the oldest returned to the system first), and an allocation of
-//! the same size and alignment takes it back, already mapped. Smaller blocks and
-//! reallocations go to the system allocator unchanged. A binary opts in:
+//! kept, and an allocation of the same size and alignment takes it back, already mapped.
+//! Smaller blocks and reallocations go to the system allocator unchanged. The blocks kept never
+//! exceed the most the program has had in large blocks in use at once (the oldest go back to
+//! the system first), so memory stays within twice the program's own peak: a training step,
+//! which uses the same sizes each step, finds them again, and a pipeline whose batches change
+//! shape keeps no more than its largest batch used (unbounded, `embed` over 6000 sentences
+//! kept 3 GB of blocks that no later batch had the size of). A byte budget and a count of
+//! blocks cap it besides. A binary opts in:
 //!
 //! ```ignore
 //! #[global_allocator]
@@ -40,8 +45,32 @@ struct Slot {
 
 struct Blocks {
     slots: [Option<Slot>; SLOTS],
+    /// The bytes of the blocks kept.
     bytes: usize,
+    /// The bytes of large blocks in use, and the most there have been.
+    live: usize,
+    peak_live: usize,
     clock: u64,
+}
+
+impl Blocks {
+    /// Return the oldest kept block to the system; false when none is kept.
+    fn release_oldest(&mut self) -> bool {
+        let Some(oldest) = (0..SLOTS).filter(|&i| self.slots[i].is_some()).min_by_key(|&i| self.slots[i].map(|s| s.freed_at)) else {
+            return false;
+        };
+        let slot = self.slots[oldest].take().expect("a kept block");
+        self.bytes -= slot.size;
+        // SAFETY: the block came from `System` with this size and alignment and is no one's.
+        unsafe { System.dealloc(slot.ptr, Layout::from_size_align_unchecked(slot.size, slot.align)) };
+        true
+    }
+
+    /// A large block of `size` bytes came from the system: count it.
+    fn allocated(&mut self, size: usize) {
+        self.live += size;
+        self.peak_live = self.peak_live.max(self.live);
+    }
 }
 
 // The pointers are blocks no one else holds; the cache only hands each to one caller.
@@ -61,7 +90,7 @@ impl BlockCache {
 
     /// A cache that keeps at most `max_bytes` of freed blocks.
     pub const fn new(max_bytes: usize) -> Self {
-        Self { max_bytes, blocks: Mutex::new(Blocks { slots: [None; SLOTS], bytes: 0, clock: 0 }) }
+        Self { max_bytes, blocks: Mutex::new(Blocks { slots: [None; SLOTS], bytes: 0, live: 0, peak_live: 0, clock: 0 }) }
     }
 
     /// The bytes of freed blocks kept now.
@@ -85,7 +114,16 @@ impl BlockCache {
             .max_by_key(|&i| blocks.slots[i].map(|s| s.freed_at))?;
         let slot = blocks.slots[index].take()?;
         blocks.bytes -= slot.size;
+        blocks.live += slot.size;
         Some(slot.ptr)
+    }
+
+    /// Count a large block `ptr` just taken from the system (nothing when it failed).
+    fn allocated(&self, ptr: *mut u8, size: usize) -> *mut u8 {
+        if !ptr.is_null() && size >= Self::MIN_BLOCK {
+            self.lock().allocated(size);
+        }
+        ptr
     }
 }
 
@@ -93,7 +131,7 @@ unsafe impl GlobalAlloc for BlockCache {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.take(layout) {
             Some(ptr) => ptr,
-            None => unsafe { System.alloc(layout) },
+            None => self.allocated(unsafe { System.alloc(layout) }, layout.size()),
         }
     }
 
@@ -103,25 +141,23 @@ unsafe impl GlobalAlloc for BlockCache {
                 unsafe { ptr.write_bytes(0, layout.size()) };
                 ptr
             }
-            None => unsafe { System.alloc_zeroed(layout) },
+            None => self.allocated(unsafe { System.alloc_zeroed(layout) }, layout.size()),
         }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let size = layout.size();
-        if size < Self::MIN_BLOCK || size > self.max_bytes {
+        if size < Self::MIN_BLOCK {
             return unsafe { System.dealloc(ptr, layout) };
         }
         let mut blocks = self.lock();
-        // Make room: the oldest kept blocks go back to the system.
-        while blocks.bytes + size > self.max_bytes || blocks.slots.iter().all(Option::is_some) {
-            let Some(oldest) = (0..SLOTS).filter(|&i| blocks.slots[i].is_some()).min_by_key(|&i| blocks.slots[i].map(|s| s.freed_at)) else {
-                break;
-            };
-            let slot = blocks.slots[oldest].take().expect("a filled slot");
-            blocks.bytes -= slot.size;
-            unsafe { System.dealloc(slot.ptr, Layout::from_size_align_unchecked(slot.size, slot.align)) };
+        blocks.live = blocks.live.saturating_sub(size);
+        if size > self.max_bytes {
+            return unsafe { System.dealloc(ptr, layout) };
         }
+        // Make room: the oldest kept blocks go back to the system.
+        let budget = self.max_bytes.min(blocks.peak_live);
+        while (blocks.bytes + size > budget || blocks.slots.iter().all(Option::is_some)) && blocks.release_oldest() {}
         blocks.clock += 1;
         let freed_at = blocks.clock;
         let free = blocks.slots.iter().position(Option::is_none).expect("room was made above");
@@ -131,7 +167,17 @@ unsafe impl GlobalAlloc for BlockCache {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // Every block, kept or not, is the system allocator's own: it can grow it in place.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() && (layout.size() >= Self::MIN_BLOCK || new_size >= Self::MIN_BLOCK) {
+            let mut blocks = self.lock();
+            if layout.size() >= Self::MIN_BLOCK {
+                blocks.live = blocks.live.saturating_sub(layout.size());
+            }
+            if new_size >= Self::MIN_BLOCK {
+                blocks.allocated(new_size);
+            }
+        }
+        new
     }
 }
 
@@ -149,6 +195,10 @@ mod tests {
     fn a_freed_large_block_is_taken_back_by_the_same_size_and_zeroed_on_request() {
         let cache = BlockCache::new(64 * MB);
         unsafe {
+            // 16 MB in use once: room to keep blocks below (the 16 MB block itself goes back
+            // when `a` is freed, since both would exceed that peak).
+            let ballast = cache.alloc(layout(16 * MB));
+            cache.dealloc(ballast, layout(16 * MB));
             let a = cache.alloc(layout(3 * MB));
             a.write_bytes(7, 3 * MB);
             cache.dealloc(a, layout(3 * MB));
@@ -191,6 +241,31 @@ mod tests {
             assert_eq!(cache.kept_bytes(), 0);
             for b in again {
                 cache.dealloc(b, layout(4 * MB));
+            }
+        }
+    }
+
+    /// The blocks kept never exceed the most that was in use at once.
+    #[test]
+    fn what_is_kept_stays_within_the_peak_in_use() {
+        let cache = BlockCache::new(usize::MAX);
+        unsafe {
+            let (a, b) = (cache.alloc(layout(4 * MB)), cache.alloc(layout(4 * MB)));
+            cache.dealloc(a, layout(4 * MB));
+            cache.dealloc(b, layout(4 * MB));
+            assert_eq!(cache.kept_bytes(), 8 * MB, "8 MB were in use at once");
+            // A 6 MB block of a new size, freed: 14 MB would exceed the peak of 8, so both
+            // 4 MB blocks go back, the oldest first.
+            let c = cache.alloc(layout(6 * MB));
+            assert_eq!(cache.kept_bytes(), 8 * MB, "nothing goes back while in use");
+            cache.dealloc(c, layout(6 * MB));
+            assert_eq!(cache.kept_bytes(), 6 * MB);
+            // Shapes that keep changing (none as large as 8 MB) keep no more than the peak.
+            for i in 0..40 {
+                let size = MB * (2 + i % 5) + 4096 * (i + 1);
+                let p = cache.alloc(layout(size));
+                cache.dealloc(p, layout(size));
+                assert!(cache.kept_bytes() <= 8 * MB, "{} kept", cache.kept_bytes());
             }
         }
     }
