@@ -61,7 +61,7 @@ fn cross_entropy_on_host(logits: &Tensor<2>, labels: &Tensor<1, Int>, ignore: i6
     let [n, classes] = logits.dims();
     let device = logits.device();
     let labels: Vec<i64> = labels.clone().into_data().convert::<i64>().try_into_vec().ok()?;
-    if labels.len() != n || labels.iter().any(|&l| l != ignore && (l < 0 || l as usize >= classes)) {
+    if classes == 0 || labels.len() != n || labels.iter().any(|&l| l != ignore && (l < 0 || l as usize >= classes)) {
         return None;
     }
     let count = labels.iter().filter(|&&l| l != ignore).count().max(1);
@@ -72,19 +72,19 @@ fn cross_entropy_on_host(logits: &Tensor<2>, labels: &Tensor<1, Int>, ignore: i6
     // Rows on rayon's threads (one when a worker runs on its own core), each loss kept apart and
     // summed in order, so that the value does not depend on how the rows were split.
     let row_losses: Vec<f64> = grad
-        .par_chunks_mut(classes.max(1))
-        .zip(x.par_chunks(classes.max(1)))
+        .par_chunks_mut(classes)
+        .zip(x.par_chunks(classes))
         .zip(labels.par_iter())
         .map(|((g, x), &label)| {
             if label == ignore {
                 return 0.0;
             }
             let (max, sum) = crate::device::vectorised(|| {
-                let max = max_f32(x);
+                let max = fold_in_lanes(x, f32::NEG_INFINITY, f32::max);
                 for (g, &v) in g.iter_mut().zip(x) {
                     *g = crate::activation::exp_f32(v - max);
                 }
-                let sum = sum_f32(g);
+                let sum = fold_in_lanes(g, 0.0, |a, b| a + b);
                 let scale = inverse_count / sum;
                 for g in g.iter_mut() {
                     *g *= scale;
@@ -105,32 +105,19 @@ fn cross_entropy_on_host(logits: &Tensor<2>, labels: &Tensor<1, Int>, ignore: i6
     Some(CrossEntropy { loss: ((logits.clone() - logits.clone().detach()) * grad).sum() + value, row_nll })
 }
 
-/// The largest of `values` (NaN ignored, as `f32::max` does; −∞ when empty), in eight lanes.
+/// `values` folded by `op` (a sum, a maximum) in eight lanes from `init`, then the lanes and
+/// the tail in order: a loop the compiler vectorises, where a plain fold waits on each step.
 #[inline(always)]
-fn max_f32(values: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; 8];
+fn fold_in_lanes(values: &[f32], init: f32, op: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut lanes = [init; 8];
     let chunks = values.chunks_exact(8);
-    let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let tail = chunks.remainder().iter().fold(init, |acc, &v| op(acc, v));
     for chunk in chunks {
         for (lane, &v) in lanes.iter_mut().zip(chunk) {
-            *lane = lane.max(v);
+            *lane = op(*lane, v);
         }
     }
-    lanes.iter().fold(tail, |m, &v| m.max(v))
-}
-
-/// `Σ values` in eight lanes (a loop the compiler vectorises; a plain fold waits on each add).
-#[inline(always)]
-fn sum_f32(values: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let chunks = values.chunks_exact(8);
-    let tail: f32 = chunks.remainder().iter().sum();
-    for chunk in chunks {
-        for (lane, &v) in lanes.iter_mut().zip(chunk) {
-            *lane += v;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
+    op(lanes.iter().fold(init, |acc, &v| op(acc, v)), tail)
 }
 
 /// Mean squared error (HF regression heads).
