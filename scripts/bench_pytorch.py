@@ -12,7 +12,10 @@ prints one JSON object on stdout:
   infer     --config DIR   forward passes of the base model (with its pooler), inference mode
   embed     --model DIR    sentence-transformers `encode` of the sentences in --sentences
                            (one per line), model loading timed apart
-  gemm                     an n x n by n x n f32 matrix product (--gemm-size), GFLOP/s
+  gemm                     an [m, k] by [k, n] f32 matrix product (--gemm-shape MxKxN, or the
+                           square of --gemm-size), GFLOP/s: PyTorch's (MKL on x86), and
+                           OpenBLAS's through NumPy (the BLAS its wheels ship), both with
+                           torch's thread count
   generate  --config DIR   `generate` of DIR's architecture and weights (BART, XLNet) on the
                            synthetic sources or prompts, exactly --max-new-tokens tokens (min = max),
                            greedy or --num-beams; tokens/s and the process's peak RSS
@@ -195,10 +198,22 @@ def embed(args):
 
 
 def gemm(args):
-    n = args.gemm_size
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    m, k, n = (int(d) for d in args.gemm_shape.split("x")) if args.gemm_shape else (args.gemm_size,) * 3
+    a, b = torch.randn(m, k), torch.randn(k, n)
     median = timed(lambda: (a @ b)[0, 0].item(), args.warmup, args.steps)
-    return {"median_s": median, "gflops": 2 * n**3 / median / 1e9}
+    result = {"median_s": median, "gflops": 2 * m * k * n / median / 1e9}
+    # The same product through NumPy's BLAS (OpenBLAS in its wheels), limited to torch's threads.
+    import numpy
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    an, bn = a.numpy(), b.numpy()
+    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+        blas = [p for p in threadpool_info() if p["user_api"] == "blas" and "numpy" in p["filepath"]]
+        median = timed(lambda: (an @ bn)[0, 0].item(), args.warmup, args.steps)
+    result.update({"openblas_gflops": 2 * m * k * n / median / 1e9, "numpy": numpy.__version__,
+                   "openblas": blas[0]["version"] if blas else None,
+                   "openblas_threads": blas[0]["num_threads"] if blas else None})
+    return result
 
 
 def generate(args):
@@ -238,6 +253,7 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--normalize", action="store_true")
     parser.add_argument("--gemm-size", type=int, default=1024)
+    parser.add_argument("--gemm-shape", help="MxKxN (gemm), instead of the square of --gemm-size")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--num-beams", type=int, default=1)
     args = parser.parse_args()

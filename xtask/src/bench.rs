@@ -43,8 +43,9 @@ pub enum BenchMode {
     Infer,
     /// Sentence embeddings of `--model`.
     Embed,
-    /// A square f32 matrix product of side `--gemm-size` (GFLOP/s): the kernel under every
-    /// layer, to tell a backend's GEMM rate from the costs Sesame adds.
+    /// f32 matrix products (GFLOP/s): a square one of side `--gemm-size`, or each of
+    /// `--gemm-shapes`; the kernel under every layer, to tell a backend's GEMM rate from the
+    /// costs Sesame adds (with `--compare-pytorch`: PyTorch's, and OpenBLAS's through NumPy).
     Gemm,
     /// Generation of BART (default) or XLNet, greedy and beam search (`--presets tiny,base`;
     /// `--seq-len` source or prompt tokens; `--max-new-tokens`; `--num-beams`).
@@ -111,6 +112,10 @@ pub struct BenchArgs {
     /// Gemm: the side of the square matrices.
     #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub gemm_size: usize,
+    /// Gemm: products `MxKxN` (`[M, K]` times `[K, N]`) to time instead of the square one, e.g.
+    /// BERT-base's at 8 × 128 tokens: `1024x768x768,1024x768x3072,1024x3072x768`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_gemm_shape)]
+    pub gemm_shapes: Vec<[usize; 3]>,
     /// Finetune: the training rows (CSV/TSV with `text` and `label` columns, or JSON lines).
     #[arg(long)]
     pub train: Option<PathBuf>,
@@ -227,6 +232,9 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
     if args.int8 && !matches!(args.mode, BenchMode::Embed | BenchMode::Infer) {
         return Err("--int8 times --mode embed and infer only".into());
     }
+    if !args.gemm_shapes.is_empty() && args.mode != BenchMode::Gemm {
+        return Err("--gemm-shapes times --mode gemm only (every row's machine has the square --gemm-size)".into());
+    }
     crate::set_int8(args.int8, &device)?;
     if args.child {
         if let Some(preset) = args.only_preset.take() {
@@ -267,7 +275,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
 /// The rows of `args.mode`, timed in this process.
 fn rows(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
     match args.mode {
-        BenchMode::Gemm => bench_gemm(args, device, backend).map(|row| vec![row]),
+        BenchMode::Gemm => bench_gemm(args, device, backend),
         BenchMode::Finetune => bench_finetune(args, backend).map(|row| vec![row]),
         _ => {
             let family = family_of(args)?;
@@ -321,12 +329,13 @@ fn machine(args: &BenchArgs, device: &Device, backend: &str) -> Result<serde_jso
         machine["flex_kernels"] = isa.into();
     }
     if args.mode != BenchMode::Gemm {
-        let gemm = BenchArgs { mode: BenchMode::Gemm, child: false, ..args.clone() };
-        let row = bench_gemm(&gemm, device.clone(), backend)?;
+        let gemm = BenchArgs { mode: BenchMode::Gemm, child: false, gemm_shapes: Vec::new(), ..args.clone() };
+        let row = bench_gemm(&gemm, device.clone(), backend)?.remove(0);
         machine["gemm_n"] = row["n"].clone();
         machine["sesame_gemm_gflops"] = row["gflops"].clone();
         if let Some(theirs) = row.get("pytorch") {
             machine["pytorch_gemm_gflops"] = theirs["gflops"].clone();
+            machine["openblas_gemm_gflops"] = theirs["openblas_gflops"].clone();
             machine["pytorch_threads"] = theirs["threads"].clone();
             machine["pytorch_cpu_capability"] = theirs["cpu_capability"].clone();
         }
@@ -687,21 +696,39 @@ fn finetune_inputs(args: &BenchArgs) -> Result<(&PathBuf, &PathBuf, &PathBuf), S
     }
 }
 
-/// `--mode gemm`: GFLOP/s of an `n × n` by `n × n` f32 product (PyTorch's first).
-fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<serde_json::Value, String> {
-    let n = args.gemm_size;
-    let theirs = if args.compare_pytorch { Some(pytorch(args, &["gemm".into(), "--gemm-size".into(), n.to_string()])?) } else { None };
-    let a = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
-    let b = Tensor::<2>::random([n, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
-    let median = median_time(args.warmup, args.steps, || {
-        a.clone().matmul(b.clone()).slice([0..1, 0..1]).into_scalar::<f32>();
-        Ok(())
-    })?;
-    let gflops = 2.0 * (n as f64).powi(3) / median / 1e9;
-    eprintln!("{backend} gemm {n}x{n}: {median:.4} s, {gflops:.1} GFLOP/s");
-    let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "n": n, "median_s": median, "gflops": gflops });
-    attach(&mut row, theirs, "gflops", &format!("gemm {n}x{n}"));
-    Ok(row)
+/// `--mode gemm`: one row per product, GFLOP/s of an `[m, k]` by `[k, n]` f32 product
+/// (`--gemm-shapes`, else the square of `--gemm-size`); with `--compare-pytorch` the peers'
+/// figures first (PyTorch's, and OpenBLAS's, the BLAS NumPy ships).
+fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    let shapes = if args.gemm_shapes.is_empty() { vec![[args.gemm_size; 3]] } else { args.gemm_shapes.clone() };
+    let mut rows = Vec::new();
+    for [m, k, n] in shapes {
+        let label = format!("gemm {m}x{k}x{n}");
+        let theirs = if args.compare_pytorch { Some(pytorch(args, &["gemm".into(), "--gemm-shape".into(), format!("{m}x{k}x{n}")])?) } else { None };
+        let a = Tensor::<2>::random([m, k], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+        let b = Tensor::<2>::random([k, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+        let median = median_time(args.warmup, args.steps, || {
+            a.clone().matmul(b.clone()).slice([0..1, 0..1]).into_scalar::<f32>();
+            Ok(())
+        })?;
+        let gflops = 2.0 * (m * k * n) as f64 / median / 1e9;
+        eprintln!("{backend} {label}: {median:.4} s, {gflops:.1} GFLOP/s");
+        let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "m": m, "k": k, "n": n, "median_s": median, "gflops": gflops });
+        if let Some(openblas) = theirs.as_ref().and_then(|t| t["openblas_gflops"].as_f64()) {
+            let ratio = gflops / openblas;
+            eprintln!("openblas {label}: {openblas:.1} gflops ({} threads); Sesame {backend} / OpenBLAS = {ratio:.2}x", theirs.as_ref().map_or(serde_json::Value::Null, |t| t["openblas_threads"].clone()));
+            row["openblas_ratio"] = ratio.into();
+        }
+        attach(&mut row, theirs, "gflops", &label);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `--gemm-shapes`' `MxKxN`.
+fn parse_gemm_shape(text: &str) -> Result<[usize; 3], String> {
+    let sizes: Vec<usize> = text.split('x').map(|d| d.trim().parse::<usize>().ok().filter(|&d| (1..=65_536).contains(&d))).collect::<Option<_>>().ok_or_else(|| format!("{text:?}: expected MxKxN, each 1..=65536"))?;
+    <[usize; 3]>::try_from(sizes).map_err(|_| format!("{text:?}: expected MxKxN, three sizes"))
 }
 
 /// A BART configuration of a size preset: `tiny` (128 wide, 2 + 2 layers), `base` (bart-base:

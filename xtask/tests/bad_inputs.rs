@@ -321,6 +321,9 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["train", "bert", "--init-from", "/nonexistent/ckpt", "--out", path(&out("init"))], &["/nonexistent/ckpt"]);
     fails(&["bench", "--batch-size", "0"], &["--batch-size"]);
     fails(&["bench", "--family", "nosuch"], &["nosuch"]);
+    fails(&["bench", "--mode", "gemm", "--gemm-shapes", "8x16"], &["--gemm-shapes", "8x16", "MxKxN"]);
+    fails(&["bench", "--mode", "gemm", "--gemm-shapes", "8x0x4"], &["--gemm-shapes", "8x0x4"]);
+    fails(&["bench", "--mode", "infer", "--gemm-shapes", "8x8x8"], &["--gemm-shapes", "--mode gemm"]);
 
     // A run directory: refused without --resume/--overwrite; export reads only its own checkpoints.
     let run_dir = out("existing");

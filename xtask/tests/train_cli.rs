@@ -389,7 +389,26 @@ fn bench_times_each_family_s_pretraining_step() {
     let row = run(&["bench", "--mode", "infer", "--presets", "tiny", "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1"]);
     assert!(row["mode"] == "infer" && row["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
     let row = run(&["bench", "--mode", "gemm", "--gemm-size", "64", "--warmup", "0", "--steps", "1"]);
-    assert!(row["gflops"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["gflops"].as_f64().unwrap() > 0.0 && (row["m"] == 64 && row["k"] == 64 && row["n"] == 64), "{row}");
+    // A row per product of --gemm-shapes, each with its shape; with --compare-pytorch both peers'
+    // rates (PyTorch's and NumPy's OpenBLAS) and their ratios.
+    let peers = std::env::var_os("SESAME_PYTHON").is_some();
+    let mut gemm = vec!["bench", "--mode", "gemm", "--gemm-shapes", "8x16x4,3x5x7", "--warmup", "0", "--steps", "1"];
+    if peers {
+        gemm.push("--compare-pytorch");
+    }
+    let out = xtask(&gemm).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let shapes: Vec<[u64; 3]> = rows.iter().map(|r| ["m", "k", "n"].map(|d| r[d].as_u64().unwrap())).collect();
+    assert_eq!(shapes, [[8, 16, 4], [3, 5, 7]]);
+    for row in &rows {
+        assert!(row["gflops"].as_f64().unwrap() > 0.0, "{row}");
+        if peers {
+            assert!(row["pytorch"]["openblas_gflops"].as_f64().unwrap() > 0.0 && row["pytorch"]["openblas"].is_string(), "{row}");
+            assert!(row["ratio"].as_f64().unwrap() > 0.0 && row["openblas_ratio"].as_f64().unwrap() > 0.0, "{row}");
+        }
+    }
     let model = format!("{}/../fixtures/bert/base-fill-mask", env!("CARGO_MANIFEST_DIR"));
     let row = run(&["bench", "--mode", "embed", "--model", &model, "--sentences", "5", "--warmup", "0", "--steps", "1"]);
     assert!(row["sentences"] == 5 && row["sentences_per_s"].as_f64().unwrap() > 0.0 && row["load_s"].as_f64().unwrap() > 0.0, "{row}");
@@ -409,6 +428,7 @@ fn bench_times_each_family_s_pretraining_step() {
                 let ratio = row["ratio"].as_f64().unwrap();
                 assert!(ratio.is_finite() && ratio > 0.0 && row["pytorch"]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
                 assert!(row["machine"]["pytorch_gemm_gflops"].as_f64().unwrap() > 0.0 && row["pytorch"]["cpu_capability"].is_string(), "{row}");
+                assert!(row["machine"]["openblas_gemm_gflops"].as_f64().unwrap() > 0.0, "{row}");
             }
         }
         // ONNX Runtime embeds the same sentences from torch's export, in fp32 (transformers'
