@@ -18,7 +18,8 @@
 //!   the same numbers), adds the groups' sums times their scales in float, then scales by
 //!   `s_j` and adds the bias; a large product's rows are split across rayon's threads. x86
 //!   multiplies bytes only unsigned by signed (`vpmaddubsw`, `vpdpbusd`): the kernels take `|x|`
-//!   and move the sign of `x` onto the weight (`vpsignb`), so no AVX2 pair sum exceeds 16 bits. Other
+//!   (computed once per product) and move the sign of `x` onto the weight (`vpsignb`), so no
+//!   AVX2 pair sum exceeds 16 bits. Other
 //!   backends multiply the quantised weights in floating point.
 //!
 //! The packed int8 weights of a quantised model are kept in a table of the process, by
@@ -168,11 +169,16 @@ impl PackedWeight {
         let mut xq = vec![0i8; m * k4];
         let mut row_scales = vec![0.0f32; m * self.groups()];
         let kernel = Kernel::detect();
+        // The x86 kernels read `|x|` too (the unsigned operand of their byte products).
+        let mut xa = Vec::new();
         match kernel {
             Kernel::Portable => quantize_rows(x, k, k4, &mut xq, &mut row_scales),
             // SAFETY: every x86 kernel is detected with AVX2 present.
             #[cfg(target_arch = "x86_64")]
-            _ => unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut row_scales) },
+            _ => unsafe {
+                x86::quantize_rows(x, k, k4, &mut xq, &mut row_scales);
+                xa = x86::magnitudes(&xq);
+            },
         }
         let mut bias_padded = vec![0.0f32; self.scales.len()];
         if let Some(b) = bias {
@@ -191,22 +197,24 @@ impl PackedWeight {
         out.par_chunks_mut(rows * n).enumerate().for_each(|(chunk, out)| {
             let (r0, rows) = (chunk * rows, out.len() / n);
             let (xq, row_scales) = (&xq[r0 * k4..(r0 + rows) * k4], &row_scales[r0 * groups..(r0 + rows) * groups]);
-            self.matmul_rows(kernel, xq, rows, row_scales, &bias_padded, out);
+            let xa = xa.get(r0 * k4..(r0 + rows) * k4).unwrap_or_default();
+            self.matmul_rows(kernel, xq, xa, rows, row_scales, &bias_padded, out);
         });
         out
     }
 
-    /// Rows of `xq` `[m, k4]` times this weight into `out` `[m, n]`, with `kernel`.
-    fn matmul_rows(&self, kernel: Kernel, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+    /// Rows of `xq` `[m, k4]` times this weight into `out` `[m, n]`, with `kernel` (the x86
+    /// kernels also read `xa`, `|xq|`).
+    fn matmul_rows(&self, kernel: Kernel, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
         match kernel {
             // SAFETY (each x86 kernel): the CPU has the features `Kernel::detect` checked; every
             // pointer stays inside the slices (see the kernel).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => unsafe { x86::matmul_avx512_vnni(self, xq, m, row_scales, bias, out) },
+            Kernel::Avx512Vnni => unsafe { x86::matmul_avx512_vnni(self, xq, xa, m, row_scales, bias, out) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => unsafe { x86::matmul_avx_vnni(self, xq, m, row_scales, bias, out) },
+            Kernel::AvxVnni => unsafe { x86::matmul_avx_vnni(self, xq, xa, m, row_scales, bias, out) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { x86::matmul_avx2(self, xq, m, row_scales, bias, out) },
+            Kernel::Avx2 => unsafe { x86::matmul_avx2(self, xq, xa, m, row_scales, bias, out) },
             Kernel::Portable => self.matmul_portable(xq, m, row_scales, bias, out),
         }
     }
@@ -323,25 +331,34 @@ mod x86 {
         }
     }
 
+    /// `|q|` of each byte (no `-128`: the quantised values are within `±127`).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn magnitudes(q: &[i8]) -> Vec<u8> {
+        q.iter().map(|v| v.unsigned_abs()).collect()
+    }
+
     /// An int8 product `matmul` (with its tile function `tile`) for the CPU features `features`,
     /// with `dot(acc, a, b)`: `acc` plus, in each 32-bit lane, the four products of `a`'s
     /// unsigned bytes by `b`'s signed bytes (written as `|acc, a, b| expression`).
     macro_rules! kernel {
         ($matmul:ident, $tile:ident, $features:literal, |$acc:ident, $a:ident, $b:ident| $dot:expr) => {
             /// # Safety
-            /// The CPU has the kernel's features; `xq` is `[m, k4]`, `row_scales` `[m, groups]`,
-            /// `bias` padded to whole panels, `out` `[m, n]`.
+            /// The CPU has the kernel's features; `xq` is `[m, k4]` and `xa` its magnitudes,
+            /// `row_scales` `[m, groups]`, `bias` padded to whole panels, `out` `[m, n]`.
             #[target_feature(enable = $features)]
-            pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
-                debug_assert!(xq.len() == m * w.k4 && out.len() == m * w.n && bias.len() == w.scales.len());
+            pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+                assert!(xq.len() == m * w.k4 && xa.len() == xq.len() && out.len() == m * w.n && bias.len() == w.scales.len());
                 for panel in 0..w.n.div_ceil(PANEL) {
                     let mut r = 0;
                     while r + ROWS <= m {
-                        unsafe { $tile::<ROWS>(w, panel, xq, r, row_scales, bias, out) };
+                        unsafe { $tile::<ROWS>(w, panel, xq, xa, r, row_scales, bias, out) };
                         r += ROWS;
                     }
                     while r < m {
-                        unsafe { $tile::<1>(w, panel, xq, r, row_scales, bias, out) };
+                        unsafe { $tile::<1>(w, panel, xq, xa, r, row_scales, bias, out) };
                         r += 1;
                     }
                 }
@@ -350,21 +367,23 @@ mod x86 {
             /// Rows `r0 .. r0 + R` of the output's columns in `panel`.
             #[inline]
             #[target_feature(enable = $features)]
-            unsafe fn $tile<const R: usize>(w: &PackedWeight, panel: usize, xq: &[i8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+            unsafe fn $tile<const R: usize>(w: &PackedWeight, panel: usize, xq: &[i8], xa: &[u8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
                 let (k4, n, groups) = (w.k4, w.n, w.groups());
                 let mut sums = [[_mm256_setzero_ps(); 2]; R];
                 let wp = unsafe { w.panels.as_ptr().add(panel * k4 * PANEL) };
-                let xp = unsafe { xq.as_ptr().add(r0 * k4) };
+                let (xp, ap) = unsafe { (xq.as_ptr().add(r0 * k4), xa.as_ptr().add(r0 * k4)) };
                 for group in 0..groups {
                     let mut acc = [[_mm256_setzero_si256(); 2]; R];
                     for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
                         // SAFETY: step `g` of the panel is 64 bytes at `g·64`, inside `k4·16`.
                         let (w0, w1) = unsafe { (_mm256_loadu_si256(wp.add(g * 64) as *const __m256i), _mm256_loadu_si256(wp.add(g * 64 + 32) as *const __m256i)) };
                         for (r, acc) in acc.iter_mut().enumerate() {
-                            // SAFETY: four bytes of row `r0 + r`, inside `[m, k4]`.
-                            let x = _mm256_set1_epi32(unsafe { std::ptr::read_unaligned(xp.add(r * k4 + g * 4) as *const i32) });
+                            // SAFETY: four bytes of row `r0 + r` of `xq` and of `xa`, inside `[m, k4]`.
+                            let (x, ax) = unsafe {
+                                let at = r * k4 + g * 4;
+                                (_mm256_set1_epi32(std::ptr::read_unaligned(xp.add(at) as *const i32)), _mm256_set1_epi32(std::ptr::read_unaligned(ap.add(at) as *const i32)))
+                            };
                             // |x| · (w with x's sign): the products of x and w, with `|x|` unsigned.
-                            let ax = _mm256_sign_epi8(x, x);
                             for (acc, w) in acc.iter_mut().zip([w0, w1]) {
                                 let ($acc, $a, $b) = (*acc, ax, _mm256_sign_epi8(w, x));
                                 *acc = $dot;
@@ -380,19 +399,24 @@ mod x86 {
                     }
                 }
                 let j0 = panel * PANEL;
+                let width = PANEL.min(n - j0);
                 for (r, sums) in sums.iter().enumerate() {
                     let row = r0 + r;
                     let mut values = [0.0f32; PANEL];
+                    let to = &mut out[row * n + j0..row * n + j0 + width];
+                    // A whole panel goes straight into the output row, a partial one through `values`.
+                    let dst = if width == PANEL { to.as_mut_ptr() } else { values.as_mut_ptr() };
                     for (h, &sum) in sums.iter().enumerate() {
                         let j = j0 + h * 8;
-                        // SAFETY: `scales` and `bias` are padded to whole panels.
+                        // SAFETY: `scales` and `bias` are padded to whole panels; `dst` holds 16 floats.
                         unsafe {
                             let v = _mm256_add_ps(_mm256_mul_ps(sum, _mm256_loadu_ps(w.scales.as_ptr().add(j))), _mm256_loadu_ps(bias.as_ptr().add(j)));
-                            _mm256_storeu_ps(values.as_mut_ptr().add(h * 8), v);
+                            _mm256_storeu_ps(dst.add(h * 8), v);
                         }
                     }
-                    let width = PANEL.min(n - j0);
-                    out[row * n + j0..row * n + j0 + width].copy_from_slice(&values[..width]);
+                    if width < PANEL {
+                        to.copy_from_slice(&values[..width]);
+                    }
                 }
             }
         };
@@ -580,9 +604,10 @@ mod tests {
         packed.matmul_portable(&xq, m, &scales, &bias_padded, &mut portable);
         let kernels = Kernel::available();
         assert_eq!(kernels[0], Kernel::detect());
+        let xa: Vec<u8> = xq.iter().map(|v| v.unsigned_abs()).collect();
         for kernel in kernels {
             let mut out = vec![0.0; m * n];
-            packed.matmul_rows(kernel, &xq, m, &scales, &bias_padded, &mut out);
+            packed.matmul_rows(kernel, &xq, &xa, m, &scales, &bias_padded, &mut out);
             assert!(out == portable, "{kernel:?} gives the portable sums");
         }
         let split = packed.matmul(&x, m, Some(&bias));
