@@ -78,4 +78,41 @@ mod tests {
         assert_eq!(outside, rayon::current_num_threads());
         assert_eq!(on_one_thread(|| (1..=10).sum::<u32>()), 55);
     }
+
+    /// Products of a few rows by a transposed right-hand side (an LM head tied to the
+    /// embeddings, attention scores against keys) take burn-flex's path without packing
+    /// (`vendor/burn-flex`): the same sums as a plain loop in f64, for every tail of the
+    /// kernel's 2 × 4 tiles and 8 lanes, split across threads, and in batches.
+    #[test]
+    fn few_rows_by_transposed_columns_are_the_plain_sums() {
+        use burn::prelude::*;
+        let device = Device::default();
+        let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
+        let check = |m: usize, k: usize, n: usize, batch: usize| {
+            let a: Vec<f32> = (0..batch * m * k).map(|i| value(i, 1)).collect();
+            let e: Vec<f32> = (0..batch * n * k).map(|i| value(i, 2)).collect();
+            let at = Tensor::<3>::from_data(TensorData::new(a.clone(), [batch, m, k]), &device);
+            let et = Tensor::<3>::from_data(TensorData::new(e.clone(), [batch, n, k]), &device);
+            let product = if batch == 1 { at.squeeze_dim::<2>(0).matmul(et.squeeze_dim::<2>(0).transpose()).unsqueeze_dim(0) } else { at.matmul(et.swap_dims(1, 2)) };
+            let got = product.into_data().to_vec::<f32>().unwrap();
+            for b in 0..batch {
+                for r in 0..m {
+                    for j in 0..n {
+                        let exact: f64 = (0..k).map(|i| a[(b * m + r) * k + i] as f64 * e[(b * n + j) * k + i] as f64).sum();
+                        let magnitude: f64 = (0..k).map(|i| (a[(b * m + r) * k + i] as f64 * e[(b * n + j) * k + i] as f64).abs()).sum();
+                        let y = got[(b * m + r) * n + j] as f64;
+                        assert!((y - exact).abs() <= 1e-6 * magnitude.max(1.0), "[{m}, {k}] x [{k}, {n}] (batch {batch}) at [{b}, {r}, {j}]: {y} vs {exact}");
+                    }
+                }
+            }
+        };
+        for m in [1, 2, 3, 5, 16, 17] {
+            for (k, n) in [(1, 1), (7, 3), (8, 4), (9, 5), (64, 9), (100, 33)] {
+                check(m, k, n, 1);
+            }
+        }
+        // Above flex's threshold for splitting a product across threads (192³ multiply-adds).
+        check(16, 768, 700, 1);
+        check(3, 64, 37, 6);
+    }
 }

@@ -305,6 +305,24 @@ unsafe fn gemm_call<T: GemmScalar>(
     rhs_rs: isize,
     parallelism: gemm::Parallelism,
 ) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+        && (1..=few_rows::MAX_ROWS).contains(&m)
+        && lhs_cs == 1
+        && rhs_rs == 1
+        && out_cs == 1
+        && lhs_rs >= 0
+        && rhs_cs >= 0
+        && out_rs >= 0
+        && few_rows::available()
+    {
+        // SAFETY: `T` is f32; the strides and extents are `gemm`'s, which reads and writes the
+        // same elements.
+        unsafe {
+            few_rows_call(m, n, k, out as *mut f32, out_rs as usize, lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_cs as usize, parallelism);
+        }
+        return;
+    }
     unsafe {
         gemm::gemm(
             m,
@@ -328,6 +346,38 @@ unsafe fn gemm_call<T: GemmScalar>(
             parallelism,
         );
     }
+}
+
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+use super::matmul_few_rows as few_rows;
+
+/// [`few_rows::rows_by_columns`] over all `n` columns, split in column ranges across rayon's
+/// threads when `gemm` would have split the product.
+///
+/// # Safety
+/// As [`few_rows::rows_by_columns`].
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn few_rows_call(m: usize, n: usize, k: usize, out: *mut f32, out_rs: usize, a: *const f32, a_rs: usize, bt: *const f32, bt_rs: usize, parallelism: gemm::Parallelism) {
+    #[cfg(feature = "rayon")]
+    if let gemm::Parallelism::Rayon(_) = parallelism {
+        use rayon::prelude::*;
+        let threads = rayon::current_num_threads();
+        if threads > 1 {
+            // Column ranges of whole 4-column tiles, one or more per thread.
+            let width = n.div_ceil(threads).next_multiple_of(4);
+            let (a, bt, out) = (a as usize, bt as usize, out as usize);
+            (0..n.div_ceil(width)).into_par_iter().for_each(|c| {
+                let columns = (c * width, ((c + 1) * width).min(n));
+                // SAFETY: as the caller's; each thread writes its own columns.
+                unsafe { few_rows::rows_by_columns(m, k, columns, a as *const f32, a_rs, bt as *const f32, bt_rs, out as *mut f32, out_rs) };
+            });
+            return;
+        }
+    }
+    let _ = parallelism;
+    // SAFETY: as the caller's.
+    unsafe { few_rows::rows_by_columns(m, k, (0, n), a, a_rs, bt, bt_rs, out, out_rs) };
 }
 
 /// Batched matmul: [B..., M, K] x [B..., K, N] -> [B..., M, N]

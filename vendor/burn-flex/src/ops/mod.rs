@@ -111,6 +111,8 @@ mod int;
 pub mod interpolate;
 pub mod mask;
 pub mod matmul;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod matmul_few_rows;
 mod module;
 pub mod pool;
 mod qtensor;
