@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn few_rows_by_transposed_columns_are_the_plain_sums() {
         use burn::prelude::*;
-        let device = Device::default();
+        let device = Device::flex();
         let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
         let check = |m: usize, k: usize, n: usize, batch: usize| {
             let a: Vec<f32> = (0..batch * m * k).map(|i| value(i, 1)).collect();
@@ -101,7 +101,7 @@ mod tests {
                         let exact: f64 = (0..k).map(|i| a[(b * m + r) * k + i] as f64 * e[(b * n + j) * k + i] as f64).sum();
                         let magnitude: f64 = (0..k).map(|i| (a[(b * m + r) * k + i] as f64 * e[(b * n + j) * k + i] as f64).abs()).sum();
                         let y = got[(b * m + r) * n + j] as f64;
-                        assert!((y - exact).abs() <= 1e-6 * magnitude.max(1.0), "[{m}, {k}] x [{k}, {n}] (batch {batch}) at [{b}, {r}, {j}]: {y} vs {exact}");
+                        assert!((y - exact).abs() <= 1e-6 * magnitude.max(1.0), "flex: [{m}, {k}] x [{k}, {n}] (batch {batch}) at [{b}, {r}, {j}]: {y} vs {exact}");
                     }
                 }
             }

@@ -70,12 +70,12 @@ impl FlexTensor {
                 // Buffer exactly matches logical size; try zero-copy unwrap
                 match Arc::try_unwrap(self.data) {
                     Ok(bytes) => bytes,
-                    Err(arc) => Bytes::from_bytes_vec((*arc)[..expected_bytes].to_vec()),
+                    Err(arc) => copy_of(&arc[..expected_bytes], dtype_size(self.dtype)),
                 }
             } else {
                 // Contiguous at offset 0 but buffer is oversized (e.g., narrowed view).
                 // Truncate to exact logical size.
-                Bytes::from_bytes_vec(self.data[..expected_bytes].to_vec())
+                copy_of(&self.data[..expected_bytes], dtype_size(self.dtype))
             };
             TensorData::from_bytes(bytes, self.layout.shape().clone(), self.dtype)
         } else {
@@ -1421,5 +1421,22 @@ mod tests {
             0.0, 1.0, 2.0, 3.0, // row 0
         ];
         assert_eq!(values, expected);
+    }
+}
+
+/// A copy of `bytes`, elements of `elem_size` bytes, in a `Vec` of the element's width:
+/// `Bytes::from_bytes_vec` of a `Vec<u8>` (alignment 1) would copy it a second time to align it
+/// (Sesame's patch, SESAME-PATCH.md).
+fn copy_of(bytes: &[u8], elem_size: usize) -> Bytes {
+    fn typed<T: bytemuck::Pod + Send + Sync>(bytes: &[u8]) -> Bytes {
+        let mut elems = alloc::vec![T::zeroed(); bytes.len() / core::mem::size_of::<T>()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut elems).copy_from_slice(bytes);
+        Bytes::from_elems(elems)
+    }
+    match elem_size {
+        8 if bytes.len() % 8 == 0 => typed::<u64>(bytes),
+        4 if bytes.len() % 4 == 0 => typed::<u32>(bytes),
+        2 if bytes.len() % 2 == 0 => typed::<u16>(bytes),
+        _ => Bytes::from_bytes_vec(bytes.to_vec()),
     }
 }
