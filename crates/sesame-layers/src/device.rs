@@ -94,7 +94,7 @@ mod tests {
             let at = Tensor::<3>::from_data(TensorData::new(a.clone(), [batch, m, k]), &device);
             let et = Tensor::<3>::from_data(TensorData::new(e.clone(), [batch, n, k]), &device);
             let product = if batch == 1 { at.squeeze_dim::<2>(0).matmul(et.squeeze_dim::<2>(0).transpose()).unsqueeze_dim(0) } else { at.matmul(et.swap_dims(1, 2)) };
-            let got = product.into_data().to_vec::<f32>().unwrap();
+            let got = product.into_data().try_to_vec::<f32>().unwrap();
             for b in 0..batch {
                 for r in 0..m {
                     for j in 0..n {
