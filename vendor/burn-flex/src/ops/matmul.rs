@@ -363,7 +363,7 @@ unsafe fn few_rows_call(m: usize, n: usize, k: usize, out: *mut f32, out_rs: usi
     if let gemm::Parallelism::Rayon(_) = parallelism {
         use rayon::prelude::*;
         let threads = rayon::current_num_threads();
-        if threads > 1 {
+        if threads > 1 && n > 0 {
             // Column ranges of whole 4-column tiles, one or more per thread.
             let width = n.div_ceil(threads).next_multiple_of(4);
             let (a, bt, out) = (a as usize, bt as usize, out as usize);
