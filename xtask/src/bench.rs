@@ -714,9 +714,9 @@ fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<ser
         let gflops = 2.0 * (m * k * n) as f64 / median / 1e9;
         eprintln!("{backend} {label}: {median:.4} s, {gflops:.1} GFLOP/s");
         let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "m": m, "k": k, "n": n, "median_s": median, "gflops": gflops });
-        if let Some(openblas) = theirs.as_ref().and_then(|t| t["openblas_gflops"].as_f64()) {
+        if let Some((openblas, threads)) = theirs.as_ref().and_then(|t| Some((t["openblas_gflops"].as_f64()?, &t["openblas_threads"]))) {
             let ratio = gflops / openblas;
-            eprintln!("openblas {label}: {openblas:.1} gflops ({} threads); Sesame {backend} / OpenBLAS = {ratio:.2}x", theirs.as_ref().map_or(serde_json::Value::Null, |t| t["openblas_threads"].clone()));
+            eprintln!("openblas {label}: {openblas:.1} gflops ({threads} threads); Sesame {backend} / OpenBLAS = {ratio:.2}x");
             row["openblas_ratio"] = ratio.into();
         }
         attach(&mut row, theirs, "gflops", &label);

@@ -175,10 +175,10 @@ impl PackedWeight {
             Kernel::Portable => quantize_rows(x, k, k4, &mut xq, &mut row_scales),
             // SAFETY: every x86 kernel is detected with AVX2 present.
             #[cfg(target_arch = "x86_64")]
-            _ => unsafe {
-                x86::quantize_rows(x, k, k4, &mut xq, &mut row_scales);
-                xa = x86::magnitudes(&xq);
-            },
+            _ => {
+                xa = vec![0u8; m * k4];
+                unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut xa, &mut row_scales) }
+            }
         }
         let mut bias_padded = vec![0.0f32; self.scales.len()];
         if let Some(b) = bias {
@@ -286,20 +286,25 @@ mod x86 {
     /// Rows per tile.
     const ROWS: usize = 4;
 
-    /// [`super::quantize_rows`] in AVX2: the same values (`vcvtps2dq` rounds ties to even).
+    /// [`super::quantize_rows`] in AVX2: the same values (`vcvtps2dq` rounds ties to even), and
+    /// their magnitudes `|q|` into `xa` `[m, k4]` (zeros where `xq` is left zero).
     ///
     /// # Safety
     /// The CPU has AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xq: &mut [i8], scales: &mut [f32]) {
+    pub(super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xq: &mut [i8], xa: &mut [u8], scales: &mut [f32]) {
         let groups = k4.div_ceil(GROUP).max(1);
         let sign = _mm256_set1_ps(-0.0);
         // `vpackssdw` / `vpacksswb` interleave the 128-bit lanes; this puts the bytes back in order.
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        for ((row, q), s) in x.chunks_exact(k.max(1)).zip(xq.chunks_exact_mut(k4.max(1))).zip(scales.chunks_exact_mut(groups)) {
-            for ((values, q), s) in row.chunks(GROUP).zip(q.chunks_mut(GROUP)).zip(s.iter_mut()) {
+        let rows = x.chunks_exact(k.max(1)).zip(xq.chunks_exact_mut(k4.max(1))).zip(xa.chunks_exact_mut(k4.max(1)));
+        for (((row, q), qa), s) in rows.zip(scales.chunks_exact_mut(groups)) {
+            for (((values, q), qa), s) in row.chunks(GROUP).zip(q.chunks_mut(GROUP)).zip(qa.chunks_mut(GROUP)).zip(s.iter_mut()) {
                 if values.len() < GROUP {
                     super::quantize_group(values, q, s);
+                    for (a, v) in qa.iter_mut().zip(q.iter()) {
+                        *a = v.unsigned_abs();
+                    }
                     continue;
                 }
                 let (mut peak, mut nan) = (_mm256_setzero_ps(), _mm256_setzero_ps());
@@ -318,26 +323,19 @@ mod x86 {
                     continue;
                 }
                 let vinv = _mm256_set1_ps(ACTIVATION_MAX / peak);
-                for (chunk, out) in values.chunks_exact(32).zip(q.chunks_exact_mut(32)) {
-                    // SAFETY: 32 floats in, 32 bytes out.
+                for ((chunk, out), out_abs) in values.chunks_exact(32).zip(q.chunks_exact_mut(32)).zip(qa.chunks_exact_mut(32)) {
+                    // SAFETY: 32 floats in, 32 bytes out, twice.
                     unsafe {
                         let p = chunk.as_ptr();
                         let i = |o: usize| _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(p.add(o)), vinv));
                         let bytes = _mm256_packs_epi16(_mm256_packs_epi32(i(0), i(8)), _mm256_packs_epi32(i(16), i(24)));
-                        _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, _mm256_permutevar8x32_epi32(bytes, order));
+                        let bytes = _mm256_permutevar8x32_epi32(bytes, order);
+                        _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, bytes);
+                        _mm256_storeu_si256(out_abs.as_mut_ptr() as *mut __m256i, _mm256_abs_epi8(bytes));
                     }
                 }
             }
         }
-    }
-
-    /// `|q|` of each byte (no `-128`: the quantised values are within `±127`).
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn magnitudes(q: &[i8]) -> Vec<u8> {
-        q.iter().map(|v| v.unsigned_abs()).collect()
     }
 
     /// An int8 product `matmul` (with its tile function `tile`) for the CPU features `features`,
@@ -632,7 +630,8 @@ mod tests {
         }
     }
 
-    /// The AVX2 quantisation of activations gives the portable one's values, ties included.
+    /// The AVX2 quantisation of activations gives the portable one's values, ties included, and
+    /// their magnitudes.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_quantisation_is_the_portable_one() {
@@ -646,12 +645,13 @@ mod tests {
             let mut x: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 255) as f32 / 2.0 - 63.5).collect();
             x[k - 1] = 127.0;
             x[k.min(m * k - 1)] = f32::NAN;
-            let (mut a, mut b) = (vec![0i8; m * k4], vec![0i8; m * k4]);
+            let (mut a, mut b, mut b_abs) = (vec![0i8; m * k4], vec![0i8; m * k4], vec![0u8; m * k4]);
             let groups = k4.div_ceil(GROUP);
             let (mut sa, mut sb) = (vec![0.0; m * groups], vec![0.0; m * groups]);
             quantize_rows(&x, k, k4, &mut a, &mut sa);
-            unsafe { x86::quantize_rows(&x, k, k4, &mut b, &mut sb) };
+            unsafe { x86::quantize_rows(&x, k, k4, &mut b, &mut b_abs, &mut sb) };
             assert_eq!(a, b, "k = {k}");
+            assert!(b_abs.iter().zip(&b).all(|(&m, &q)| m == q.unsigned_abs()), "k = {k}: the magnitudes");
             assert_eq!(format!("{sa:?}"), format!("{sb:?}"), "k = {k}");
         }
     }
