@@ -49,11 +49,11 @@ const PARALLEL_AT: usize = 1 << 21;
 /// 32-bit sums, so the same numbers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
-    /// `vpdpbusd` on 256 bits (AVX-512 VNNI with VL): four byte products summed into each 32-bit
-    /// lane in one instruction.
+    /// `vpdpbusd` on 512 bits (AVX-512 VNNI): four byte products summed into each 32-bit lane
+    /// in one instruction, a panel's 16 columns in one register.
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni,
-    /// The same instruction in its VEX form (AVX-VNNI).
+    /// The same instruction in its 256-bit VEX form (AVX-VNNI).
     #[cfg(target_arch = "x86_64")]
     AvxVnni,
     /// `vpmaddubsw` (pair sums in 16 bits), then `vpmaddwd` by ones.
@@ -67,7 +67,7 @@ impl Kernel {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("avx512vnni") && has!("avx512vl") {
+            if has!("avx2") && has!("avx512f") && has!("avx512vnni") {
                 return Kernel::Avx512Vnni;
             }
             if has!("avx2") && has!("avxvnni") {
@@ -78,6 +78,21 @@ impl Kernel {
             }
         }
         Kernel::Portable
+    }
+
+    /// The unsigned operand the x86 kernels multiply (x86 multiplies bytes only unsigned by
+    /// signed): `q + 128` where the 32-bit sums have no 16-bit step (`vpdpbusd`; the packed
+    /// weight's `offsets` take `128 · Σw` back off), `|q|` with `q`'s sign moved onto the weight
+    /// where pairs are summed in 16 bits first (`vpmaddubsw`, which `(q + 128) · w` would
+    /// saturate).
+    fn operand(self) -> Operand {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni | Kernel::AvxVnni => Operand::Offset,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => Operand::Magnitude,
+            Kernel::Portable => Operand::None,
+        }
     }
 
     /// This kernel and every slower one this CPU runs (for tests).
@@ -101,6 +116,19 @@ impl Kernel {
     }
 }
 
+/// What [`Kernel::operand`] reads beside the quantised activations `q`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Operand {
+    /// `q + 128`, the byte `q ^ 0x80` (128 in the padding).
+    #[cfg(target_arch = "x86_64")]
+    Offset,
+    /// `|q|`.
+    #[cfg(target_arch = "x86_64")]
+    Magnitude,
+    /// Nothing: the portable code reads `q`.
+    None,
+}
+
 /// The key `config.json` carries for a model saved quantised (transformers keeps unknown keys,
 /// so the directory still loads there, with the int8 weights as floats).
 pub const CONFIG_KEY: &str = "sesame_int8";
@@ -118,6 +146,9 @@ pub struct PackedWeight {
     panels: Vec<i8>,
     /// Per output column, `s_j`; padded to whole panels with zeros.
     scales: Vec<f32>,
+    /// `128 · Σ q_ij` over each group's inputs `i`: `[panels][groups][16]`, what an offset
+    /// operand (`q + 128`) adds to a group's sums.
+    offsets: Vec<i32>,
 }
 
 impl PackedWeight {
@@ -149,15 +180,18 @@ impl PackedWeight {
     fn pack(q: &[i8], k: usize, n: usize, scales: Vec<f32>) -> Self {
         let k4 = k.div_ceil(4) * 4;
         let n_panels = n.div_ceil(PANEL);
+        let groups = k4.div_ceil(GROUP).max(1);
         let mut panels = vec![0i8; n_panels * k4 * PANEL];
+        let mut offsets = vec![0i32; n_panels * groups * PANEL];
         for i in 0..k {
             for j in 0..n {
                 let v = q[i * n + j];
                 let (panel, c) = (j / PANEL, j % PANEL);
                 panels[panel * k4 * PANEL + (i / 4) * PANEL * 4 + c * 4 + i % 4] = v;
+                offsets[(panel * groups + i / GROUP) * PANEL + c] += 128 * v as i32;
             }
         }
-        PackedWeight { k, n, k4, panels, scales }
+        PackedWeight { k, n, k4, panels, scales, offsets }
     }
 
     /// `x` `[m, k]` (row-major) times this weight, plus `bias` `[n]`: `[m, n]` row-major.
@@ -169,15 +203,16 @@ impl PackedWeight {
         let mut xq = vec![0i8; m * k4];
         let mut row_scales = vec![0.0f32; m * self.groups()];
         let kernel = Kernel::detect();
-        // The x86 kernels read `|x|` too (the unsigned operand of their byte products).
+        // The x86 kernels read an unsigned form of `xq` too (the unsigned operand of their byte
+        // products), the padding and zero groups included.
         let mut xa = Vec::new();
-        match kernel {
-            Kernel::Portable => quantize_rows(x, k, k4, &mut xq, &mut row_scales),
+        match kernel.operand() {
+            Operand::None => quantize_rows(x, k, k4, &mut xq, &mut row_scales),
             // SAFETY: every x86 kernel is detected with AVX2 present.
             #[cfg(target_arch = "x86_64")]
-            _ => {
-                xa = vec![0u8; m * k4];
-                unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut xa, &mut row_scales) }
+            operand => {
+                xa = vec![if operand == Operand::Offset { 0x80 } else { 0 }; m * k4];
+                unsafe { x86::quantize_rows(x, k, k4, &mut xq, &mut xa, operand, &mut row_scales) }
             }
         }
         let mut bias_padded = vec![0.0f32; self.scales.len()];
@@ -204,13 +239,13 @@ impl PackedWeight {
     }
 
     /// Rows of `xq` `[m, k4]` times this weight into `out` `[m, n]`, with `kernel` (the x86
-    /// kernels also read `xa`, `|xq|`).
+    /// kernels read `xa`, `xq` in the form of [`Kernel::operand`]).
     fn matmul_rows(&self, kernel: Kernel, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
         match kernel {
             // SAFETY (each x86 kernel): the CPU has the features `Kernel::detect` checked; every
             // pointer stays inside the slices (see the kernel).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => unsafe { x86::matmul_avx512_vnni(self, xq, xa, m, row_scales, bias, out) },
+            Kernel::Avx512Vnni => unsafe { x86::avx512::matmul(self, xa, m, row_scales, bias, out) },
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => unsafe { x86::matmul_avx_vnni(self, xq, xa, m, row_scales, bias, out) },
             #[cfg(target_arch = "x86_64")]
@@ -281,18 +316,21 @@ fn quantize_group(values: &[f32], q: &mut [i8], s: &mut f32) {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{PackedWeight, ACTIVATION_MAX, GROUP, PANEL};
+    use super::{Operand, PackedWeight, ACTIVATION_MAX, GROUP, PANEL};
 
     /// Rows per tile.
     const ROWS: usize = 4;
 
     /// [`super::quantize_rows`] in AVX2: the same values (`vcvtps2dq` rounds ties to even), and
-    /// their magnitudes `|q|` into `xa` `[m, k4]` (zeros where `xq` is left zero).
+    /// their `operand` form into `xa` `[m, k4]`, which the caller fills with the form of 0 (it is
+    /// left as it is where `xq` is left zero).
     ///
     /// # Safety
     /// The CPU has AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xq: &mut [i8], xa: &mut [u8], scales: &mut [f32]) {
+    pub(super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xq: &mut [i8], xa: &mut [u8], operand: Operand, scales: &mut [f32]) {
+        let offset = operand == Operand::Offset;
+        let unsigned = |q: i8| if offset { q as u8 ^ 0x80 } else { q.unsigned_abs() };
         let groups = k4.div_ceil(GROUP).max(1);
         let sign = _mm256_set1_ps(-0.0);
         // `vpackssdw` / `vpacksswb` interleave the 128-bit lanes; this puts the bytes back in order.
@@ -302,8 +340,8 @@ mod x86 {
             for (((values, q), qa), s) in row.chunks(GROUP).zip(q.chunks_mut(GROUP)).zip(qa.chunks_mut(GROUP)).zip(s.iter_mut()) {
                 if values.len() < GROUP {
                     super::quantize_group(values, q, s);
-                    for (a, v) in qa.iter_mut().zip(q.iter()) {
-                        *a = v.unsigned_abs();
+                    for (a, &v) in qa.iter_mut().zip(q.iter()) {
+                        *a = unsigned(v);
                     }
                     continue;
                 }
@@ -323,7 +361,7 @@ mod x86 {
                     continue;
                 }
                 let vinv = _mm256_set1_ps(ACTIVATION_MAX / peak);
-                for ((chunk, out), out_abs) in values.chunks_exact(32).zip(q.chunks_exact_mut(32)).zip(qa.chunks_exact_mut(32)) {
+                for ((chunk, out), out_unsigned) in values.chunks_exact(32).zip(q.chunks_exact_mut(32)).zip(qa.chunks_exact_mut(32)) {
                     // SAFETY: 32 floats in, 32 bytes out, twice.
                     unsafe {
                         let p = chunk.as_ptr();
@@ -331,24 +369,28 @@ mod x86 {
                         let bytes = _mm256_packs_epi16(_mm256_packs_epi32(i(0), i(8)), _mm256_packs_epi32(i(16), i(24)));
                         let bytes = _mm256_permutevar8x32_epi32(bytes, order);
                         _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, bytes);
-                        _mm256_storeu_si256(out_abs.as_mut_ptr() as *mut __m256i, _mm256_abs_epi8(bytes));
+                        let unsigned = if offset { _mm256_xor_si256(bytes, _mm256_set1_epi8(-128)) } else { _mm256_abs_epi8(bytes) };
+                        _mm256_storeu_si256(out_unsigned.as_mut_ptr() as *mut __m256i, unsigned);
                     }
                 }
             }
         }
     }
 
-    /// An int8 product `matmul` (with its tile function `tile`) for the CPU features `features`,
-    /// with `dot(acc, a, b)`: `acc` plus, in each 32-bit lane, the four products of `a`'s
-    /// unsigned bytes by `b`'s signed bytes (written as `|acc, a, b| expression`).
+    /// An int8 product `matmul` (with its tile function `tile`) on 256 bits for the CPU features
+    /// `features`, with `dot(acc, a, b)`: `acc` plus, in each 32-bit lane, the four products of
+    /// `a`'s unsigned bytes by `b`'s signed bytes (written as `|acc, a, b| expression`).
+    /// `offset` says which operand `xa` is ([`Operand`]): `q + 128` (the weights as they are,
+    /// `128 · Σw` taken off each group's sums) or `|q|` (`q`'s sign moved onto the weights).
     macro_rules! kernel {
-        ($matmul:ident, $tile:ident, $features:literal, |$acc:ident, $a:ident, $b:ident| $dot:expr) => {
+        ($matmul:ident, $tile:ident, $features:literal, offset: $offset:literal, |$acc:ident, $a:ident, $b:ident| $dot:expr) => {
             /// # Safety
-            /// The CPU has the kernel's features; `xq` is `[m, k4]` and `xa` its magnitudes,
-            /// `row_scales` `[m, groups]`, `bias` padded to whole panels, `out` `[m, n]`.
+            /// The CPU has the kernel's features; `xq` is `[m, k4]` (read for `|q|` only) and
+            /// `xa` its unsigned form, `row_scales` `[m, groups]`, `bias` padded to whole
+            /// panels, `out` `[m, n]`.
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
-                assert!(xq.len() == m * w.k4 && xa.len() == xq.len() && out.len() == m * w.n && bias.len() == w.scales.len());
+                assert!(xa.len() == m * w.k4 && ($offset || xq.len() == xa.len()) && out.len() == m * w.n && bias.len() == w.scales.len());
                 for panel in 0..w.n.div_ceil(PANEL) {
                     let mut r = 0;
                     while r + ROWS <= m {
@@ -369,22 +411,37 @@ mod x86 {
                 let (k4, n, groups) = (w.k4, w.n, w.groups());
                 let mut sums = [[_mm256_setzero_ps(); 2]; R];
                 let wp = unsafe { w.panels.as_ptr().add(panel * k4 * PANEL) };
-                let (xp, ap) = unsafe { (xq.as_ptr().add(r0 * k4), xa.as_ptr().add(r0 * k4)) };
+                let (xp, ap) = unsafe { (xq.as_ptr().add(if $offset { 0 } else { r0 * k4 }), xa.as_ptr().add(r0 * k4)) };
                 for group in 0..groups {
                     let mut acc = [[_mm256_setzero_si256(); 2]; R];
                     for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
                         // SAFETY: step `g` of the panel is 64 bytes at `g·64`, inside `k4·16`.
                         let (w0, w1) = unsafe { (_mm256_loadu_si256(wp.add(g * 64) as *const __m256i), _mm256_loadu_si256(wp.add(g * 64 + 32) as *const __m256i)) };
                         for (r, acc) in acc.iter_mut().enumerate() {
-                            // SAFETY: four bytes of row `r0 + r` of `xq` and of `xa`, inside `[m, k4]`.
-                            let (x, ax) = unsafe {
-                                let at = r * k4 + g * 4;
-                                (_mm256_set1_epi32(std::ptr::read_unaligned(xp.add(at) as *const i32)), _mm256_set1_epi32(std::ptr::read_unaligned(ap.add(at) as *const i32)))
-                            };
-                            // |x| · (w with x's sign): the products of x and w, with `|x|` unsigned.
+                            let at = r * k4 + g * 4;
+                            // SAFETY: four bytes of row `r0 + r` of `xa`, inside `[m, k4]`.
+                            let ax = unsafe { _mm256_set1_epi32(std::ptr::read_unaligned(ap.add(at) as *const i32)) };
                             for (acc, w) in acc.iter_mut().zip([w0, w1]) {
-                                let ($acc, $a, $b) = (*acc, ax, _mm256_sign_epi8(w, x));
+                                let b = if $offset {
+                                    w
+                                } else {
+                                    // SAFETY: as `xa`'s, in `xq`.
+                                    let x = unsafe { _mm256_set1_epi32(std::ptr::read_unaligned(xp.add(at) as *const i32)) };
+                                    // |x| · (w with x's sign): the products of x and w.
+                                    _mm256_sign_epi8(w, x)
+                                };
+                                let ($acc, $a, $b) = (*acc, ax, b);
                                 *acc = $dot;
+                            }
+                        }
+                    }
+                    if $offset {
+                        // SAFETY: the group's 16 offsets of the panel, inside `[panels][groups][16]`.
+                        let o = unsafe { w.offsets.as_ptr().add((panel * groups + group) * PANEL) };
+                        let offsets = unsafe { [_mm256_loadu_si256(o as *const __m256i), _mm256_loadu_si256(o.add(8) as *const __m256i)] };
+                        for acc in acc.iter_mut() {
+                            for (a, &o) in acc.iter_mut().zip(&offsets) {
+                                *a = _mm256_sub_epi32(*a, o);
                             }
                         }
                     }
@@ -422,10 +479,103 @@ mod x86 {
 
     // `vpmaddubsw` sums pairs in 16 bits, saturating; with `|x|, |w| <= 127` a pair is at most
     // 2·127·127, so it never does, and `vpmaddwd` by ones adds the pairs into 32 bits.
-    kernel!(matmul_avx2, tile_avx2, "avx2", |acc, a, b| _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))));
-    // `vpdpbusd`: the four products into each 32-bit lane at once, without a 16-bit step.
-    kernel!(matmul_avx_vnni, tile_avx_vnni, "avx2,avxvnni", |acc, a, b| _mm256_dpbusd_avx_epi32(acc, a, b));
-    kernel!(matmul_avx512_vnni, tile_avx512_vnni, "avx2,avx512vnni,avx512vl", |acc, a, b| _mm256_dpbusd_epi32(acc, a, b));
+    kernel!(matmul_avx2, tile_avx2, "avx2", offset: false, |acc, a, b| _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))));
+    // `vpdpbusd`: the four products into each 32-bit lane at once, without a 16-bit step, so
+    // `(q + 128) · w` (at most 4·255·127) cannot saturate.
+    kernel!(matmul_avx_vnni, tile_avx_vnni, "avx2,avxvnni", offset: true, |acc, a, b| _mm256_dpbusd_avx_epi32(acc, a, b));
+
+    /// The AVX-512 VNNI product: a step of a panel (4 inputs × 16 columns, 64 bytes) is one
+    /// register, a tile is [`ROWS`] rows × [`PANELS`] panels, the operand `q + 128`.
+    pub(super) mod avx512 {
+        use std::arch::x86_64::*;
+
+        use super::super::{PackedWeight, GROUP, PANEL};
+        use super::ROWS;
+
+        /// Panels per tile.
+        const PANELS: usize = 3;
+
+        /// # Safety
+        /// The CPU has AVX-512 F and VNNI; `xa` is `[m, k4]`, `q + 128` of the quantised rows,
+        /// `row_scales` `[m, groups]`, `bias` padded to whole panels, `out` `[m, n]`.
+        #[target_feature(enable = "avx512f,avx512vnni")]
+        pub(in super::super) unsafe fn matmul(w: &PackedWeight, xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+            assert!(xa.len() == m * w.k4 && out.len() == m * w.n && bias.len() == w.scales.len());
+            let panels = w.n.div_ceil(PANEL);
+            let mut p = 0;
+            while p + PANELS <= panels {
+                unsafe { panel_rows::<PANELS>(w, p, xa, m, row_scales, bias, out) };
+                p += PANELS;
+            }
+            while p < panels {
+                unsafe { panel_rows::<1>(w, p, xa, m, row_scales, bias, out) };
+                p += 1;
+            }
+        }
+
+        /// Every row of the `P` panels from `p0`.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512vnni")]
+        unsafe fn panel_rows<const P: usize>(w: &PackedWeight, p0: usize, xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+            let mut r = 0;
+            while r + ROWS <= m {
+                unsafe { tile::<ROWS, P>(w, p0, xa, r, row_scales, bias, out) };
+                r += ROWS;
+            }
+            while r < m {
+                unsafe { tile::<1, P>(w, p0, xa, r, row_scales, bias, out) };
+                r += 1;
+            }
+        }
+
+        /// Rows `r0 .. r0 + R` of the output's columns in panels `p0 .. p0 + P`.
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512vnni")]
+        unsafe fn tile<const R: usize, const P: usize>(w: &PackedWeight, p0: usize, xa: &[u8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [f32]) {
+            let (k4, n, groups) = (w.k4, w.n, w.groups());
+            let mut sums = [[_mm512_setzero_ps(); P]; R];
+            // SAFETY: panels `p0 .. p0 + P` exist (the caller's loop) and row `r0 + R - 1` of `xa`.
+            let wp: [*const i8; P] = std::array::from_fn(|p| unsafe { w.panels.as_ptr().add((p0 + p) * k4 * PANEL) });
+            let ap = unsafe { xa.as_ptr().add(r0 * k4) };
+            for group in 0..groups {
+                let mut acc = [[_mm512_setzero_si512(); P]; R];
+                for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
+                    // SAFETY: step `g` of each panel is 64 bytes at `g·64`, inside `k4·16`.
+                    let ws: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_si512(wp[p].add(g * 64) as *const _) });
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: four bytes of row `r0 + r` of `xa`, inside `[m, k4]`.
+                        let a = unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(ap.add(r * k4 + g * 4) as *const i32)) };
+                        for (acc, &w) in acc.iter_mut().zip(&ws) {
+                            *acc = _mm512_dpbusd_epi32(*acc, a, w);
+                        }
+                    }
+                }
+                // `128 · Σw` off each sum, then the group's sums times its scale, in float (no
+                // FMA: the portable code's rounding).
+                // SAFETY: the group's 16 offsets of each panel, inside `[panels][groups][16]`.
+                let offsets: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_si512(w.offsets.as_ptr().add(((p0 + p) * groups + group) * PANEL) as *const _) });
+                for (r, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
+                    let scale = _mm512_set1_ps(row_scales[(r0 + r) * groups + group]);
+                    for ((sum, &a), &o) in sums.iter_mut().zip(acc).zip(&offsets) {
+                        *sum = _mm512_add_ps(*sum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a, o)), scale));
+                    }
+                }
+            }
+            for (r, sums) in sums.iter().enumerate() {
+                for (p, &sum) in sums.iter().enumerate() {
+                    let j0 = (p0 + p) * PANEL;
+                    let width = PANEL.min(n - j0);
+                    // SAFETY: `scales` and `bias` are padded to whole panels; the store writes
+                    // the panel's `width` columns of row `r0 + r`, inside `[m, n]`.
+                    unsafe {
+                        let v = _mm512_add_ps(_mm512_mul_ps(sum, _mm512_loadu_ps(w.scales.as_ptr().add(j0))), _mm512_loadu_ps(bias.as_ptr().add(j0)));
+                        let to = out.as_mut_ptr().add((r0 + r) * n + j0);
+                        _mm512_mask_storeu_ps(to, ((1u32 << width) - 1) as __mmask16, v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The packed weights of quantised models, by parameter id.
@@ -602,8 +752,14 @@ mod tests {
         packed.matmul_portable(&xq, m, &scales, &bias_padded, &mut portable);
         let kernels = Kernel::available();
         assert_eq!(kernels[0], Kernel::detect());
-        let xa: Vec<u8> = xq.iter().map(|v| v.unsigned_abs()).collect();
         for kernel in kernels {
+            let xa: Vec<u8> = match kernel.operand() {
+                #[cfg(target_arch = "x86_64")]
+                Operand::Offset => xq.iter().map(|&v| (v as i32 + 128) as u8).collect(),
+                #[cfg(target_arch = "x86_64")]
+                Operand::Magnitude => xq.iter().map(|v| v.unsigned_abs()).collect(),
+                Operand::None => Vec::new(),
+            };
             let mut out = vec![0.0; m * n];
             packed.matmul_rows(kernel, &xq, &xa, m, &scales, &bias_padded, &mut out);
             assert!(out == portable, "{kernel:?} gives the portable sums");
@@ -631,7 +787,7 @@ mod tests {
     }
 
     /// The AVX2 quantisation of activations gives the portable one's values, ties included, and
-    /// their magnitudes.
+    /// each unsigned form of them.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_quantisation_is_the_portable_one() {
@@ -645,14 +801,18 @@ mod tests {
             let mut x: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 255) as f32 / 2.0 - 63.5).collect();
             x[k - 1] = 127.0;
             x[k.min(m * k - 1)] = f32::NAN;
-            let (mut a, mut b, mut b_abs) = (vec![0i8; m * k4], vec![0i8; m * k4], vec![0u8; m * k4]);
+            // An all-zero group (row 2's first), whose unsigned form is left as the caller filled it.
+            x[2 * k..2 * k + k.min(GROUP)].fill(0.0);
             let groups = k4.div_ceil(GROUP);
-            let (mut sa, mut sb) = (vec![0.0; m * groups], vec![0.0; m * groups]);
+            let (mut a, mut sa) = (vec![0i8; m * k4], vec![0.0; m * groups]);
             quantize_rows(&x, k, k4, &mut a, &mut sa);
-            unsafe { x86::quantize_rows(&x, k, k4, &mut b, &mut b_abs, &mut sb) };
-            assert_eq!(a, b, "k = {k}");
-            assert!(b_abs.iter().zip(&b).all(|(&m, &q)| m == q.unsigned_abs()), "k = {k}: the magnitudes");
-            assert_eq!(format!("{sa:?}"), format!("{sb:?}"), "k = {k}");
+            for (operand, zero, form) in [(Operand::Magnitude, 0u8, (|q: i8| q.unsigned_abs()) as fn(i8) -> u8), (Operand::Offset, 0x80, |q: i8| (q as i32 + 128) as u8)] {
+                let (mut b, mut b_unsigned, mut sb) = (vec![0i8; m * k4], vec![zero; m * k4], vec![0.0; m * groups]);
+                unsafe { x86::quantize_rows(&x, k, k4, &mut b, &mut b_unsigned, operand, &mut sb) };
+                assert_eq!(a, b, "k = {k}");
+                assert!(b_unsigned.iter().zip(&b).all(|(&u, &q)| u == form(q)), "k = {k}: the {operand:?} form");
+                assert_eq!(format!("{sa:?}"), format!("{sb:?}"), "k = {k}");
+            }
         }
     }
 
