@@ -490,8 +490,9 @@ mod x86 {
         use std::arch::x86_64::*;
 
         use super::super::{PackedWeight, GROUP, PANEL};
-        use super::ROWS;
 
+        /// Rows per tile.
+        const ROWS: usize = 4;
         /// Panels per tile.
         const PANELS: usize = 3;
 
