@@ -115,4 +115,63 @@ mod tests {
         check(16, 768, 700, 1);
         check(3, 64, 37, 6);
     }
+
+    /// flex's attention (with Sesame's vendor patch 4, its row softmax in AVX2 and FMA) is
+    /// the softmax of the scaled, masked, biased and causal scores computed in f64, for every
+    /// tail of its 8 lanes, rows with every key masked, and scores far below the row's largest.
+    #[test]
+    fn attention_is_the_plain_softmax() {
+        use burn::prelude::*;
+        use burn::tensor::module::attention;
+        use burn::tensor::ops::AttentionModuleOptions;
+        let device = Device::flex();
+        let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
+        let (batch, heads, seq_q, d) = (2, 2, 5, 8);
+        for seq_kv in [1, 7, 8, 13, 37] {
+            for (masked, biased, causal, spread) in [(false, false, false, 1.0), (true, true, false, 1.0), (true, false, true, 1.0), (false, true, true, 40.0)] {
+                let q: Vec<f32> = (0..batch * heads * seq_q * d).map(|i| value(i, 1) * spread).collect();
+                let k: Vec<f32> = (0..batch * heads * seq_kv * d).map(|i| value(i, 2)).collect();
+                let v: Vec<f32> = (0..batch * heads * seq_kv * d).map(|i| value(i, 3)).collect();
+                // Key `j` hidden from query `i` where `(i + j) % 3 == 0`, and row 2 of batch 1 entirely.
+                let hidden = |b: usize, i: usize, j: usize| masked && ((i + j) % 3 == 0 || (b == 1 && i == 2));
+                let mask: Vec<bool> = (0..batch * seq_q * seq_kv).map(|t| hidden(t / (seq_q * seq_kv), t / seq_kv % seq_q, t % seq_kv)).collect();
+                let bias: Vec<f32> = (0..heads * seq_q * seq_kv).map(|t| if biased { value(t, 4) * 3.0 } else { 0.0 }).collect();
+                let t4 = |x: &Vec<f32>, s: [usize; 4]| Tensor::<4>::from_data(TensorData::new(x.clone(), s), &device);
+                let got = attention(
+                    t4(&q, [batch, heads, seq_q, d]),
+                    t4(&k, [batch, heads, seq_kv, d]),
+                    t4(&v, [batch, heads, seq_kv, d]),
+                    masked.then(|| Tensor::<4, Bool>::from_data(TensorData::new(mask.clone(), [batch, 1, seq_q, seq_kv]), &device)),
+                    biased.then(|| t4(&bias, [1, heads, seq_q, seq_kv])),
+                    AttentionModuleOptions { is_causal: causal, ..Default::default() },
+                )
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+                let offset = seq_kv as isize - seq_q as isize;
+                for b in 0..batch {
+                    for h in 0..heads {
+                        for i in 0..seq_q {
+                            let scores: Vec<f64> = (0..seq_kv)
+                                .map(|j| {
+                                    let dot: f64 = (0..d).map(|t| q[((b * heads + h) * seq_q + i) * d + t] as f64 * k[((b * heads + h) * seq_kv + j) * d + t] as f64).sum();
+                                    let hide = hidden(b, i, j) || (causal && j as isize > i as isize + offset);
+                                    if hide { f64::NEG_INFINITY } else { dot / (d as f64).sqrt() + bias[(h * seq_q + i) * seq_kv + j] as f64 }
+                                })
+                                .collect();
+                            let peak = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                            let weights: Vec<f64> = scores.iter().map(|s| if peak == f64::NEG_INFINITY { 0.0 } else { (s - peak).exp() }).collect();
+                            let total: f64 = weights.iter().sum();
+                            for t in 0..d {
+                                let exact: f64 = (0..seq_kv).map(|j| if total > 0.0 { weights[j] / total } else { 0.0 } * v[((b * heads + h) * seq_kv + j) * d + t] as f64).sum();
+                                let y = got[((b * heads + h) * seq_q + i) * d + t] as f64;
+                                let case = format!("seq_kv {seq_kv}, masked {masked}, biased {biased}, causal {causal}, spread {spread}, at [{b}, {h}, {i}, {t}]");
+                                assert!((y - exact).abs() <= 1e-5, "{case}: {y} vs {exact}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

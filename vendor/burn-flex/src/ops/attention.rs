@@ -923,8 +923,7 @@ fn naive_attention_head<T: FlashGemm>(
     p: &AttentionParams<T>,
     mask_bias: (Option<&[u8]>, Option<&[T]>),
 ) {
-    let (mask, bias) = mask_bias;
-    let neg_inf = T::neg_infinity();
+    #[allow(unused_variables)]
     let AttentionParams {
         scale,
         softcap,
@@ -956,6 +955,54 @@ fn naive_attention_head<T: FlashGemm>(
         });
     }
 
+    // Sesame's patch 4: f32 rows without a softcap in AVX2 and FMA.
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>() && softcap.is_none() && super::attention_softmax::available() {
+        let scores: &mut [f32] = bytemuck::cast_slice_mut(&mut scores[..seq_q * seq_kv]);
+        let scale: f32 = scale.to_f32().unwrap_or(f32::NAN);
+        for (qi, row) in scores.chunks_exact_mut(seq_kv).enumerate() {
+            let visible = match causal_offset {
+                Some(offset) => (qi as isize + offset + 1).max(0) as usize,
+                None => seq_kv,
+            };
+            let span = qi * seq_kv..(qi + 1) * seq_kv;
+            // SAFETY: the CPU has AVX2 and FMA; the mask's and bias's rows are the row's length.
+            let (mask, bias) = (mask_bias.0.map(|m| &m[span.clone()]), mask_bias.1.map(|b| bytemuck::cast_slice::<T, f32>(&b[span])));
+            unsafe { super::attention_softmax::masked_softmax(row, scale, mask, visible, bias) };
+        }
+    } else {
+        scalar_softmax_rows(scores, p, mask_bias);
+    }
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    scalar_softmax_rows(scores, p, mask_bias);
+
+    // output = softmax(scores) @ V
+    unsafe {
+        T::block_gemm(BlockGemmArgs {
+            m: seq_q,
+            n: val_dim,
+            k: seq_kv,
+            dst: output.as_mut_ptr(),
+            dst_cs: 1,
+            dst_rs: val_dim as isize,
+            read_dst: false,
+            lhs: scores.as_ptr(),
+            lhs_cs: 1,
+            lhs_rs: seq_kv as isize,
+            rhs: v.as_ptr(),
+            rhs_cs: 1,
+            rhs_rs: val_dim as isize,
+            alpha: T::zero(),
+            beta: T::one(),
+        });
+    }
+}
+
+/// The scores' rows of [`naive_attention_head`] scaled, soft-capped, masked, biased and
+/// softmaxed, element by element.
+fn scalar_softmax_rows<T: FlashGemm>(scores: &mut [T], p: &AttentionParams<T>, (mask, bias): (Option<&[u8]>, Option<&[T]>)) {
+    let neg_inf = T::neg_infinity();
+    let AttentionParams { scale, softcap, causal_offset, seq_q, seq_kv, .. } = *p;
     for qi in 0..seq_q {
         let row = &mut scores[qi * seq_kv..(qi + 1) * seq_kv];
 
@@ -1005,27 +1052,6 @@ fn naive_attention_head<T: FlashGemm>(
         for s in row.iter_mut() {
             *s = *s * inv_sum;
         }
-    }
-
-    // output = softmax(scores) @ V
-    unsafe {
-        T::block_gemm(BlockGemmArgs {
-            m: seq_q,
-            n: val_dim,
-            k: seq_kv,
-            dst: output.as_mut_ptr(),
-            dst_cs: 1,
-            dst_rs: val_dim as isize,
-            read_dst: false,
-            lhs: scores.as_ptr(),
-            lhs_cs: 1,
-            lhs_rs: seq_kv as isize,
-            rhs: v.as_ptr(),
-            rhs_cs: 1,
-            rhs_rs: val_dim as isize,
-            alpha: T::zero(),
-            beta: T::one(),
-        });
     }
 }
 

@@ -90,6 +90,8 @@ pub(crate) fn float_storage_as_f32(tensor: &FlexTensor) -> Cow<'_, [f32]> {
 
 pub mod activation;
 pub mod attention;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod attention_softmax;
 pub mod binary;
 mod bool;
 pub mod cat;
