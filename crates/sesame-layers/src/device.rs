@@ -137,17 +137,29 @@ mod tests {
                 let mask: Vec<bool> = (0..batch * seq_q * seq_kv).map(|t| hidden(t / (seq_q * seq_kv), t / seq_kv % seq_q, t % seq_kv)).collect();
                 let bias: Vec<f32> = (0..heads * seq_q * seq_kv).map(|t| if biased { value(t, 4) * 3.0 } else { 0.0 }).collect();
                 let t4 = |x: &Vec<f32>, s: [usize; 4]| Tensor::<4>::from_data(TensorData::new(x.clone(), s), &device);
-                let got = attention(
-                    t4(&q, [batch, heads, seq_q, d]),
-                    t4(&k, [batch, heads, seq_kv, d]),
-                    t4(&v, [batch, heads, seq_kv, d]),
-                    masked.then(|| Tensor::<4, Bool>::from_data(TensorData::new(mask.clone(), [batch, 1, seq_q, seq_kv]), &device)),
-                    biased.then(|| t4(&bias, [1, heads, seq_q, seq_kv])),
-                    AttentionModuleOptions { is_causal: causal, ..Default::default() },
-                )
-                .into_data()
-                .try_to_vec::<f32>()
-                .unwrap();
+                // The same values as a `[batch, seq, heads, d]` tensor with its middle axes
+                // swapped, as attention's projections reach it (read in place by flex).
+                let swapped = |x: &Vec<f32>, [b, h, s, d]: [usize; 4]| {
+                    let moved: Vec<f32> = (0..x.len()).map(|t| (t / (s * h * d), t / (h * d) % s, t / d % h, t % d)).map(|(i, j, k, l)| x[((i * h + k) * s + j) * d + l]).collect();
+                    Tensor::<4>::from_data(TensorData::new(moved, [b, s, h, d]), &device).swap_dims(1, 2)
+                };
+                let run = |view: &dyn Fn(&Vec<f32>, [usize; 4]) -> Tensor<4>| {
+                    attention(
+                        view(&q, [batch, heads, seq_q, d]),
+                        view(&k, [batch, heads, seq_kv, d]),
+                        view(&v, [batch, heads, seq_kv, d]),
+                        masked.then(|| Tensor::<4, Bool>::from_data(TensorData::new(mask.clone(), [batch, 1, seq_q, seq_kv]), &device)),
+                        biased.then(|| t4(&bias, [1, heads, seq_q, seq_kv])),
+                        AttentionModuleOptions { is_causal: causal, ..Default::default() },
+                    )
+                };
+                let got = run(&t4).into_data().try_to_vec::<f32>().unwrap();
+                // From swapped inputs; and the output's heads merged as a layer merges them.
+                let merged = run(&swapped).swap_dims(1, 2).reshape([batch, seq_q, heads * d]).into_data().try_to_vec::<f32>().unwrap();
+                for (t, &y) in merged.iter().enumerate() {
+                    let (b, i, h, l) = (t / (seq_q * heads * d), t / (heads * d) % seq_q, t / d % heads, t % d);
+                    assert_eq!(y, got[((b * heads + h) * seq_q + i) * d + l], "swapped inputs, merged heads: seq_kv {seq_kv}, at {t}");
+                }
                 let offset = seq_kv as isize - seq_q as isize;
                 for b in 0..batch {
                     for h in 0..heads {

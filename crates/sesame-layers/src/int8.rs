@@ -17,10 +17,12 @@
 //!   AVX2, where the CPU has them, portable code elsewhere: the same sums and float steps, so
 //!   the same numbers), adds the groups' sums times their scales in float, then scales by
 //!   `s_j` and adds the bias; a large product's rows are split across rayon's threads. x86
-//!   multiplies bytes only unsigned by signed (`vpmaddubsw`, `vpdpbusd`): the kernels take `|x|`
-//!   (computed once per product) and move the sign of `x` onto the weight (`vpsignb`), so no
-//!   AVX2 pair sum exceeds 16 bits. Other
-//!   backends multiply the quantised weights in floating point.
+//!   multiplies bytes only unsigned by signed (`vpmaddubsw`, `vpdpbusd`): the VNNI kernels
+//!   multiply `x + 128` by the weights and take `128 · Σw` (packed with the weight, per group)
+//!   off the sums, as ONNX Runtime and oneDNN do; AVX2, whose pairs are summed in 16 bits, takes
+//!   `|x|` and moves the sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits.
+//!   Both forms of `x` are made in the one pass that quantises it. Other backends multiply the
+//!   quantised weights in floating point.
 //!
 //! The packed int8 weights of a quantised model are kept in a table of the process, by
 //! parameter id, from [`quantize`] on; a model quantised again (or loaded quantised) packs

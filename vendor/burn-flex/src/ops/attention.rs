@@ -753,9 +753,11 @@ where
         assert!(softcap > 0.0, "softcap must be positive, got {softcap}");
     }
 
-    let query = query.to_contiguous();
-    let key = key.to_contiguous();
-    let value = value.to_contiguous();
+    // Sesame's patch 5: heads read where they lie (a `[batch, seq, heads, dim]` projection
+    // with its middle axes swapped is not copied), rows `dim` apart or more.
+    let query = in_place_rows(query);
+    let key = in_place_rows(key);
+    let value = in_place_rows(value);
 
     let q_shape = query.layout().shape();
     let k_shape = key.layout().shape();
@@ -824,15 +826,14 @@ where
         .map(|b| (b.batch_step, b.head_step))
         .unwrap_or((0, 0));
 
+    // The output is laid out `[batch, seq_q, heads, val_dim]` (its shape and strides say
+    // `[batch, heads, seq_q, val_dim]`): merging the heads back is then a view, not a copy.
     let mut output = vec![T::zero(); batch * heads * seq_q * val_dim];
 
-    let q_head_stride = seq_q * head_dim;
-    let q_batch_stride = heads * q_head_stride;
-    let k_head_stride = seq_kv * head_dim;
-    let k_batch_stride = kv_heads * k_head_stride;
-    let v_head_stride = seq_kv * val_dim;
-    let v_batch_stride = kv_heads * v_head_stride;
-    let o_head_stride = seq_q * val_dim;
+    let strides = |t: &FlexTensor| -> [usize; 4] { core::array::from_fn(|d| t.layout().strides()[d] as usize) };
+    let (qs, ks, vs) = (strides(&query), strides(&key), strides(&value));
+    let (q_start, k_start, v_start) = (query.layout().start_offset(), key.layout().start_offset(), value.layout().start_offset());
+    let o_row_stride = heads * val_dim;
     let mask_tile_len = seq_q * seq_kv;
 
     if output.is_empty() || seq_kv == 0 {
@@ -853,33 +854,45 @@ where
         val_dim,
     };
 
-    let run_head = |scores: &mut Vec<T>, (head_idx, o_chunk): (usize, &mut [T])| {
+    // The rows a (batch, head) pair reads, `rows` of `width` elements `stride` apart from `at`.
+    let rows_of = |data: &'_ [T], at: usize, rows: usize, stride: usize, width: usize| -> *const T {
+        assert!(rows == 0 || at + (rows - 1) * stride + width <= data.len(), "attention_naive: rows outside the tensor");
+        data[at..].as_ptr()
+    };
+    let out_addr = output.as_mut_ptr() as usize;
+    let run_head = |scores: &mut Vec<T>, head_idx: usize| {
         let b = head_idx / heads;
         let h = head_idx % heads;
         // Map query head `h` to its shared K/V head (GQA/MQA).
         let kv_h = h / q_per_kv;
-        let q_off = b * q_batch_stride + h * q_head_stride;
-        let k_off = b * k_batch_stride + kv_h * k_head_stride;
-        let v_off = b * v_batch_stride + kv_h * v_head_stride;
+        let q = rows_of(q_data, q_start + b * qs[0] + h * qs[1], seq_q, qs[2], head_dim);
+        let k = rows_of(k_data, k_start + b * ks[0] + kv_h * ks[1], seq_kv, ks[2], head_dim);
+        let v = rows_of(v_data, v_start + b * vs[0] + kv_h * vs[1], seq_kv, vs[2], val_dim);
         let mask_off = b * mask_batch_step + h * mask_head_step;
         let bias_off = b * bias_batch_step + h * bias_head_step;
+        // Row `i` of this head's output is at `((b·seq_q + i)·heads + h)·val_dim`.
+        let o = (out_addr as *mut T).wrapping_add((b * seq_q * heads + h) * val_dim);
 
-        naive_attention_head(
-            &q_data[q_off..q_off + q_head_stride],
-            &k_data[k_off..k_off + k_head_stride],
-            &v_data[v_off..v_off + v_head_stride],
-            o_chunk,
-            scores,
-            &params,
-            (
-                mask_data.map(|m| &m[mask_off..mask_off + mask_tile_len]),
-                bias_data.map(|bd| &bd[bias_off..bias_off + mask_tile_len]),
-            ),
-        );
+        // SAFETY: `q`, `k`, `v` hold their rows (checked above); the pair's output rows lie
+        // inside `output`, and no other pair writes them.
+        unsafe {
+            naive_attention_head(
+                Rows { at: q, stride: qs[2] },
+                Rows { at: k, stride: ks[2] },
+                Rows { at: v, stride: vs[2] },
+                (o, o_row_stride),
+                scores,
+                &params,
+                (
+                    mask_data.map(|m| &m[mask_off..mask_off + mask_tile_len]),
+                    bias_data.map(|bd| &bd[bias_off..bias_off + mask_tile_len]),
+                ),
+            )
+        };
     };
-    let run_serial = |output: &mut [T]| {
+    let run_serial = || {
         let mut scores = vec![T::zero(); seq_q * seq_kv];
-        for head in output.chunks_exact_mut(o_head_stride).enumerate() {
+        for head in 0..batch * heads {
             run_head(&mut scores, head);
         }
     };
@@ -890,23 +903,40 @@ where
     {
         if params.should_parallelize(batch * heads) {
             use rayon::prelude::*;
-            output
-                .par_chunks_exact_mut(o_head_stride)
-                .enumerate()
+            (0..batch * heads)
+                .into_par_iter()
                 .for_each_init(|| vec![T::zero(); seq_q * seq_kv], run_head);
         } else {
-            run_serial(&mut output);
+            run_serial();
         }
     }
     #[cfg(not(feature = "rayon"))]
-    run_serial(&mut output);
+    run_serial();
 
     let shape = burn_std::Shape::from(vec![batch, heads, seq_q, val_dim]);
+    let strides = [seq_q * heads * val_dim, val_dim, heads * val_dim, 1].map(|s| s as isize).to_vec();
     FlexTensor::new(
         Bytes::from_elems(output),
-        Layout::contiguous(shape),
+        Layout::new(shape, strides, 0),
         T::dtype(),
     )
+}
+
+/// Rows of a matrix read in place: the first at `at`, each `stride` elements after the last,
+/// their elements contiguous.
+#[derive(Clone, Copy)]
+struct Rows<T> {
+    at: *const T,
+    stride: usize,
+}
+
+/// `t` as it is where its last axis is contiguous and no stride is negative (so each row of
+/// its last two axes is read in place), else a contiguous copy.
+fn in_place_rows(t: FlexTensor) -> FlexTensor {
+    let layout = t.layout();
+    let strides = layout.strides();
+    let readable = layout.num_dims() == 4 && strides.iter().all(|&s| s >= 0) && (strides[3] == 1 || layout.shape()[3] <= 1);
+    if readable { t } else { t.into_contiguous() }
 }
 
 /// Process a single (batch, head) pair with naive (non-tiled) attention.
@@ -914,11 +944,16 @@ where
 /// 1. scores[seq_q, seq_kv] = Q @ K^T              (one gemm)
 /// 2. Apply scale/softcap/mask/causal/bias + softmax (per-row)
 /// 3. output[seq_q, val_dim] = scores @ V            (one gemm)
-fn naive_attention_head<T: FlashGemm>(
-    q: &[T],
-    k: &[T],
-    v: &[T],
-    output: &mut [T],
+///
+/// # Safety
+/// `q` holds `seq_q` rows of `head_dim`, `k` `seq_kv` of `head_dim`, `v` `seq_kv` of `val_dim`;
+/// `output` (a pointer and its row stride) `seq_q` rows of `val_dim` that nothing else reads or
+/// writes meanwhile.
+unsafe fn naive_attention_head<T: FlashGemm>(
+    q: Rows<T>,
+    k: Rows<T>,
+    v: Rows<T>,
+    (output, o_rs): (*mut T, usize),
     scores: &mut [T],
     p: &AttentionParams<T>,
     mask_bias: (Option<&[u8]>, Option<&[T]>),
@@ -944,11 +979,11 @@ fn naive_attention_head<T: FlashGemm>(
             dst_cs: 1,
             dst_rs: seq_kv as isize,
             read_dst: false,
-            lhs: q.as_ptr(),
+            lhs: q.at,
             lhs_cs: 1,
-            lhs_rs: head_dim as isize,
-            rhs: k.as_ptr(),
-            rhs_cs: head_dim as isize,
+            lhs_rs: q.stride as isize,
+            rhs: k.at,
+            rhs_cs: k.stride as isize,
             rhs_rs: 1,
             alpha: T::zero(),
             beta: T::one(),
@@ -982,16 +1017,16 @@ fn naive_attention_head<T: FlashGemm>(
             m: seq_q,
             n: val_dim,
             k: seq_kv,
-            dst: output.as_mut_ptr(),
+            dst: output,
             dst_cs: 1,
-            dst_rs: val_dim as isize,
+            dst_rs: o_rs as isize,
             read_dst: false,
             lhs: scores.as_ptr(),
             lhs_cs: 1,
             lhs_rs: seq_kv as isize,
-            rhs: v.as_ptr(),
+            rhs: v.at,
             rhs_cs: 1,
-            rhs_rs: val_dim as isize,
+            rhs_rs: v.stride as isize,
             alpha: T::zero(),
             beta: T::one(),
         });
