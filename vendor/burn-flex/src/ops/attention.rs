@@ -754,7 +754,7 @@ where
     }
 
     // Sesame's patch 5: heads read where they lie (a `[batch, seq, heads, dim]` projection
-    // with its middle axes swapped is not copied), rows `dim` apart or more.
+    // with its middle axes swapped is not copied), each row of its last two axes contiguous.
     let query = in_place_rows(query);
     let key = in_place_rows(key);
     let value = in_place_rows(value);
@@ -958,15 +958,12 @@ unsafe fn naive_attention_head<T: FlashGemm>(
     p: &AttentionParams<T>,
     mask_bias: (Option<&[u8]>, Option<&[T]>),
 ) {
-    #[allow(unused_variables)]
     let AttentionParams {
-        scale,
-        softcap,
-        causal_offset,
         seq_q,
         seq_kv,
         head_dim,
         val_dim,
+        ..
     } = *p;
 
     // scores = Q @ K^T
@@ -990,26 +987,7 @@ unsafe fn naive_attention_head<T: FlashGemm>(
         });
     }
 
-    // Sesame's patch 4: f32 rows without a softcap in AVX2 and FMA.
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>() && softcap.is_none() && super::attention_softmax::available() {
-        let scores: &mut [f32] = bytemuck::cast_slice_mut(&mut scores[..seq_q * seq_kv]);
-        let scale: f32 = scale.to_f32().unwrap_or(f32::NAN);
-        for (qi, row) in scores.chunks_exact_mut(seq_kv).enumerate() {
-            let visible = match causal_offset {
-                Some(offset) => (qi as isize + offset + 1).max(0) as usize,
-                None => seq_kv,
-            };
-            let span = qi * seq_kv..(qi + 1) * seq_kv;
-            // SAFETY: the CPU has AVX2 and FMA; the mask's and bias's rows are the row's length.
-            let (mask, bias) = (mask_bias.0.map(|m| &m[span.clone()]), mask_bias.1.map(|b| bytemuck::cast_slice::<T, f32>(&b[span])));
-            unsafe { super::attention_softmax::masked_softmax(row, scale, mask, visible, bias) };
-        }
-    } else {
-        scalar_softmax_rows(scores, p, mask_bias);
-    }
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-    scalar_softmax_rows(scores, p, mask_bias);
+    softmax_rows(scores, p, mask_bias);
 
     // output = softmax(scores) @ V
     unsafe {
@@ -1034,7 +1012,30 @@ unsafe fn naive_attention_head<T: FlashGemm>(
 }
 
 /// The scores' rows of [`naive_attention_head`] scaled, soft-capped, masked, biased and
-/// softmaxed, element by element.
+/// softmaxed: f32 rows without a softcap in AVX2 and FMA where the CPU has them (Sesame's
+/// patch 4), the rest by [`scalar_softmax_rows`].
+fn softmax_rows<T: FlashGemm>(scores: &mut [T], p: &AttentionParams<T>, mask_bias: (Option<&[u8]>, Option<&[T]>)) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>() && p.softcap.is_none() && super::attention_softmax::available() {
+        let (seq_q, seq_kv) = (p.seq_q, p.seq_kv);
+        let scores: &mut [f32] = bytemuck::cast_slice_mut(&mut scores[..seq_q * seq_kv]);
+        let scale: f32 = p.scale.to_f32().unwrap_or(f32::NAN);
+        for (qi, row) in scores.chunks_exact_mut(seq_kv).enumerate() {
+            let visible = match p.causal_offset {
+                Some(offset) => (qi as isize + offset + 1).max(0) as usize,
+                None => seq_kv,
+            };
+            let span = qi * seq_kv..(qi + 1) * seq_kv;
+            let (mask, bias) = (mask_bias.0.map(|m| &m[span.clone()]), mask_bias.1.map(|b| bytemuck::cast_slice::<T, f32>(&b[span])));
+            // SAFETY: the CPU has AVX2 and FMA; the mask's and bias's rows are the row's length.
+            unsafe { super::attention_softmax::masked_softmax(row, scale, mask, visible, bias) };
+        }
+        return;
+    }
+    scalar_softmax_rows(scores, p, mask_bias);
+}
+
+/// [`softmax_rows`] element by element.
 fn scalar_softmax_rows<T: FlashGemm>(scores: &mut [T], p: &AttentionParams<T>, (mask, bias): (Option<&[u8]>, Option<&[T]>)) {
     let neg_inf = T::neg_infinity();
     let AttentionParams { scale, softcap, causal_offset, seq_q, seq_kv, .. } = *p;
