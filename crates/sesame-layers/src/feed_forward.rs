@@ -49,8 +49,17 @@ pub struct FeedForward {
 impl FeedForward {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        dense(&self.output, self.activation_dropout.forward(self.activation.forward(dense(&self.intermediate, x))))
+        dense(&self.output, self.activation_dropout.forward(dense_activated(&self.intermediate, x, self.activation)))
     }
+}
+
+/// `activation(dense(linear, x))`; an int8 product applies the activation to its output as it
+/// writes it, where it can ([`crate::int8::linear_activated`]).
+pub fn dense_activated(linear: &Linear, x: Tensor<3>, activation: Activation) -> Tensor<3> {
+    let [b, s, d_in] = x.dims();
+    let y = crate::int8::linear_activated(linear, x.reshape([b * s, d_in]), activation);
+    let d_out = y.dims()[1];
+    y.reshape([b, s, d_out])
 }
 
 /// `linear` applied to `x` `[batch, seq, d_in]` as one `[batch·seq, d_in]` product, giving
