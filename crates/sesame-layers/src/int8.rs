@@ -222,6 +222,14 @@ impl PackedWeight {
                 xq = vec![0i8; m * k4];
                 quantize_rows(x, k, k4, &mut xq, &mut row_scales);
             }
+            // SAFETY: the kernel is detected with AVX-512 F present; the quantisation writes
+            // every byte of `xa`.
+            #[cfg(target_arch = "x86_64")]
+            Operand::Offset if kernel == Kernel::Avx512Vnni => unsafe {
+                xa.reserve_exact(m * k4);
+                x86::avx512::quantize_rows(x, k, k4, &mut xa.spare_capacity_mut()[..m * k4], &mut row_scales);
+                xa.set_len(m * k4);
+            },
             // SAFETY: every x86 kernel is detected with AVX2 present.
             #[cfg(target_arch = "x86_64")]
             operand => {
@@ -540,12 +548,61 @@ mod x86 {
         use std::arch::x86_64::*;
         use std::mem::MaybeUninit;
 
-        use super::super::{PackedWeight, GROUP, PANEL};
+        use super::super::{PackedWeight, ACTIVATION_MAX, GROUP, PANEL};
 
         /// Rows per tile.
         const ROWS: usize = 4;
         /// Panels per tile.
         const PANELS: usize = 3;
+
+        /// [`super::super::quantize_rows`] on 512 bits, into the offset form only: `q + 128`
+        /// of each quantised value into `xa` `[m, k4]`, every byte of it written (128 for the
+        /// padding and for groups quantised to 0), the scales into `scales` `[m, groups]`. The
+        /// same values (`vcvtps2dq` rounds ties to even, `vpmovsdb` saturates as the portable
+        /// code clamps, which it never needs).
+        ///
+        /// # Safety
+        /// The CPU has AVX-512 F.
+        #[target_feature(enable = "avx512f")]
+        pub(in super::super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xa: &mut [MaybeUninit<u8>], scales: &mut [f32]) {
+            let groups = k4.div_ceil(GROUP).max(1);
+            assert!(xa.len() * k == x.len() * k4 && scales.len() * k >= x.len() * groups);
+            let offset = _mm_set1_epi8(-128);
+            for (r, (row, s)) in x.chunks_exact(k.max(1)).zip(scales.chunks_exact_mut(groups)).enumerate() {
+                for (g, (values, s)) in row.chunks(GROUP).zip(s.iter_mut()).enumerate() {
+                    let at = r * k4 + g * GROUP;
+                    let qa = &mut xa[at..at + GROUP.min(k4 - g * GROUP)];
+                    if values.len() < GROUP {
+                        let mut q = [0i8; GROUP];
+                        super::super::quantize_group(values, &mut q[..qa.len()], s);
+                        for (a, &v) in qa.iter_mut().zip(&q) {
+                            a.write(v as u8 ^ 0x80);
+                        }
+                        continue;
+                    }
+                    // SAFETY: 64 floats of the group, 16 at a time.
+                    let v: [__m512; 4] = std::array::from_fn(|i| unsafe { _mm512_loadu_ps(values.as_ptr().add(16 * i)) });
+                    let peak = v.iter().fold(_mm512_setzero_ps(), |peak, &v| _mm512_max_ps(peak, _mm512_abs_ps(v)));
+                    let nan = v.iter().fold(0, |nan, &v| nan | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v));
+                    let peak = _mm512_reduce_max_ps(peak);
+                    *s = if nan != 0 || !peak.is_finite() { f32::NAN } else { peak / ACTIVATION_MAX };
+                    let dst = qa.as_mut_ptr().cast::<__m128i>();
+                    if !(*s > 0.0) {
+                        for i in 0..4 {
+                            // SAFETY: 16 bytes of the group's 64 in `xa`.
+                            unsafe { _mm_storeu_si128(dst.add(i), offset) };
+                        }
+                        continue;
+                    }
+                    let inv = _mm512_set1_ps(ACTIVATION_MAX / peak);
+                    for (i, &v) in v.iter().enumerate() {
+                        let bytes = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v, inv)));
+                        // SAFETY: as above.
+                        unsafe { _mm_storeu_si128(dst.add(i), _mm_xor_si128(bytes, offset)) };
+                    }
+                }
+            }
+        }
 
         /// # Safety
         /// The CPU has AVX-512 F and VNNI; `xa` is `[m, k4]`, `q + 128` of the quantised rows,
@@ -909,11 +966,11 @@ mod tests {
         }
     }
 
-    /// The AVX2 quantisation of activations gives the portable one's values, ties included, and
-    /// each unsigned form of them.
+    /// The AVX2 and AVX-512 quantisations of activations give the portable values, ties
+    /// included, and each unsigned form of them.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx2_quantisation_is_the_portable_one() {
+    fn x86_quantisation_is_the_portable_one() {
         if !std::arch::is_x86_feature_detected!("avx2") {
             return;
         }
@@ -939,6 +996,13 @@ mod tests {
                 let (mut alone, mut s_alone) = (vec![zero; m * k4], vec![0.0; m * groups]);
                 unsafe { x86::quantize_rows(&x, k, k4, &mut [], &mut alone, operand, &mut s_alone) };
                 assert!(alone == b_unsigned && format!("{s_alone:?}") == format!("{sb:?}"), "k = {k}: the {operand:?} form alone");
+                // On 512 bits (the offset form only), from bytes that start at neither form of 0.
+                if operand == Operand::Offset && std::arch::is_x86_feature_detected!("avx512f") {
+                    let (mut wide, mut s_wide) = (vec![MaybeUninit::new(0x55u8); m * k4], vec![0.0; m * groups]);
+                    unsafe { x86::avx512::quantize_rows(&x, k, k4, &mut wide, &mut s_wide) };
+                    let wide: Vec<u8> = wide.into_iter().map(|b| unsafe { b.assume_init() }).collect();
+                    assert!(wide == b_unsigned && format!("{s_wide:?}") == format!("{sb:?}"), "k = {k}: the AVX-512 offset form");
+                }
             }
         }
     }
