@@ -21,8 +21,10 @@
 //!   multiply `x + 128` by the weights and take `128 · Σw` (packed with the weight, per group)
 //!   off the sums, as ONNX Runtime and oneDNN do; AVX2, whose pairs are summed in 16 bits, takes
 //!   `|x|` and moves the sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits.
-//!   Both forms of `x` are made in the one pass that quantises it. Other backends multiply the
-//!   quantised weights in floating point.
+//!   The form a kernel reads is made in the one pass that quantises `x`. The output is written
+//!   once, not zeroed first; [`linear_activated`] has the kernel apply an activation that runs
+//!   on the host (exact GELU) to each block of it while it is in cache. Other backends
+//!   multiply the quantised weights in floating point.
 //!
 //! The packed int8 weights of a quantised model are kept in a table of the process, by
 //! parameter id, from [`quantize`] on; a model quantised again (or loaded quantised) packs
