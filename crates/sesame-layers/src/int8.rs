@@ -896,15 +896,18 @@ mod tests {
         assert!(portable.iter().all(|v| v.is_finite()), "every value written");
         let kernels = Kernel::available();
         assert_eq!(kernels[0], Kernel::detect());
-        for kernel in kernels {
-            let xa: Vec<u8> = match kernel.operand() {
+        // The unsigned form of `xq` a kernel reads.
+        let unsigned = |kernel: Kernel| -> Vec<u8> {
+            match kernel.operand() {
                 #[cfg(target_arch = "x86_64")]
                 Operand::Offset => xq.iter().map(|&v| (v as i32 + 128) as u8).collect(),
                 #[cfg(target_arch = "x86_64")]
                 Operand::Magnitude => xq.iter().map(|v| v.unsigned_abs()).collect(),
                 Operand::None => Vec::new(),
-            };
-            let out = written(m * n, |out| packed.matmul_rows(kernel, &xq, &xa, m, &scales, &bias_padded, None, out));
+            }
+        };
+        for &kernel in &kernels {
+            let out = written(m * n, |out| packed.matmul_rows(kernel, &xq, &unsigned(kernel), m, &scales, &bias_padded, None, out));
             assert!(out == portable, "{kernel:?} gives the portable sums, every value written");
         }
         let split = packed.matmul(&x, m, Some(&bias));
@@ -919,15 +922,8 @@ mod tests {
             }
         }
         let after: Vec<f32> = portable.iter().map(|v| v * 2.0 + 1.0).collect();
-        for kernel in Kernel::available() {
-            let xa: Vec<u8> = match kernel.operand() {
-                #[cfg(target_arch = "x86_64")]
-                Operand::Offset => xq.iter().map(|&v| (v as i32 + 128) as u8).collect(),
-                #[cfg(target_arch = "x86_64")]
-                Operand::Magnitude => xq.iter().map(|v| v.unsigned_abs()).collect(),
-                Operand::None => Vec::new(),
-            };
-            let out = written(m * n, |out| packed.matmul_rows(kernel, &xq, &xa, m, &scales, &bias_padded, Some(then), out));
+        for &kernel in &kernels {
+            let out = written(m * n, |out| packed.matmul_rows(kernel, &xq, &unsigned(kernel), m, &scales, &bias_padded, Some(then), out));
             assert!(out == after, "{kernel:?} applies the function to each value once");
         }
         let split = packed.matmul_then(&x, m, Some(&bias), Some(then));
