@@ -165,6 +165,16 @@ impl LayerParts<'_> {
     }
 }
 
+/// The layers `keep` (0-based, increasing, at least one) of a stack `layers`; refused, naming
+/// the config's `field`, otherwise.
+pub fn pick_layers<T: Clone>(layers: &[T], keep: &[usize], field: &str) -> Result<Vec<T>, crate::ConfigError> {
+    let n = layers.len();
+    if keep.is_empty() || keep.windows(2).any(|w| w[0] >= w[1]) || keep.iter().any(|&l| l >= n) {
+        return Err(crate::ConfigError::Invalid { field: field.into(), reason: format!("cannot keep layers {keep:?} of {n}") });
+    }
+    Ok(keep.iter().map(|&l| layers[l].clone()).collect())
+}
+
 /// What an encoder returns.
 #[derive(Clone, Debug)]
 pub struct EncoderOutput {
@@ -266,7 +276,7 @@ impl Encoder {
 
     /// The stack of only the layers `layers` (0-based, increasing, at least one).
     pub fn keep_layers(&self, layers: &[usize]) -> Result<Self, crate::ConfigError> {
-        Ok(Self { layers: crate::tasks::pick_layers(&self.layers, layers, "num_hidden_layers")? })
+        Ok(Self { layers: pick_layers(&self.layers, layers, "num_hidden_layers")? })
     }
 
     /// Run every layer over `x` `[batch, seq, d]`, incrementally when `cache` is given.

@@ -40,7 +40,7 @@ pub use dropout::{Dropout, DropoutConfig};
 pub use early_exit::{EarlyExit, EarlyExitOutput, ExitClassifier};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use decoder::{run_decoder_layers, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput};
-pub use encoder::{Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
+pub use encoder::{pick_layers, Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
@@ -57,5 +57,5 @@ pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, Pretrain
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
-    pick_layers, ClassifierLayers, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
+    ClassifierLayers, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
 };

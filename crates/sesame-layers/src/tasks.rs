@@ -777,16 +777,6 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     }
 }
 
-/// The layers `keep` (0-based, increasing, at least one) of a stack `layers`; refused, naming
-/// the config's `field`, otherwise.
-pub fn pick_layers<T: Clone>(layers: &[T], keep: &[usize], field: &str) -> Result<Vec<T>, crate::ConfigError> {
-    let n = layers.len();
-    if keep.is_empty() || keep.windows(2).any(|w| w[0] >= w[1]) || keep.iter().any(|&l| l >= n) {
-        return Err(crate::ConfigError::Invalid { field: field.into(), reason: format!("cannot keep layers {keep:?} of {n}") });
-    }
-    Ok(keep.iter().map(|&l| layers[l].clone()).collect())
-}
-
 /// A sequence classifier's logits and what distillation compares of its layers.
 #[derive(Clone, Debug)]
 pub struct ClassifierLayers {
