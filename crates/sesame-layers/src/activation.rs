@@ -38,18 +38,34 @@ impl Activation {
                 let device = x.device();
                 let host = host_gelu(&device) && x.dtype() == DType::F32;
                 if device.is_autodiff() {
-                    match host.then(|| gelu_linearised(&x)).flatten() {
+                    match host.then(|| linearised(&x, gelu_slope_offset)).flatten() {
                         Some(y) => y,
                         None if exact_gelu_backward(&device) => activation::gelu(x),
                         None => x.clone() * (x / std::f64::consts::SQRT_2).erf().add_scalar(1.0) * 0.5,
                     }
                 } else if host {
-                    gelu_on_host(x)
+                    on_host(x, gelu_in_place, activation::gelu)
                 } else {
                     activation::gelu(x)
                 }
             }
-            Activation::GeluNew => activation::gelu_approximate(x),
+            Activation::GeluNew => {
+                // Burn composes it of seven operations, with libm's scalar `powf` and `tanhf`
+                // per element on flex (43% of ALBERT-base's inference there). On flex and
+                // ndarray both directions run on the host instead, as exact GELU's do.
+                let device = x.device();
+                let host = host_gelu(&device) && x.dtype() == DType::F32;
+                if device.is_autodiff() {
+                    match host.then(|| linearised(&x, gelu_tanh_slope_offset)).flatten() {
+                        Some(y) => y,
+                        None => activation::gelu_approximate(x),
+                    }
+                } else if host {
+                    on_host(x, gelu_tanh_in_place, activation::gelu_approximate)
+                } else {
+                    activation::gelu_approximate(x)
+                }
+            }
             Activation::QuickGelu => x.clone() * activation::sigmoid(x * 1.702),
             Activation::Relu => activation::relu(x),
             Activation::Silu => activation::silu(x),
@@ -58,12 +74,18 @@ impl Activation {
     }
 
     /// This activation as a pass over host values in place, where [`Activation::forward`] runs
-    /// it so on `device` for `dtype` (exact GELU, without autodiff, on flex and ndarray): the
+    /// it so on `device` for `dtype` (either GELU, without autodiff, on flex and ndarray): the
     /// same numbers, element by element, in whatever pieces it is given. The int8 product
-    /// applies it to each tile of its output as it writes it.
+    /// applies it to each block of its output once the block is written.
     pub(crate) fn in_place_on_host(&self, device: &burn::tensor::Device, dtype: DType) -> Option<fn(&mut [f32])> {
-        let host = *self == Activation::Gelu && host_gelu(device) && dtype == DType::F32 && !device.is_autodiff();
-        host.then_some(gelu_in_place as fn(&mut [f32]))
+        if !(host_gelu(device) && dtype == DType::F32 && !device.is_autodiff()) {
+            return None;
+        }
+        match self {
+            Activation::Gelu => Some(gelu_in_place),
+            Activation::GeluNew => Some(gelu_tanh_in_place),
+            _ => None,
+        }
     }
 
     /// The HF name of this activation.
@@ -93,72 +115,111 @@ fn host_gelu(device: &burn::tensor::Device) -> bool {
     crate::device::is_host_memory(device)
 }
 
-/// Exact-form GELU, `x/2 · (1 + erf(x/√2))`, computed in place on the host with [`erf_f32`]:
-/// a loop the compiler vectorises, for forward passes without gradients.
-fn gelu_on_host<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+/// `x` with `in_place` applied to its values on the host (a forward pass without gradients);
+/// `backend` (the backend's own operation) where they cannot be read as f32 in place.
+fn on_host<const D: usize>(x: Tensor<D>, in_place: fn(&mut [f32]), backend: fn(Tensor<D>) -> Tensor<D>) -> Tensor<D> {
     let device = x.device();
     let mut data = x.into_data();
     match data.as_mut_slice::<f32>() {
         Ok(values) => {
-            gelu_in_place(values);
+            in_place(values);
             Tensor::from_data(data, &device)
         }
-        // Bytes that cannot be read as f32 in place (not aligned): the backend's own GELU.
-        Err(_) => activation::gelu(Tensor::from_data(data, &device)),
+        // Bytes that cannot be read as f32 in place (not aligned).
+        Err(_) => backend(Tensor::from_data(data, &device)),
     }
 }
 
-/// Exact-form GELU of `values`, in place, vectorised: eight values at a time, the last few
-/// through a padded block of eight, so that the short pieces the int8 product hands it (16 or
-/// 48 values) run no scalar loop.
-fn gelu_in_place(values: &mut [f32]) {
-    #[inline(always)]
-    fn gelu8(values: &mut [f32; 8]) {
-        for v in values.iter_mut() {
-            *v = 0.5 * *v * (1.0 + erf_f32(*v * std::f32::consts::FRAC_1_SQRT_2));
+/// `f` applied to `values` in place, vectorised: eight values at a time, the last few through
+/// a padded block of eight, so that the short pieces the int8 product hands it (16 or 48
+/// values) run no scalar loop.
+#[inline(always)]
+fn map_in_place(values: &mut [f32], f: impl Fn(f32) -> f32) {
+    let f8 = |block: &mut [f32; 8]| {
+        for v in block.iter_mut() {
+            *v = f(*v);
         }
-    }
+    };
     crate::device::vectorised(|| {
         let mut blocks = values.chunks_exact_mut(8);
         for block in &mut blocks {
-            gelu8(block.try_into().expect("eight values"));
+            f8(block.try_into().expect("eight values"));
         }
         let rest = blocks.into_remainder();
         if !rest.is_empty() {
             let mut padded = [0.0f32; 8];
             padded[..rest.len()].copy_from_slice(rest);
-            gelu8(&mut padded);
+            f8(&mut padded);
             rest.copy_from_slice(&padded[..rest.len()]);
         }
     });
 }
 
-/// Exact-form GELU with its exact gradient, for autodiff devices, from values computed on the
-/// host: with `x₀` the values of `x`, `a = Φ(x₀) + x₀·φ(x₀)` (GELU's derivative at `x₀`) and
-/// `b = x₀²·φ(x₀)` are constants, and `x·a − b` equals `x₀·Φ(x₀)` with derivative `a`. Two
-/// tracked operations and one vectorised host pass, where flex's `gelu` and its backward each
-/// call libm's scalar `erff` per element (14% of the ELECTRA main job's step). `None` when the
-/// values cannot be read as f32.
-fn gelu_linearised<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
-    const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
+/// Exact-form GELU, `x/2 · (1 + erf(x/√2))`, of `values` in place, with [`erf_f32`].
+fn gelu_in_place(values: &mut [f32]) {
+    map_in_place(values, |v| 0.5 * v * (1.0 + erf_f32(v * std::f32::consts::FRAC_1_SQRT_2)));
+}
+
+/// `√(2/π)`, and the cubic's coefficient, of the tanh approximation of GELU.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+const GELU_TANH_CUBIC: f32 = 0.044_715;
+
+/// The tanh approximation of GELU (HF `gelu_new`), `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+#[inline(always)]
+fn gelu_tanh(x: f32) -> f32 {
+    0.5 * x * (1.0 + tanh_f32(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x)))
+}
+
+/// [`gelu_tanh`] of `values` in place.
+fn gelu_tanh_in_place(values: &mut [f32]) {
+    map_in_place(values, gelu_tanh);
+}
+
+/// `tanh(u)` in single precision as `1 − 2/(e^{2u} + 1)` with [`exp_f32`]: ±1 where `e^{2u}`
+/// leaves the floats, within 2e-7 of tanh elsewhere (absolute: what `1 + tanh` in GELU needs).
+#[inline(always)]
+fn tanh_f32(u: f32) -> f32 {
+    1.0 - 2.0 / (exp_f32(2.0 * u) + 1.0)
+}
+
+/// For the tanh GELU at `x₀`, its derivative `a` and the offset `b = x₀·a − gelu(x₀)`
+/// ([`linearised`]).
+#[inline(always)]
+fn gelu_tanh_slope_offset(x: f32) -> (f32, f32) {
+    let t = tanh_f32(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x));
+    let du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_CUBIC * x * x);
+    let a = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
+    (a, x * a - 0.5 * x * (1.0 + t))
+}
+
+/// An activation `f` with its exact gradient, for autodiff devices, from values computed on
+/// the host: with `x₀` the values of `x` and `(a, b) = slope_offset(x₀)`, `a = f'(x₀)` and
+/// `b = x₀·a − f(x₀)` are constants, and `x·a − b` equals `f(x₀)` with derivative `a`. Two
+/// tracked operations and one vectorised host pass. `None` when the values cannot be read as
+/// f32.
+fn linearised<const D: usize>(x: &Tensor<D>, slope_offset: impl Fn(f32) -> (f32, f32)) -> Option<Tensor<D>> {
     let device = x.device();
     let shape = x.shape();
     let data = x.clone().detach().into_data();
     let values = data.as_slice::<f32>().ok()?;
-    let (a, b) = crate::device::vectorised(|| {
-        let mut b: Vec<f32> = values.iter().map(|&v| FRAC_1_SQRT_2PI * exp_f32(-0.5 * v * v)).collect();
-        let a: Vec<f32> = values
-            .iter()
-            .zip(&b)
-            .map(|(&v, &pdf)| 0.5 * (1.0 + erf_f32(v * std::f32::consts::FRAC_1_SQRT_2)) + v * pdf)
-            .collect();
-        for (t, &v) in b.iter_mut().zip(values) {
-            *t *= v * v;
+    let (mut a, mut b) = (vec![0.0f32; values.len()], vec![0.0f32; values.len()]);
+    crate::device::vectorised(|| {
+        for ((&v, a), b) in values.iter().zip(a.iter_mut()).zip(b.iter_mut()) {
+            (*a, *b) = slope_offset(v);
         }
-        (a, b)
     });
     let constant = |v: Vec<f32>| Tensor::<D>::from_data(TensorData::new(v, shape.clone()), &device);
     Some(x.clone() * constant(a) - constant(b))
+}
+
+/// For exact-form GELU at `x₀`, its derivative `a = Φ(x₀) + x₀·φ(x₀)` and the offset
+/// `b = x₀·a − x₀·Φ(x₀) = x₀²·φ(x₀)` ([`linearised`]): flex's `gelu` and its backward each call
+/// libm's scalar `erff` per element (14% of the ELECTRA main job's step).
+#[inline(always)]
+fn gelu_slope_offset(x: f32) -> (f32, f32) {
+    const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
+    let pdf = FRAC_1_SQRT_2PI * exp_f32(-0.5 * x * x);
+    (0.5 * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2)) + x * pdf, pdf * (x * x))
 }
 
 /// `eˣ` in single precision as a branch-free polynomial (Cephes' `expf`: `x = n·ln 2 + r`,
@@ -296,6 +357,55 @@ mod tests {
                 assert!((grad[i] as f64 / 3.0 - exact).abs() < 1e-5, "d gelu({x}) = {}, exact {exact}", grad[i] / 3.0);
             }
         }
+    }
+
+    /// The tanh GELU (`gelu_new`) on the host: its values and gradients against Burn's
+    /// composition on flex and against the formula and its derivative in f64.
+    #[test]
+    fn tanh_gelu_on_the_host_gives_its_values_and_exact_derivative() {
+        let gelu = |x: f64| 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * x * x * x)).tanh());
+        let derivative = |x: f64| {
+            let t = (0.7978845608028654 * (x + 0.044715 * x * x * x)).tanh();
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x)
+        };
+        let xs: Vec<f32> = (-600..=600).map(|i| i as f32 / 60.0).chain([-60.0, -1e4, 1e4, 1e-6, -1e-6]).collect();
+        let n = xs.len();
+        for device in [Device::flex(), Device::flex().autodiff()] {
+            assert!(host_gelu(&device));
+            let x = Tensor::<1>::from_data(TensorData::new(xs.clone(), [n]), &device);
+            let x = if device.is_autodiff() { x.require_grad() } else { x };
+            let y = Activation::GeluNew.forward(x.clone());
+            let values: Vec<f32> = y.clone().into_data().convert::<f32>().try_to_vec().unwrap();
+            let burns: Vec<f32> = activation::gelu_approximate(x.clone()).into_data().convert::<f32>().try_to_vec().unwrap();
+            let grad: Option<Vec<f32>> = device.is_autodiff().then(|| {
+                let grads = (y * 3.0).sum().backward();
+                x.grad(&grads).unwrap().into_data().convert::<f32>().try_to_vec().unwrap()
+            });
+            for (i, &x) in xs.iter().enumerate() {
+                let exact = gelu(x as f64);
+                assert!((values[i] as f64 - exact).abs() <= 3e-7 * (x.abs() as f64).max(1.0), "gelu_new({x}) = {}, exact {exact}", values[i]);
+                assert!((values[i] - burns[i]).abs() <= 1e-6 * x.abs().max(1.0), "gelu_new({x}) = {}, Burn's {}", values[i], burns[i]);
+                if let Some(grad) = &grad {
+                    let exact = derivative(x as f64);
+                    assert!((grad[i] as f64 / 3.0 - exact).abs() < 1e-5, "d gelu_new({x}) = {}, exact {exact}", grad[i] / 3.0);
+                }
+            }
+        }
+        // The form the int8 product applies in place is the same function.
+        let mut pieces = xs.clone();
+        Activation::GeluNew.in_place_on_host(&Device::flex(), DType::F32).expect("on the host")(&mut pieces);
+        assert!(pieces.iter().zip(&xs).all(|(&p, &x)| p == gelu_tanh(x)));
+    }
+
+    #[test]
+    fn tanh_f32_is_within_2e_7_of_tanh() {
+        for i in -20_000..=20_000 {
+            let u = i as f32 / 1000.0;
+            let err = (tanh_f32(u) as f64 - (u as f64).tanh()).abs();
+            assert!(err < 2e-7, "tanh_f32({u}) is {err} from tanh");
+        }
+        assert_eq!((tanh_f32(1e4), tanh_f32(-1e4)), (1.0, -1.0));
+        assert!(tanh_f32(f32::NAN).is_nan());
     }
 
     #[test]

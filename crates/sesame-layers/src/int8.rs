@@ -23,7 +23,7 @@
 //!   `|x|` and moves the sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits.
 //!   The form a kernel reads is made in the one pass that quantises `x`. The output is written
 //!   once, not zeroed first; [`linear_activated`] has the kernel apply an activation that runs
-//!   on the host (exact GELU) to each block of it while it is in cache. Other backends
+//!   on the host (either GELU) to each block of it while it is in cache. Other backends
 //!   multiply the quantised weights in floating point.
 //!
 //! The packed int8 weights of a quantised model are kept in a table of the process, by
@@ -932,14 +932,14 @@ mod tests {
     }
 
     /// An activation applied by the int8 product gives the numbers of the product, then the
-    /// activation, on flex (GELU, applied inside the kernel) and for an activation it does not
-    /// take (tanh GELU).
+    /// activation, on flex: both GELUs, applied inside the kernel, and an activation it does
+    /// not take (ReLU).
     #[test]
     fn an_activation_in_the_product_gives_the_numbers_of_one_after_it() {
         let device = Device::flex();
         let linear = quantize(burn::nn::LinearConfig::new(70, 150).init(&device));
         let x = Tensor::<3>::random([2, 9, 70], burn::tensor::Distribution::Normal(0.0, 2.0), &device);
-        for activation in [Activation::Gelu, Activation::GeluNew] {
+        for activation in [Activation::Gelu, Activation::GeluNew, Activation::Relu] {
             let fused = crate::feed_forward::dense_activated(&linear, x.clone(), activation).into_data();
             let after = activation.forward(crate::feed_forward::dense(&linear, x.clone())).into_data();
             assert_eq!(fused.as_slice::<f32>().unwrap(), after.as_slice::<f32>().unwrap(), "{activation:?}");
