@@ -133,31 +133,39 @@ fn on_host<const D: usize>(x: Tensor<D>, in_place: fn(&mut [f32]), backend: fn(T
 /// `f` applied to `values` in place, vectorised: eight values at a time, the last few through
 /// a padded block of eight, so that the short pieces the int8 product hands it (16 or 48
 /// values) run no scalar loop.
+/// (`f` is inlined into the vectorised loop: pass an `#[inline(always)]` function.)
 #[inline(always)]
-fn map_in_place(values: &mut [f32], f: impl Fn(f32) -> f32) {
-    let f8 = |block: &mut [f32; 8]| {
+fn map_in_place<F: Fn(f32) -> f32>(values: &mut [f32], f: F) {
+    #[inline(always)]
+    fn f8<F: Fn(f32) -> f32>(block: &mut [f32; 8], f: &F) {
         for v in block.iter_mut() {
             *v = f(*v);
         }
-    };
+    }
     crate::device::vectorised(|| {
         let mut blocks = values.chunks_exact_mut(8);
         for block in &mut blocks {
-            f8(block.try_into().expect("eight values"));
+            f8(block.try_into().expect("eight values"), &f);
         }
         let rest = blocks.into_remainder();
         if !rest.is_empty() {
             let mut padded = [0.0f32; 8];
             padded[..rest.len()].copy_from_slice(rest);
-            f8(&mut padded);
+            f8(&mut padded, &f);
             rest.copy_from_slice(&padded[..rest.len()]);
         }
     });
 }
 
-/// Exact-form GELU, `x/2 · (1 + erf(x/√2))`, of `values` in place, with [`erf_f32`].
+/// Exact-form GELU, `x/2 · (1 + erf(x/√2))`, with [`erf_f32`].
+#[inline(always)]
+fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// [`gelu_erf`] of `values` in place.
 fn gelu_in_place(values: &mut [f32]) {
-    map_in_place(values, |v| 0.5 * v * (1.0 + erf_f32(v * std::f32::consts::FRAC_1_SQRT_2)));
+    map_in_place(values, gelu_erf);
 }
 
 /// `√(2/π)`, and the cubic's coefficient, of the tanh approximation of GELU.
