@@ -27,45 +27,22 @@ impl Activation {
     /// Apply the activation element-wise.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         match self {
-            Activation::Gelu => {
-                // burn-backend 0.22.1's default `gelu_backward` (ndarray, CubeCL) differentiates
-                // the tanh approximation, not the erf GELU of the forward pass; flex and
-                // libtorch override it with the exact derivative. Where gradients are wanted
-                // on the others, build GELU from `erf`, whose backward is exact (five ops
-                // instead of one, each kept for the backward pass).
-                // On flex and ndarray both directions run on the host instead, with a
-                // vectorised `erf` (their own is a scalar libm call per element).
+            // burn-backend 0.22.1's default `gelu_backward` (ndarray, CubeCL) differentiates
+            // the tanh approximation, not the erf GELU of the forward pass; flex and libtorch
+            // override it with the exact derivative. Where gradients are wanted on the others,
+            // build GELU from `erf`, whose backward is exact (five ops instead of one, each kept
+            // for the backward pass).
+            Activation::Gelu => on_host_or(x, gelu_in_place, gelu_slope_offset, |x| {
                 let device = x.device();
-                let host = host_gelu(&device) && x.dtype() == DType::F32;
-                if device.is_autodiff() {
-                    match host.then(|| linearised(&x, gelu_slope_offset)).flatten() {
-                        Some(y) => y,
-                        None if exact_gelu_backward(&device) => activation::gelu(x),
-                        None => x.clone() * (x / std::f64::consts::SQRT_2).erf().add_scalar(1.0) * 0.5,
-                    }
-                } else if host {
-                    on_host(x, gelu_in_place, activation::gelu)
+                if device.is_autodiff() && !exact_gelu_backward(&device) {
+                    x.clone() * (x / std::f64::consts::SQRT_2).erf().add_scalar(1.0) * 0.5
                 } else {
                     activation::gelu(x)
                 }
-            }
-            Activation::GeluNew => {
-                // Burn composes it of seven operations, with libm's scalar `powf` and `tanhf`
-                // per element on flex (43% of ALBERT-base's inference there). On flex and
-                // ndarray both directions run on the host instead, as exact GELU's do.
-                let device = x.device();
-                let host = host_gelu(&device) && x.dtype() == DType::F32;
-                if device.is_autodiff() {
-                    match host.then(|| linearised(&x, gelu_tanh_slope_offset)).flatten() {
-                        Some(y) => y,
-                        None => activation::gelu_approximate(x),
-                    }
-                } else if host {
-                    on_host(x, gelu_tanh_in_place, activation::gelu_approximate)
-                } else {
-                    activation::gelu_approximate(x)
-                }
-            }
+            }),
+            // Burn composes it of seven operations, with libm's scalar `powf` and `tanhf` per
+            // element on flex (43% of ALBERT-base's inference there).
+            Activation::GeluNew => on_host_or(x, gelu_tanh_in_place, gelu_tanh_slope_offset, activation::gelu_approximate),
             Activation::QuickGelu => x.clone() * activation::sigmoid(x * 1.702),
             Activation::Relu => activation::relu(x),
             Activation::Silu => activation::silu(x),
@@ -108,11 +85,34 @@ fn exact_gelu_backward(device: &burn::tensor::Device) -> bool {
     name.contains("Flex") || name.contains("LibTorch")
 }
 
-/// Whether inference GELU runs on the host: on flex and ndarray, whose `erf` is a scalar libm
-/// call per element (15% of MiniLM's inference on flex), while the tensor's memory is the
-/// host's, so taking it out and back costs no copy on flex.
+/// Whether the GELUs run on the host, forward and backward: on flex and ndarray, whose `erf`
+/// is a scalar libm call per element (15% of MiniLM's inference on flex), while the tensor's
+/// memory is the host's, so taking it out and back costs no copy on flex.
 fn host_gelu(device: &burn::tensor::Device) -> bool {
     crate::device::is_host_memory(device)
+}
+
+/// An activation computed on the host where `x`'s values are host memory (flex and ndarray)
+/// and f32, whose own `erf`, `powf` and `tanh` are scalar libm calls per element: `in_place`
+/// over the values without autodiff, [`linearised`] by `slope_offset` with it. `backend` (the
+/// backend's operations, with the right gradient) elsewhere.
+fn on_host_or<const D: usize, S: Fn(f32) -> (f32, f32)>(
+    x: Tensor<D>,
+    in_place: fn(&mut [f32]),
+    slope_offset: S,
+    backend: fn(Tensor<D>) -> Tensor<D>,
+) -> Tensor<D> {
+    let device = x.device();
+    if !(host_gelu(&device) && x.dtype() == DType::F32) {
+        return backend(x);
+    }
+    if !device.is_autodiff() {
+        return on_host(x, in_place, backend);
+    }
+    match linearised(&x, slope_offset) {
+        Some(y) => y,
+        None => backend(x),
+    }
 }
 
 /// `x` with `in_place` applied to its values on the host (a forward pass without gradients);
