@@ -208,9 +208,9 @@ impl PackedWeight {
         self.matmul_then(x, m, bias, None)
     }
 
-    /// [`PackedWeight::matmul`], then `then` applied to each piece of the output as soon as it
-    /// is written (an element-wise function, such as an activation, while the values are in
-    /// cache).
+    /// [`PackedWeight::matmul`], then `then` applied to the output as it is written (an
+    /// element-wise function, such as an activation): by blocks of panels while they are in
+    /// cache with the AVX-512 kernel, over the whole output after the others.
     pub fn matmul_then(&self, x: &[f32], m: usize, bias: Option<&[f32]>, then: Option<fn(&mut [f32])>) -> Vec<f32> {
         let (k, k4, n) = (self.k, self.k4, self.n);
         assert_eq!(x.len(), m * k, "an [{m}, {k}] input");
@@ -277,13 +277,20 @@ impl PackedWeight {
         match kernel {
             // SAFETY (each x86 kernel): the CPU has the features `Kernel::detect` checked; every
             // pointer stays inside the slices (see the kernel).
+            // The AVX-512 kernel applies `then` itself, to each block of panels once written.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => unsafe { x86::avx512::matmul(self, xa, m, row_scales, bias, then, out) },
+            Kernel::Avx512Vnni => return unsafe { x86::avx512::matmul(self, xa, m, row_scales, bias, then, out) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => unsafe { x86::matmul_avx_vnni(self, xq, xa, m, row_scales, bias, then, out) },
+            Kernel::AvxVnni => unsafe { x86::matmul_avx_vnni(self, xq, xa, m, row_scales, bias, out) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { x86::matmul_avx2(self, xq, xa, m, row_scales, bias, then, out) },
-            Kernel::Portable => self.matmul_portable(xq, m, row_scales, bias, then, out),
+            Kernel::Avx2 => unsafe { x86::matmul_avx2(self, xq, xa, m, row_scales, bias, out) },
+            Kernel::Portable => self.matmul_portable(xq, m, row_scales, bias, out),
+        }
+        // The others' pieces are a panel's row, 16 values, too short to pass through `then` one
+        // by one: it goes over the whole output once it is written.
+        if let Some(then) = then {
+            // SAFETY: the kernel wrote every value.
+            then(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()) });
         }
     }
 
@@ -293,7 +300,7 @@ impl PackedWeight {
     }
 
     /// The same sums as the x86 kernels, in portable code.
-    fn matmul_portable(&self, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], then: Option<fn(&mut [f32])>, out: &mut [MaybeUninit<f32>]) {
+    fn matmul_portable(&self, xq: &[i8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [MaybeUninit<f32>]) {
         let (k4, n, groups) = (self.k4, self.n, self.groups());
         for (panel, w) in self.panels.chunks_exact(k4 * PANEL).enumerate() {
             for r in 0..m {
@@ -317,10 +324,6 @@ impl PackedWeight {
                     }
                 }
             }
-        }
-        if let Some(then) = then {
-            // SAFETY: every value was written above.
-            then(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()) });
         }
     }
 }
@@ -440,8 +443,7 @@ mod x86 {
             /// `xa` its unsigned form, `row_scales` `[m, groups]`, `bias` padded to whole
             /// panels, `out` `[m, n]`.
             #[target_feature(enable = $features)]
-            #[allow(clippy::too_many_arguments)]
-            pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], then: Option<fn(&mut [f32])>, out: &mut [MaybeUninit<f32>]) {
+            pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [MaybeUninit<f32>]) {
                 assert!(xa.len() == m * w.k4 && ($offset || xq.len() == xa.len()) && out.len() == m * w.n && bias.len() == w.scales.len());
                 for panel in 0..w.n.div_ceil(PANEL) {
                     let mut r = 0;
@@ -453,12 +455,6 @@ mod x86 {
                         unsafe { $tile::<1>(w, panel, xq, xa, r, row_scales, bias, out) };
                         r += 1;
                     }
-                }
-                // Over the whole output at the end: a panel's row is 16 values, too short a
-                // piece to pass through `then` on its own.
-                if let Some(then) = then {
-                    // SAFETY: every value was written above.
-                    then(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()) });
                 }
             }
 
@@ -857,7 +853,7 @@ mod tests {
         quantize_rows(&x, k, packed.k4, &mut xq, &mut scales);
         let mut bias_padded = vec![0.0; packed.scales.len()];
         bias_padded[..n].copy_from_slice(&bias);
-        let portable = written(m * n, |out| packed.matmul_portable(&xq, m, &scales, &bias_padded, None, out));
+        let portable = written(m * n, |out| packed.matmul_portable(&xq, m, &scales, &bias_padded, out));
         for r in 0..m {
             // Each group has its own scale: the first group's inputs are ten times the others'.
             assert!(scales[r * groups] > 4.0 * scales[r * groups + 1], "{scales:?}");
@@ -892,7 +888,7 @@ mod tests {
         quantize_rows(&x, k, packed.k4, &mut xq, &mut scales);
         let mut bias_padded = vec![0.0; packed.scales.len()];
         bias_padded[..n].copy_from_slice(&bias);
-        let portable = written(m * n, |out| packed.matmul_portable(&xq, m, &scales, &bias_padded, None, out));
+        let portable = written(m * n, |out| packed.matmul_portable(&xq, m, &scales, &bias_padded, out));
         assert!(portable.iter().all(|v| v.is_finite()), "every value written");
         let kernels = Kernel::available();
         assert_eq!(kernels[0], Kernel::detect());
