@@ -56,10 +56,7 @@ impl FeedForward {
 /// `activation(dense(linear, x))`; an int8 product applies the activation to its output as it
 /// writes it, where it can ([`crate::int8::linear_activated`]).
 pub fn dense_activated(linear: &Linear, x: Tensor<3>, activation: Activation) -> Tensor<3> {
-    let [b, s, d_in] = x.dims();
-    let y = crate::int8::linear_activated(linear, x.reshape([b * s, d_in]), activation);
-    let d_out = y.dims()[1];
-    y.reshape([b, s, d_out])
+    on_rows(x, |x| crate::int8::linear_activated(linear, x, activation))
 }
 
 /// `linear` applied to `x` `[batch, seq, d_in]` as one `[batch·seq, d_in]` product, giving
@@ -68,8 +65,13 @@ pub fn dense_activated(linear: &Linear, x: Tensor<3>, activation: Activation) ->
 /// GEMMs; one large product is measured faster there and no slower elsewhere. A weight
 /// quantised by [`crate::int8::quantize`] multiplies in int8 where it can.
 pub fn dense(linear: &Linear, x: Tensor<3>) -> Tensor<3> {
+    on_rows(x, |x| crate::int8::linear(linear, x))
+}
+
+/// `f` applied to `x` `[batch, seq, d_in]` as `[batch·seq, d_in]` rows, giving `[batch, seq, d_out]`.
+fn on_rows(x: Tensor<3>, f: impl FnOnce(Tensor<2>) -> Tensor<2>) -> Tensor<3> {
     let [b, s, d_in] = x.dims();
-    let y = crate::int8::linear(linear, x.reshape([b * s, d_in]));
+    let y = f(x.reshape([b * s, d_in]));
     let d_out = y.dims()[1];
     y.reshape([b, s, d_out])
 }
