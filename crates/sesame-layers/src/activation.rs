@@ -55,7 +55,7 @@ impl Activation {
     /// same numbers, element by element, in whatever pieces it is given. The int8 product
     /// applies it to each block of its output once the block is written.
     pub(crate) fn in_place_on_host(&self, device: &burn::tensor::Device, dtype: DType) -> Option<fn(&mut [f32])> {
-        if !(host_gelu(device) && dtype == DType::F32 && !device.is_autodiff()) {
+        if !host_gelu(device, dtype) || device.is_autodiff() {
             return None;
         }
         match self {
@@ -85,11 +85,12 @@ fn exact_gelu_backward(device: &burn::tensor::Device) -> bool {
     name.contains("Flex") || name.contains("LibTorch")
 }
 
-/// Whether the GELUs run on the host, forward and backward: on flex and ndarray, whose `erf`
-/// is a scalar libm call per element (15% of MiniLM's inference on flex), while the tensor's
-/// memory is the host's, so taking it out and back costs no copy on flex.
-fn host_gelu(device: &burn::tensor::Device) -> bool {
-    crate::device::is_host_memory(device)
+/// Whether the GELUs of values of `dtype` run on the host, forward and backward: f32 on flex
+/// and ndarray, whose `erf` is a scalar libm call per element (15% of MiniLM's inference on
+/// flex), while the tensor's memory is the host's, so taking it out and back costs no copy on
+/// flex.
+fn host_gelu(device: &burn::tensor::Device, dtype: DType) -> bool {
+    crate::device::is_host_memory(device) && dtype == DType::F32
 }
 
 /// An activation computed on the host where `x`'s values are host memory (flex and ndarray)
@@ -103,7 +104,7 @@ fn on_host_or<const D: usize, S: Fn(f32) -> (f32, f32)>(
     backend: fn(Tensor<D>) -> Tensor<D>,
 ) -> Tensor<D> {
     let device = x.device();
-    if !(host_gelu(&device) && x.dtype() == DType::F32) {
+    if !host_gelu(&device, x.dtype()) {
         return backend(x);
     }
     if !device.is_autodiff() {
@@ -325,7 +326,7 @@ mod tests {
     #[test]
     fn gelu_gradients_are_the_exact_derivative() {
         let device = Device::flex().autodiff();
-        assert!(host_gelu(&device), "training GELU on flex runs on the host: {device:?}");
+        assert!(host_gelu(&device, DType::F32), "training GELU on flex runs on the host: {device:?}");
         // The series below is exact to |x| = 5; flex's own GELU and its exact backward beyond.
         let xs: Vec<f32> = (-300..=300).map(|i| i as f32 / 60.0).chain([-6.0, -9.0, -60.0, -1e4, 7.0, 1e4]).collect();
         let n = xs.len();
@@ -366,7 +367,7 @@ mod tests {
         let xs: Vec<f32> = (-600..=600).map(|i| i as f32 / 60.0).chain([-60.0, -1e4, 1e4, 1e-6, -1e-6]).collect();
         let n = xs.len();
         for device in [Device::flex(), Device::flex().autodiff()] {
-            assert!(host_gelu(&device));
+            assert!(host_gelu(&device, DType::F32));
             let x = Tensor::<1>::from_data(TensorData::new(xs.clone(), [n]), &device);
             let x = if device.is_autodiff() { x.require_grad() } else { x };
             let y = Activation::GeluNew.forward(x.clone());
@@ -442,7 +443,7 @@ mod tests {
     #[test]
     fn gelu_on_the_host_matches_the_backends_gelu() {
         let device = Device::flex();
-        assert!(host_gelu(&device), "inference GELU on flex runs on the host: {device:?}");
+        assert!(host_gelu(&device, DType::F32), "inference GELU on flex runs on the host: {device:?}");
         let xs: Vec<f32> = (-2000..2000).map(|i| i as f32 / 100.0).collect();
         let x = Tensor::<2>::from_data(TensorData::new(xs.clone(), [2, xs.len() / 2]), &device);
         let ours: Vec<f32> = Activation::Gelu.forward(x.clone()).into_data().try_to_vec().unwrap();
