@@ -131,7 +131,7 @@ enum Command {
         #[command(flatten)]
         backend: BackendArg,
     },
-    /// Time a family's pre-training steps: tokens/s per preset on the chosen backend.
+    /// Time Sesame on the chosen backend (`--mode`: pre-training steps, forwards, embeddings, GEMM, generation, fine-tuning), against PyTorch and ONNX Runtime on request.
     Bench {
         #[command(flatten)]
         args: bench::BenchArgs,
