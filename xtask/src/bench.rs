@@ -255,6 +255,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
         BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
         _ => family_of(&args).map(|_| ())?,
     }
+    check_presets(&args)?;
     let machine = machine(&args, &device, backend)?;
     let mut rows = if isolate {
         let presets = if args.mode == BenchMode::Embed { vec![None] } else { args.presets.iter().map(Some).collect() };
@@ -729,6 +730,20 @@ fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<ser
 fn parse_gemm_shape(text: &str) -> Result<[usize; 3], String> {
     let sizes: Vec<usize> = text.split('x').map(|d| d.trim().parse::<usize>().ok().filter(|&d| (1..=65_536).contains(&d))).collect::<Option<_>>().ok_or_else(|| format!("{text:?}: expected MxKxN, each 1..=65536"))?;
     <[usize; 3]>::try_from(sizes).map_err(|_| format!("{text:?}: expected MxKxN, three sizes"))
+}
+
+/// Refuse a `--presets` name the timed mode does not know, before the machine's GEMM is timed
+/// (each family's own check names it again where the preset is built).
+fn check_presets(args: &BenchArgs) -> Result<(), String> {
+    let known: &[&str] = match args.mode {
+        BenchMode::Gemm | BenchMode::Embed | BenchMode::Finetune => return Ok(()),
+        BenchMode::Generate if args.family.as_deref().unwrap_or("bart") == "bart" => &["tiny", "base"],
+        _ => &["tiny", "mini", "small", "base"],
+    };
+    match args.presets.iter().find(|p| !known.contains(&p.as_str())) {
+        Some(other) => Err(format!("--presets {other}: expected {}", known.join(", "))),
+        None => Ok(()),
+    }
 }
 
 /// A BART configuration of a size preset: `tiny` (128 wide, 2 + 2 layers), `base` (bart-base:
