@@ -52,7 +52,7 @@ if "$xtask" bench --backend tch --mode gemm --gemm-size 64 --steps 1 --warmup 0 
   bench --backend tch --mode train --family bert --presets mini,base --compare-pytorch
   [ -n "$minilm" ] && bench --backend tch --mode embed --model "$minilm" --normalize --compare-pytorch
 else
-  echo "== this xtask has no tch backend (cargo build --release -p xtask --features tch): no tch rows"
+  echo "== no tch rows: this xtask has no tch backend (cargo build --release -p xtask --features tch) or cannot load libtorch (LD_LIBRARY_PATH)"
 fi
 bench --mode infer --family albert --presets base --compare-pytorch --compare-onnxruntime
 bench --mode infer --family albert --presets base --compare-onnxruntime --int8
