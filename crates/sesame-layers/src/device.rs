@@ -186,4 +186,53 @@ mod tests {
             }
         }
     }
+
+    /// Long attention on flex: 1024 × 1024 scores (the naive path, Sesame's burn-flex patch 6,
+    /// a BART encoder over 1024 tokens) and one query more (the flash path), masked and biased,
+    /// against the softmax in f64 on sampled rows.
+    #[test]
+    fn long_attention_is_the_plain_softmax_on_both_paths() {
+        use burn::prelude::*;
+        use burn::tensor::module::attention;
+        use burn::tensor::ops::AttentionModuleOptions;
+        let device = Device::flex();
+        let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
+        let (d, seq_kv) = (4, 1024);
+        for seq_q in [1024, 1025] {
+            let q: Vec<f32> = (0..seq_q * d).map(|i| value(i, 1) * 4.0).collect();
+            let k: Vec<f32> = (0..seq_kv * d).map(|i| value(i, 2)).collect();
+            let v: Vec<f32> = (0..seq_kv * d).map(|i| value(i, 3)).collect();
+            let hidden = |i: usize, j: usize| (i + j) % 5 == 0 || j >= seq_kv - 100;
+            let mask: Vec<bool> = (0..seq_q * seq_kv).map(|t| hidden(t / seq_kv, t % seq_kv)).collect();
+            let bias: Vec<f32> = (0..seq_q * seq_kv).map(|t| value(t, 4)).collect();
+            let t4 = |x: &Vec<f32>, s: [usize; 4]| Tensor::<4>::from_data(TensorData::new(x.clone(), s), &device);
+            let got = attention(
+                t4(&q, [1, 1, seq_q, d]),
+                t4(&k, [1, 1, seq_kv, d]),
+                t4(&v, [1, 1, seq_kv, d]),
+                Some(Tensor::<4, Bool>::from_data(TensorData::new(mask, [1, 1, seq_q, seq_kv]), &device)),
+                Some(t4(&bias, [1, 1, seq_q, seq_kv])),
+                AttentionModuleOptions::default(),
+            )
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+            for i in [0, 1, 511, 777, seq_q - 1] {
+                let scores: Vec<f64> = (0..seq_kv)
+                    .map(|j| {
+                        let dot: f64 = (0..d).map(|t| q[i * d + t] as f64 * k[j * d + t] as f64).sum();
+                        if hidden(i, j) { f64::NEG_INFINITY } else { dot / (d as f64).sqrt() + bias[i * seq_kv + j] as f64 }
+                    })
+                    .collect();
+                let peak = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = scores.iter().map(|s| (s - peak).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                for t in 0..d {
+                    let exact: f64 = (0..seq_kv).map(|j| weights[j] / total * v[j * d + t] as f64).sum();
+                    let y = got[i * d + t] as f64;
+                    assert!((y - exact).abs() <= 1e-5, "seq_q {seq_q}, row {i}, column {t}: {y} vs {exact}");
+                }
+            }
+        }
+    }
 }
