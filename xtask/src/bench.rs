@@ -253,9 +253,9 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
     match args.mode {
         BenchMode::Gemm => {}
         BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
-        _ => family_of(&args).map(|_| ())?,
+        BenchMode::Embed => family_of(&args).map(|_| ())?,
+        _ => check_presets(&args, family_of(&args)?)?,
     }
-    check_presets(&args)?;
     let machine = machine(&args, &device, backend)?;
     let mut rows = if isolate {
         let presets = if args.mode == BenchMode::Embed { vec![None] } else { args.presets.iter().map(Some).collect() };
@@ -732,16 +732,16 @@ fn parse_gemm_shape(text: &str) -> Result<[usize; 3], String> {
     <[usize; 3]>::try_from(sizes).map_err(|_| format!("{text:?}: expected MxKxN, three sizes"))
 }
 
-/// Refuse a `--presets` name the timed mode does not know, before the machine's GEMM is timed
-/// (each family's own check names it again where the preset is built).
-fn check_presets(args: &BenchArgs) -> Result<(), String> {
-    let known: &[&str] = match args.mode {
-        BenchMode::Gemm | BenchMode::Embed | BenchMode::Finetune => return Ok(()),
-        BenchMode::Generate if args.family.as_deref().unwrap_or("bart") == "bart" => &["tiny", "base"],
-        _ => &["tiny", "mini", "small", "base"],
-    };
-    match args.presets.iter().find(|p| !known.contains(&p.as_str())) {
-        Some(other) => Err(format!("--presets {other}: expected {}", known.join(", "))),
+/// Refuse a `--presets` name `family` does not have for the timed mode, before the machine's
+/// GEMM is timed: BART's generation presets as [`bart_preset`] builds them, else the encoder
+/// presets of `EncoderHyperParams::set_preset` (and XLNet's, the same four).
+fn check_presets(args: &BenchArgs, family: &crate::families::FamilyEntry) -> Result<(), String> {
+    if args.mode == BenchMode::Generate && family.name == "bart" {
+        return args.presets.iter().try_for_each(|p| bart_preset(p).map(|_| ()));
+    }
+    const PRESETS: [&str; 4] = ["tiny", "mini", "small", "base"];
+    match args.presets.iter().find(|p| !PRESETS.contains(&p.as_str())) {
+        Some(other) => Err(format!("--presets {other}: expected {}", PRESETS.join(", "))),
         None => Ok(()),
     }
 }

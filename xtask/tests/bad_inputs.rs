@@ -325,7 +325,7 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["bench", "--mode", "gemm", "--gemm-shapes", "8x0x4"], &["--gemm-shapes", "8x0x4"]);
     fails(&["bench", "--mode", "infer", "--gemm-shapes", "8x8x8"], &["--gemm-shapes", "--mode gemm"]);
     fails(&["bench", "--mode", "infer", "--presets", "mini,huge"], &["--presets", "huge"]);
-    fails(&["bench", "--mode", "generate", "--presets", "mini"], &["--presets", "mini", "tiny, base"]);
+    fails(&["bench", "--mode", "generate", "--presets", "mini"], &["--presets", "mini", "tiny and base"]);
 
     // A run directory: refused without --resume/--overwrite; export reads only its own checkpoints.
     let run_dir = out("existing");
