@@ -314,6 +314,45 @@ def make_pruned():
         original.float().save_pretrained(OUT / family / "pruned-seqcls" / "original")
 
 
+def make_head_importance():
+    """Michel et al.'s head importance as transformers' bertology example computes it, on the
+    sequence classifier of fixtures/bert/base-seqcls-single: a gate ξ_h = 1 on each head's
+    context (what `head_mask` multiplied in transformers 4; transformers 5 has no head mask, so
+    the gate is a hook on the attention output's input), |∂loss/∂ξ_h| summed over two batches
+    of the fixture's rows, then each layer divided by its L2 norm (bertology's default
+    exponent 2; its global min-max normalisation is an option Sesame does not apply):
+    fixtures/bert/head-importance/reference.json. float64, dropout off (`model.eval()`)."""
+    from safetensors.torch import load_file
+    from transformers import BertForSequenceClassification
+    source = OUT / "bert" / "base-seqcls-single"
+    model = BertForSequenceClassification.from_pretrained(source).double().eval()
+    io = load_file(source / "io.safetensors")
+    cfg = model.config
+    heads, head_dim = cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
+    gates = [torch.ones(heads, dtype=torch.float64, requires_grad=True) for _ in range(cfg.num_hidden_layers)]
+    for layer, gate in zip(model.bert.encoder.layer, gates):
+        def gated(module, args, gate=gate):
+            (context,) = args
+            return (context * gate.repeat_interleave(head_dim),)
+        layer.attention.output.dense.register_forward_pre_hook(gated)
+    batches = [[0, 1], [2]]
+    raw = torch.zeros(cfg.num_hidden_layers, heads, dtype=torch.float64)
+    for rows in batches:
+        out = model(input_ids=io["input.input_ids"][rows], attention_mask=io["input.attention_mask"][rows],
+                    token_type_ids=io["input.token_type_ids"][rows], labels=io["label.labels"][rows])
+        out.loss.backward()
+        raw += torch.stack([g.grad.abs() for g in gates])
+        for g in gates:
+            g.grad = None
+    normalized = raw / raw.pow(2).sum(-1, keepdim=True).sqrt()
+    out_dir = OUT / "bert" / "head-importance"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reference = {"kind": "head importance: bertology's |d loss / d head gate| summed over batches, then each layer's L2 norm", "model": "bert/base-seqcls-single", "batches": batches,
+                 "raw": raw.tolist(), "normalized": normalized.tolist(), "transformers": transformers.__version__, "torch": torch.__version__}
+    (out_dir / "reference.json").write_text(json.dumps(reference, indent=2) + "\n")
+    print("bert/head-importance:", normalized.tolist())
+
+
 def make_tokenizer_and_fill_mask():
     """A WordPiece tokenizer (vocab.txt + tokenizer.json) inside a BertForMaskedLM directory."""
     out = OUT / "bert" / "base-fill-mask"
@@ -1160,8 +1199,19 @@ def make_bart():
                            early_stopping=True, length_penalty=0.5),
     }
     cli_runs = {"defaults": {}, "beam": dict(num_beams=4, num_return_sequences=2, max_new_tokens=9, no_repeat_ngram_size=2)}
+    # Sampling with every warper, seeded: Sesame replays torch's draws and must give the same
+    # warped scores at every step, and reach the same sequences.
+    sample_runs = {"sample": dict(max_new_tokens=9, do_sample=True, temperature=0.7, top_k=12, top_p=0.9, eos_token_id=2, seed=7)}
     io = {"input.input_ids": src, "input.attention_mask": src_mask}
     with torch.no_grad():
+        for name, kwargs in sample_runs.items():
+            kw = dict(num_beams=1, pad_token_id=1, decoder_start_token_id=2, forced_eos_token_id=None, forced_bos_token_id=None,
+                      output_scores=True, return_dict_in_generate=True)
+            kw.update(kwargs)
+            torch.manual_seed(kw.pop("seed"))
+            result = model.generate(src, attention_mask=src_mask, **kw)
+            io[f"output.{name}.sequences"] = result.sequences.contiguous()
+            io[f"output.{name}.scores"] = torch.stack(result.scores, dim=0).float().contiguous()
         for name, kwargs in runs.items():
             kw = dict(do_sample=False, num_beams=1, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2,
                       forced_eos_token_id=None, forced_bos_token_id=None, output_scores=True, return_dict_in_generate=True)
@@ -1179,7 +1229,7 @@ def make_bart():
             if "num_beams" in kwargs:
                 io[f"output.cli.{name}.sequences_scores"] = result.sequences_scores.float().contiguous()
     save_file(io, out / "io.safetensors")
-    meta = {"kind": "BART generation", "runs": runs, "cli_runs": cli_runs, "transformers": transformers.__version__, "torch": torch.__version__}
+    meta = {"kind": "BART generation", "runs": runs, "cli_runs": cli_runs, "sample_runs": sample_runs, "transformers": transformers.__version__, "torch": torch.__version__}
     (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
     print("bart/base-generation:", {k: io[f"output.{k}.sequences"].tolist() for k in runs})
 
@@ -1561,7 +1611,7 @@ def make_windows():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1579,6 +1629,9 @@ def main():
         return
     if args.only == "bart":
         make_bart()
+        return
+    if args.only == "importance":
+        make_head_importance()
         return
     if args.only == "xlnet":
         make_xlnet()
@@ -1622,6 +1675,7 @@ def main():
     make_xlnet_generation()
     make_metrics()
     make_windows()
+    make_head_importance()
     if args.minilm:
         make_minilm(args.minilm)
 

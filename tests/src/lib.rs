@@ -214,6 +214,41 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY }).fold(0.0, f32::max)
 }
 
+/// The largest difference between `a` and `b`, element by element: infinite when their lengths
+/// differ or when one of a pair is not finite and the other is not the same (two `-inf` scores,
+/// a token both sides removed, are equal).
+pub fn gap(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter().zip(b).map(|(x, y)| if x == y { 0.0 } else if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY }).fold(0.0, f32::max)
+}
+
+/// Replays transformers' sampled tokens (`tokens[row]`, the generated part of each row), checking
+/// that each had a chance under our probabilities: the draw is torch's, every number it drew
+/// from is ours.
+pub struct Replay {
+    tokens: Vec<Vec<u32>>,
+    step: Vec<usize>,
+}
+
+impl Replay {
+    /// Replay `tokens[row]` for each row, in order.
+    pub fn new(tokens: Vec<Vec<u32>>) -> Self {
+        let step = vec![0; tokens.len()];
+        Self { tokens, step }
+    }
+}
+
+impl sesame_generate::TokenSampler for Replay {
+    fn draw(&mut self, row: usize, probs: &[f32]) -> u32 {
+        let token = *self.tokens[row].get(self.step[row]).unwrap_or_else(|| panic!("row {row}: drew more tokens than transformers generated"));
+        self.step[row] += 1;
+        assert!(probs[token as usize] > 0.0, "row {row}: transformers sampled {token}, which our warpers removed");
+        token
+    }
+}
+
 /// Collects comparisons and fails once with every mismatch listed.
 #[derive(Default)]
 pub struct Checker {

@@ -385,7 +385,7 @@ fn double_and_half_precision_safetensors_load_as_their_values() {
                 sesame_tests::values(loaded.model.forward(input(), None, OutputOptions::default()).logits)
             };
             let (ours, reference) = (logits(&stored), logits(&rounded));
-            let worst = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            let worst = sesame_tests::gap(&ours, &reference);
             assert!(worst <= 1e-6 && ours.iter().all(|x| x.is_finite()), "{dtype:?} on {backend}: logits differ by {worst}");
         }
     }

@@ -92,7 +92,7 @@ fn greedy_search_matches_transformers_generate_with_and_without_the_cache() {
             let ours: Vec<f32> = cached.scores.iter().flatten().flatten().copied().collect();
             assert_close(&ours, &f.get(&format!("output.{run}.scores")).f32, &format!("{backend:?} {run}: score"));
             let uncached: Vec<f32> = uncached.scores.iter().flatten().flatten().copied().collect();
-            let gap = ours.iter().zip(&uncached).filter(|(a, b)| a.is_finite() || b.is_finite()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            let gap = sesame_tests::gap(&ours, &uncached);
             assert!(gap <= 1e-4, "{backend:?} {run}: cached and uncached scores differ by {gap}");
         }
     }
@@ -106,7 +106,7 @@ fn the_left_to_right_head_matches_transformers_with_its_shifted_loss() {
         let ids = f.int::<2>("input.input_ids", &device);
         let out = model.forward(sesame_layers::EncoderInput::new(ids.clone()), Some(ids), OutputOptions::default());
         let logits: Vec<f32> = out.logits.into_data().convert::<f32>().try_to_vec().unwrap();
-        let diff = logits.iter().zip(&f.get("output.logits").f32).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        let diff = sesame_tests::gap(&logits, &f.get("output.logits").f32);
         assert!(diff <= 1e-4, "{backend:?}: logits differ by {diff}");
         let loss = out.loss.unwrap().into_scalar::<f32>();
         let want = f.get("output.loss").f32[0];
@@ -134,7 +134,7 @@ fn reordering_rows_keeps_each_row_s_cache() {
         let ours = cached.step(&mut a, &[7, 8, 30]).unwrap();
         let reference = uncached.step(&mut b, &[7, 8, 30]).unwrap();
         assert_eq!(ours.len(), 3);
-        let gap = ours.iter().flatten().zip(reference.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let gap = sesame_tests::gap(&ours.concat(), &reference.concat());
         assert!(gap <= 1e-4, "{backend:?}: after reordering, cached and recomputed logits differ by {gap}");
         // Rows 1 and 2 continue the same prefix with different tokens: their logits differ.
         assert!(ours[0] != ours[1], "{backend:?}");
@@ -171,22 +171,6 @@ fn beam_search_matches_transformers_generate_with_and_without_the_cache() {
     }
 }
 
-/// Replays transformers' sampled tokens, checking that each had a chance under our
-/// probabilities: the draw is torch's, every number it drew from is ours.
-struct Replay {
-    tokens: Vec<Vec<u32>>,
-    step: Vec<usize>,
-}
-
-impl TokenSampler for Replay {
-    fn draw(&mut self, row: usize, probs: &[f32]) -> u32 {
-        let token = self.tokens[row][self.step[row]];
-        self.step[row] += 1;
-        assert!(probs[token as usize] > 0.0, "row {row}: transformers sampled {token}, which our warpers removed");
-        token
-    }
-}
-
 /// Sampling with temperature, top-k and top-p: with transformers' draws replayed, every step's
 /// warped scores match; a seeded run gives the same tokens twice and only tokens the warpers
 /// kept; top-k 1 is greedy search.
@@ -202,7 +186,7 @@ fn sampling_warps_scores_as_transformers_and_reproduces_with_a_seed() {
         let (model, config) = (loaded.model, loaded.config);
         let decoder = CausalDecoder::new(&model, &config);
         let stopping = stopping(&f, "sample");
-        let mut replay = Replay { tokens: tokens.clone(), step: vec![0; prompts.len()] };
+        let mut replay = sesame_tests::Replay::new(tokens.clone());
         let replayed = sample(&decoder, &prompts, &processors("sample"), &stopping, &mut replay).unwrap();
         let ours: Vec<i64> = replayed.sequences.iter().flatten().map(|&t| i64::from(t)).collect();
         assert_eq!(ours, want.i64, "{backend:?}: the replayed run ends where transformers' did");

@@ -132,3 +132,38 @@ fn a_head_that_adds_nothing_scores_zero_and_is_pruned_first_without_changing_the
         c.finish(&format!("pruning a silent head on {backend}"));
     }
 }
+
+/// Head importance as bertology computes it in PyTorch (a gate on each head's context,
+/// `|∂loss/∂gate|` summed over two batches, each layer over its L2 norm:
+/// `scripts/make_fixtures.py --only importance`): Sesame's, read off the output projection's
+/// gradient, equal to 1e-4, raw and normalised, on every backend.
+#[test]
+fn head_importance_equals_bertology_s_head_mask_gradients() {
+    use burn::optim::GradientsParams;
+    use burn::prelude::*;
+    use sesame_layers::EncoderInput;
+    use sesame_train::pruning::{without_dropout, HeadImportance};
+
+    let f = Fixture::open("bert/base-seqcls-single");
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(sesame_tests::fixtures_dir().join("bert/head-importance/reference.json")).unwrap()).unwrap();
+    let table = |key: &str| -> Vec<Vec<f64>> { serde_json::from_value(reference[key].clone()).unwrap() };
+    let batches: Vec<Vec<i64>> = serde_json::from_value(reference["batches"].clone()).unwrap();
+    for (backend, device) in devices() {
+        let train = device.clone().autodiff();
+        let model = without_dropout(ForSequenceClassification::<BertModel, Classifier>::from_pretrained(&f.dir, &train).unwrap().model);
+        let mut importance = HeadImportance::new(model.base.encoder().unwrap());
+        for rows in &batches {
+            let rows = Tensor::<1, Int>::from_data(TensorData::new(rows.clone(), [rows.len()]), &train);
+            let pick = |name: &str| f.int::<2>(name, &train).select(0, rows.clone());
+            let input = EncoderInput::new(pick("input.input_ids")).with_attention_mask(pick("input.attention_mask")).with_token_type_ids(pick("input.token_type_ids"));
+            let labels = SequenceLabels::SingleLabel(f.int::<1>("label.labels", &train).select(0, rows.clone()));
+            let loss = model.forward(input, Some(labels), OutputOptions::default()).loss.unwrap();
+            importance.add(model.base.encoder().unwrap(), &GradientsParams::from_grads(loss.backward(), &model));
+        }
+        for (what, ours, theirs) in [("raw", importance.scores.clone(), table("raw")), ("normalised", importance.clone().normalized().scores, table("normalized"))] {
+            assert_eq!(ours.iter().map(Vec::len).collect::<Vec<_>>(), theirs.iter().map(Vec::len).collect::<Vec<_>>(), "{backend}: {what}");
+            let gap = ours.iter().flatten().zip(theirs.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(gap <= 1e-4, "{backend}: {what} importance {ours:?} differs from bertology's {theirs:?} by {gap:e}");
+        }
+    }
+}

@@ -174,7 +174,7 @@ fn seq_to_seq_decoding_equals_the_full_seq_to_seq_forward_pass() {
                     .with_token_type_ids(mask.token_type_ids(&[width], s, &device));
                 let full = values(model.forward(mask.apply(input), None, OutputOptions::default()).logits);
                 let last = &full[full.len() - scores.len()..];
-                let gap = last.iter().zip(scores).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                let gap = sesame_tests::gap(last, scores);
                 assert!(gap <= TOLERANCE, "{backend:?}: step {step} row {row}: decoding and the full pass differ by {gap}");
             }
         }
@@ -182,7 +182,7 @@ fn seq_to_seq_decoding_equals_the_full_seq_to_seq_forward_pass() {
         let a = beam_search(&decoder, &prompts, &[], &stopping, &beams).unwrap();
         let b = beam_search(&scratch, &prompts, &[], &stopping, &beams).unwrap();
         assert_eq!(a.sequences, b.sequences, "{backend:?}: cached and from-scratch beam search differ");
-        let gap = a.sequences_scores.unwrap().iter().zip(b.sequences_scores.unwrap()).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let gap = sesame_tests::gap(&a.sequences_scores.unwrap(), &b.sequences_scores.unwrap());
         assert!(gap <= TOLERANCE, "{backend:?}: beam scores differ by {gap}");
         assert!(matches!(decoder.start(&[vec![]]), Err(sesame_layers::InputError::ShapeMismatch { .. })));
     }

@@ -211,11 +211,20 @@ fn generation_matches_transformers_generate() {
                 assert_eq!(ours, f.get(&format!("output.{run}.sequences")).i64, "{context}: the sequences transformers generated");
                 let steps: Vec<f32> = out.scores.iter().flatten().flatten().copied().collect();
                 let theirs = &f.get(&format!("output.{run}.scores")).f32;
-                let gap = steps.iter().zip(theirs).filter(|(a, b)| a.is_finite() || b.is_finite()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                let gap = sesame_tests::gap(&steps, theirs);
                 assert!(steps.len() == theirs.len() && gap <= TOLERANCE, "{context}: step scores differ by {gap}");
-                if let Some(scores) = out.sequences_scores {
-                    let diff = max_abs_diff(&scores, &f.get(&format!("output.{run}.sequences_scores")).f32);
-                    assert!(diff <= TOLERANCE, "{context}: sequence scores differ by {diff}");
+                // Beam search scores its sequences (transformers' `sequences_scores`); greedy
+                // search does not, on either side.
+                let key = format!("output.{run}.sequences_scores");
+                let beams = settings["num_beams"].as_u64().is_some();
+                assert_eq!(f.has(&key), beams, "{context}: the fixture has sequence scores exactly for beam search");
+                match out.sequences_scores {
+                    Some(scores) => {
+                        assert!(beams, "{context}: greedy search gave sequence scores");
+                        let diff = max_abs_diff(&scores, &f.get(&key).f32);
+                        assert!(diff <= TOLERANCE, "{context}: sequence scores differ by {diff}");
+                    }
+                    None => assert!(!beams, "{context}: beam search gave no sequence scores"),
                 }
             }
         }

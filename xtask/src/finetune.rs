@@ -86,7 +86,7 @@ pub struct FinetuneArgs {
     #[command(flatten)]
     pub columns: ColumnArgs,
     /// Passes over the training rows.
-    #[arg(long, default_value_t = 3.0, conflicts_with = "steps")]
+    #[arg(long, default_value_t = 3.0, conflicts_with = "steps", value_parser = positive_epochs)]
     pub epochs: f64,
     /// Optimizer steps, instead of --epochs.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -109,14 +109,14 @@ pub struct FinetuneArgs {
     #[arg(long)]
     pub stride: Option<usize>,
     /// Longest answer in tokens (--task qa).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub max_answer_len: usize,
     /// Start and end candidates per window (--task qa).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub n_best: usize,
     /// How far "no answer" must score ahead of the best span to win, for data with
     /// unanswerable questions (--task qa).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::finite_f32)]
     pub null_threshold: f32,
     /// Warm-up steps (then linear decay to 0).
     #[arg(long, default_value_t = 0)]
@@ -197,6 +197,14 @@ fn feature_layer(s: &str) -> Result<FeatureLayer, String> {
     }
 }
 
+/// A number of passes over the data: positive and finite (a fraction of one pass is allowed).
+pub(crate) fn positive_epochs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(e) if e > 0.0 && e.is_finite() => Ok(e),
+        _ => Err(format!("{s} is not a number of passes (a finite number > 0; --steps counts optimizer steps)")),
+    }
+}
+
 /// A layer-wise decay factor: in (0, 1].
 fn decay_factor(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -229,7 +237,7 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
         (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
         (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
         (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
-        (FinetuneTask::Tag | FinetuneTask::Qa, _) => unreachable!("tagging and QA read their own files"),
+        (task @ (FinetuneTask::Tag | FinetuneTask::Qa), _) => return Err(format!("--task {task:?}: this command reads labelled rows (--task classify, multilabel or regress)").to_lowercase()),
         (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };
@@ -473,7 +481,7 @@ fn finetune_qa<M: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<
     let stride = args.stride.unwrap_or(seq_len / 3);
     // SQuAD 2.0: questions without an answer allow "no answer" (run_qa's --version_2_with_negative).
     let allow_no_answer = train.iter().chain(&eval).any(|x| x.answers.is_empty());
-    let options = AnswerOptions { n_best: args.n_best.max(1), max_answer_len: args.max_answer_len.max(1), allow_no_answer, null_threshold: args.null_threshold };
+    let options = AnswerOptions { n_best: args.n_best, max_answer_len: args.max_answer_len, allow_no_answer, null_threshold: args.null_threshold };
     let (train_questions, eval_questions) = (train.len(), eval.len());
     let encode = |examples, path: &Path| QaSet::encode(&tokenizer, examples, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()));
     let (train_set, eval_set) = (encode(train, &args.train)?, encode(eval, &args.eval)?);

@@ -90,6 +90,11 @@ impl Inputs {
     fn ids<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values = t.ints.clone().ok_or_else(|| self.fail(name, "is float; ids are I64 or I32".into()))?;
+        // A backend may hold integers in 32 bits: a value beyond them is no id, position or
+        // label of any model (the models' own range checks see only what fits).
+        if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| i32::try_from(**v).is_err()) {
+            return Err(self.fail(name, format!("holds {v} at flat index {i}, outside the 32-bit range of ids, positions and labels")));
+        }
         let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
         Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
     }

@@ -134,13 +134,31 @@ impl GenerateArgs {
 
 /// The model directory's settings with the flags over them, for a model of `max_positions`,
 /// checked, with flag names in errors; `default_eos` when neither sets an end-of-sequence id.
-fn settings(dir: &Path, args: &GenerateArgs, max_positions: usize, default_eos: Option<u32>) -> Result<GenerationConfig, String> {
-    let mut config = GenerationConfig::from_dir(dir).map_err(|e| e.to_string())?.overridden_by(&args.settings()?);
+fn settings(dir: &Path, args: &GenerateArgs, (max_positions, vocab_size): (usize, usize), default_eos: Option<u32>) -> Result<GenerationConfig, String> {
+    let flags = args.settings()?;
+    // A setting out of range names the flag when the flags set it, else the model's file.
+    let culprit = |e: sesame_generate::ProcessorError| {
+        let sesame_generate::ProcessorError::OutOfRange { name, .. } = &e;
+        // (JSON writes a NaN as null: the float settings are looked at directly.)
+        let given = match *name {
+            "temperature" => flags.temperature.is_some(),
+            "top_p" => flags.top_p.is_some(),
+            "repetition_penalty" => flags.repetition_penalty.is_some(),
+            "length_penalty" => flags.length_penalty.is_some(),
+            other => serde_json::to_value(&flags).ok().and_then(|v| v.get(other).map(|v| !v.is_null())).unwrap_or(true),
+        };
+        match given {
+            true => flag_error(&e.to_string()),
+            false => format!("{}: {e} (generation_config.json, else config.json)", dir.display()),
+        }
+    };
+    let mut config = GenerationConfig::from_dir(dir).map_err(|e| e.to_string())?.overridden_by(&flags);
+    config.validate_ids(vocab_size).map_err(culprit)?;
     config.model_max_positions = Some(max_positions);
     if config.eos_token_id.is_none() {
         config.eos_token_id = default_eos.map(Ids::One);
     }
-    config.validate().map_err(|e| flag_error(&e.to_string()))?;
+    config.validate().map_err(culprit)?;
     if config.eos_token_id.is_none() {
         return Err(format!(
             "{}: no end-of-sequence id (neither generation_config.json nor config.json sets eos_token_id): give --eos-token-id",
@@ -150,10 +168,23 @@ fn settings(dir: &Path, args: &GenerateArgs, max_positions: usize, default_eos: 
     Ok(config)
 }
 
+/// `loaded`, unless a tensor of its language-modelling head was missing from the checkpoint:
+/// a head drawn at random would generate random tokens. (A missing `final_logits_bias`, zeros
+/// in transformers too, is no loss.)
+fn lm_head_loaded<M, C>(dir: &Path, loaded: sesame_layers::Pretrained<M, C>) -> Result<sesame_layers::Pretrained<M, C>, String> {
+    let missing: Vec<&String> = loaded.report.initialized.iter().filter(|name| !name.ends_with("final_logits_bias")).collect();
+    if !missing.is_empty() {
+        let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        return Err(format!("{} has no trained language-modelling head (missing: {}); generate needs a checkpoint trained to predict tokens", dir.display(), missing.join(", ")));
+    }
+    crate::report(&loaded.report);
+    Ok(loaded)
+}
+
 /// A settings error with transformers' argument name written as the flag (`--num-beams`).
 fn flag_error(message: &str) -> String {
     let mut out = message.to_string();
-    for name in ["num_return_sequences", "num_beams", "do_sample", "early_stopping", "max_length", "max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram_size", "length_penalty"] {
+    for name in ["num_return_sequences", "num_beams", "do_sample", "early_stopping", "max_length", "max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram_size", "length_penalty", "eos_token_id"] {
         out = out.replace(&format!("`{name}`"), &format!("--{}", name.replace('_', "-")));
     }
     out
@@ -223,21 +254,11 @@ impl Inputs {
         }
         self.read += 1;
         let line = line.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&line);
-        if !line.trim_start().starts_with('{') {
-            return Ok(Some(Input::Text(line.to_string())));
+        match sesame_text::inputs::parse_input_line(line, true) {
+            Ok(sesame_text::inputs::InputLine::Text(text)) => Ok(Some(Input::Text(text))),
+            Ok(sesame_text::inputs::InputLine::Ids(ids)) => Ok(Some(Input::Ids(ids))),
+            Err(e) => Err(format!("{}: line {line_no}: {e}", self.name)),
         }
-        let bad = |what: &str| format!("{}: line {line_no}: {what}", self.name);
-        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&format!("not JSON ({e})")))?;
-        Ok(Some(match (value.get("text"), value.get("input_ids")) {
-            (Some(serde_json::Value::String(text)), None) => Input::Text(text.clone()),
-            (None, Some(serde_json::Value::Array(ids))) => Input::Ids(
-                ids.iter()
-                    .map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok()))
-                    .collect::<Option<Vec<u32>>>()
-                    .ok_or_else(|| bad("\"input_ids\" must be a list of non-negative token ids"))?,
-            ),
-            _ => return Err(bad("a JSON line needs a string \"text\" or a list \"input_ids\" (one of them)")),
-        }))
     }
 }
 
@@ -367,10 +388,9 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
-    crate::report(&loaded.report);
+    let loaded = lm_head_loaded(dir, crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let model = loaded.model;
-    let config = settings(dir, args, model.max_positions(), None)?;
+    let config = settings(dir, args, (model.max_positions(), model.vocab_size()), None)?;
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
         format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display())
     })?;
@@ -435,10 +455,9 @@ where
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
-    crate::report(&loaded.report);
+    let loaded = lm_head_loaded(dir, crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let limits = <M as CausalLM>::causal_limits(&loaded.config);
-    let config = settings(dir, args, limits.max_len, None)?;
+    let config = settings(dir, args, (limits.max_len, limits.vocab_size), None)?;
     let closing: Vec<u32> = tokenizer.iter().flat_map(|t| [&t.special_tokens().sep, &t.special_tokens().cls].into_iter().filter_map(|s| t.token_to_id(s))).collect();
     let (per_input, repeat) = rows_per_input(&config);
     loop {
@@ -473,10 +492,9 @@ pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String
         (None, None) => return Err(format!("--unilm-seq2seq: {} has no tokenizer to take the mask token from; give --mask-token-id", dir.display())),
     };
     let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
-    let loaded = crate::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?);
-    crate::report(&loaded.report);
+    let loaded = lm_head_loaded(dir, crate::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let limits = UnilmModel::input_limits(&loaded.config);
-    let config = settings(dir, args, limits.max_len, sep)?;
+    let config = settings(dir, args, (limits.max_len, limits.vocab_size), sep)?;
     let (per_input, repeat) = rows_per_input(&config);
     loop {
         let first = inputs.read();

@@ -211,14 +211,14 @@ enum Command {
         #[arg(long)]
         stride: Option<usize>,
         /// Longest answer in tokens.
-        #[arg(long, default_value_t = 30)]
+        #[arg(long, default_value_t = 30, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
         max_answer_len: usize,
         /// Allow "no answer" (an empty answer) when it scores ahead of the best span by more
         /// than --null-threshold (SQuAD 2.0 models).
         #[arg(long)]
         allow_no_answer: bool,
         /// How far "no answer" must score ahead of the best span, with --allow-no-answer.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = finite_f32)]
         null_threshold: f32,
         #[command(flatten)]
         inputs: InputArgs,
@@ -321,15 +321,10 @@ impl Texts {
                 for line in lines.by_ref().take(n) {
                     *number += 1;
                     let line = line.map_err(|e| format!("{name}: line {number}: {e}"))?;
-                    chunk.push(match line.trim_start().starts_with('{') {
-                        true => match serde_json::from_str::<serde_json::Value>(&line) {
-                            Ok(serde_json::Value::Object(o)) => match o.get("text") {
-                                Some(serde_json::Value::String(text)) => text.clone(),
-                                _ => return Err(format!("{name}: line {number}: a JSON line needs a string field \"text\"")),
-                            },
-                            _ => return Err(format!("{name}: line {number}: not a JSON object (a line starting with `{{` is read as JSON)")),
-                        },
-                        false => line,
+                    chunk.push(match sesame_text::inputs::parse_input_line(&line, false) {
+                        Ok(sesame_text::inputs::InputLine::Text(text)) => text,
+                        Ok(sesame_text::inputs::InputLine::Ids(_)) => return Err(format!("{name}: line {number}: token ids are for generate; this command reads texts")),
+                        Err(e) => return Err(format!("{name}: line {number}: {e}")),
                     });
                 }
                 Ok(chunk)
@@ -456,7 +451,7 @@ fn run(cli: Cli) -> Result<String, String> {
             if context.trim().is_empty() {
                 return Err("--context is empty".into());
             }
-            let options = sesame_layers::pipeline::AnswerOptions { max_answer_len: max_answer_len.max(1), allow_no_answer, null_threshold, ..Default::default() };
+            let options = sesame_layers::pipeline::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
             family.command("answer", family.answer)?(&model, &device, &mut Texts::new(texts, inputs.input)?, &context, inputs.batch_size, stride, options)
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
@@ -509,6 +504,37 @@ pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tens
     })
 }
 
+/// HF class-name endings of task heads, and what each is.
+const HEAD_CLASSES: [(&str, &str); 11] = [
+    ("ForSequenceClassification", "a sequence classifier"),
+    ("ForTokenClassification", "a token classifier"),
+    ("ForQuestionAnsweringSimple", "an extractive-QA model"),
+    ("ForQuestionAnswering", "an extractive-QA model"),
+    ("ForMultipleChoice", "a multiple-choice model"),
+    ("ForNextSentencePrediction", "a next-sentence classifier"),
+    ("ForMaskedLM", "a masked LM"),
+    ("ForPreTraining", "a pre-training model"),
+    ("ForCausalLM", "a language model"),
+    ("LMHeadModel", "a language model"),
+    ("ForConditionalGeneration", "a sequence-to-sequence model"),
+];
+
+/// Refuse a checkpoint whose `config.json` names another task's head than `wanted`'s (the HF
+/// class a command runs): heads of different tasks can share tensor names (BERT's sequence and
+/// token classifiers are both `classifier`), so the weights alone would load.
+fn check_architecture(dir: &std::path::Path, wanted: &str, head: &str) -> Result<(), String> {
+    let json = config_json(dir)?;
+    let Some(found) = json["architectures"][0].as_str() else { return Ok(()) };
+    let kind = |class: &str| HEAD_CLASSES.iter().find(|(ending, _)| class.ends_with(ending)).map(|(_, kind)| *kind);
+    match (kind(found), kind(wanted)) {
+        (Some(found_kind), Some(wanted_kind)) if found_kind != wanted_kind => Err(format!(
+            "{}: architectures says {found}, {found_kind}; this command needs {wanted_kind} ({head} head, as {wanted})",
+            dir.join("config.json").display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The tokenizer and task model `M` of `dir`, refusing a checkpoint without `M`'s head (one
 /// made up on the spot would predict at random): `head` names it, `hint` says how to get one.
 fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::tensor::Device, head: &str, hint: &str) -> Result<(Tokenizer, sesame_layers::Pretrained<M, M::Config>), String> {
@@ -523,6 +549,7 @@ fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::ten
 
 pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, speed: Option<f64>) -> Result<String, String> {
     use sesame_layers::pipeline::{self, Classification};
+    check_architecture(dir, &M::architecture(), "sequence-classification")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
     let finite = |c: &Classification| match c {
         Classification::Value { value } => value.is_finite(),
@@ -541,6 +568,14 @@ pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::pat
     }
 }
 
+/// A finite number (a score threshold).
+pub(crate) fn finite_f32(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{s} is not a finite number")),
+    }
+}
+
 /// A `--speed`: a threshold in [0, 1].
 fn speed(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -550,6 +585,7 @@ fn speed(s: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String> {
+    check_architecture(dir, &M::architecture(), "token-classification")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
     let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 4);
     run_texts(texts, |chunk| {
@@ -571,9 +607,15 @@ pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
     stride: Option<usize>,
     options: sesame_layers::pipeline::AnswerOptions,
 ) -> Result<String, String> {
+    check_architecture(dir, &M::architecture(), "question-answering")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
     let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 3);
+    let mut done = 0;
     run_texts(texts, |chunk| {
+        if let Some(i) = chunk.iter().position(|q| q.trim().is_empty()) {
+            return Err(format!("question {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + i + 1));
+        }
+        done += chunk.len();
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
         let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| format!("{e} (--stride {stride})"))?;
         if !out.iter().all(|a| a.score.is_finite()) {

@@ -142,8 +142,8 @@ pub struct TrainArgs {
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Fraction of documents held out for evaluation.
-    #[arg(long, default_value_t = 0.02)]
+    /// Fraction of documents held out for evaluation (at least one document).
+    #[arg(long, default_value_t = 0.02, value_parser = held_out_fraction)]
     pub held_out: f64,
     /// Log every N steps.
     #[arg(long, default_value_t = 10)]
@@ -180,6 +180,19 @@ impl TrainArgs {
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
+}
+
+/// A fraction of the corpus's documents: in [0, 1).
+fn held_out_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s} is not a fraction in [0, 1)")),
+    }
+}
+
+/// An error making the training examples of `--corpus`, naming it.
+fn corpus_err(args: &TrainArgs, e: impl std::fmt::Display) -> String {
+    format!("--corpus {}: {e}", args.corpus.display())
 }
 
 /// BART's noise (fairseq's `denoising` task options; `cargo xtask train bart` only).
@@ -572,7 +585,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
     }
     let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
-        .map_err(err)?
+        .map_err(|e| corpus_err(&args, e))?
         .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
         "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking, {}); {} steps of {} x {}",
@@ -673,7 +686,7 @@ where
     let student = Distilled { student, projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(&train_device)) };
     let teacher = burn::module::Module::no_grad(sesame_train::pruning::without_dropout(loaded.model));
     let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
-        .map_err(err)?
+        .map_err(|e| corpus_err(&args, e))?
         .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
         "student: {}, {} layers, {} parameters (teacher: {} layers, {} parameters){}; {} training examples ({layout:?}, {masking:?} masking); loss {}; {} steps of {} x {}",
@@ -738,7 +751,7 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     if args.seq_len > config.max_position_embeddings {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
     }
-    let task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise.clone(), args.seq_len, args.batch_size, args.seed).map_err(err)?;
+    let task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise.clone(), args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
     eprintln!(
         "model: {}, {} parameters; {} training blocks of whole sentences, noise {noise:?}; {} steps of {} x {}",
         BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
@@ -771,8 +784,19 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
     permutation.mask_beta = p.mask_beta.unwrap_or(permutation.mask_beta);
     permutation.bi_data = !p.no_bi_data;
     permutation.whole_words = !p.piece_spans;
+    // A setting the user left to its default, which follows from --seq-len, is --seq-len's fault.
+    let given = |field: &str| match field {
+        "reuse_len" => p.reuse_len.is_some(),
+        "perm_size" => p.perm_size.is_some() || p.reuse_len.is_some(),
+        "num_predict" => p.num_predict.is_some(),
+        _ => true,
+    };
     permutation.validate(args.batch_size).map_err(|e| match e.field {
         "bi_data" => format!("--batch-size {}: {} (or train without backward rows: --no-bi-data)", args.batch_size, e.reason),
+        field if !given(field) => format!(
+            "--seq-len {}: too short for XLNet's windows: the {field} it implies fails ({}); give a longer --seq-len or set --{}",
+            args.seq_len, e.reason, field.replace('_', "-")
+        ),
         field => format!("--{}: {}", field.replace('_', "-"), e.reason),
     })?;
     let mem_len = p.mem_len.unwrap_or(2 * permutation.reuse_len);
@@ -790,7 +814,7 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
     if config.bi_data != permutation.bi_data {
         return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
     }
-    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(err)?;
+    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
     eprintln!(
         "model: {}, {} parameters; {} windows of {} tokens per pass ({} reused, {} predicted, memory {mem_len}); {} steps of {} x {}",
         XlnetLmHeadModel::architecture(), burn::module::Module::num_params(&model), task.num_train_windows(), permutation.seq_len,

@@ -222,14 +222,15 @@ fn broken_tokenizers_and_inputs() {
     fails(&["embed", "--model", m, "--layer", "7", "x"], &["layer 7"]);
     fails(&["embed", "--model", m, "--pooling", "weird", "x"], &["--pooling", "weird"]);
     fails(&["embed", "--model", m, "--backend", "nosuch", "x"], &["--backend", "nosuch"]);
-    if !cfg!(feature = "cuda") {
+    // The backends the binary was built with: sesame-train's features, as the workspace build
+    // unified them (xtask's own features are not what `.ci/run` turns on).
+    use sesame_tests::Backend;
+    if !Backend::Cuda.is_compiled() {
         fails(&["embed", "--backend", "cuda", "--model", m, "x"], &["--features cuda"]);
     }
     // int8 products run on the host backends; bench times them in inference only.
-    for (backend, compiled) in [("tch", cfg!(feature = "tch")), ("wgpu", cfg!(feature = "wgpu"))] {
-        if compiled {
-            fails(&["embed", "--int8", "--backend", backend, "--model", m, "x"], &["--int8", "flex and ndarray"]);
-        }
+    for backend in [Backend::Tch, Backend::Wgpu].into_iter().filter(|b| b.is_compiled()) {
+        fails(&["embed", "--int8", "--backend", backend.name(), "--model", m, "x"], &["--int8", "flex and ndarray"]);
     }
     fails(&["bench", "--mode", "train", "--int8"], &["--int8", "embed and infer"]);
 
@@ -299,7 +300,7 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["train", "bert", "--corpus", "/nonexistent/corpus.txt", "--out", path(&out("corpus"))], &["/nonexistent/corpus.txt"]);
     fails(&["train", "bert", "--corpus", path(&corpora.join("empty.txt")), "--out", path(&out("empty"))], &["empty.txt"]);
     fails(&["train", "bert", "--corpus", path(&corpora.join("binary.txt")), "--out", path(&out("binary"))], &["binary.txt", "UTF-8"]);
-    fails(&["train", "bert", "--corpus", path(&tiny), "--tokenizer", tok, "--out", path(&out("small"))], &["--batch-size"]);
+    fails(&["train", "bert", "--corpus", path(&tiny), "--tokenizer", tok, "--out", path(&out("small"))], &["--batch-size", path(&tiny)]);
     let small = ["--corpus", path(&tiny), "--tokenizer", tok, "--batch-size", "1"];
     let train = |extra: &[&str], name: &str| -> Vec<String> {
         ["train", "bert"].iter().chain(small.iter()).chain(extra).map(|s| s.to_string()).chain(["--out".into(), path(&out(name)).into()]).collect()
@@ -308,6 +309,8 @@ fn bad_training_flags_corpora_and_run_directories() {
     run(train(&["--lr=-1"], "lr"), &["--lr"]);
     run(train(&["--steps", "10", "--warmup", "20"], "warmup"), &["--warmup"]);
     run(train(&["--weight-decay=-0.5"], "wd"), &["--weight-decay"]);
+    run(train(&["--held-out", "NaN"], "held-out"), &["--held-out"]);
+    fails(&["bench", "--mode", "finetune", "--epochs", "0"], &["--epochs"]);
     fails(&["train", "bert", "--corpus", path(&tiny), "--tokenizer", "/nonexistent/tok", "--out", path(&out("tok"))], &["/nonexistent/tok"]);
     run(train(&["--config", "/nonexistent/config.json"], "cfg-missing"), &["/nonexistent/config.json"]);
     let cfg_dir = scratch("cfg", None);
@@ -342,4 +345,108 @@ fn bad_training_flags_corpora_and_run_directories() {
     std::fs::write(run_dir.join("run.json"), "{ broken").unwrap();
     fails(&["export", "--run", path(&run_dir), "--step", "2"], &["run.json"]);
     fails(&["export", "--run", "/nonexistent/run"], &["/nonexistent/run"]);
+}
+
+/// A copy of `fixture` with the fill-mask fixture's tokenizer files (the same 77-token vocabulary).
+fn with_tokenizer(name: &str, fixture: &str) -> PathBuf {
+    let d = scratch(name, Some(fixture));
+    for f in ["vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(repo().join("fixtures/bert/base-fill-mask").join(f), d.join(f)).unwrap();
+    }
+    d
+}
+
+/// The newer commands (`finetune`, `distill`, `forward`, `tag`, `answer`, `generate`, `train
+/// xlnet`): each class of mistake a new user makes gets one line naming its culprit, not a
+/// panic, and not a run that succeeds on input it should refuse.
+#[test]
+fn newer_commands_refuse_bad_input_with_one_line() {
+    let m = "fixtures/bert/base-fill-mask";
+    let d = scratch("newer", None);
+    let file = |name: &str, text: &str| {
+        std::fs::write(d.join(name), text).unwrap();
+        d.join(name).to_str().unwrap().to_string()
+    };
+    let csv = file("rows.csv", "text,label\na cat,animal\na car,thing\n");
+    let out = d.join("run");
+    let out = path(&out);
+
+    // distill teaches sequence classifiers: tagging or QA with a CSV was an `unreachable!`.
+    for task in ["tag", "qa"] {
+        fails(&["distill", "--model", m, "--task", task, "--train", &csv, "--eval", &csv, "--out", out], &["--task", task]);
+    }
+    // --epochs must be a positive number of passes (0, negative and NaN trained one step).
+    for epochs in ["0", "-1", "NaN", "inf"] {
+        fails(&["finetune", "--model", m, "--train", &csv, "--eval", &csv, "--out", out, &format!("--epochs={epochs}")], &["--epochs"]);
+    }
+    fails(&["finetune", "--model", m, "--task", "qa", "--train", &csv, "--eval", &csv, "--out", out, "--max-answer-len", "0"], &["--max-answer-len"]);
+    fails(&["finetune", "--model", m, "--task", "qa", "--train", &csv, "--eval", &csv, "--out", out, "--null-threshold", "NaN"], &["--null-threshold"]);
+
+    // A CoNLL line with more columns than the file's: the words before the tag were dropped.
+    let conll = file("train.conll", "the O\nNew York B-LOC\n\n");
+    fails(&["finetune", "--model", m, "--task", "tag", "--train", &conll, "--eval", &conll, "--out", out], &[&format!("{conll}:2"), "3 columns", "line 1 has 2"]);
+
+    // SQuAD: a misspelt `data` key was read as JSON lines; a misspelt `answers` made every
+    // question of the run answerable-or-not (SQuAD 2.0).
+    let qa = |answers: &str| format!(r#"{{"question": "who?", "context": "the cat sat", "id": "q1", {answers}}}"#);
+    let good = qa(r#""answers": [{"text": "cat", "answer_start": 4}]"#);
+    let squad = |data_key: &str, qas: &str| format!(r#"{{"version": "1.1", "{data_key}": [{{"title": "t", "paragraphs": [{{"context": "the cat sat", "qas": [{qas}]}}]}}]}}"#);
+    let misspelt_data = file("misspelt-data.json", &squad("dta", &good));
+    fails(&["finetune", "--model", m, "--task", "qa", "--train", &misspelt_data, "--eval", &misspelt_data, "--out", out], &[&misspelt_data, "`data`", "dta"]);
+    let misspelt_answers = file("misspelt-answers.json", &squad("data", &format!("{good}, {}", qa(r#""answer": [{"text": "cat", "answer_start": 4}]"#).replace("q1", "q2"))));
+    fails(&["finetune", "--model", m, "--task", "qa", "--train", &misspelt_answers, "--eval", &misspelt_answers, "--out", out], &[&misspelt_answers, "\"q2\"", "`answers`"]);
+    let flat = file("flat.jsonl", r#"{"id": "q1", "question": "who?", "context": "the cat sat", "answer": {"text": ["cat"], "answer_start": [4]}}"#);
+    fails(&["finetune", "--model", m, "--task", "qa", "--train", &flat, "--eval", &flat, "--out", out], &[&format!("{flat}:1"), "\"answers\""]);
+
+    // `forward`: an id beyond 32 bits panicked inside Burn's element cast.
+    let inputs = d.join("huge-id.safetensors");
+    let ids: Vec<u8> = [2i64, 5_000_000_000, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![1, 3], &ids).unwrap();
+    safetensors::serialize_to_file(vec![("input_ids".to_string(), view)], None, &inputs).unwrap();
+    fails(&["forward", "--model", m, "--inputs", path(&inputs), "--out", path(&d.join("o.safetensors"))], &["input_ids", "5000000000"]);
+
+    // `tag` on a sequence classifier ran its sentence head on every token (the head's tensors
+    // share BERT's names); config.json says what the checkpoint is.
+    let seqcls = with_tokenizer("seqcls", "bert/base-seqcls-single");
+    fails(&["tag", "--model", path(&seqcls), "the cat"], &["config.json", "BertForSequenceClassification", "token classifier"]);
+    let multiple_choice = with_tokenizer("multiple-choice", "bert/base-multiple-choice");
+    fails(&["classify", "--model", path(&multiple_choice), "the cat"], &["config.json", "BertForMultipleChoice", "sequence classifier"]);
+    // `answer` with an empty question returned a span.
+    let qa_model = with_tokenizer("qa", "bert/base-qa");
+    fails(&["answer", "--model", path(&qa_model), "--context", "the cat sat", "who?", " "], &["question 2", "empty"]);
+    fails(&["answer", "--model", path(&qa_model), "--context", "the cat sat", "--max-answer-len", "0", "who?"], &["--max-answer-len"]);
+
+    // `generate`: sampling settings out of range, an end id outside the vocabulary, and a
+    // checkpoint whose LM head would be drawn at random.
+    let lm = with_tokenizer("lm", "generation/bert-lm-head");
+    let lm = path(&lm);
+    for top_p in ["1.5", "0", "NaN"] {
+        fails(&["generate", "--model", lm, "--do-sample", "--top-p", top_p, "the"], &["--top-p"]);
+    }
+    fails(&["generate", "--model", lm, "--top-p=-0.5", "the"], &["--top-p"]);
+    fails(&["generate", "--model", lm, "--temperature", "0", "the"], &["--temperature"]);
+    fails(&["generate", "--model", lm, "--eos-token-id", "77", "the"], &["--eos-token-id", "77", "77 ids"]);
+    // A setting out of range in the model's own generation_config.json names that file, not a
+    // flag the user never gave.
+    let bad_file = with_tokenizer("lm-bad-generation-config", "generation/bert-lm-head");
+    std::fs::write(bad_file.join("generation_config.json"), r#"{"do_sample": true, "top_p": 1.5, "eos_token_id": 3}"#).unwrap();
+    fails(&["generate", "--model", path(&bad_file), "the"], &["generation_config.json", "`top_p`"]);
+    fails(&["generate", "--model", path(&bad_file), "--top-p", "2", "the"], &["--top-p"]);
+    let headless = model_with_weights_of("lm-no-head", "generation/bert-lm-head", |n| !n.starts_with("cls."));
+    fails(&["generate", "--model", path(&headless), "the"], &["no trained language-modelling head", "cls.predictions"]);
+
+    // `train xlnet --seq-len 8` blamed --reuse-len, which the user never gave.
+    fails(&["train", "xlnet", "--seq-len", "8", "--out", out], &["--seq-len 8"]);
+}
+
+/// A copy of `fixture` (with the fill-mask fixture's tokenizer) keeping the tensors `keep` takes.
+fn model_with_weights_of(name: &str, fixture: &str, keep_tensor: impl Fn(&str) -> bool) -> PathBuf {
+    let dir = with_tokenizer(name, fixture);
+    let file = dir.join("model.safetensors");
+    let bytes = std::fs::read(&file).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let kept: Vec<(String, safetensors::tensor::TensorView)> = st.tensors().into_iter().filter(|(n, _)| keep_tensor(n)).collect();
+    assert!(kept.len() < st.len(), "{fixture}: no tensor left out");
+    std::fs::write(&file, safetensors::serialize(kept, None).unwrap()).unwrap();
+    dir
 }

@@ -170,7 +170,7 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
     // transformers loads the model with exit classifiers as the plain classifier.
     if let Some(theirs) = transformers_classifies(&exit_model, &texts) {
         let theirs: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
-        assert!(ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?} with exit classifiers");
+        assert!(ours.len() == theirs.len() && ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?} with exit classifiers");
     }
     let Some(theirs) = transformers_classifies(&export, &texts) else { return };
     let theirs_logits: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
@@ -198,8 +198,7 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
 /// transformers' logits (flattened) and labels of the exported classifier in `dir` for
 /// `texts`; `None` (said) when SESAME_PYTHON is unset.
 fn transformers_classifies(dir: &Path, texts: &[String]) -> Option<serde_json::Value> {
-    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
-        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
+    let Some(python) = sesame_tests::python() else {
         return None;
     };
     let script = r#"
@@ -446,7 +445,7 @@ fn a_scalar_mix_of_every_layer_learns_its_weights_on_fixed_features_and_classify
     let mixed = states.into_iter().zip(&w).map(|(h, &w)| h * w).reduce(|a, b| a + b).unwrap() * gamma;
     let pooled = model.base.pooler.as_ref().unwrap().forward(mixed);
     let by_hand: Vec<f32> = model.head.forward(pooled).into_data().convert::<f32>().try_to_vec().unwrap();
-    assert!(ours.iter().zip(&by_hand).all(|(a, b)| (a - b).abs() < 1e-5), "{ours:?} against {by_hand:?}");
+    assert!(ours.len() == by_hand.len() && ours.iter().zip(&by_hand).all(|(a, b)| (a - b).abs() < 1e-5), "{ours:?} against {by_hand:?}");
 
     // `classify` reads the mix too.
     let classified: Vec<serde_json::Value> = serde_json::from_slice(&Command::new(env!("CARGO_BIN_EXE_xtask")).args(["classify", "--model", &export.display().to_string()]).args(&texts).current_dir(repo()).output().unwrap().stdout).unwrap();
@@ -467,7 +466,7 @@ fn bench_finetune_runs_each_seed_on_both_sides_with_the_same_steps() {
     let path = |p: &str| dir.join(p).display().to_string();
     let mut args = vec!["bench", "--mode", "finetune", "--seeds", "1,2", "--seq-len", "32", "--lr", "3e-3"].into_iter().map(String::from).collect::<Vec<_>>();
     args.extend(["--model".into(), model_dir().display().to_string(), "--train".into(), path("train.csv"), "--eval".into(), path("eval.csv")]);
-    let python = std::env::var_os("SESAME_PYTHON").is_some();
+    let python = sesame_tests::python().is_some();
     if python {
         args.push("--compare-pytorch".into());
     }
@@ -529,7 +528,7 @@ fn micro_batches_train_the_whole_batch_s_gradient() {
         let (a, b) = (safetensors::SafeTensors::deserialize(&weights).unwrap(), safetensors::SafeTensors::deserialize(&split).unwrap());
         let diff = a.tensors().iter().map(|(name, t)| {
             let floats = |v: &[u8]| v.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>();
-            floats(t.data()).iter().zip(floats(b.tensor(name).unwrap().data())).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max)
+            sesame_tests::gap(&floats(t.data()), &floats(b.tensor(name).unwrap().data()))
         }).fold(0.0f32, f32::max);
         assert!(diff < 1e-4, "--micro-batches {parts}: weights differ by {diff}");
     }
@@ -585,6 +584,6 @@ fn distill_teaches_a_smaller_student_that_resumes_exactly_and_transformers_loads
     let ours = sesame_logits(&student, &texts);
     if let Some(theirs) = transformers_classifies(&student, &texts) {
         let theirs: Vec<f32> = serde_json::from_value(theirs["logits"].clone()).unwrap();
-        assert!(ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?}");
+        assert!(ours.len() == theirs.len() && ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?}");
     }
 }

@@ -77,8 +77,7 @@ fn finetune(task: &str, model: &Path, train: &Path, eval: &Path, out: &Path, ext
 /// (the second `null` for single texts), tokenized by its tokenizer with padding and segment ids: `input_ids` and `outputs` (each named output, flattened). `None` (said) without
 /// SESAME_PYTHON.
 fn transformers_outputs(dir: &Path, auto_class: &str, pairs: &[(String, Option<String>)], outputs: &[&str]) -> Option<serde_json::Value> {
-    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
-        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
+    let Some(python) = sesame_tests::python() else {
         return None;
     };
     let script = r#"

@@ -76,8 +76,7 @@ fn a_reader_learns_over_windows_resumes_exactly_and_answers_as_run_qa_on_transfo
     let right = results.iter().zip(&questions).filter(|(r, q)| r.0 == q["answers"]["text"][0]).count();
     assert!(right >= 9, "{results:?}");
 
-    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
-        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
+    let Some(python) = sesame_tests::python() else {
         return;
     };
     // transformers' model on run_qa.py's features, and utils_qa.postprocess_qa_predictions'

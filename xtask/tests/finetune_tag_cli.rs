@@ -72,8 +72,7 @@ fn a_tagger_learns_over_windows_resumes_exactly_and_tags_as_transformers_pipelin
         assert_eq!(e["word"].as_str().unwrap(), &long[s..t]);
     }
 
-    let Some(python) = std::env::var_os("SESAME_PYTHON") else {
-        eprintln!("SESAME_PYTHON unset: transformers' side skipped (scripts/setup-python.sh sets it)");
+    let Some(python) = sesame_tests::python() else {
         return;
     };
     // transformers' pipeline on the texts that fit its window (it truncates without a stride).

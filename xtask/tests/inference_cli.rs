@@ -144,6 +144,63 @@ fn int8_embeds_near_the_float_model_and_fills_masks() {
     }
 }
 
+/// `--int8` through `classify`, `tag` and `answer` (the fixtures' heads with the fill-mask
+/// fixture's tokenizer): the same labels, entities and answer spans as the float model, every
+/// score within 0.03 of its float one, and not all equal to them (the products ran in int8).
+#[test]
+fn int8_classifies_tags_and_answers_as_the_float_model_does() {
+    let texts = ["the cat sat on the mat", "hello world", "a much longer sentence about the dog that ran"];
+    let context = "the cat sat on the mat while the dog ran";
+    for (command, fixture) in [("classify", "bert/base-seqcls-single"), ("tag", "bert/base-token-classification"), ("answer", "bert/base-qa")] {
+        let dir = std::env::temp_dir().join(format!("sesame-int8-{command}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for from in [repo().join("fixtures").join(fixture), repo().join("fixtures/bert/base-fill-mask")] {
+            for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
+                if from.join(f).is_file() && !dir.join(f).is_file() {
+                    std::fs::copy(from.join(f), dir.join(f)).unwrap();
+                }
+            }
+        }
+        let model = dir.to_str().unwrap();
+        let results = |int8: bool| -> serde_json::Value {
+            let mut args = vec![command, "--model", model];
+            if command == "answer" {
+                args.extend(["--context", context]);
+            }
+            if int8 {
+                args.push("--int8");
+            }
+            serde_json::from_str(xtask(&[&args[..], &texts].concat(), "").trim()).unwrap()
+        };
+        let (float, int8) = (results(false), results(true));
+        // Every score, and the rest of the results with the scores taken out.
+        fn split(value: &serde_json::Value, scores: &mut Vec<f64>) -> serde_json::Value {
+            match value {
+                serde_json::Value::Array(items) => items.iter().map(|v| split(v, scores)).collect(),
+                serde_json::Value::Object(fields) => fields
+                    .iter()
+                    .filter_map(|(k, v)| match (k.as_str(), v.as_f64()) {
+                        ("score", Some(score)) => {
+                            scores.push(score);
+                            None
+                        }
+                        _ => Some((k.clone(), split(v, scores))),
+                    })
+                    .collect(),
+                other => other.clone(),
+            }
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (float_rest, int8_rest) = (split(&float, &mut a), split(&int8, &mut b));
+        assert_eq!(int8_rest, float_rest, "{command}: int8 gives other results than the float model");
+        assert!(!a.is_empty() && a.len() == b.len(), "{command}: {float} against {int8}");
+        let gap = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        assert!(gap > 0.0 && gap < 0.03, "{command}: int8's scores are {gap} from the float model's: {int8} against {float}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 /// Run the CLI expecting failure; its stderr.
 fn xtask_fails(args: &[&str], stdin: &str) -> String {
     let out = run(args, stdin);

@@ -197,7 +197,8 @@ fn killed_and_resumed(family: &str, metrics: &[&str]) -> (PathBuf, serde_json::V
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
-    child.wait().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{family}: the kill landed while the run ran: {status}");
 
     // Resume to the end.
     let mut resume = args.clone();
@@ -218,7 +219,43 @@ fn killed_and_resumed(family: &str, metrics: &[&str]) -> (PathBuf, serde_json::V
     for key in metrics {
         assert!(summary["held_out"][key].is_number(), "held-out {key} in {summary}");
     }
+
+    // The killed and resumed run ends with the weights of the same run left alone.
+    let full = out.with_extension("uninterrupted");
+    let _ = std::fs::remove_dir_all(&full);
+    let full_args = train_args(family, &full, "12");
+    let output = xtask(&full_args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    assert!(output.status.success(), "{family}, uninterrupted: {}", String::from_utf8_lossy(&output.stderr));
+    let (ours, theirs) = (export_weights(&out.join("export")), export_weights(&full.join("export")));
+    assert!(!ours.is_empty() && ours.keys().eq(theirs.keys()), "{family}: the exports hold other tensors");
+    for (name, values) in &ours {
+        let diff = sesame_tests::gap(values, &theirs[name]);
+        assert!(diff <= 1e-6, "{family}: {name} of the killed and resumed run differs from the uninterrupted run's by {diff:e}");
+    }
+    std::fs::remove_dir_all(&full).unwrap();
     (out, summary)
+}
+
+/// Every float tensor of the safetensors files under `dir` (its subdirectories too: ELECTRA's
+/// generator), by file and name.
+fn export_weights(dir: &Path) -> std::collections::BTreeMap<String, Vec<f32>> {
+    let mut out = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(export_weights(&path).into_iter().map(|(k, v)| (format!("{}/{k}", path.file_name().unwrap().to_string_lossy()), v)));
+        } else if path.extension().is_some_and(|e| e == "safetensors") {
+            let bytes = std::fs::read(&path).unwrap();
+            let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+            for (name, view) in st.tensors() {
+                if view.dtype() == safetensors::Dtype::F32 {
+                    let values = view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+                    out.insert(format!("{}:{name}", path.file_name().unwrap().to_string_lossy()), values);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Any checkpoint of the run in `out` exports on request; a missing step, or a `latest` that
@@ -392,7 +429,7 @@ fn bench_times_each_family_s_pretraining_step() {
     assert!(row["gflops"].as_f64().unwrap() > 0.0 && (row["m"] == 64 && row["k"] == 64 && row["n"] == 64), "{row}");
     // A row per product of --gemm-shapes, each with its shape; with --compare-pytorch both peers'
     // rates (PyTorch's and NumPy's OpenBLAS) and their ratios.
-    let peers = std::env::var_os("SESAME_PYTHON").is_some();
+    let peers = python().is_some();
     let mut gemm = vec!["bench", "--mode", "gemm", "--gemm-shapes", "8x16x4,3x5x7", "--warmup", "0", "--steps", "1"];
     if peers {
         gemm.push("--compare-pytorch");
@@ -418,7 +455,7 @@ fn bench_times_each_family_s_pretraining_step() {
     assert!(machine["sesame_gemm_gflops"].as_f64().unwrap() > 0.0 && machine["pytorch_gemm_gflops"].is_null(), "{row}");
     // The PyTorch side runs the same architecture and reports a ratio; each preset is timed in
     // a process of its own, and the machine's GEMM row has both sides.
-    if std::env::var_os("SESAME_PYTHON").is_some() {
+    if python().is_some() {
         for (family, presets) in [("bert", "tiny,mini"), ("electra", "tiny"), ("bart", "tiny")] {
             let out = xtask(&["bench", "--family", family, "--presets", presets, "--vocab-size", "500", "--batch-size", "2", "--seq-len", "16", "--warmup", "0", "--steps", "1", "--compare-pytorch"]).output().unwrap();
             assert!(out.status.success(), "{family}: {}", String::from_utf8_lossy(&out.stderr));
@@ -450,8 +487,6 @@ fn bench_times_each_family_s_pretraining_step() {
             let ratio = row[format!("onnxruntime_{kind}_ratio")].as_f64().unwrap();
             assert!(ratio.is_finite() && ratio > 0.0 && row["onnxruntime"][kind]["tokens_per_s"].as_f64().unwrap() > 0.0, "{row}");
         }
-    } else if std::env::var_os("CI").is_some() {
-        panic!("SESAME_PYTHON must be set under CI");
     }
     let refused = xtask(&["bench", "--mode", "train", "--compare-onnxruntime"]).output().unwrap();
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("--compare-onnxruntime"), "{}", String::from_utf8_lossy(&refused.stderr));
@@ -566,38 +601,46 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 
     // SIGKILL at pseudo-random moments (mid-step, mid-checkpoint-write, before the first
-    // checkpoint), each time continuing with --resume, or anew when nothing was saved yet.
+    // checkpoint), each time continuing with --resume, or anew when nothing was saved yet. Kills
+    // that all land before the first checkpoint would prove only that the seed reproduces a
+    // run: so after four, the next kill waits for a checkpoint, until one has landed after one.
     let latest = killed.join("checkpoints/latest");
     let mut state = std::process::id() as u64 | 1;
-    let mut kills = 0;
-    loop {
+    let (mut kills, mut after_checkpoint) = (0, 0);
+    let summary = loop {
         let mut a = args(&killed);
         a.push(if latest.exists() { "--resume".into() } else { "--overwrite".into() });
-        let mut child = xtask(&a.iter().map(String::as_str).collect::<Vec<_>>()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = xtask(&a.iter().map(String::as_str).collect::<Vec<_>>()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         let delay = Duration::from_millis(150 + state % 900);
+        let wait_for_checkpoint = kills >= 4 && after_checkpoint == 0;
         let started = Instant::now();
-        while started.elapsed() < delay && child.try_wait().unwrap().is_none() {
+        while (started.elapsed() < delay || (wait_for_checkpoint && !latest.exists())) && child.try_wait().unwrap().is_none() {
             std::thread::sleep(Duration::from_millis(2));
         }
-        if kills < 4 && child.try_wait().unwrap().is_none() {
+        if (kills < 4 || after_checkpoint == 0) && child.try_wait().unwrap().is_none() {
+            let had_checkpoint = latest.exists();
             child.kill().unwrap();
-            child.wait().unwrap();
+            let status = child.wait().unwrap();
+            assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "the kill landed while the run ran: {status}");
             kills += 1;
+            after_checkpoint += usize::from(had_checkpoint);
             continue;
         }
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        break;
-    }
+        break serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap();
+    };
+    assert!(kills >= 4 && after_checkpoint >= 1, "{kills} kills, {after_checkpoint} after a checkpoint");
+    assert!(summary["resumed_from"].as_u64().is_some_and(|step| (2..12).contains(&step)), "the last run resumed from a checkpoint: {summary}");
 
     let (theirs, ours) = (weights(&full), weights(&killed));
-    assert_eq!(theirs.len(), ours.len());
+    assert_eq!(theirs.iter().map(|t| &t.0).collect::<Vec<_>>(), ours.iter().map(|t| &t.0).collect::<Vec<_>>());
     for ((name, a), (_, b)) in theirs.iter().zip(&ours) {
         let floats = |v: &[u8]| v.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
-        let diff = floats(a).iter().zip(floats(b)).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let diff = sesame_tests::gap(&floats(a), &floats(b));
         assert!(diff <= 1e-6, "{name}: the killed-and-resumed run differs by {diff:e}");
     }
     for dir in [&full, &killed] {

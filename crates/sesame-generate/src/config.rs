@@ -276,6 +276,20 @@ impl GenerationConfig {
     /// Refuse the settings and combinations transformers refuses, and beam sampling (not
     /// supported here).
     pub fn validate(&self) -> Result<(), ProcessorError> {
+        // Sampling's settings are checked whether or not this run samples: a value out of range
+        // is a mistake either way, and transformers' warpers refuse it when they are built.
+        if let Some(t) = self.temperature {
+            Temperature::new(t)?;
+        }
+        if let Some(p) = self.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
+            return Err(out_of_range("top_p", "a number in (0, 1]", p));
+        }
+        if let Some(p) = self.repetition_penalty {
+            RepetitionPenalty::new(p)?;
+        }
+        if let Some(p) = self.length_penalty.filter(|p| !p.is_finite()) {
+            return Err(out_of_range("length_penalty", "a finite number", p));
+        }
         if self.num_beams == Some(0) {
             return Err(out_of_range("num_beams", "a positive integer", 0));
         }
@@ -293,6 +307,29 @@ impl GenerationConfig {
         }
         if returned == 0 {
             return Err(out_of_range("num_return_sequences", "a positive integer", returned));
+        }
+        Ok(())
+    }
+
+    /// Refuse a token id outside a vocabulary of `vocab_size` (`eos_token_id`, `pad_token_id`,
+    /// `bos_token_id`, `decoder_start_token_id`, the forced and the banned ids): such an id
+    /// could never be generated, so a search would run to its length limit, or index past the
+    /// scores.
+    pub fn validate_ids(&self, vocab_size: usize) -> Result<(), ProcessorError> {
+        let fits = |id: &u32| (*id as usize) < vocab_size;
+        let single = [
+            ("pad_token_id", self.pad_token_id),
+            ("bos_token_id", self.bos_token_id),
+            ("decoder_start_token_id", self.decoder_start_token_id),
+            ("forced_bos_token_id", self.forced_bos_token_id),
+        ];
+        let lists = [("eos_token_id", self.eos_token_id.as_ref().map(Ids::to_vec)), ("forced_eos_token_id", self.forced_eos_token_id.as_ref().map(Ids::to_vec))];
+        let banned = ("bad_words_ids", self.bad_words_ids.clone().map(|w| w.concat()));
+        let all = single.into_iter().map(|(name, id)| (name, id.into_iter().collect::<Vec<_>>())).chain(lists.into_iter().chain([banned]).map(|(name, ids)| (name, ids.unwrap_or_default())));
+        for (name, ids) in all {
+            if let Some(id) = ids.iter().find(|id| !fits(id)) {
+                return Err(ProcessorError::OutOfRange { name, expected: "an id inside the vocabulary", value: format!("{id} (the vocabulary has {vocab_size} ids)") });
+            }
         }
         Ok(())
     }
@@ -330,6 +367,23 @@ pub fn generate_streaming<D: Decoder>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampling_settings_out_of_range_and_ids_outside_the_vocabulary_are_refused() {
+        let refused = |config: GenerationConfig| config.validate().unwrap_err().to_string();
+        // Greedy search too: a value out of range is a mistake whether or not it is used.
+        assert!(refused(GenerationConfig { top_p: Some(1.5), ..Default::default() }).contains("`top_p`"));
+        assert!(refused(GenerationConfig { top_p: Some(0.0), do_sample: Some(true), ..Default::default() }).contains("`top_p`"));
+        assert!(refused(GenerationConfig { top_p: Some(f32::NAN), ..Default::default() }).contains("`top_p`"));
+        assert!(refused(GenerationConfig { temperature: Some(0.0), ..Default::default() }).contains("`temperature`"));
+        assert!(refused(GenerationConfig { length_penalty: Some(f32::INFINITY), num_beams: Some(2), ..Default::default() }).contains("`length_penalty`"));
+        GenerationConfig { top_p: Some(1.0), temperature: Some(0.7), ..Default::default() }.validate().unwrap();
+        let ids = GenerationConfig { eos_token_id: Some(Ids::Many(vec![2, 10])), pad_token_id: Some(0), ..Default::default() };
+        ids.validate_ids(11).unwrap();
+        assert!(ids.validate_ids(10).unwrap_err().to_string().contains("`eos_token_id`"));
+        let banned = GenerationConfig { bad_words_ids: Some(vec![vec![3, 40]]), ..Default::default() };
+        assert!(banned.validate_ids(40).unwrap_err().to_string().contains("`bad_words_ids`"));
+    }
 
     #[test]
     fn settings_read_as_transformers_writes_them() {

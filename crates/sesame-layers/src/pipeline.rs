@@ -32,6 +32,15 @@ pub enum PipelineError {
         /// The text (its first 60 characters).
         text: String,
     },
+    /// A question or context of `answer` is empty or blank (transformers' QA pipeline refuses
+    /// one too): there is nothing to answer, or nothing to answer from.
+    #[error("{what} {index} is empty")]
+    EmptyText {
+        /// `question` or `context`.
+        what: &'static str,
+        /// Its position in the call's inputs, from 1.
+        index: usize,
+    },
     /// The requested layer does not exist.
     #[error("layer {layer} does not exist (the model has {layers} layers; use 0..={layers} or -1..=-{count})", count = layers + 1)]
     NoSuchLayer {
@@ -644,6 +653,13 @@ pub fn answer<M: SpanExtractor>(
     stride: usize,
     options: &AnswerOptions,
 ) -> Result<Vec<Answer>, PipelineError> {
+    for (i, (question, context)) in questions.iter().enumerate() {
+        for (what, text) in [("question", question), ("context", context)] {
+            if text.trim().is_empty() {
+                return Err(PipelineError::EmptyText { what, index: i + 1 });
+            }
+        }
+    }
     let device = model.device();
     let limits = M::input_limits(config);
     let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;

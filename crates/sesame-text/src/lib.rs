@@ -5,6 +5,7 @@ pub mod batcher;
 pub mod contain;
 pub mod corpus;
 pub mod fs;
+pub mod inputs;
 pub mod labelled;
 pub mod masking;
 pub mod noising;

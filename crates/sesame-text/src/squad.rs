@@ -35,6 +35,15 @@ pub fn read_questions(path: &Path) -> Result<Vec<SquadExample>, LabelledError> {
     let whole: Option<serde_json::Value> = serde_json::from_str(text).ok();
     let examples = match whole.as_ref().and_then(|v| v.get("data")) {
         Some(data) => squad_json(data).map_err(file)?,
+        // One JSON document that is not one flat question: SQuAD's layout with its `data`
+        // missing (misspelt), not JSON lines.
+        None if whole.as_ref().is_some_and(|v| v.get("question").is_none()) => {
+            let keys = match whole.as_ref().and_then(serde_json::Value::as_object) {
+                Some(object) => format!("its fields are {:?}", object.keys().collect::<Vec<_>>()),
+                None => "it is not an object".into(),
+            };
+            return Err(file(format!("one JSON document without SQuAD's `data` list ({keys}); JSON lines hold one question object per line")));
+        }
         None => {
             let mut out = Vec::new();
             for (i, line) in text.lines().enumerate() {
@@ -71,8 +80,22 @@ fn squad_json(data: &serde_json::Value) -> Result<Vec<SquadExample>, String> {
             for qa in paragraph.get("qas").and_then(|q| q.as_array()).ok_or("a paragraph without a `qas` list")? {
                 let id = string(qa, "id")?;
                 let named = |reason: String| format!("question {id:?}: {reason}");
-                let impossible = qa.get("is_impossible").and_then(serde_json::Value::as_bool).unwrap_or(false);
-                let answers = if impossible { Vec::new() } else { qa.get("answers").and_then(|a| a.as_array()).cloned().unwrap_or_default() };
+                let impossible = match qa.get("is_impossible") {
+                    None => false,
+                    Some(serde_json::Value::Bool(b)) => *b,
+                    Some(other) => return Err(named(format!("`is_impossible` is {other}, not true or false"))),
+                };
+                // Every question lists its answers (SQuAD 2.0's unanswerable ones an empty list):
+                // a question without the field is a mistake, not an unanswerable question.
+                let answers = match qa.get("answers") {
+                    _ if impossible => Vec::new(),
+                    Some(serde_json::Value::Array(answers)) => answers.clone(),
+                    Some(other) => return Err(named(format!("`answers` is {other}, not a list"))),
+                    None => {
+                        let keys = qa.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+                        return Err(named(format!("no `answers` list (the question has {keys:?}); an unanswerable question has `\"answers\": []` or `\"is_impossible\": true`")));
+                    }
+                };
                 let answers = answers
                     .iter()
                     .map(|a| {
@@ -92,7 +115,11 @@ fn squad_json(data: &serde_json::Value) -> Result<Vec<SquadExample>, String> {
 fn flat_example(value: &serde_json::Value, line: &str) -> Result<SquadExample, String> {
     let id = value.get("id").map_or_else(|| line.to_string(), |v| v.as_str().map_or_else(|| v.to_string(), str::to_string));
     let answers = match value.get("answers") {
-        None | Some(serde_json::Value::Null) => Vec::new(),
+        None => {
+            let keys = value.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+            return Err(format!("no field \"answers\" (the object has {keys:?}); an unanswerable question has `\"answers\": {{\"text\": [], \"answer_start\": []}}`"));
+        }
+        Some(serde_json::Value::Null) => Vec::new(),
         Some(a) => {
             let texts = a.get("text").and_then(|t| t.as_array()).ok_or("`answers` has no `text` list")?;
             let starts = a.get("answer_start").and_then(|t| t.as_array()).ok_or("`answers` has no `answer_start` list")?;

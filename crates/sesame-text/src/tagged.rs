@@ -41,7 +41,8 @@ fn at(path: &Path, line: u64, reason: impl Into<String>) -> LabelledError {
 
 /// Read the sentences of `path`: JSON lines (`.jsonl`, `.json`) with `fields`, or CoNLL (any
 /// other name). Tokens and tags of different lengths, a line without a tag, an empty token or
-/// tag and text that is not UTF-8 are errors naming the line; so is a file without sentences.
+/// tag, a CoNLL line with another number of columns than the file's first, and text that is not
+/// UTF-8 are errors naming the line; so is a file without sentences.
 pub fn read_sentences(path: &Path, fields: &TagFields) -> Result<Vec<TaggedSentence>, LabelledError> {
     let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default();
@@ -63,6 +64,9 @@ fn lines<'a>(path: &'a Path, bytes: &'a [u8]) -> impl Iterator<Item = Result<(u6
 fn conll(path: &Path, bytes: &[u8]) -> Result<Vec<TaggedSentence>, LabelledError> {
     let mut sentences = Vec::new();
     let mut current = TaggedSentence { tokens: Vec::new(), tags: Vec::new(), line: 0 };
+    // The number of columns of the file's first token line, and that line: every token line
+    // has as many (a line with more would lose words, one with fewer would misplace the tag).
+    let mut width: Option<(usize, u64)> = None;
     for item in lines(path, bytes) {
         let (line, text) = item?;
         let columns: Vec<&str> = if text.contains('\t') { text.split('\t').map(str::trim).collect() } else { text.split_whitespace().collect() };
@@ -75,6 +79,13 @@ fn conll(path: &Path, bytes: &[u8]) -> Result<Vec<TaggedSentence>, LabelledError
         let (token, tag) = (columns[0], *columns.last().unwrap_or(&""));
         if columns.len() < 2 || tag.is_empty() || token.is_empty() {
             return Err(at(path, line, format!("{text:?} is not a token and its tag (separated by a tab or spaces, the tag last)")));
+        }
+        match width {
+            None => width = Some((columns.len(), line)),
+            Some((n, first)) if n != columns.len() => {
+                return Err(at(path, line, format!("{text:?} has {} columns, but line {first} has {n}: every line holds the same columns, the word first and the tag last (a word with spaces needs tab-separated columns)", columns.len())));
+            }
+            Some(_) => {}
         }
         if current.tokens.is_empty() {
             current.line = line;
