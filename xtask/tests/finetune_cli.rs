@@ -58,7 +58,7 @@ fn args(dir: &Path, extra: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_loads_it() {
+fn a_classifier_learns_resumes_after_a_stop_to_the_same_model_and_transformers_loads_it() {
     let dir = scratch("single");
     write_csv(&dir.join("train.csv"), 0..160, animal);
     write_csv(&dir.join("eval.csv"), 1000..1048, animal);
@@ -69,7 +69,8 @@ fn a_classifier_learns_is_killed_resumes_to_the_same_model_and_transformers_load
     for name in ["f1_macro", "mcc", "loss"] {
         assert!(done["metrics"][name].as_f64().is_some_and(f64::is_finite), "{name}: {done}");
     }
-    // Killed at step 15, resumed: the same evaluation and the same weights.
+    // Stopped after step 15 without a checkpoint (what a kill leaves; train_cli.rs kills runs
+    // with SIGKILL), resumed: the same evaluation and the same weights.
     let killed = dir.join("killed");
     let out = killed.display().to_string();
     finetune(&args(&dir, &["--steps", "60", "--eval-every", "10", "--out", &out, "--stop-after", "15"])).unwrap();
