@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     let (family, data) = sesame_fuzz::pick(data, 7);
     let fixture = ["bert/base-model", "roberta/base-model", "albert/base-model", "electra/base-model", "unilm/v1-checkpoint", "bart/base-model", "xlnet/base-model"][family];
     let files = ["model.safetensors", "pytorch_model.bin"];
-    let dir = sesame_fuzz::model_dir("config", fixture, &files, "config.json", data);
+    let dir = sesame_fuzz::model_dir(&format!("config-{family}"), fixture, &files, "config.json", data);
     let device = sesame_fuzz::device();
     let _ = match family {
         0 => sesame_bert::BertModel::from_pretrained(&dir, &device).map(|_| ()),

@@ -20,20 +20,30 @@ pub fn scratch() -> &'static Path {
     })
 }
 
-/// A fresh subdirectory `name` of the scratch directory holding copies of `files` of fixture
-/// directory `fixture` (those it has), and `name`'s bytes written as `file`.
+/// Subdirectory `name` of the scratch directory holding copies of `files` of fixture directory
+/// `fixture` (those it has), and the input `bytes` written as `file`. (The same files are
+/// written there for every input of a target: nothing is left of the one before.)
 pub fn model_dir(name: &str, fixture: &str, files: &[&str], file: &str, bytes: &[u8]) -> PathBuf {
     let dir = scratch().join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch subdirectory");
+    while let Err(e) = std::fs::create_dir_all(&dir) {
+        assert!(e.kind() == std::io::ErrorKind::Interrupted, "scratch subdirectory {}: {e}", dir.display());
+    }
     for f in files {
-        let source = fixtures().join(fixture).join(f);
-        if source.is_file() {
-            std::fs::copy(&source, dir.join(f)).expect("copy a fixture file");
+        if let Some(bytes) = fixture_file(fixture, f) {
+            std::fs::write(dir.join(f), bytes).expect("write a fixture file");
         }
     }
     std::fs::write(dir.join(file), bytes).expect("write the input");
     dir
+}
+
+/// The bytes of `fixtures/DIR/FILE`, read once (libFuzzer's timer interrupts system calls:
+/// `std::fs::copy` gives up on EINTR, writing retries); `None` when there is no such file.
+fn fixture_file(dir: &str, file: &str) -> Option<&'static [u8]> {
+    type Files = std::sync::Mutex<std::collections::HashMap<(String, String), Option<&'static [u8]>>>;
+    static FILES: std::sync::OnceLock<Files> = std::sync::OnceLock::new();
+    let mut files = FILES.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    *files.entry((dir.to_string(), file.to_string())).or_insert_with(|| std::fs::read(fixtures().join(dir).join(file)).ok().map(|b| &*Vec::leak(b)))
 }
 
 /// `bytes` written as `name` in the scratch directory.
