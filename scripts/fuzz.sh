@@ -18,6 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "error: SECONDS_PER_TARGET must be a positive integer, not '$seconds'" >&2; exit 2; }
+[[ ${JOBS:-1} =~ ^[1-9][0-9]*$ ]] || { echo "error: JOBS must be a positive integer, not '${JOBS}'" >&2; exit 2; }
 shift || true
 sanitizer=${SANITIZER:-none}
 jobs=${JOBS:-1}
@@ -67,14 +68,17 @@ failed=0
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t" "artifacts/$t" logs
   start=$(date +%s)
+  parallel=()
+  [[ $jobs -gt 1 ]] && parallel=(-jobs="$jobs" -workers="$jobs")
   if cargo +nightly fuzz run --sanitizer "$sanitizer" --debug-assertions "$t" "corpus/$t" -- \
-      -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=1 -jobs="$jobs" -workers="$jobs" -print_final_stats=1 \
+      -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=1 -print_final_stats=1 "${parallel[@]}" \
       >"logs/$t.log" 2>&1; then
     status=ok
   else
     status=FAILED failed=1
   fi
-  runs=$(grep -h 'stat::number_of_executed_units' "logs/$t.log" fuzz-*.log 2>/dev/null | awk '{s += $2} END {print s + 0}')
+  cat fuzz-*.log >>"logs/$t.log" 2>/dev/null || true
+  runs=$(grep -h 'stat::number_of_executed_units' "logs/$t.log" | awk '{s += $2} END {print s + 0}')
   echo "$t: $status, $(( $(date +%s) - start )) s, $runs inputs, corpus $(ls "corpus/$t" | wc -l), artifacts $(ls "artifacts/$t" | wc -l) (log: fuzz/logs/$t.log)"
   rm -f fuzz-*.log
 done
