@@ -12,7 +12,7 @@ use sesame_text::labelled::ProblemType;
 use sesame_train::distill::{ClassifierDistillation, DistillLoss};
 use sesame_train::finetune::{metric_names, SequenceClassification};
 
-use crate::finetune::{batching, best_metric, default_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, FinetuneArgs, FinetuneTask, Run};
+use crate::finetune::{batching, best_metric, default_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, FinetuneArgs, Run};
 
 /// Options of `cargo xtask distill`: `finetune`'s (`--model` is the teacher) and the student's.
 #[derive(clap::Args, Debug)]
@@ -130,9 +130,6 @@ pub fn distill<M: SequenceClassifier>(args: &DistillArgs, device: Device) -> Res
         if set {
             return Err(format!("distill: {flag} is for `finetune`; the student trains whole"));
         }
-    }
-    if matches!(run.task, FinetuneTask::Tag | FinetuneTask::Qa) {
-        return Err(format!("distill --task {}: distill teaches sequence classifiers (--task classify, multilabel or regress); taggers and QA models are not distilled yet", if run.task == FinetuneTask::Tag { "tag" } else { "qa" }));
     }
     let data = read_data(run)?;
     let metric = best_metric(run, data.problem.hf_name(), metric_names(data.problem), default_metric(data.problem))?;

@@ -237,7 +237,10 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
         (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
         (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
         (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
-        (task @ (FinetuneTask::Tag | FinetuneTask::Qa), _) => return Err(format!("--task {task:?}: this command reads labelled rows (--task classify, multilabel or regress)").to_lowercase()),
+        // `finetune` reads tagged and question files elsewhere: only `distill` comes here with them.
+        (task @ (FinetuneTask::Tag | FinetuneTask::Qa), _) => {
+            return Err(format!("distill --task {task:?}: distill teaches sequence classifiers (--task classify, multilabel or regress); taggers and QA models are not distilled yet").to_lowercase())
+        }
         (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame_layers::pipeline::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions};
+use sesame_layers::pipeline::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions, PipelineError};
 use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
@@ -612,12 +612,13 @@ pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
     let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 3);
     let mut done = 0;
     run_texts(texts, |chunk| {
-        if let Some(i) = chunk.iter().position(|q| q.trim().is_empty()) {
-            return Err(format!("question {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + i + 1));
-        }
-        done += chunk.len();
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
-        let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| format!("{e} (--stride {stride})"))?;
+        let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| match e {
+            // Numbered among all the questions, not this chunk's.
+            PipelineError::EmptyText { what, index } => format!("{what} {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + index),
+            e => format!("{e} (--stride {stride})"),
+        })?;
+        done += chunk.len();
         if !out.iter().all(|a| a.score.is_finite()) {
             return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
         }

@@ -40,7 +40,11 @@ fn model_with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> P
 /// A copy of the fill-mask fixture whose weights are rewritten by `edit` (name, dtype, shape,
 /// bytes) -> kept tensors.
 fn model_with_weights(name: &str, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> PathBuf {
-    let dir = scratch(name, Some("bert/base-fill-mask"));
+    weights_edited(scratch(name, Some("bert/base-fill-mask")), edit)
+}
+
+/// `dir`, its model.safetensors rewritten by `edit` (name, dtype, shape, bytes) -> kept tensors.
+fn weights_edited(dir: PathBuf, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> PathBuf {
     let path = dir.join("model.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -432,21 +436,9 @@ fn newer_commands_refuse_bad_input_with_one_line() {
     std::fs::write(bad_file.join("generation_config.json"), r#"{"do_sample": true, "top_p": 1.5, "eos_token_id": 3}"#).unwrap();
     fails(&["generate", "--model", path(&bad_file), "the"], &["generation_config.json", "`top_p`"]);
     fails(&["generate", "--model", path(&bad_file), "--top-p", "2", "the"], &["--top-p"]);
-    let headless = model_with_weights_of("lm-no-head", "generation/bert-lm-head", |n| !n.starts_with("cls."));
+    let headless = weights_edited(with_tokenizer("lm-no-head", "generation/bert-lm-head"), |n, v| (!n.starts_with("cls.")).then(|| keep(n, v)));
     fails(&["generate", "--model", path(&headless), "the"], &["no trained language-modelling head", "cls.predictions"]);
 
     // `train xlnet --seq-len 8` blamed --reuse-len, which the user never gave.
     fails(&["train", "xlnet", "--seq-len", "8", "--out", out], &["--seq-len 8"]);
-}
-
-/// A copy of `fixture` (with the fill-mask fixture's tokenizer) keeping the tensors `keep` takes.
-fn model_with_weights_of(name: &str, fixture: &str, keep_tensor: impl Fn(&str) -> bool) -> PathBuf {
-    let dir = with_tokenizer(name, fixture);
-    let file = dir.join("model.safetensors");
-    let bytes = std::fs::read(&file).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let kept: Vec<(String, safetensors::tensor::TensorView)> = st.tensors().into_iter().filter(|(n, _)| keep_tensor(n)).collect();
-    assert!(kept.len() < st.len(), "{fixture}: no tensor left out");
-    std::fs::write(&file, safetensors::serialize(kept, None).unwrap()).unwrap();
-    dir
 }

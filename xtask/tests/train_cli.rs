@@ -226,14 +226,20 @@ fn killed_and_resumed(family: &str, metrics: &[&str]) -> (PathBuf, serde_json::V
     let full_args = train_args(family, &full, "12");
     let output = xtask(&full_args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
     assert!(output.status.success(), "{family}, uninterrupted: {}", String::from_utf8_lossy(&output.stderr));
-    let (ours, theirs) = (export_weights(&out.join("export")), export_weights(&full.join("export")));
-    assert!(!ours.is_empty() && ours.keys().eq(theirs.keys()), "{family}: the exports hold other tensors");
-    for (name, values) in &ours {
-        let diff = sesame_tests::gap(values, &theirs[name]);
-        assert!(diff <= 1e-6, "{family}: {name} of the killed and resumed run differs from the uninterrupted run's by {diff:e}");
-    }
+    same_exported_weights(&out, &full, family);
     std::fs::remove_dir_all(&full).unwrap();
     (out, summary)
+}
+
+/// The exports of the killed and resumed run in `killed` and of the uninterrupted run in `full`
+/// hold the same tensors, equal within 1e-6.
+fn same_exported_weights(killed: &Path, full: &Path, what: &str) {
+    let (ours, theirs) = (export_weights(&killed.join("export")), export_weights(&full.join("export")));
+    assert!(!ours.is_empty() && ours.keys().eq(theirs.keys()), "{what}: the exports hold other tensors");
+    for (name, values) in &ours {
+        let diff = sesame_tests::gap(values, &theirs[name]);
+        assert!(diff <= 1e-6, "{what}: {name} of the killed and resumed run differs from the uninterrupted run's by {diff:e}");
+    }
 }
 
 /// Every float tensor of the safetensors files under `dir` (its subdirectories too: ELECTRA's
@@ -584,13 +590,6 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
         .map(|s| s.to_string())
         .collect()
     };
-    let weights = |out: &Path| -> Vec<(String, Vec<u8>)> {
-        let bytes = std::fs::read(out.join("export/model.safetensors")).unwrap();
-        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-        let mut tensors: Vec<(String, Vec<u8>)> = st.tensors().into_iter().map(|(n, v)| (n, v.data().to_vec())).collect();
-        tensors.sort();
-        tensors
-    };
     let full = std::env::temp_dir().join(format!("sesame-cli-kill-full-{}", std::process::id()));
     let killed = std::env::temp_dir().join(format!("sesame-cli-kill-twice-{}", std::process::id()));
     for dir in [&full, &killed] {
@@ -636,13 +635,7 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
     assert!(kills >= 4 && after_checkpoint >= 1, "{kills} kills, {after_checkpoint} after a checkpoint");
     assert!(summary["resumed_from"].as_u64().is_some_and(|step| (2..12).contains(&step)), "the last run resumed from a checkpoint: {summary}");
 
-    let (theirs, ours) = (weights(&full), weights(&killed));
-    assert_eq!(theirs.iter().map(|t| &t.0).collect::<Vec<_>>(), ours.iter().map(|t| &t.0).collect::<Vec<_>>());
-    for ((name, a), (_, b)) in theirs.iter().zip(&ours) {
-        let floats = |v: &[u8]| v.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
-        let diff = sesame_tests::gap(&floats(a), &floats(b));
-        assert!(diff <= 1e-6, "{name}: the killed-and-resumed run differs by {diff:e}");
-    }
+    same_exported_weights(&killed, &full, "bert killed at random moments");
     for dir in [&full, &killed] {
         std::fs::remove_dir_all(dir).unwrap();
     }
