@@ -239,7 +239,8 @@ pub fn read_data(args: &FinetuneArgs) -> Result<FinetuneData, String> {
         (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
         // `finetune` reads tagged and question files elsewhere: only `distill` comes here with them.
         (task @ (FinetuneTask::Tag | FinetuneTask::Qa), _) => {
-            return Err(format!("distill --task {task:?}: distill teaches sequence classifiers (--task classify, multilabel or regress); taggers and QA models are not distilled yet").to_lowercase())
+            let task = if task == FinetuneTask::Tag { "tag" } else { "qa" };
+            return Err(format!("distill --task {task}: distill teaches sequence classifiers (--task classify, multilabel or regress); taggers and QA models are not distilled yet"));
         }
         (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
     };
