@@ -126,7 +126,7 @@ fn positive(s: &str) -> Result<f64, String> {
 /// `distill` of a family whose sequence classifier is `M`.
 pub fn distill<M: SequenceClassifier>(args: &DistillArgs, device: Device) -> Result<String, String> {
     let run = &args.run;
-    for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay")] {
+    for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay"), (run.init.is_some(), "--init")] {
         if set {
             return Err(format!("distill: {flag} is for `finetune`; the student trains whole"));
         }

@@ -70,6 +70,11 @@ pub struct FinetuneArgs {
     /// The HF checkpoint to start from (config.json, weights, tokenizer files).
     #[arg(long)]
     pub model: PathBuf,
+    /// `random`: train the architecture of --model (its config.json and tokenizer) from fresh
+    /// weights, drawn from --seed as transformers initialises a new model (its weights are not
+    /// read): the baseline that shows what pre-training brings [default: pretrained].
+    #[arg(long, value_enum)]
+    pub init: Option<Init>,
     /// What to learn.
     #[arg(long, value_enum, default_value = "classify")]
     pub task: FinetuneTask,
@@ -179,6 +184,15 @@ pub struct FinetuneArgs {
     /// Hide the progress bar (log lines instead).
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Where fine-tuning starts (`--init`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Init {
+    /// The weights of --model.
+    Pretrained,
+    /// Fresh weights of --model's architecture.
+    Random,
 }
 
 /// Where the head reads its features (`--feature-layer`).
@@ -343,6 +357,9 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneArgs, device: Devic
 /// fine-tuned classifier `--model`, its own labels kept.
 fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, device: Device) -> Result<String, String> {
     let name = M::architecture();
+    if args.init == Some(Init::Random) {
+        return Err("--init random: --early-exit distils the fine-tuned classifier --model into exit classifiers; its weights are needed".into());
+    }
     if !M::EARLY_EXIT {
         return Err(format!("--early-exit: {name} cannot stop early (exit classifiers need an encoder run a layer at a time: BERT, RoBERTa, ALBERT, ELECTRA, UniLM)"));
     }
@@ -574,8 +591,16 @@ impl Run<'_> {
             }
             None => None,
         };
-        let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
-        let mut loaded = M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?;
+        let mut loaded = match args.init {
+            Some(Init::Random) => {
+                let report = sesame_layers::LoadReport { initialized: vec!["every tensor (--init random)".into()], ..Default::default() };
+                sesame_layers::Pretrained { model: M::new_hf(&config, &train_device), config, report }
+            }
+            _ => {
+                let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
+                M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?
+            }
+        };
         if let Some((kept, total)) = kept {
             loaded.report.unused.retain(|name| !in_layer_above(name, kept));
             eprintln!("--feature-layer: the features of layer {kept} of {total}; the {} above it are dropped", total - kept);

@@ -1,13 +1,14 @@
 //! `cargo xtask train <family>`: pre-train (or continue pre-training) a model on text.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, PretrainedModel};
 use sesame_text::fs::write_atomic;
-use sesame_text::{Corpus, DenoisingConfig, MaskLength, Packing, Tokenizer, TokenizerConfig, TokenizerKind};
+use sesame_text::{find_phrases, tokenize_documents, Corpus, DenoisingConfig, Lexicon, MaskLength, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
 use burn::nn::LinearConfig;
 use sesame_train::distill::{Distilled, MaskedLmDistillation};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
+use sesame_train::pretraining::{Knowledge, Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
 /// A pre-training objective in place of the family's own (`--objective`).
@@ -123,9 +124,22 @@ pub struct TrainArgs {
     /// then runs/FAMILY-OBJECTIVE.
     #[arg(long, value_enum)]
     pub objective: Option<Objective>,
-    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT, electra, unilm; span with --objective span).
+    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT,
+    /// electra for ELECTRA, unilm for UniLM; span with --objective span). ERNIE's knowledge
+    /// masking: `phrase` masks whole phrases (--phrases, or the corpus's collocations),
+    /// `entity` whole entities (--entities), `ernie` words, then phrases, then entities, each a
+    /// third of the run.
     #[arg(long, value_enum)]
     pub masking: Option<MaskingKind>,
+    /// Phrases to mask whole under `--masking phrase|ernie`, one per line [default: the
+    /// corpus's collocations, pairs of words seen together more than chance allows
+    /// (word2phrase's score over 100, more than 5 times; two passes, up to 4 words)].
+    #[arg(long)]
+    pub phrases: Option<PathBuf>,
+    /// Entities to mask whole under `--masking entity|ernie`: one surface form per line, matched
+    /// on word boundaries as the tokenizer writes the words.
+    #[arg(long)]
+    pub entities: Option<PathBuf>,
     /// How packed families (RoBERTa, ELECTRA) fill sequences (default: full).
     #[arg(long, value_enum)]
     pub packing: Option<PackingKind>,
@@ -573,7 +587,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     let masking = args.masking.unwrap_or_else(F::masking);
     let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(&args)?;
-    let spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
+    let spec = RunSpec::new(&args, masking_spec(&args, masking)?, format!("{layout:?}"));
     let out = &open_run(&args, F::NAME, &spec)?;
     let (train_text, held_out_text) = read_corpus(&args)?;
     let (tokenizer, tok_config) = run_tokenizer(&args, out, F::tokenizer(), &train_text)?;
@@ -584,7 +598,8 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     if args.seq_len > limits.max_len {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
     }
-    let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
+    let strategy = masking.strategy(&knowledge(&args, masking, &train_text, &tokenizer, steps, out)?);
+    let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, args.batch_size, args.seed)
         .map_err(|e| corpus_err(&args, e))?
         .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
@@ -594,6 +609,68 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
         steps, args.grad_accum, args.batch_size
     );
     fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
+}
+
+/// What the run records of `masking` (resuming with other phrases or entities is refused),
+/// after checking that `--phrases` and `--entities` go with it.
+fn masking_spec(args: &TrainArgs, masking: MaskingKind) -> Result<String, String> {
+    let reads_phrases = matches!(masking, MaskingKind::Phrase | MaskingKind::Ernie);
+    let reads_entities = matches!(masking, MaskingKind::Entity | MaskingKind::Ernie);
+    if args.phrases.is_some() && !reads_phrases {
+        return Err(format!("--phrases is read by --masking phrase or ernie, not {}", flag_name(masking)));
+    }
+    if args.entities.is_some() && !reads_entities {
+        return Err(format!("--entities is read by --masking entity or ernie, not {}", flag_name(masking)));
+    }
+    if reads_entities && args.entities.is_none() {
+        return Err(format!("--masking {}: give the entities to mask whole with --entities FILE (one surface form per line)", flag_name(masking)));
+    }
+    let mut spec = format!("{masking:?}");
+    for (flag, file) in [("phrases", &args.phrases), ("entities", &args.entities)] {
+        if let Some(file) = file {
+            spec.push_str(&format!(" {flag}={}", file.display()));
+        }
+    }
+    Ok(spec)
+}
+
+/// `masking` as `--masking` spells it.
+fn flag_name(masking: MaskingKind) -> String {
+    clap::ValueEnum::to_possible_value(&masking).map_or_else(|| format!("{masking:?}"), |v| v.get_name().to_string())
+}
+
+/// The units ERNIE's knowledge masking masks whole under `masking`: `--phrases` (or the
+/// collocations of `train_text`, listed in `out/phrases.txt`) and `--entities`, over the
+/// micro-batches of `steps` steps.
+fn knowledge(args: &TrainArgs, masking: MaskingKind, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
+    let mut knowledge = Knowledge { batches: steps * args.grad_accum, ..Knowledge::default() };
+    if matches!(masking, MaskingKind::Phrase | MaskingKind::Ernie) {
+        let phrases = match &args.phrases {
+            Some(file) => Lexicon::read(file, tokenizer).map_err(|e| format!("--phrases {e}"))?,
+            None => {
+                let sentences: Vec<Segment> = tokenize_documents(train_text, tokenizer).map_err(|e| corpus_err(args, e))?.into_iter().flatten().collect();
+                let config = PhraseConfig::default();
+                let found = find_phrases(&sentences, &WordText::new(tokenizer), config);
+                if found.is_empty() {
+                    return Err(corpus_err(args, format!("no phrase found for --masking {} (no pair of words seen together more than {} times with a word2phrase score over {}); give them with --phrases FILE", flag_name(masking), config.min_count, config.threshold)));
+                }
+                let list: String = found.iter().map(|p| p.join(" ") + "\n").collect();
+                let path = out.join("phrases.txt");
+                write_atomic(&path, list.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                eprintln!("the phrases found in --corpus are in {} (edit it and pass it with --phrases to choose them)", path.display());
+                Lexicon::new(found, WordText::new(tokenizer))
+            }
+        };
+        let examples: Vec<String> = phrases.entries().iter().take(6).map(|p| p.join(" ")).collect();
+        eprintln!("phrases masked whole: {} ({}, …)", phrases.len(), examples.join(", "));
+        knowledge.phrases = Arc::new(phrases);
+    }
+    if let Some(file) = args.entities.as_ref().filter(|_| matches!(masking, MaskingKind::Entity | MaskingKind::Ernie)) {
+        let entities = Lexicon::read(file, tokenizer).map_err(|e| format!("--entities {e}"))?;
+        eprintln!("entities masked whole: {}", entities.len());
+        knowledge.entities = Arc::new(entities);
+    }
+    Ok(knowledge)
 }
 
 /// Refuse BART's and XLNet's data flags for the masked-LM family `family`.
@@ -672,7 +749,7 @@ where
         }
     }
 
-    let mut spec = RunSpec::new(&args, format!("{masking:?}"), format!("{layout:?}"));
+    let mut spec = RunSpec::new(&args, masking_spec(&args, masking)?, format!("{layout:?}"));
     spec.objective = Some(Objective::Mlm);
     spec.teacher = Some(TeacherSpec { dir: teacher_dir.clone(), student: format!("{:?}", args.student), projection });
     let out = &open_run(&args, F::NAME, &spec)?;
@@ -685,7 +762,8 @@ where
     })?;
     let student = Distilled { student, projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(&train_device)) };
     let teacher = burn::module::Module::no_grad(sesame_train::pruning::without_dropout(loaded.model));
-    let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, masking.strategy(), args.batch_size, args.seed)
+    let strategy = masking.strategy(&knowledge(&args, masking, &train_text, &tokenizer, steps, out)?);
+    let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, args.batch_size, args.seed)
         .map_err(|e| corpus_err(&args, e))?
         .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
@@ -720,7 +798,13 @@ fn attention_heads<C: HfConfig>(config: &C) -> Option<u64> {
 /// Refuse the masked-LM families' data flags for a family whose corruption is its own
 /// (`instead`: how that family's is set).
 fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<(), String> {
-    let given = [(args.masking.is_some(), "--masking"), (args.packing.is_some(), "--packing"), (args.static_masks.is_some(), "--static-masks")];
+    let given = [
+        (args.masking.is_some(), "--masking"),
+        (args.phrases.is_some(), "--phrases"),
+        (args.entities.is_some(), "--entities"),
+        (args.packing.is_some(), "--packing"),
+        (args.static_masks.is_some(), "--static-masks"),
+    ];
     match given.iter().find(|(given, _)| *given) {
         Some((_, flag)) => Err(format!("{flag} is for the masked-LM families; {instead}")),
         None => Ok(()),

@@ -441,4 +441,20 @@ fn newer_commands_refuse_bad_input_with_one_line() {
 
     // `train xlnet --seq-len 8` blamed --reuse-len, which the user never gave.
     fails(&["train", "xlnet", "--seq-len", "8", "--out", out], &["--seq-len 8"]);
+
+    // ERNIE's knowledge masking: entities are required, the files go with their masking, and
+    // a file that lists nothing or cannot be read is named.
+    fails(&["train", "bert", "--masking", "ernie", "--out", out], &["--masking ernie", "--entities FILE"]);
+    let entities = file("entities.txt", "captain ahab\n");
+    fails(&["train", "bert", "--phrases", &entities, "--out", out], &["--phrases", "not token"]);
+    fails(&["train", "bert", "--masking", "phrase", "--entities", &entities, "--out", out], &["--entities", "not phrase"]);
+    fails(&["train", "bart", "--entities", &entities, "--out", out], &["--entities", "masked-LM families"]);
+    let blank = file("blank.txt", "\n \n");
+    fails(&["train", "bert", "--masking", "entity", "--entities", &blank, "--steps", "1", "--out", out, "--overwrite"], &[&blank, "no phrase or entity"]);
+    fails(&["train", "bert", "--masking", "phrase", "--phrases", "/nonexistent/phrases.txt", "--steps", "1", "--out", out, "--overwrite"], &["--phrases", "/nonexistent/phrases.txt"]);
+
+    // `--init random` draws new weights: the fine-tuned classifier that --early-exit distils
+    // and the teacher's layers of `distill` are not there to draw.
+    fails(&["finetune", "--model", m, "--init", "random", "--early-exit", "--train", &csv, "--eval", &csv, "--out", out], &["--init random", "--early-exit"]);
+    fails(&["distill", "--model", m, "--init", "random", "--train", &csv, "--eval", &csv, "--out", out], &["--init", "distill"]);
 }

@@ -588,3 +588,56 @@ fn distill_teaches_a_smaller_student_that_resumes_exactly_and_transformers_loads
         assert!(ours.len() == theirs.len() && ours.iter().zip(&theirs).all(|(a, b)| (a - b).abs() < 1e-4), "{ours:?} against transformers' {theirs:?}");
     }
 }
+
+#[test]
+fn init_random_trains_weights_drawn_from_the_seed_without_reading_the_checkpoint() {
+    let dir = scratch("init-random");
+    write_csv(&dir.join("train.csv"), 0..64, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1016, animal);
+    // The architecture and tokenizer alone: no weights to read.
+    let architecture = dir.join("architecture");
+    std::fs::create_dir_all(&architecture).unwrap();
+    for name in ["config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"] {
+        std::fs::copy(model_dir().join(name), architecture.join(name)).unwrap();
+    }
+    let arch = architecture.display().to_string();
+    // --freeze keeps the encoder as it was drawn: the export shows the initialisation.
+    let run = |name: &str, seed: &str| {
+        let out = dir.join(name);
+        let mut a = args(&dir, &["--init", "random", "--freeze", "--steps", "3", "--seed", seed, "--out", &out.display().to_string()]);
+        let at = a.iter().position(|s| s == "--model").unwrap();
+        a[at + 1] = arch.clone();
+        finetune(&a).unwrap();
+        let bytes = std::fs::read(out.join("model/model.safetensors")).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        file.tensors().into_iter().map(|(name, view)| (name, view.data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<f32>>())).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (a, again, other) = (run("a", "1"), run("again", "1"), run("other", "2"));
+    assert_eq!(a, again, "the same seed draws the same weights");
+    let pretrained = {
+        let bytes = std::fs::read(model_dir().join("model.safetensors")).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        file.tensors().into_iter().map(|(name, view)| (name, view.data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<f32>>())).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let mut matrices = 0;
+    for (name, values) in a.iter().filter(|(name, _)| !name.starts_with("classifier.") && !name.starts_with("bert.pooler.")) {
+        let original = &pretrained[name];
+        assert_eq!(values.len(), original.len(), "{name}");
+        if name.contains("LayerNorm.weight") {
+            assert!(values.iter().all(|&v| v == 1.0), "{name}: LayerNorm starts at 1");
+        } else if name.ends_with("bias") || name.contains("LayerNorm.bias") {
+            assert!(values.iter().all(|&v| v == 0.0), "{name}: biases start at 0");
+        } else {
+            // A matrix drawn as transformers draws it, N(0, initializer_range 0.02), not the
+            // checkpoint's, and another seed draws another.
+            let n = values.len() as f32;
+            let mean = values.iter().sum::<f32>() / n;
+            let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
+            assert!(values.len() < 256 || (0.015..0.025).contains(&std), "{name}: std {std}");
+            assert!(values != original, "{name} is the checkpoint's");
+            assert!(values != &other[name], "{name}: seeds 1 and 2 drew the same");
+            matrices += 1;
+        }
+    }
+    assert!(matrices >= 10, "only {matrices} matrices checked");
+}

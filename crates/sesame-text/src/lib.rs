@@ -6,6 +6,7 @@ pub mod contain;
 pub mod corpus;
 pub mod fs;
 pub mod inputs;
+pub mod knowledge;
 pub mod labelled;
 pub mod masking;
 pub mod noising;
@@ -18,6 +19,7 @@ pub mod tokenizer_training;
 
 pub use corpus::{Corpus, CorpusError};
 pub use noising::{denoise, sentence_blocks, DenoisingConfig, DenoisingError, DenoisingExample, MaskLength, NoiseVocab, Noised};
+pub use knowledge::{find_phrases, ErnieMasking, Lexicon, LexiconError, PhraseConfig, UnitMasking, WordText};
 pub use masking::{Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, UnilmMasking, WholeWordMasking};
 pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, TokenWindow, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind, Words};
 pub use pretraining::{pack_sentences, sentence_pairs, mix_seeds, tokenize_documents, unigram_nll, EpochStream, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};

@@ -66,6 +66,13 @@ pub trait MaskingStrategy: Send + Sync + std::fmt::Debug {
     /// The replacement fractions.
     fn config(&self) -> MaskingConfig;
 
+    /// The strategy that masks training batch `batch` of a run, when it is not this one: a
+    /// strategy that changes over the run ([`crate::knowledge::ErnieMasking`]'s stages)
+    /// returns the stage of the batch.
+    fn stage(&self, _batch: u64) -> Option<&dyn MaskingStrategy> {
+        None
+    }
+
     /// Corrupt one sequence.
     fn mask(&self, input: MaskingInput<'_>, vocab: &MaskVocab, rng: &mut StdRng) -> Masked {
         let config = self.config();
@@ -110,7 +117,7 @@ fn shuffled(n: usize, rng: &mut StdRng) -> Vec<usize> {
 }
 
 /// Words as runs of maskable positions, each starting at a word start.
-fn words(input: MaskingInput<'_>) -> Vec<Vec<usize>> {
+pub(crate) fn words(input: MaskingInput<'_>) -> Vec<Vec<usize>> {
     let mut words: Vec<Vec<usize>> = Vec::new();
     for i in 0..input.ids.len() {
         if !input.maskable[i] {

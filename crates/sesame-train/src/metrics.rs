@@ -14,6 +14,13 @@ pub enum Summary {
     Mean,
     /// `exp` of the weighted mean (perplexity from a mean NLL).
     ExpMean,
+    /// The binary entropy (nats) of the weighted mean of 0/1 labels: the loss of predicting
+    /// every label by their frequency.
+    BinaryEntropy,
+    /// The area under the ROC curve of scores binned in `bins` (the positives' counts per
+    /// bin, then the negatives', bins in increasing score order; ties within a bin count
+    /// half).
+    Auc,
 }
 
 /// One measured quantity of one step: a sum over `count` items (tokens, sequences).
@@ -27,33 +34,69 @@ pub struct Metric {
     pub count: f64,
     /// How to summarise.
     pub summary: Summary,
+    /// Counts per bin, added bin by bin ([`Summary::Auc`]); empty for the others.
+    pub bins: Vec<f64>,
 }
 
 impl Metric {
     /// A mean metric from a sum over `count` items.
     pub fn mean(name: &str, sum: f64, count: f64) -> Self {
-        Self { name: name.into(), sum, count, summary: Summary::Mean }
+        Self { name: name.into(), sum, count, summary: Summary::Mean, bins: Vec::new() }
     }
 
     /// A perplexity-style metric: `exp(sum / count)`.
     pub fn exp_mean(name: &str, sum: f64, count: f64) -> Self {
-        Self { name: name.into(), sum, count, summary: Summary::ExpMean }
+        Self { name: name.into(), sum, count, summary: Summary::ExpMean, bins: Vec::new() }
     }
+
+    /// The binary entropy of the frequency of `positives` among `count` 0/1 labels.
+    pub fn binary_entropy(name: &str, positives: f64, count: f64) -> Self {
+        Self { name: name.into(), sum: positives, count, summary: Summary::BinaryEntropy, bins: Vec::new() }
+    }
+
+    /// ROC AUC from the scores of the positive and the negative items counted in the same
+    /// bins, in increasing score order (`positives.len() == negatives.len()`).
+    pub fn auc(name: &str, positives: &[f64], negatives: &[f64]) -> Self {
+        debug_assert_eq!(positives.len(), negatives.len());
+        let count = positives.iter().chain(negatives).sum();
+        Self { name: name.into(), sum: 0.0, count, summary: Summary::Auc, bins: positives.iter().chain(negatives).copied().collect() }
+    }
+}
+
+/// The area under the ROC curve of binned scores: the chance that a positive scores above a
+/// negative, ties (the same bin) counting half; NaN without positives or negatives.
+fn binned_auc(bins: &[f64]) -> f64 {
+    let (positives, negatives) = bins.split_at(bins.len() / 2);
+    let (p, n): (f64, f64) = (positives.iter().sum(), negatives.iter().sum());
+    if p == 0.0 || n == 0.0 {
+        return f64::NAN;
+    }
+    let mut below = 0.0;
+    let mut wins = 0.0;
+    for (&pos, &neg) in positives.iter().zip(negatives) {
+        wins += pos * (below + 0.5 * neg);
+        below += neg;
+    }
+    wins / (p * n)
 }
 
 /// Accumulates metrics over steps or batches.
 #[derive(Clone, Debug, Default)]
 pub struct MetricTotals {
-    totals: BTreeMap<String, (f64, f64, Summary)>,
+    totals: BTreeMap<String, (f64, f64, Summary, Vec<f64>)>,
 }
 
 impl MetricTotals {
     /// Add one step's metrics.
     pub fn add(&mut self, metrics: &[Metric]) {
         for m in metrics {
-            let e = self.totals.entry(m.name.clone()).or_insert((0.0, 0.0, m.summary));
+            let e = self.totals.entry(m.name.clone()).or_insert((0.0, 0.0, m.summary, Vec::new()));
             e.0 += m.sum;
             e.1 += m.count;
+            if e.3.len() < m.bins.len() {
+                e.3.resize(m.bins.len(), 0.0);
+            }
+            e.3.iter_mut().zip(&m.bins).for_each(|(total, b)| *total += b);
         }
     }
 
@@ -61,10 +104,18 @@ impl MetricTotals {
     pub fn summarise(&self) -> BTreeMap<String, f64> {
         self.totals
             .iter()
-            .filter(|(_, (_, count, _))| *count > 0.0)
-            .map(|(name, (sum, count, summary))| {
+            .filter(|(_, (_, count, _, _))| *count > 0.0)
+            .filter_map(|(name, (sum, count, summary, bins))| {
                 let mean = sum / count;
-                (name.clone(), if *summary == Summary::ExpMean { mean.exp() } else { mean })
+                let value = match summary {
+                    Summary::Mean => mean,
+                    Summary::ExpMean => mean.exp(),
+                    Summary::BinaryEntropy if mean <= 0.0 || mean >= 1.0 => 0.0,
+                    Summary::BinaryEntropy => -(mean * mean.ln() + (1.0 - mean) * (1.0 - mean).ln()),
+                    // Undefined without both classes: not reported.
+                    Summary::Auc => Some(binned_auc(bins)).filter(|a| a.is_finite())?,
+                };
+                Some((name.clone(), value))
             })
             .collect()
     }
@@ -135,6 +186,25 @@ impl MetricLog {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn auc_of_binned_scores_counts_pairs_ranked_right_and_ties_half() {
+        // Over both steps, positives in bins 1, 2, 2 and negatives in bins 0, 1, 2: of the 9
+        // pairs, the positive of bin 1 beats one negative and ties one (1.5), each of bin 2
+        // beats two and ties one (2.5).
+        let mut totals = MetricTotals::default();
+        totals.add(&[Metric::auc("auc", &[0.0, 1.0, 1.0], &[1.0, 1.0, 0.0])]);
+        totals.add(&[Metric::auc("auc", &[0.0, 0.0, 1.0], &[0.0, 0.0, 1.0])]);
+        totals.add(&[Metric::binary_entropy("prior", 1.0, 4.0)]);
+        let summary = totals.summarise();
+        assert!((summary["auc"] - (1.5 + 2.5 + 2.5) / 9.0).abs() < 1e-12, "{summary:?}");
+        let h = -(0.25f64 * 0.25f64.ln() + 0.75 * 0.75f64.ln());
+        assert!((summary["prior"] - h).abs() < 1e-12, "{summary:?}");
+        // One class only: no AUC reported (not NaN).
+        let mut one_class = MetricTotals::default();
+        one_class.add(&[Metric::auc("auc", &[1.0, 2.0], &[0.0, 0.0])]);
+        assert!(!one_class.summarise().contains_key("auc"));
+    }
+
     use super::*;
 
     #[test]

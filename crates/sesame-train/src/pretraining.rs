@@ -19,7 +19,7 @@ use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, ForSpanPreTraining, 
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
-    WholeWordMasking,
+    WholeWordMasking, ErnieMasking, Lexicon, UnitMasking,
 };
 
 use crate::{Metric, StepOutput, TrainTask};
@@ -101,12 +101,35 @@ pub enum MaskingKind {
     Electra,
     /// UniLM's cloze: one word 80% of the time, a bigram or trigram 20%, 80/10/10.
     Unilm,
+    /// ERNIE's phrase-level masking: phrases (and the other words) masked whole.
+    Phrase,
+    /// ERNIE's entity-level masking: entities (and the other words) masked whole.
+    Entity,
+    /// ERNIE's three levels in sequence over the run: words, then phrases, then entities.
+    Ernie,
+}
+
+/// What ERNIE's knowledge masking masks whole ([`MaskingKind::Phrase`], `Entity`, `Ernie`):
+/// the phrases, the entities, and the training batches (micro-batches) of the run that its
+/// stages divide.
+#[derive(Clone, Debug, Default)]
+pub struct Knowledge {
+    /// Phrases (empty: whole words only).
+    pub phrases: Arc<Lexicon>,
+    /// Entities (empty: whole words only).
+    pub entities: Arc<Lexicon>,
+    /// Training batches of the run.
+    pub batches: u64,
 }
 
 impl MaskingKind {
-    /// The strategy with its paper's settings (15%, 80/10/10).
-    pub fn strategy(self) -> Arc<dyn MaskingStrategy> {
+    /// The strategy with its paper's settings (15%, 80/10/10); ERNIE's levels mask the units
+    /// of `knowledge` (the other strategies do not read it).
+    pub fn strategy(self, knowledge: &Knowledge) -> Arc<dyn MaskingStrategy> {
         match self {
+            MaskingKind::Phrase => Arc::new(UnitMasking::new(knowledge.phrases.clone())),
+            MaskingKind::Entity => Arc::new(UnitMasking::new(knowledge.entities.clone())),
+            MaskingKind::Ernie => Arc::new(ErnieMasking::new(knowledge.phrases.clone(), knowledge.entities.clone(), knowledge.batches)),
             MaskingKind::Token => Arc::new(TokenMasking::default()),
             MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
             MaskingKind::Span => Arc::new(SpanMasking::default()),
@@ -460,7 +483,8 @@ impl<M: PretrainingModel> Pretraining<M> {
             Some(copies) => rows.iter().map(|&(i, epoch)| mix(mix(self.seed, i as u64), epoch % copies)).collect(),
             None => (0..rows.len() as u64).map(|row| mix(mix(self.seed, batch), row)).collect(),
         };
-        collate(&examples, self.format, self.masking.as_ref(), &self.vocab, &seeds)
+        let masking = self.masking.stage(batch).unwrap_or(self.masking.as_ref());
+        collate(&examples, self.format, masking, &self.vocab, &seeds)
     }
 
     /// The batches of `epoch` under a token budget, as fairseq builds RoBERTa's: the epoch's

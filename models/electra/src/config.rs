@@ -46,6 +46,11 @@ pub struct ElectraConfig {
     /// (the paper's 1/4 when absent; see [`ElectraConfig::generator`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_size: Option<f64>,
+    /// Sesame's pre-training: the temperature of the generator's samples, its logits divided
+    /// by it before sampling (google-research/electra's `temperature`; 1 when absent, the
+    /// paper's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_temperature: Option<f64>,
     /// The fields ELECTRA shares with other encoders.
     #[serde(flatten)]
     pub hparams: EncoderHyperParams,
@@ -105,11 +110,18 @@ impl ElectraConfig {
             heads -= 1;
         }
         generator.generator_size = None;
+        generator.generator_temperature = None;
         generator.hparams.pruned_heads.clear();
         generator.hparams.hidden_size = hidden;
         generator.hparams.num_attention_heads = heads;
         generator.hparams.intermediate_size = 4 * hidden;
         generator
+    }
+
+    /// The temperature of the generator's samples in pre-training (`generator_temperature`,
+    /// 1 when absent).
+    pub fn sampling_temperature(&self) -> f64 {
+        self.generator_temperature.unwrap_or(1.0)
     }
 
     /// Check that a model can be built from this config.
@@ -119,6 +131,9 @@ impl ElectraConfig {
         ensure_probability(self.summary_last_dropout, "summary_last_dropout")?;
         if let Some(width) = self.generator_size {
             ensure(width > 0.0 && width <= 1.0, "generator_size", || format!("{width} is not in (0, 1]"))?;
+        }
+        if let Some(t) = self.generator_temperature {
+            ensure(t > 0.0 && t.is_finite(), "generator_temperature", || format!("{t} is not a temperature (a number > 0)"))?;
         }
         ensure_probability(self.summary_first_dropout.unwrap_or(0.0), "summary_first_dropout")
     }

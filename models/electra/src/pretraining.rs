@@ -35,6 +35,19 @@ use crate::model::{embeddings_project, project_and_encode, ElectraModel};
 /// The weight of the discriminator's loss in the joint loss (the paper's λ).
 pub const RTD_WEIGHT: f64 = 50.0;
 
+/// The temperature of the generator's samples in `cargo xtask train electra` (written to the
+/// run's config.json as `generator_temperature`). At the paper's 1, a tiny pair trained for
+/// minutes stays at the label prior, in PyTorch as in Sesame: its generator's samples are
+/// close to the corpus's word frequencies, frequent words that fit anywhere, and the
+/// discriminator learns only which tokens are often replaced. At 2 the samples reach rarer
+/// words and the discriminator learns from context (docs/models/electra.md).
+pub const PRETRAINING_TEMPERATURE: f64 = 2.0;
+
+/// The discriminator's logits are binned for the AUC in `AUC_BINS` bins over
+/// `[-AUC_RANGE, AUC_RANGE]` (the ends open), 0.02 wide.
+const AUC_BINS: usize = 1600;
+const AUC_RANGE: f64 = 16.0;
+
 /// The ELECTRA family marker of the pre-training recipe.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Electra;
@@ -70,6 +83,9 @@ pub struct ElectraPreTrainingPair {
     pub discriminator: ElectraForPreTraining,
     /// The generator.
     pub generator: ElectraGenerator,
+    /// The temperature of the generator's samples (`generator_temperature` of the config).
+    #[module(skip)]
+    pub temperature: f64,
 }
 
 /// What one joint forward pass gives.
@@ -109,7 +125,7 @@ impl ElectraPreTrainingPair {
         let positions = batch.masked.positions.clone();
         let samples = match samples {
             Some(samples) => samples.reshape([b * s]).select(0, positions.clone()),
-            None => gumbel_max(generator_logits.clone().detach()),
+            None => gumbel_max(generator_logits.clone().detach() / self.temperature),
         };
         let masked = batch.mlm_labels.clone().not_equal_elem(-100);
         let original = batch.input.input_ids.clone().mask_where(masked.clone(), batch.mlm_labels.clone());
@@ -165,7 +181,7 @@ impl PretrainedModel for ElectraPreTrainingPair {
 
     fn init(config: &ElectraConfig, device: &Device) -> Self {
         let generator = config.generator();
-        Self { discriminator: ElectraForPreTraining::init(config, device), generator: ElectraGenerator::new(&generator, device) }
+        Self { discriminator: ElectraForPreTraining::init(config, device), generator: ElectraGenerator::new(&generator, device), temperature: config.sampling_temperature() }
     }
 
     /// The discriminator's tensors; the generator is stored beside it (see `save_pretrained`).
@@ -193,7 +209,8 @@ impl PretrainedModel for ElectraPreTrainingPair {
             encoder: generator.model.base.encoder,
             lm_head: generator.model.lm_head,
         };
-        Ok(Pretrained { model: Self { discriminator: discriminator.model, generator }, config, report })
+        let temperature = config.sampling_temperature();
+        Ok(Pretrained { model: Self { discriminator: discriminator.model, generator, temperature }, config, report })
     }
 
     /// The discriminator from `files`, and a fresh generator (reported as initialised).
@@ -204,7 +221,8 @@ impl PretrainedModel for ElectraPreTrainingPair {
         let generator = sesame_layers::init::hf_init(generator, config.initializer_range);
         let mut report = discriminator.report;
         report.initialized.push(format!("generator ({} wide, fresh)", generator_config.hidden_size));
-        Ok(Pretrained { model: Self { discriminator: discriminator.model, generator }, config, report })
+        let temperature = config.sampling_temperature();
+        Ok(Pretrained { model: Self { discriminator: discriminator.model, generator, temperature }, config, report })
     }
 
     /// The discriminator in `dir`, the generator in `dir/generator`.
@@ -228,8 +246,10 @@ impl PretrainingModel for ElectraPreTrainingPair {
 
     /// The joint loss; metrics of both models: the generator's `mlm_loss` and `mlm_accuracy`
     /// over the masked tokens, the discriminator's `rtd_loss` and `rtd_accuracy` over every
-    /// non-padding token, its precision and recall on the replaced ones, and the fraction of
-    /// tokens replaced (the discriminator's label prior; it falls as the generator improves).
+    /// non-padding token, its precision and recall on the replaced ones, its `rtd_auc`, the
+    /// fraction of tokens replaced (the discriminator's label prior; it falls as the
+    /// generator improves), and what the prior alone scores: `rtd_prior_accuracy` (every
+    /// token called original) and `rtd_prior_loss` (the entropy of the replaced fraction).
     fn pretraining_step(&self, batch: PretrainingBatch, _sentence_metric: Option<&str>) -> StepOutput {
         self.step_with_samples(batch, None)
     }
@@ -253,16 +273,31 @@ impl ElectraPreTrainingPair {
             masked.clone().int().sum(),
             predicted.equal(targets).bool_and(masked).int().sum(),
             keep.clone().int().sum(),
-            said_replaced.clone().equal(replaced.clone()).bool_and(keep).int().sum(),
+            said_replaced.clone().equal(replaced.clone()).bool_and(keep.clone()).int().sum(),
             said_replaced.clone().bool_and(replaced.clone()).int().sum(),
             said_replaced.int().sum(),
             replaced.int().sum(),
         ];
-        let counts = read_back(Tensor::cat(counts.to_vec(), 0).float(), 0.0);
+        // One read from the device: the counts, then the discriminator's logits and labels
+        // (-1 at padding) for the AUC.
+        let n = out.discriminator_logits.dims().iter().product::<usize>();
+        let labels = out.replaced.clone().float().mask_fill(keep.bool_not(), -1.0).reshape([n]);
+        let values = Tensor::cat(vec![Tensor::cat(counts.to_vec(), 0).float(), out.discriminator_logits.clone().detach().reshape([n]), labels], 0);
+        let values = read_back(values, 0.0);
         let losses = read_back(Tensor::cat(vec![out.mlm_loss.clone(), out.rtd_loss.clone()], 0), f64::NAN);
-        let [masked, generator_right, tokens, discriminator_right, true_positives, said, replaced] = counts[..] else {
+        let [masked, generator_right, tokens, discriminator_right, true_positives, said, replaced] = values[..7] else {
             unreachable!("seven counts")
         };
+        let (logits, labels) = values[7..].split_at(n);
+        let (mut positives, mut negatives) = (vec![0.0; AUC_BINS], vec![0.0; AUC_BINS]);
+        for (&logit, &label) in logits.iter().zip(labels) {
+            let bin = ((logit + AUC_RANGE) / (2.0 * AUC_RANGE) * AUC_BINS as f64).clamp(0.0, (AUC_BINS - 1) as f64) as usize;
+            match label {
+                1.0 => positives[bin] += 1.0,
+                0.0 => negatives[bin] += 1.0,
+                _ => {}
+            }
+        }
         let metrics = vec![
             Metric::mean("mlm_loss", losses[0] * masked, masked),
             Metric::mean("mlm_accuracy", generator_right, masked),
@@ -271,6 +306,11 @@ impl ElectraPreTrainingPair {
             Metric::mean("rtd_precision", true_positives, said),
             Metric::mean("rtd_recall", true_positives, replaced),
             Metric::mean("replaced_fraction", replaced, tokens),
+            Metric::auc("rtd_auc", &positives, &negatives),
+            // The label prior's: every token called original, or every token given the
+            // replaced fraction as its probability.
+            Metric::mean("rtd_prior_accuracy", tokens - replaced, tokens),
+            Metric::binary_entropy("rtd_prior_loss", replaced, tokens),
         ];
         StepOutput { loss: out.loss, metrics, tokens: batch.tokens, predictions: None }
     }
@@ -294,7 +334,11 @@ impl PretrainingFamily for Electra {
         TokenizerKind::WordPiece
     }
 
+    /// ELECTRA's discriminator of size `preset`, its generator sampling at temperature
+    /// [`PRETRAINING_TEMPERATURE`].
     fn preset(preset: &str, vocab_size: usize, max_len: usize, pad_token_id: usize) -> Result<ElectraConfig, ConfigError> {
-        ElectraConfig::preset(preset, vocab_size, max_len, pad_token_id)
+        let mut config = ElectraConfig::preset(preset, vocab_size, max_len, pad_token_id)?;
+        config.generator_temperature = Some(PRETRAINING_TEMPERATURE);
+        Ok(config)
     }
 }
