@@ -674,6 +674,98 @@ def make_electra_train_step():
     print(f"electra train step: loss {loss.item():.5f} (mlm {mlm_loss.item():.5f}, rtd {rtd_loss.item():.5f}), grad norm {norm.item():.5f}")
 
 
+def mass_corrupt(block, g, mask_id, vocab_size, fraction=0.5):
+    """MASS's corruption of one block `<s> … </s>` (Song et al. 2019; microsoft/MASS,
+    MASS-unsupNMT's `restricted_mask_sent` with one segment): a fragment of round(50%) of the
+    tokens between `<s>` and `</s>`, at the start 20% of the time, at the end 20%, anywhere 60%
+    (`shuffle_segments`); its tokens in the source masked 80%, random 10%, kept 10%
+    (`mask_word`); the decoder reads the fragment shifted right at its true positions (MASS's
+    `prev_output_tokens` with `positions`), every other position masked; the fragment alone is
+    predicted. Returns the start, the fills (-1 mask, -2 kept, else the random token), the
+    source, the decoder input and the labels."""
+    n = len(block)
+    inner = n - 2
+    k = min(max(round(inner * fraction), 1), inner)
+    last = inner - k + 1
+    p = torch.rand((), generator=g).item()
+    start = 1 if p >= 0.8 else last if p >= 0.6 else int(torch.randint(1, last + 1, (), generator=g))
+    fills, source = [], list(block)
+    for pos in range(start, start + k):
+        r = torch.rand((), generator=g).item()
+        if r < 0.8:
+            fills.append(-1)
+            source[pos] = mask_id
+        elif r < 0.9:
+            t = int(torch.randint(1, vocab_size, (), generator=g))
+            fills.append(t)
+            source[pos] = t
+        else:
+            fills.append(-2)
+    decoder = [mask_id] * n
+    labels = [-100] * n
+    for pos in range(start, start + k):
+        decoder[pos] = block[pos - 1]
+        labels[pos] = block[pos]
+    return start, fills, source, decoder, labels
+
+
+def make_bart_mass_step():
+    """MASS's first step on BART: three blocks of other lengths (padded), each corrupted by
+    `mass_corrupt`; BartForConditionalGeneration with the source, the decoder input and the
+    fragment's labels; loss, every gradient, the gradient norm, then one clipped AdamW step.
+    Saved as the model's directory with io.safetensors beside it: fixtures/train/bart-mass-first-step."""
+    from transformers import BartConfig, BartForConditionalGeneration
+    out = OUT / "train" / "bart-mass-first-step"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    shape = dict(BART_SHAPES["base"], dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    cfg = BartConfig(**shape)
+    cfg._attn_implementation = "eager"
+    model = build(BartForConditionalGeneration, cfg, 9100).float()
+    model.save_pretrained(out)
+    mask_id = 4
+    g = torch.Generator().manual_seed(11)
+    lengths = [12, 9, 6]
+    width = max(lengths)
+    cols = {k: torch.full((len(lengths), width), fill, dtype=torch.long) for k, fill in
+            [("block", 1), ("source", 1), ("decoder", 1), ("labels", -100), ("fills", -3)]}
+    starts = torch.zeros(len(lengths), dtype=torch.long)
+    for r, n in enumerate(lengths):
+        block = [0] + torch.randint(5, cfg.vocab_size, (n - 2,), generator=g).tolist() + [2]
+        start, fills, source, decoder, labels = mass_corrupt(block, g, mask_id, cfg.vocab_size)
+        starts[r] = start
+        cols["block"][r, :n] = torch.tensor(block)
+        cols["source"][r, :n] = torch.tensor(source)
+        cols["decoder"][r, :n] = torch.tensor(decoder)
+        cols["labels"][r, :n] = torch.tensor(labels)
+        cols["fills"][r, :len(fills)] = torch.tensor(fills)
+    attention = (cols["source"] != 1).long()
+    model.train()
+    loss = model(input_ids=cols["source"], attention_mask=attention, decoder_input_ids=cols["decoder"], labels=cols["labels"]).loss
+    loss.backward()
+    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    no_decay = lambda n: n.endswith("bias") or "layer_norm.weight" in n or "layernorm_embedding.weight" in n
+    params = list(model.named_parameters())
+    opt = torch.optim.AdamW([{"params": [p for n, p in params if not no_decay(n)], "weight_decay": 0.01},
+                             {"params": [p for n, p in params if no_decay(n)], "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-6)
+    opt.step()
+    io = {"input.block": cols["block"], "input.input_ids": cols["source"], "input.attention_mask": attention,
+          "input.decoder_input_ids": cols["decoder"], "label.labels": cols["labels"], "label.start": starts, "label.fills": cols["fills"],
+          "output.loss": loss.detach().reshape(1).float(), "output.grad_norm": norm.detach().reshape(1).float()}
+    io = {k: v.contiguous() for k, v in io.items()}
+    io.update({f"grad.{k}": v.float().contiguous() for k, v in grads.items()})
+    io.update({f"after.{k}": p.detach().float().clone().contiguous() for k, p in model.named_parameters()})
+    save_file(io, out / "io.safetensors")
+    meta = {"kind": "MASS on BART, first AdamW step (fragment of 50%, 80/10/10 in the source, decoder reads the fragment shifted right)",
+            "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-6, "weight_decay": 0.01, "max_grad_norm": 0.5, "mask_id": mask_id,
+            "transformers": transformers.__version__, "torch": torch.__version__}
+    (out / "fixture.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"bart mass step: loss {loss.item():.5f}, grad norm {norm.item():.5f}, starts {starts.tolist()}")
+
+
 class SpanBoundaryHead(torch.nn.Module):
     """SpanBERT's span-boundary objective as the paper writes it (Joshi et al. 2020, eq. 1-2):
     y_i = LayerNorm(GeLU(W2 LayerNorm(GeLU(W1 [x_{s-1}; x_{e+1}; p_{i-s+1}])))), scored by the
@@ -1611,7 +1703,7 @@ def make_windows():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["mass", "train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1620,6 +1712,10 @@ def main():
         make_electra_train_step()
         make_span_boundary_step()
         make_distil_step()
+        make_bart_mass_step()
+        return
+    if args.only == "mass":
+        make_bart_mass_step()
         return
     if args.only == "unilm":
         make_unilm()
@@ -1667,6 +1763,7 @@ def main():
     make_train_step("albert")
     make_electra_train_step()
     make_span_boundary_step()
+    make_bart_mass_step()
     make_unilm()
     make_generation_processors()
     make_generation_greedy()

@@ -135,3 +135,89 @@ fn a_stopped_bart_run_resumes_to_the_same_weights_on_any_thread_count() {
     }
     assert_eq!(full.held_out, resumed.held_out);
 }
+
+/// MASS's batch of a fixture row: the block's fragment as the fixture drew it.
+fn mass_row(f: &sesame_tests::Fixture, row: usize) -> (Vec<u32>, sesame_text::Mass) {
+    use sesame_text::Fill;
+    let width = f.get("input.block").shape[1];
+    let at = |name: &str| f.get(name).i64[row * width..(row + 1) * width].to_vec();
+    let block: Vec<u32> = at("input.block").into_iter().take_while(|&t| t != 1).map(|t| t as u32).collect();
+    let fills: Vec<Fill> = at("label.fills")
+        .into_iter()
+        .take_while(|&v| v != -3)
+        .map(|v| match v {
+            -1 => Fill::Mask,
+            -2 => Fill::Keep,
+            t => Fill::Random(t as u32),
+        })
+        .collect();
+    let start = f.get("label.start").i64[row] as usize;
+    let mass = sesame_text::mass_at(&block, start, &fills, 4);
+    (block, mass)
+}
+
+#[test]
+fn the_first_step_of_mass_matches_pytorch() {
+    use sesame_bart::pretraining::{denoising_step, DenoisingBatch};
+    use sesame_tests::training::{first_step_failures, Fixed};
+    let f = sesame_tests::Fixture::open("train/bart-mass-first-step");
+    // The fragments as MASS builds them: the source, the decoder's input and the labels of
+    // every row equal the PyTorch implementation's.
+    let width = f.get("input.block").shape[1];
+    let rows = f.get("label.start").i64.len();
+    for row in 0..rows {
+        let (block, mass) = mass_row(&f, row);
+        let at = |name: &str| f.get(name).i64[row * width..row * width + block.len()].to_vec();
+        let ints = |v: &[u32]| v.iter().map(|&t| i64::from(t)).collect::<Vec<_>>();
+        assert_eq!(ints(&mass.source), at("input.input_ids"), "row {row}: source");
+        assert_eq!(ints(&mass.decoder_input), at("input.decoder_input_ids"), "row {row}: decoder input");
+        let labels: Vec<i64> = (0..block.len()).map(|i| if mass.fragment.contains(&i) { i64::from(block[i]) } else { -100 }).collect();
+        assert_eq!(labels, at("label.labels"), "row {row}: labels");
+    }
+    for (backend, device) in sesame_tests::devices() {
+        let train = device.clone().autodiff();
+        let loaded = BartForConditionalGeneration::from_pretrained(&f.dir, &train).unwrap();
+        let labels: Tensor<2, Int> = f.int("label.labels", &train);
+        let batch = DenoisingBatch {
+            input_ids: f.int("input.input_ids", &train),
+            attention_mask: f.int("input.attention_mask", &train),
+            decoder_input_ids: Some(f.int("input.decoder_input_ids", &train)),
+            infilled: labels.clone().not_equal_elem(-100).float(),
+            labels,
+            tokens: 0,
+        };
+        let step = |model: &BartForConditionalGeneration, batch: DenoisingBatch| denoising_step(model, batch, 2);
+        let failures = first_step_failures(&f, &Fixed { batch, step }, loaded.model, &loaded.config, &format!("bart-mass-{backend}"));
+        assert!(failures.is_empty(), "{backend}:\n  {}", failures.join("\n  "));
+    }
+}
+
+#[test]
+fn mass_batches_predict_one_fragment_and_a_tiny_bart_learns_to_infill_it() {
+    use sesame_text::MassConfig;
+    let (task, _, config) = task(20, 16, 16, DenoisingConfig::default());
+    let task = task.with_mass(MassConfig::default()).unwrap();
+    let batch = task.train_batch(0, &Device::flex());
+    let (labels, source, decoder) = (ints(batch.labels.clone()), ints(batch.input_ids.clone()), ints(batch.decoder_input_ids.clone().expect("MASS gives the decoder's input")));
+    for r in 0..labels.len() {
+        let predicted: Vec<usize> = (0..labels[r].len()).filter(|&i| labels[r][i] != -100).collect();
+        let block_len = source[r].iter().take_while(|&&t| t != 1).count();
+        assert!(!predicted.is_empty() && predicted.windows(2).all(|w| w[1] == w[0] + 1), "row {r}: one contiguous fragment {predicted:?}");
+        let inner = block_len - 2;
+        assert_eq!(predicted.len(), ((inner as f64 * 0.5).round() as usize).clamp(1, inner), "row {r}: half the block");
+        // The decoder reads the fragment shifted right: the token before each predicted one.
+        for &i in &predicted[1..] {
+            assert_eq!(decoder[r][i], labels[r][i - 1], "row {r}, position {i}");
+        }
+    }
+    let device = Backend::Flex.device().unwrap().autodiff();
+    device.seed(5);
+    let model = BartForConditionalGeneration::new_hf(&config, &device);
+    let train = TrainConfig { steps: 600, lr: 3e-3, warmup: 50, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
+    let trainer = Trainer::new(train, run_dir("bart-mass-learn")).with_progress(false);
+    let before = trainer.evaluate(&task, &model, &task.held_out_batches(&device.clone().without_autodiff()));
+    let outcome = trainer.fit(&task, model, false).unwrap();
+    // The loss covers the fragment alone: it ends well below the fragment's unigram loss.
+    let (start, end, unigram) = (before["loss"], outcome.held_out["loss"], outcome.held_out["unigram_loss"]);
+    assert!(end < unigram - 0.3, "held-out fragment loss {start:.3} -> {end:.3}, the fragment's unigram loss {unigram:.3}: {:?}", outcome.held_out);
+}

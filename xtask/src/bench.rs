@@ -510,7 +510,7 @@ pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec
         let part = |rows: std::ops::Range<usize>| {
             let ids: Vec<i64> = synthetic_row(args.vocab_size, rows.start * s..rows.end * s).into_iter().map(i64::from).collect();
             let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), s]), &device);
-            DenoisingBatch { input_ids: ids.clone(), attention_mask: ids.ones_like(), labels: ids, infilled: Tensor::zeros([rows.len(), s], &device), tokens: rows.len() * s }
+            DenoisingBatch { input_ids: ids.clone(), attention_mask: ids.ones_like(), labels: ids, decoder_input_ids: None, infilled: Tensor::zeros([rows.len(), s], &device), tokens: rows.len() * s }
         };
         let parts: Vec<DenoisingBatch> = (0..micro as usize).map(|m| part(m * b / micro as usize..(m + 1) * b / micro as usize)).collect();
         let start = config.decoder_start_id();

@@ -68,6 +68,8 @@ pub struct FamilyEntry {
     pub span: Option<Recipe>,
     /// `cargo xtask train <name> --objective mlm` (masked LM alone on single sequences).
     pub mlm: Option<Recipe>,
+    /// `cargo xtask train <name> --objective mass` (MASS, the encoder-decoder family).
+    pub mass: Option<Recipe>,
     /// `cargo xtask train <name> --teacher DIR` (a masked LM distilled from a larger one) and
     /// its export.
     pub train_teacher: Option<Recipe>,
@@ -123,6 +125,7 @@ impl FamilyEntry {
             distill: Some(distill::<ForSequenceClassification<B, S>>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
             mlm: Some(Recipe { train: train_family::<SingleSequenceRecipe<F, B>>, export: export_model::<SingleSequenceRecipe<F, B>> }),
+            mass: None,
             train_teacher: Some(Recipe { train: train_distilled::<F, B>, export: export_distilled::<B> }),
         }
     }
@@ -158,6 +161,8 @@ impl FamilyEntry {
             distill: Some(distill::<BartForSequenceClassification>),
             span: None,
             mlm: None,
+            // The same task with MASS's corruption; the same export.
+            mass: Some(Recipe { train, export }),
             train_teacher: None,
         }
     }
@@ -167,6 +172,7 @@ impl FamilyEntry {
         match objective {
             crate::train::Objective::Span => self.span,
             crate::train::Objective::Mlm => self.mlm,
+            crate::train::Objective::Mass => self.mass,
         }
     }
 
@@ -253,6 +259,7 @@ pub static FAMILIES: [FamilyEntry; 7] = [
         distill: Some(distill::<XlnetForSequenceClassification>),
         span: None,
         mlm: None,
+        mass: None,
         train_teacher: None,
     },
 ];

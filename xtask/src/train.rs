@@ -21,6 +21,9 @@ pub enum Objective {
     /// Masked LM alone on single sequences, with the family's masking (or --masking): the
     /// baseline without a sentence task or SBO of SpanBERT's and RoBERTa's ablations.
     Mlm,
+    /// MASS (BART): one fragment of each block (--mass-fraction of it) masked in the source,
+    /// the decoder predicting it alone.
+    Mass,
 }
 
 impl Objective {
@@ -29,6 +32,7 @@ impl Objective {
         match self {
             Objective::Span => "span",
             Objective::Mlm => "mlm",
+            Objective::Mass => "mass",
         }
     }
 }
@@ -124,6 +128,10 @@ pub struct TrainArgs {
     /// then runs/FAMILY-OBJECTIVE.
     #[arg(long, value_enum)]
     pub objective: Option<Objective>,
+    /// MASS's fragment: its share of each block's tokens (--objective mass) [default: 0.5, the
+    /// paper's].
+    #[arg(long, value_parser = fragment_share)]
+    pub mass_fraction: Option<f64>,
     /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT,
     /// electra for ELECTRA, unilm for UniLM; span with --objective span). ERNIE's knowledge
     /// masking: `phrase` masks whole phrases (--phrases, or the corpus's collocations),
@@ -194,6 +202,14 @@ impl TrainArgs {
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
+}
+
+/// A share of a block's tokens: in (0, 1].
+fn fragment_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("{s} is not a share of the block in (0, 1]")),
+    }
 }
 
 /// A fraction of the corpus's documents: in [0, 1).
@@ -815,14 +831,22 @@ fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<(), String>
 /// on blocks of whole sentences.
 pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
+    use sesame_text::MassConfig;
     use sesame_bart::{BartConfig, BartForConditionalGeneration};
     refuse_masked_lm_flags(&args, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
     if args.permutation.any() {
         return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
     }
     let noise = args.noise.config()?;
+    let mass = match args.objective {
+        Some(Objective::Mass) if args.noise.any() => return Err("--mask, --insert, --rotate, … set BART's noise; --objective mass masks one fragment of each block (--mass-fraction)".into()),
+        Some(Objective::Mass) => Some(MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
+        _ if args.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
+        _ => None,
+    };
     let steps = args.steps.unwrap_or(BART_STEPS);
-    let spec = RunSpec::new(&args, format!("{noise:?}"), "sentence blocks (complete_doc)".into());
+    let corruption = mass.map_or_else(|| format!("{noise:?}"), |m| format!("MASS {m:?}"));
+    let spec = RunSpec::new(&args, corruption.clone(), "sentence blocks (complete_doc)".into());
     let out = &open_run(&args, NAME, &spec)?;
     let (train_text, held_out_text) = read_corpus(&args)?;
     let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
@@ -835,9 +859,12 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     if args.seq_len > config.max_position_embeddings {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
     }
-    let task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise.clone(), args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
+    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
+    if let Some(mass) = mass {
+        task = task.with_mass(mass).map_err(err)?;
+    }
     eprintln!(
-        "model: {}, {} parameters; {} training blocks of whole sentences, noise {noise:?}; {} steps of {} x {}",
+        "model: {}, {} parameters; {} training blocks of whole sentences, {corruption}; {} steps of {} x {}",
         BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
         steps, args.grad_accum, args.batch_size
     );

@@ -24,8 +24,8 @@ use rand::SeedableRng;
 use sesame_layers::loss::{cross_entropy_rows, CrossEntropy, IGNORE_INDEX};
 use sesame_layers::{shift_tokens_right, OutputOptions, Seq2SeqInput};
 use sesame_text::{
-    mix_seeds, sentence_blocks, tokenize_documents, unigram_nll, Corpus, DenoisingConfig, DenoisingError, DenoisingExample, EpochStream, NoiseVocab,
-    Noised, Tokenizer, TokenizerError, TokenizerKind,
+    mass, mix_seeds, sentence_blocks, tokenize_documents, unigram_nll, Corpus, DenoisingConfig, DenoisingError, DenoisingExample, EpochStream, MassConfig,
+    NoiseVocab, Tokenizer, TokenizerError, TokenizerKind,
 };
 use sesame_train::pretraining::{read_back, DataError};
 use sesame_train::{Metric, StepOutput, TrainTask};
@@ -48,6 +48,9 @@ pub enum DenoisingDataError {
     /// A noise setting out of range.
     #[error(transparent)]
     Noise(#[from] DenoisingError),
+    /// A MASS setting out of range.
+    #[error("MASS: {0}")]
+    Mass(String),
     /// The tokenizer's special token differs from the model's.
     #[error("the tokenizer's {token} is id {tokenizer}, but config.json's {field} is {model:?}")]
     SpecialToken {
@@ -75,12 +78,25 @@ pub struct DenoisingBatch {
     pub input_ids: Tensor<2, Int>,
     /// Source padding mask `[batch, src]` (1 = token).
     pub attention_mask: Tensor<2, Int>,
-    /// The uncorrupted blocks `[batch, tgt]`, `-100` after each block's end.
+    /// The uncorrupted blocks `[batch, tgt]`, `-100` after each block's end (MASS: outside
+    /// the fragment too).
     pub labels: Tensor<2, Int>,
+    /// The decoder's inputs `[batch, tgt]` (MASS); `None`: the labels shifted right (BART).
+    pub decoder_input_ids: Option<Tensor<2, Int>>,
     /// `[batch, tgt]`: 1 at the target tokens the source no longer shows (infilled), else 0.
     pub infilled: Tensor<2>,
-    /// Target tokens (non-padding).
+    /// Target tokens (predicted, non-padding).
     pub tokens: usize,
+}
+
+/// One block corrupted for the batch: the source, the decoder's input when it is not the
+/// target shifted right, which target tokens are predicted and which the source still shows.
+#[derive(Clone, Debug)]
+struct Corrupted {
+    source: Vec<u32>,
+    decoder_input: Option<Vec<u32>>,
+    predicted: Vec<bool>,
+    kept: Vec<bool>,
 }
 
 /// BART's denoising pre-training as a task for the shared trainer.
@@ -89,6 +105,8 @@ pub struct Denoising {
     train: Vec<DenoisingExample>,
     held_out: Vec<DenoisingExample>,
     noise: DenoisingConfig,
+    /// MASS instead of BART's noise.
+    mass: Option<MassConfig>,
     vocab: NoiseVocab,
     pad: u32,
     /// The decoder's first token (`shift_tokens_right`).
@@ -145,6 +163,7 @@ impl Denoising {
             train,
             held_out,
             noise,
+            mass: None,
             vocab,
             pad,
             decoder_start: config.decoder_start_id(),
@@ -154,38 +173,68 @@ impl Denoising {
         })
     }
 
+    /// MASS's objective instead of BART's noise (Song et al. 2019): one fragment of each block
+    /// masked in the source, the decoder predicting it alone (`sesame_text::mass`).
+    pub fn with_mass(mut self, config: MassConfig) -> Result<Self, DenoisingDataError> {
+        config.validate().map_err(DenoisingDataError::Mass)?;
+        self.mass = Some(config);
+        Ok(self)
+    }
+
+    /// Corrupt `example` by the task's objective.
+    fn corrupt(&self, example: &DenoisingExample, rng: &mut StdRng) -> Corrupted {
+        match &self.mass {
+            Some(config) => {
+                let m = mass(&example.ids, config, &self.vocab, rng);
+                let predicted = (0..example.ids.len()).map(|i| m.fragment.contains(&i)).collect();
+                let kept = (0..example.ids.len()).map(|i| m.shown(&example.ids, i)).collect();
+                Corrupted { source: m.source, decoder_input: Some(m.decoder_input), predicted, kept }
+            }
+            None => {
+                let n = example.denoise(&self.noise, &self.vocab, rng);
+                Corrupted { source: n.source, decoder_input: None, predicted: vec![true; example.ids.len()], kept: n.kept }
+            }
+        }
+    }
+
     /// Number of training blocks (one epoch).
     pub fn num_train_examples(&self) -> usize {
         self.train.len()
     }
 
     /// The held-out blocks with their fixed noise, in batches.
-    fn held_out_noised(&self) -> Vec<Vec<(&DenoisingExample, Noised)>> {
+    fn held_out_noised(&self) -> Vec<Vec<(&DenoisingExample, Corrupted)>> {
         self.held_out
             .chunks(self.batch_size.max(1))
             .enumerate()
             .map(|(i, chunk)| {
                 let seed = |row: usize| mix_seeds(u64::MAX - i as u64, row as u64);
-                chunk.iter().enumerate().map(|(row, e)| (e, e.denoise(&self.noise, &self.vocab, &mut StdRng::seed_from_u64(seed(row))))).collect()
+                chunk.iter().enumerate().map(|(row, e)| (e, self.corrupt(e, &mut StdRng::seed_from_u64(seed(row))))).collect()
             })
             .collect()
     }
 
     /// Pad the corrupted sources and their targets into a batch on `device`.
-    fn collate(&self, rows: &[(&DenoisingExample, Noised)], device: &Device) -> DenoisingBatch {
+    fn collate(&self, rows: &[(&DenoisingExample, Corrupted)], device: &Device) -> DenoisingBatch {
         let b = rows.len();
-        let src = rows.iter().map(|(_, n)| n.source.len()).max().unwrap_or(1);
+        let src = rows.iter().map(|(_, c)| c.source.len()).max().unwrap_or(1);
         let tgt = rows.iter().map(|(e, _)| e.ids.len()).max().unwrap_or(1);
         let (mut ids, mut mask) = (vec![i64::from(self.pad); b * src], vec![0i64; b * src]);
         let (mut labels, mut infilled) = (vec![IGNORE_INDEX; b * tgt], vec![0f32; b * tgt]);
-        for (r, (example, noised)) in rows.iter().enumerate() {
-            for (k, &t) in noised.source.iter().enumerate() {
+        let mut decoder = rows.iter().any(|(_, c)| c.decoder_input.is_some()).then(|| vec![i64::from(self.pad); b * tgt]);
+        for (r, (example, corrupted)) in rows.iter().enumerate() {
+            for (k, &t) in corrupted.source.iter().enumerate() {
                 ids[r * src + k] = i64::from(t);
                 mask[r * src + k] = 1;
             }
-            for (k, (&t, &kept)) in example.ids.iter().zip(&noised.kept).enumerate() {
+            for (k, &t) in example.ids.iter().enumerate().filter(|&(k, _)| corrupted.predicted[k]) {
                 labels[r * tgt + k] = i64::from(t);
-                infilled[r * tgt + k] = if kept { 0.0 } else { 1.0 };
+                infilled[r * tgt + k] = if corrupted.kept[k] { 0.0 } else { 1.0 };
+            }
+            if let (Some(decoder), Some(input)) = (decoder.as_mut(), &corrupted.decoder_input) {
+                for (k, &t) in input.iter().enumerate() {
+                    decoder[r * tgt + k] = i64::from(t);
+                }
             }
         }
         let int = |v: Vec<i64>, cols| Tensor::<2, Int>::from_data(TensorData::new(v, [b, cols]), device);
@@ -193,8 +242,9 @@ impl Denoising {
             input_ids: int(ids, src),
             attention_mask: int(mask, src),
             labels: int(labels, tgt),
+            decoder_input_ids: decoder.map(|d| int(d, tgt)),
             infilled: Tensor::from_data(TensorData::new(infilled, [b, tgt]), device),
-            tokens: rows.iter().map(|(e, _)| e.ids.len()).sum(),
+            tokens: rows.iter().map(|(_, c)| c.predicted.iter().filter(|&&p| p).count()).sum(),
         }
     }
 }
@@ -206,14 +256,14 @@ impl TrainTask for Denoising {
 
     /// Batch `index`: the stream's examples, row `r` noised from a seed of (`seed`, `index`, `r`).
     fn train_batch(&self, index: u64, device: &Device) -> DenoisingBatch {
-        let rows: Vec<(&DenoisingExample, Noised)> = self
+        let rows: Vec<(&DenoisingExample, Corrupted)> = self
             .stream
             .batch(index, self.batch_size)
             .into_iter()
             .enumerate()
             .map(|(row, (i, _))| {
                 let mut rng = StdRng::seed_from_u64(mix_seeds(mix_seeds(self.seed, index), row as u64));
-                (&self.train[i], self.train[i].denoise(&self.noise, &self.vocab, &mut rng))
+                (&self.train[i], self.corrupt(&self.train[i], &mut rng))
             })
             .collect();
         self.collate(&rows, device)
@@ -229,8 +279,8 @@ impl TrainTask for Denoising {
     /// tokens alone by frequency, beside the model's `infill_loss`.
     fn baselines(&self) -> std::collections::BTreeMap<String, f64> {
         let (mut all, mut infilled, mut tokens, mut infilled_tokens) = (0.0, 0.0, 0usize, 0usize);
-        for (example, noised) in self.held_out_noised().iter().flatten() {
-            for (&t, &kept) in example.ids.iter().zip(&noised.kept) {
+        for (example, corrupted) in self.held_out_noised().iter().flatten() {
+            for ((&t, &kept), _) in example.ids.iter().zip(&corrupted.kept).zip(&corrupted.predicted).filter(|(_, &predicted)| predicted) {
                 let nll = self.unigram_nll.get(t as usize).copied().unwrap_or(f64::NAN);
                 all += nll;
                 tokens += 1;
@@ -258,11 +308,14 @@ impl TrainTask for Denoising {
 
 /// Loss and metrics of `model` on `batch`: the mean cross-entropy of the target tokens (HF's
 /// loss with `labels`), `perplexity`, `token_accuracy`, and `infill_loss` / `infill_accuracy`
-/// over the tokens the source no longer shows. The decoder reads the targets shifted right
-/// after `decoder_start`.
+/// over the tokens the source no longer shows. The decoder reads the batch's decoder inputs
+/// (MASS), or the targets shifted right after `decoder_start`.
 pub fn denoising_step(model: &BartForConditionalGeneration, batch: DenoisingBatch, decoder_start: usize) -> StepOutput {
     let [b, t] = batch.labels.dims();
-    let decoder_input_ids = shift_tokens_right(batch.labels.clone(), model.model.pad_token_id, decoder_start);
+    let decoder_input_ids = match batch.decoder_input_ids {
+        Some(ids) => ids,
+        None => shift_tokens_right(batch.labels.clone(), model.model.pad_token_id, decoder_start),
+    };
     let input = Seq2SeqInput::new(batch.input_ids).with_attention_mask(batch.attention_mask).with_decoder_input_ids(decoder_input_ids);
     let logits = model.forward(input, None, OutputOptions::default()).logits;
     let valid = batch.labels.clone().not_equal_elem(IGNORE_INDEX);
