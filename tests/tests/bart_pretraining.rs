@@ -2,7 +2,8 @@
 //! `<s> … </s>`, the corrupted source for the encoder, the block itself as the target, the
 //! decoder reading it shifted right after `</s>`), each batch's noise is a function of its
 //! index, and a tiny BART learns to copy what the source still shows and to infill the rest
-//! from context.
+//! from context. MASS's batches (one fragment predicted) equal a PyTorch implementation's,
+//! its first step transformers', and a tiny BART learns the fragment.
 
 use burn::prelude::*;
 use sesame_bart::pretraining::{Denoising, DenoisingDataError, TOKENIZER};
@@ -113,27 +114,34 @@ fn a_tiny_bart_learns_to_copy_and_to_infill_from_context() {
 
 /// A run stopped after step 5 and resumed from its step-4 checkpoint ends with the weights of
 /// the run never stopped (noise, dropout and data order are functions of the step), and the
-/// micro-batches of a step on two threads give those of one.
+/// micro-batches of a step on two threads give those of one: with BART's noise and with MASS.
 #[test]
-fn a_stopped_bart_run_resumes_to_the_same_weights_on_any_thread_count() {
-    let (task, _, mut config) = task(4, 16, 4, DenoisingConfig::default());
-    config.dropout = 0.1;
-    let device = Backend::Flex.device().unwrap().autodiff();
-    device.seed(3);
-    let init = BartForConditionalGeneration::new_hf(&config, &device);
-    let train = TrainConfig { steps: 6, grad_accum: 2, lr: 1e-3, warmup: 2, checkpoint_every: 2, eval_every: 3, log_every: 1, ..TrainConfig::default() };
-    let full_dir = run_dir("bart-full");
-    let full = Trainer::new(train.clone(), &full_dir).with_progress(false).fit(&task, init.clone(), false).unwrap();
-    let dir = run_dir("bart-stopped");
-    Trainer::new(train.clone(), &dir).with_progress(false).with_threads(2).with_stop_after(5).fit(&task, init.clone(), false).unwrap();
-    let resumed = Trainer::new(train, &dir).with_progress(false).with_threads(2).fit(&task, init, true).unwrap();
-    assert_eq!(resumed.resumed_from, 4);
-    let (a, b) = (saved(&full.model, &config, &full_dir.join("hf")), saved(&resumed.model, &config, &dir.join("hf")));
-    assert_eq!(a.len(), b.len());
-    for ((name, x), (_, y)) in a.iter().zip(&b) {
-        assert!(x == y, "{name}: the resumed two-thread run differs from the uninterrupted one");
+fn a_stopped_bart_or_mass_run_resumes_to_the_same_weights_on_any_thread_count() {
+    for mass in [None, Some(sesame_text::MassConfig::default())] {
+        let (task, _, mut config) = task(4, 16, 4, DenoisingConfig::default());
+        let task = match mass {
+            Some(m) => task.with_mass(m).unwrap(),
+            None => task,
+        };
+        let name = if mass.is_some() { "mass" } else { "bart" };
+        config.dropout = 0.1;
+        let device = Backend::Flex.device().unwrap().autodiff();
+        device.seed(3);
+        let init = BartForConditionalGeneration::new_hf(&config, &device);
+        let train = TrainConfig { steps: 6, grad_accum: 2, lr: 1e-3, warmup: 2, checkpoint_every: 2, eval_every: 3, log_every: 1, ..TrainConfig::default() };
+        let full_dir = run_dir(&format!("{name}-full"));
+        let full = Trainer::new(train.clone(), &full_dir).with_progress(false).fit(&task, init.clone(), false).unwrap();
+        let dir = run_dir(&format!("{name}-stopped"));
+        Trainer::new(train.clone(), &dir).with_progress(false).with_threads(2).with_stop_after(5).fit(&task, init.clone(), false).unwrap();
+        let resumed = Trainer::new(train, &dir).with_progress(false).with_threads(2).fit(&task, init, true).unwrap();
+        assert_eq!(resumed.resumed_from, 4);
+        let (a, b) = (saved(&full.model, &config, &full_dir.join("hf")), saved(&resumed.model, &config, &dir.join("hf")));
+        assert_eq!(a.len(), b.len());
+        for ((tensor, x), (_, y)) in a.iter().zip(&b) {
+            assert!(x == y, "{name}: {tensor}: the resumed two-thread run differs from the uninterrupted one");
+        }
+        assert_eq!(full.held_out, resumed.held_out, "{name}");
     }
-    assert_eq!(full.held_out, resumed.held_out);
 }
 
 /// MASS's batch of a fixture row: the block's fragment as the fixture drew it.
