@@ -120,10 +120,12 @@ def electra_step(config, generator_config, data, inputs):
     opt = optimizer(list(params.values()))
     masked = data["labels"] != -100
     original = torch.where(masked, data["labels"], data["input_ids"])
+    # Sesame's pre-training config says at what temperature the generator samples.
+    temperature = getattr(config, "generator_temperature", None) or 1.0
 
     def step():
         gen = generator(**inputs, labels=data["labels"])
-        logits = gen.logits.detach()[masked]
+        logits = gen.logits.detach()[masked] / temperature
         gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_min(1e-9)))
         corrupted = original.clone()
         corrupted[masked] = (logits + gumbel).argmax(-1)

@@ -14,10 +14,12 @@ For each family, task, init and learning rate, every seed is fine-tuned with the
 highest mean over the seeds), as mean ± half the range of the seeds, and the gain is the
 difference of the means. The model exported by each run is the best of its evaluations on the
 test file (finetune's `--metric`), for both sides alike. A family whose export is missing is
-pre-trained first with `cargo xtask train FAMILY` (the main job).
+pre-trained first with `cargo xtask train FAMILY` (the main job); the variants `bert-ernie`
+(ERNIE's masking with data/moby-dick-entities.txt) and `bart-mass` (MASS) likewise.
 
     python3 scripts/downstream.py --families bert,electra --tasks pos,genre --seeds 1,2,3
     python3 scripts/downstream.py --lrs 3e-4,1e-3,3e-3     # every family and task, a sweep
+    python3 scripts/downstream.py --families bert-ernie,bart-mass   # ERNIE's masking, MASS
 
 Writes OUT/results.jsonl (one line per fine-tuning run; a rerun skips the runs it holds) and
 OUT/table.md. XTASK (a built xtask binary) is used instead of `cargo xtask` when set.
@@ -35,6 +37,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILIES = ["bert", "roberta", "albert", "electra", "unilm", "xlnet", "bart"]
+# Other pre-training recipes of a family, pre-trained into runs/NAME: the command's arguments.
+VARIANTS = {
+    "bert-ernie": ["train", "bert", "--masking", "ernie", "--entities", "data/moby-dick-entities.txt", "--out", "runs/bert-ernie"],
+    "bart-mass": ["train", "bart", "--objective", "mass", "--out", "runs/bart-mass"],
+}
 # Families without a token-classification head in transformers (and Sesame).
 NO_TAGGER = {"bart"}
 
@@ -100,8 +107,8 @@ def main():
     args.seeds, args.lrs = args.seeds.split(","), args.lrs.split(",")
     args.genre_rows = [int(n) for n in args.genre_rows.split(",")]
     for f in args.families:
-        if f not in FAMILIES:
-            sys.exit(f"--families: {f} is not one of {', '.join(FAMILIES)}")
+        if f not in FAMILIES and f not in VARIANTS:
+            sys.exit(f"--families: {f} is not one of {', '.join(FAMILIES + list(VARIANTS))}")
     os.makedirs(args.out, exist_ok=True)
     tasks = data(args)
     results_path = os.path.join(args.out, "results.jsonl")
@@ -113,10 +120,11 @@ def main():
     for family in args.families:
         export = os.path.join(ROOT, "runs", family, "export")
         if not os.path.isfile(os.path.join(export, "config.json")):
-            print(f"pre-training {family} (cargo xtask train {family})", flush=True)
-            xtask(["train", family, "--quiet"], os.path.join(args.out, f"train-{family}.log"))
+            command = VARIANTS.get(family, ["train", family])
+            print(f"pre-training {family} (cargo xtask {' '.join(command)})", flush=True)
+            xtask(command + ["--quiet"], os.path.join(args.out, f"train-{family}.log"))
         for task, (train, test, flags) in tasks.items():
-            if task == "pos" and family in NO_TAGGER:
+            if task == "pos" and family.split("-")[0] in NO_TAGGER:
                 continue
             for init in ("pretrained", "random"):
                 for lr in args.lrs:

@@ -218,11 +218,12 @@ fn a_tiny_electra_pair_learns_replaced_token_detection() {
     assert!((held_out["rtd_prior_loss"] - prior).abs() < 1e-9, "{held_out:?}");
     assert!((held_out["rtd_prior_accuracy"] - (1.0 - held_out["replaced_fraction"])).abs() < 1e-9, "{held_out:?}");
     let (rtd, auc) = (held_out["rtd_loss"], held_out["rtd_auc"]);
-    // Measured on flex: 0.378 against 0.413, AUC 0.70; with the paper's temperature 1 the
+    // Measured on flex: 0.378–0.381 against 0.413, AUC 0.70; with the paper's temperature 1 the
     // same pair ends 0.010 below the prior at AUC 0.55, and fails both.
     assert!(rtd < prior - 0.02, "held-out RTD loss {rtd:.4}, the label prior's entropy is {prior:.4}: {held_out:?}");
     assert!(auc > 0.65, "held-out RTD AUC {auc:.4}, the prior's is 0.5: {held_out:?}");
-    for metric in ["rtd_accuracy", "rtd_recall", "rtd_precision", "mlm_accuracy"] {
+    // (Precision is reported once the discriminator calls a token replaced.)
+    for metric in ["rtd_accuracy", "rtd_recall", "mlm_accuracy"] {
         assert!(held_out.contains_key(metric), "{metric}: {held_out:?}");
     }
 }

@@ -589,6 +589,13 @@ fn distill_teaches_a_smaller_student_that_resumes_exactly_and_transformers_loads
     }
 }
 
+/// The f32 tensors of a safetensors file, by name.
+fn f32_tensors(path: &Path) -> std::collections::BTreeMap<String, Vec<f32>> {
+    let bytes = std::fs::read(path).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    file.tensors().into_iter().map(|(name, view)| (name, view.data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect())).collect()
+}
+
 #[test]
 fn init_random_trains_weights_drawn_from_the_seed_without_reading_the_checkpoint() {
     let dir = scratch("init-random");
@@ -608,17 +615,11 @@ fn init_random_trains_weights_drawn_from_the_seed_without_reading_the_checkpoint
         let at = a.iter().position(|s| s == "--model").unwrap();
         a[at + 1] = arch.clone();
         finetune(&a).unwrap();
-        let bytes = std::fs::read(out.join("model/model.safetensors")).unwrap();
-        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-        file.tensors().into_iter().map(|(name, view)| (name, view.data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<f32>>())).collect::<std::collections::BTreeMap<_, _>>()
+        f32_tensors(&out.join("model/model.safetensors"))
     };
     let (a, again, other) = (run("a", "1"), run("again", "1"), run("other", "2"));
     assert_eq!(a, again, "the same seed draws the same weights");
-    let pretrained = {
-        let bytes = std::fs::read(model_dir().join("model.safetensors")).unwrap();
-        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-        file.tensors().into_iter().map(|(name, view)| (name, view.data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<f32>>())).collect::<std::collections::BTreeMap<_, _>>()
-    };
+    let pretrained = f32_tensors(&model_dir().join("model.safetensors"));
     let mut matrices = 0;
     for (name, values) in a.iter().filter(|(name, _)| !name.starts_with("classifier.") && !name.starts_with("bert.pooler.")) {
         let original = &pretrained[name];
