@@ -423,9 +423,12 @@ mod tests {
                     let n = unit.iter().filter(|i| chosen.contains(i)).count();
                     assert!(n == 0 || n == unit.len(), "{kind:?}: unit {unit:?} cut by {chosen:?}");
                 }
-                // The budget: covered, overshot only by a first unit larger than it.
+                // The budget: overshot only by a first unit larger than it, and short of it
+                // only when every unit left would overshoot it.
                 let largest = unit_positions.iter().map(Vec::len).max().unwrap();
-                assert!(chosen.len() >= budget.min(1) && chosen.len() <= budget.max(largest), "{kind:?}: {} of budget {budget}", chosen.len());
+                assert!(chosen.len() <= budget.max(largest), "{kind:?}: {} of budget {budget}", chosen.len());
+                let mut left = unit_positions.iter().filter(|u| !chosen.contains(&u[0]));
+                assert!(chosen.len() >= budget || left.all(|u| chosen.len() + u.len() > budget), "{kind:?}: {} of budget {budget}, a unit left fits", chosen.len());
                 if unit_positions.iter().filter(|u| u.len() > 1).any(|u| u.iter().all(|i| chosen.contains(i))) {
                     whole_entity_masked += 1;
                 }
