@@ -630,15 +630,13 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
 /// What the run records of `masking` (resuming with other phrases or entities is refused),
 /// after checking that `--phrases` and `--entities` go with it.
 fn masking_spec(args: &TrainArgs, masking: MaskingKind) -> Result<String, String> {
-    let reads_phrases = matches!(masking, MaskingKind::Phrase | MaskingKind::Ernie);
-    let reads_entities = matches!(masking, MaskingKind::Entity | MaskingKind::Ernie);
-    if args.phrases.is_some() && !reads_phrases {
+    if args.phrases.is_some() && !masking.reads_phrases() {
         return Err(format!("--phrases is read by --masking phrase or ernie, not {}", flag_name(masking)));
     }
-    if args.entities.is_some() && !reads_entities {
+    if args.entities.is_some() && !masking.reads_entities() {
         return Err(format!("--entities is read by --masking entity or ernie, not {}", flag_name(masking)));
     }
-    if reads_entities && args.entities.is_none() {
+    if masking.reads_entities() && args.entities.is_none() {
         return Err(format!("--masking {}: give the entities to mask whole with --entities FILE (one surface form per line)", flag_name(masking)));
     }
     let mut spec = format!("{masking:?}");
@@ -660,13 +658,14 @@ fn flag_name(masking: MaskingKind) -> String {
 /// micro-batches of `steps` steps.
 fn knowledge(args: &TrainArgs, masking: MaskingKind, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
     let mut knowledge = Knowledge { batches: steps * args.grad_accum, ..Knowledge::default() };
-    if matches!(masking, MaskingKind::Phrase | MaskingKind::Ernie) {
+    if masking.reads_phrases() {
         let phrases = match &args.phrases {
             Some(file) => Lexicon::read(file, tokenizer).map_err(|e| format!("--phrases {e}"))?,
             None => {
                 let sentences: Vec<Segment> = tokenize_documents(train_text, tokenizer).map_err(|e| corpus_err(args, e))?.into_iter().flatten().collect();
                 let config = PhraseConfig::default();
-                let found = find_phrases(&sentences, &WordText::new(tokenizer), config);
+                let text = WordText::new(tokenizer);
+                let found = find_phrases(&sentences, &text, config);
                 if found.is_empty() {
                     return Err(corpus_err(args, format!("no phrase found for --masking {} (no pair of words seen together more than {} times with a word2phrase score over {}); give them with --phrases FILE", flag_name(masking), config.min_count, config.threshold)));
                 }
@@ -674,14 +673,14 @@ fn knowledge(args: &TrainArgs, masking: MaskingKind, train_text: &Corpus, tokeni
                 let path = out.join("phrases.txt");
                 write_atomic(&path, list.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
                 eprintln!("the phrases found in --corpus are in {} (edit it and pass it with --phrases to choose them)", path.display());
-                Lexicon::new(found, WordText::new(tokenizer))
+                Lexicon::new(found, text)
             }
         };
         let examples: Vec<String> = phrases.entries().iter().take(6).map(|p| p.join(" ")).collect();
         eprintln!("phrases masked whole: {} ({}, …)", phrases.len(), examples.join(", "));
         knowledge.phrases = Arc::new(phrases);
     }
-    if let Some(file) = args.entities.as_ref().filter(|_| matches!(masking, MaskingKind::Entity | MaskingKind::Ernie)) {
+    if let Some(file) = args.entities.as_ref().filter(|_| masking.reads_entities()) {
         let entities = Lexicon::read(file, tokenizer).map_err(|e| format!("--entities {e}"))?;
         eprintln!("entities masked whole: {}", entities.len());
         knowledge.entities = Arc::new(entities);

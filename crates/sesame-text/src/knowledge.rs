@@ -180,12 +180,11 @@ impl Lexicon {
         let mut units = Vec::new();
         let mut i = 0;
         while i < words.len() {
+            // Entries are sorted longest first: the first that matches is the longest.
             let matched = self.by_first.get(&text[i]).and_then(|entries| {
-                entries.iter().map(Vec::len).find(|&n| {
-                    i + n <= words.len() && (i..i + n - 1).all(adjacent) && entries.iter().any(|e| e.len() == n && e[..] == text[i..i + n])
-                })
+                entries.iter().map(Vec::len).zip(entries).find(|&(n, e)| i + n <= words.len() && e[..] == text[i..i + n] && (i..i + n - 1).all(adjacent))
             });
-            let n = matched.unwrap_or(1);
+            let n = matched.map_or(1, |(n, _)| n);
             units.push(words[i..i + n].iter().flatten().copied().collect());
             i += n;
         }

@@ -186,6 +186,8 @@ impl MetricLog {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn auc_of_binned_scores_counts_pairs_ranked_right_and_ties_half() {
         // Over both steps, positives in bins 1, 2, 2 and negatives in bins 0, 1, 2: of the 9
@@ -204,8 +206,6 @@ mod tests {
         one_class.add(&[Metric::auc("auc", &[1.0, 2.0], &[0.0, 0.0])]);
         assert!(!one_class.summarise().contains_key("auc"));
     }
-
-    use super::*;
 
     #[test]
     fn totals_give_weighted_means_and_perplexity() {

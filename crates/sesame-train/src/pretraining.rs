@@ -123,6 +123,16 @@ pub struct Knowledge {
 }
 
 impl MaskingKind {
+    /// Whether it masks phrases whole (reads [`Knowledge::phrases`]).
+    pub fn reads_phrases(self) -> bool {
+        matches!(self, MaskingKind::Phrase | MaskingKind::Ernie)
+    }
+
+    /// Whether it masks entities whole (reads [`Knowledge::entities`]).
+    pub fn reads_entities(self) -> bool {
+        matches!(self, MaskingKind::Entity | MaskingKind::Ernie)
+    }
+
     /// The strategy with its paper's settings (15%, 80/10/10); ERNIE's levels mask the units
     /// of `knowledge` (the other strategies do not read it).
     pub fn strategy(self, knowledge: &Knowledge) -> Arc<dyn MaskingStrategy> {
