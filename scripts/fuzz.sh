@@ -60,6 +60,28 @@ seeds() {
   seed squad_questions json "" "$f/data/squad.json"
   seed squad_questions jsonl "" "$f/data/squad.jsonl"
   seed input_lines jsonl "" "$f/data/inputs.jsonl"
+  # forward_inputs: each checkpoint's recorded inputs and labels (its io.safetensors' `input.*`
+  # and `label.*`, under transformers' names), after the byte that picks the checkpoint.
+  local checkpoints
+  mapfile -t checkpoints < <(sed -n '/^pub const CHECKPOINTS/,/^];/s/^ *"\(.*\)",$/\1/p' fuzz_targets/forward_inputs.rs)
+  mkdir -p corpus/forward_inputs
+  for i in "${!checkpoints[@]}"; do
+    python3 - "$f/${checkpoints[$i]}/io.safetensors" "$i" >"corpus/forward_inputs/seed-$i" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+out, blob = {}, b""
+for name, t in header.items():
+    kind, _, key = name.partition(".")
+    if kind in ("input", "label"):
+        start, end = t["data_offsets"]
+        out[key] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [len(blob), len(blob) + end - start]}
+        blob += data[start:end]
+text = json.dumps(out).encode()
+sys.stdout.buffer.write(bytes([int(sys.argv[2])]) + struct.pack("<Q", len(text)) + text + blob)
+PY
+  done
 }
 seeds
 

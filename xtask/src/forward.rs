@@ -99,6 +99,27 @@ impl Inputs {
         Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
     }
 
+    /// Labels `[D]` as transformers' losses take them: of shape `shape`, each a class in
+    /// `0..classes` or, where `ignored`, -100 (the index a cross-entropy skips).
+    fn labels<const D: usize>(&self, name: &str, shape: [usize; D], classes: usize, ignored: bool, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
+        self.check_shape(name, &shape)?;
+        if let Some(Input { ints: Some(values), .. }) = self.tensors.get(name) {
+            if let Some((i, v)) = values.iter().enumerate().find(|(_, &v)| !(0..classes as i64).contains(&v) && !(ignored && v == -100)) {
+                let ignore = if ignored { " or -100 (ignored)" } else { "" };
+                return Err(self.fail(name, format!("holds {v} at flat index {i}; its labels are classes 0..{classes}{ignore}")));
+            }
+        }
+        self.ids::<D>(name, device)
+    }
+
+    /// Refuse `name`, when given, unless its shape is `shape`.
+    fn check_shape(&self, name: &str, shape: &[usize]) -> Result<(), String> {
+        match self.tensors.get(name) {
+            Some(t) if t.shape != shape => Err(self.fail(name, format!("has shape {:?}; expected {shape:?} from `input_ids` and the config", t.shape))),
+            _ => Ok(()),
+        }
+    }
+
     /// Floats `[D]` (float targets).
     fn floats<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
@@ -200,19 +221,26 @@ impl Inputs {
         })
     }
 
-    /// Classification labels: class ids `[batch]`, or float targets `[batch, labels]`
-    /// (regression or multi-label, by the config's `problem_type`).
-    fn sequence_labels(&self, multi_label: bool, device: &Device) -> Result<Option<SequenceLabels>, String> {
+    /// Classification labels of `batch` rows and `classes` labels: class ids `[batch]`, or
+    /// float targets `[batch, classes]` (regression or multi-label, by the config's
+    /// `problem_type`).
+    fn sequence_labels(&self, batch: usize, classes: usize, multi_label: bool, device: &Device) -> Result<Option<SequenceLabels>, String> {
         match self.tensors.get("labels").map(|t| t.ints.is_some()) {
             None => Ok(None),
-            Some(true) => Ok(self.ids::<1>("labels", device)?.map(SequenceLabels::SingleLabel)),
-            Some(false) if multi_label => Ok(self.floats::<2>("labels", device)?.map(SequenceLabels::MultiLabel)),
-            Some(false) => Ok(self.floats::<2>("labels", device)?.map(SequenceLabels::Regression)),
+            Some(true) => Ok(self.labels::<1>("labels", [batch], classes, true, device)?.map(SequenceLabels::SingleLabel)),
+            Some(false) => {
+                self.check_shape("labels", &[batch, classes])?;
+                let targets = self.floats::<2>("labels", device)?;
+                Ok(targets.map(if multi_label { SequenceLabels::MultiLabel } else { SequenceLabels::Regression }))
+            }
         }
     }
 
-    /// QA positions, when both are given.
-    fn positions(&self, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
+    /// QA positions `[batch]`, when both are given (any value: the heads clamp them, as
+    /// transformers does).
+    fn positions(&self, batch: usize, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
+        self.check_shape("start_positions", &[batch])?;
+        self.check_shape("end_positions", &[batch])?;
         Ok(self.ids::<1>("start_positions", device)?.zip(self.ids::<1>("end_positions", device)?))
     }
 
@@ -338,13 +366,15 @@ impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
 
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == <Self as ExtraHeads<B>>::classes()[0]).then(|| {
-            let labels = match (inputs.ids::<2>("labels", device)?, inputs.ids::<1>(B::LABELS, device)?) {
+            let (m, c) = load::<ForPreTraining<B>>(args, device)?;
+            input.validate(&B::input_limits(&c)).map_err(bad_input(head))?;
+            let [b, s] = input.input_ids.dims();
+            let mlm = inputs.labels::<2>("labels", [b, s], B::input_limits(&c).vocab_size, true, device)?;
+            let labels = match (mlm, inputs.labels::<1>(B::LABELS, [b], 2, true, device)?) {
                 (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
                 (None, None) => None,
                 _ => return Err(format!("--inputs {}: {head} takes `labels` and `{}` together", args.inputs.display(), B::LABELS)),
             };
-            let (m, c) = load::<ForPreTraining<B>>(args, device)?;
-            input.validate(&B::input_limits(&c)).map_err(bad_input(head))?;
             Ok(m.forward(input.clone(), labels, options(args)).named(B::LOGITS))
         })
     }
@@ -360,9 +390,9 @@ impl ExtraHeads<BertModel> for BertHeads {
 
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == "BertForNextSentencePrediction").then(|| {
-            let labels = inputs.ids::<1>("labels", device)?;
             let (m, c) = load::<BertForNextSentencePrediction>(args, device)?;
             input.validate(&BertModel::input_limits(&c)).map_err(bad_input(head))?;
+            let labels = inputs.labels::<1>("labels", [input.input_ids.dims()[0]], 2, true, device)?;
             Ok(m.forward(input.clone(), labels, options(args)).named())
         })
     }
@@ -378,9 +408,10 @@ impl ExtraHeads<ElectraModel> for ElectraHeads {
 
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == "ElectraForPreTraining").then(|| {
-            let labels = inputs.ids::<2>("labels", device)?;
             let (m, c) = load::<ElectraForPreTraining>(args, device)?;
             input.validate(&ElectraModel::input_limits(&c)).map_err(bad_input(head))?;
+            // 1 = replaced, 0 = original (a binary cross-entropy: nothing is ignored).
+            let labels = inputs.labels::<2>("labels", input.input_ids.dims(), 2, false, device)?;
             let out = m.forward(input.clone(), labels, options(args));
             Ok(sesame_layers::HeadOutput { logits: out.logits, loss: out.loss, encoder: out.encoder }.named())
         })
@@ -404,41 +435,44 @@ where
     let input = inputs.encoder(device)?;
     let o = options(args);
     let check = |config: &B::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
+    let [b, s] = input.input_ids.dims();
+    let vocab = |config: &B::Config| B::input_limits(config).vocab_size;
+    let num_labels = |config: &B::Config| B::classifier_sizes(config).num_labels;
     let outputs = if let Some(outputs) = H::run(&head, args, &input, &inputs, device) {
         outputs?
     } else if let (Some(choices), true) = (choices, head == class("ForMultipleChoice")) {
-        let labels = inputs.ids::<1>("labels", device)?;
         let (m, c) = load::<ForMultipleChoice<B, C>>(args, device)?;
         check(&c)?;
+        let labels = inputs.labels::<1>("labels", [b / choices], choices, true, device)?;
         m.forward(input, choices, labels, o).named()
     } else if head == class("Model") {
         let (m, c) = load::<B>(args, device)?;
         check(&c)?;
         m.forward(input, o).named()
     } else if head == class("ForMaskedLM") {
-        let labels = inputs.ids::<2>("labels", device)?;
         let (m, c) = load::<ForMaskedLM<B>>(args, device)?;
         check(&c)?;
+        let labels = inputs.labels::<2>("labels", [b, s], vocab(&c), true, device)?;
         m.forward(input, labels, o).named()
     } else if head == class("ForSequenceClassification") {
-        let labels = inputs.sequence_labels(multi_label(&args.model)?, device)?;
         let (m, c) = load::<ForSequenceClassification<B, S>>(args, device)?;
         check(&c)?;
+        let labels = inputs.sequence_labels(b, num_labels(&c), multi_label(&args.model)?, device)?;
         m.forward(input, labels, o).named()
     } else if head == class("ForTokenClassification") {
-        let labels = inputs.ids::<2>("labels", device)?;
         let (m, c) = load::<ForTokenClassification<B>>(args, device)?;
         check(&c)?;
+        let labels = inputs.labels::<2>("labels", [b, s], num_labels(&c), true, device)?;
         m.forward(input, labels, o).named()
     } else if head == class("ForQuestionAnswering") {
-        let positions = inputs.positions(device)?;
         let (m, c) = load::<ForQuestionAnswering<B>>(args, device)?;
         check(&c)?;
+        let positions = inputs.positions(b, device)?;
         m.forward(input, positions, o).named()
     } else if head == B::causal_lm_architecture() {
-        let labels = inputs.ids::<2>("labels", device)?;
         let (m, c) = load::<ForCausalLM<B>>(args, device)?;
         check(&c)?;
+        let labels = inputs.labels::<2>("labels", [b, s], vocab(&c), true, device)?;
         m.forward(input, labels, o).named()
     } else {
         let mut runs = vec![class("Model"), class("ForMaskedLM"), class("ForSequenceClassification"), class("ForTokenClassification"), class("ForMultipleChoice"), class("ForQuestionAnswering"), B::causal_lm_architecture()];
@@ -455,6 +489,8 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
     let inputs = Inputs::read(&args.inputs)?;
     let o = options(args);
     let check = |input: &Seq2SeqInput, config: &sesame_bart::BartConfig| BartModel::validate(input, config).map_err(bad_input(&head));
+    // The batch, from the encoder's or the decoder's ids (validated to agree).
+    let batch = |input: &Seq2SeqInput| input.input_ids.as_ref().or(input.decoder_input_ids.as_ref()).map_or(0, |ids| ids.dims()[0]);
     let outputs = match head.as_str() {
         "BartModel" => {
             let input = inputs.seq2seq(device)?;
@@ -463,9 +499,17 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
             m.forward(input, o).named()
         }
         "BartForConditionalGeneration" => {
-            let (input, labels) = (inputs.seq2seq(device)?, inputs.ids::<2>("labels", device)?);
+            let input = inputs.seq2seq(device)?;
             let (m, c) = load::<BartForConditionalGeneration>(args, device)?;
             check(&input, &c)?;
+            // Without `decoder_input_ids`, the labels shifted right are the decoder's input:
+            // any length.
+            let len = match (&input.decoder_input_ids, inputs.tensors.get("labels")) {
+                (Some(ids), _) => ids.dims()[1],
+                (None, Some(labels)) => labels.shape.get(1).copied().unwrap_or(0).max(1),
+                (None, None) => 0,
+            };
+            let labels = inputs.labels::<2>("labels", [batch(&input), len], c.vocab_size, true, device)?;
             m.forward(input, labels, o).named()
         }
         "BartForSequenceClassification" => {
@@ -473,20 +517,22 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
             let (m, c) = load::<BartForSequenceClassification>(args, device)?;
             check(&input, &c)?;
             let multi_label = c.labels.problem_type.as_deref() == Some("multi_label_classification");
-            let labels = inputs.sequence_labels(multi_label, device)?;
+            let labels = inputs.sequence_labels(batch(&input), c.num_labels(), multi_label, device)?;
             m.forward(input, labels, o).map_err(bad_input(&head))?.named()
         }
         "BartForQuestionAnswering" => {
-            let (input, positions) = (inputs.seq2seq(device)?, inputs.positions(device)?);
+            let input = inputs.seq2seq(device)?;
             let (m, c) = load::<BartForQuestionAnswering>(args, device)?;
             check(&input, &c)?;
+            let positions = inputs.positions(batch(&input), device)?;
             m.forward(input, positions, o).named()
         }
         "BartForCausalLM" => {
             let ids = inputs.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", args.inputs.display()))?;
-            let (mask, labels) = (inputs.padding_mask("attention_mask", false, device)?, inputs.ids::<2>("labels", device)?);
+            let mask = inputs.padding_mask("attention_mask", false, device)?;
             let (m, c) = load::<BartForCausalLM>(args, device)?;
             check(&Seq2SeqInput { decoder_input_ids: Some(ids.clone()), encoder_outputs: None, input_ids: Some(ids.clone()), ..Default::default() }, &c)?;
+            let labels = inputs.labels::<2>("labels", ids.dims(), c.vocab_size, true, device)?;
             m.forward(ids, mask, labels, o).named()
         }
         other => {
@@ -508,6 +554,8 @@ pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> 
     let input = inputs.xlnet(device)?;
     let o = options(args);
     let check = |config: &XlnetConfig| input.validate(config).map_err(bad_input(&head));
+    let [b, s] = input.input_ids.dims();
+    let num_labels = XlnetConfig::num_labels;
     let outputs = match head.as_str() {
         "XLNetModel" => {
             let (m, c) = load::<XlnetModel>(args, device)?;
@@ -515,46 +563,52 @@ pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> 
             m.forward(input, o).named()
         }
         "XLNetLMHeadModel" => {
-            let labels = inputs.ids::<2>("labels", device)?;
             let (m, c) = load::<XlnetLmHeadModel>(args, device)?;
             check(&c)?;
+            // With `target_mapping`, one label per prediction; else one per token.
+            let predictions = input.target_mapping.as_ref().map_or(s, |mapping| mapping.dims()[1]);
+            let labels = inputs.labels::<2>("labels", [b, predictions], c.vocab_size, true, device)?;
             m.forward(input, labels, o).named()
         }
         "XLNetForSequenceClassification" => {
-            let labels = inputs.sequence_labels(multi_label(&args.model)?, device)?;
             let (m, c) = load::<XlnetForSequenceClassification>(args, device)?;
             check(&c)?;
+            let labels = inputs.sequence_labels(b, num_labels(&c), multi_label(&args.model)?, device)?;
             m.forward(input, labels, o).named()
         }
         "XLNetForTokenClassification" => {
-            let labels = inputs.ids::<2>("labels", device)?;
             let (m, c) = load::<XlnetForTokenClassification>(args, device)?;
             check(&c)?;
+            let labels = inputs.labels::<2>("labels", [b, s], num_labels(&c), true, device)?;
             m.forward(input, labels, o).named()
         }
         "XLNetForMultipleChoice" => {
-            let labels = inputs.ids::<1>("labels", device)?;
             let (m, c) = load::<XlnetForMultipleChoice>(args, device)?;
             check(&c)?;
-            m.forward(input, choices.expect("flattened above"), labels, o).named()
+            let choices = choices.expect("flattened above");
+            let labels = inputs.labels::<1>("labels", [b / choices], choices, true, device)?;
+            m.forward(input, choices, labels, o).named()
         }
         "XLNetForQuestionAnsweringSimple" => {
-            let positions = inputs.positions(device)?;
             let (m, c) = load::<XlnetForQuestionAnsweringSimple>(args, device)?;
             check(&c)?;
+            let positions = inputs.positions(b, device)?;
             m.forward(input, positions, o).named()
         }
         "XLNetForQuestionAnswering" => {
+            let (m, c) = load::<XlnetForQuestionAnswering>(args, device)?;
+            check(&c)?;
+            inputs.check_shape("p_mask", &[b, s])?;
+            inputs.check_shape("is_impossible", &[b])?;
             let p_mask = inputs.mask_values::<2>("p_mask", device)?;
-            let cls_index = inputs.ids::<1>("cls_index", device)?;
+            // The token each row's answerability is read from.
+            let cls_index = inputs.labels::<1>("cls_index", [b], s, false, device)?;
             let is_impossible = inputs.mask_values::<1>("is_impossible", device)?;
-            let labels = inputs.positions(device)?.map(|(start_positions, end_positions)| SquadLabels {
+            let labels = inputs.positions(b, device)?.map(|(start_positions, end_positions)| SquadLabels {
                 start_positions,
                 end_positions,
                 answerability: cls_index.clone().zip(is_impossible),
             });
-            let (m, c) = load::<XlnetForQuestionAnswering>(args, device)?;
-            check(&c)?;
             m.forward(input, p_mask, cls_index, labels, o).named()
         }
         other => {

@@ -408,6 +408,36 @@ fn newer_commands_refuse_bad_input_with_one_line() {
     let view = safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![1, 3], &ids).unwrap();
     safetensors::serialize_to_file(vec![("input_ids".to_string(), view)], None, &inputs).unwrap();
     fails(&["forward", "--model", m, "--inputs", path(&inputs), "--out", path(&d.join("o.safetensors"))], &["input_ids", "5000000000"]);
+    // `forward`: labels of another shape than the inputs', or a class the head does not have,
+    // panicked inside the loss (Burn's shape check, flex's gather), on every family's heads.
+    let forward_inputs = |name: &str, labels: &[(&str, Vec<usize>, Vec<i64>)]| {
+        let path = d.join(name);
+        let ids: Vec<u8> = [2i64, 5, 7, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let data: Vec<Vec<u8>> = labels.iter().map(|(_, _, v)| v.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
+        let mut views = vec![("input_ids".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![1, 4], &ids).unwrap())];
+        for ((n, shape, _), bytes) in labels.iter().zip(&data) {
+            views.push((n.to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::I64, shape.clone(), bytes).unwrap()));
+        }
+        safetensors::serialize_to_file(views, None, &path).unwrap();
+        path
+    };
+    let outputs = d.join("o.safetensors");
+    for (fixture, name, shape, values, expect) in [
+        ("bert/base-masked-lm", "labels", vec![1, 2], vec![1, 2], "has shape [1, 2]; expected [1, 4]"),
+        ("bert/base-masked-lm", "labels", vec![1, 4], vec![1, -100, 99999, 2], "holds 99999 at flat index 2"),
+        ("bert/base-seqcls-single", "labels", vec![1], vec![77], "holds 77"),
+        ("bert/base-qa", "start_positions", vec![2], vec![1, 2], "has shape [2]; expected [1]"),
+        ("xlnet/base-token-classification", "labels", vec![1, 4], vec![0, 1, -5, 0], "holds -5"),
+        ("bart/base-seqcls-single", "labels", vec![3], vec![0, 1, 2], "has shape [3]; expected [1]"),
+        ("bart/base-conditional-generation", "labels", vec![1, 3], vec![5, 99999, 2], "holds 99999"),
+    ] {
+        let mut labels = vec![(name, shape, values)];
+        if name == "start_positions" {
+            labels.push(("end_positions", vec![2], vec![1, 2]));
+        }
+        let inputs = forward_inputs(&format!("{}-{name}.safetensors", fixture.replace('/', "-")), &labels);
+        fails(&["forward", "--model", &format!("fixtures/{fixture}"), "--inputs", path(&inputs), "--out", path(&outputs)], &[path(&inputs), &format!("`{name}`"), expect]);
+    }
 
     // `tag` on a sequence classifier ran its sentence head on every token (the head's tensors
     // share BERT's names); config.json says what the checkpoint is.

@@ -1,0 +1,677 @@
+//! `cargo xtask …`: Sesame's command line. Results go to stdout as JSON; progress and errors
+//! to stderr. The binary is [`main`]; [`run_args`] runs one command line in-process (the fuzz
+//! targets drive commands with it).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sesame_layers::pipeline::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions, PipelineError};
+use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
+use sesame_text::Tokenizer;
+use sesame_train::Backend;
+
+mod bench;
+mod finetune;
+mod families;
+mod forward;
+mod generate;
+mod prune;
+mod distill;
+mod train;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Sesame: the BERT family on Burn")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct BackendArg {
+    /// Backend to run on (must be compiled in; see `--features`).
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+}
+
+impl BackendArg {
+    fn device(&self) -> Result<burn::tensor::Device, String> {
+        let backend = match self.backend {
+            Some(b) => b,
+            None => Backend::default_compiled().ok_or("no backend compiled in")?,
+        };
+        backend.device().map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Sentence embeddings: prints `[[f32, ...], ...]`, one vector per text.
+    Embed {
+        /// HF model directory (config.json, weights, tokenizer).
+        #[arg(long)]
+        model: PathBuf,
+        /// Pooling over tokens.
+        #[arg(long, default_value = "mean", value_parser = parse_pooling)]
+        pooling: Pooling,
+        /// Hidden state to pool: 0 = embeddings, -1 = last layer, -2 = penultimate, ...
+        #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+        layer: i64,
+        /// L2-normalise each vector.
+        #[arg(long)]
+        normalize: bool,
+        /// Truncate texts to this many tokens [default: `max_seq_length` of the model's
+        /// sentence_bert_config.json, as sentence-transformers does, else the model's limit].
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=1_000_000))]
+        max_tokens: Option<usize>,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts to embed (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
+    /// Pre-train a model on text with its family's objective; exports HF format at the end.
+    Train {
+        #[command(flatten)]
+        args: train::TrainArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Fine-tune a checkpoint on your labelled file (CSV, TSV, JSON lines) and export the best
+    /// model with its labels; prints the evaluation metrics as JSON.
+    Finetune {
+        #[command(flatten)]
+        args: finetune::FinetuneArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Remove the least important attention heads of a fine-tuned sequence classifier (Michel
+    /// et al.'s gradient-based importance on your labelled rows) and save it with
+    /// `pruned_heads`; prints the heads removed and the metrics on the rows before and after.
+    Prune {
+        #[command(flatten)]
+        args: prune::PruneArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Distil a fine-tuned sequence classifier (the teacher, --model) into a student of the same
+    /// family with fewer layers, initialised from every other layer as DistilBERT (soft
+    /// targets at a temperature, the labels, TinyBERT's hidden-state and attention losses);
+    /// exported as `finetune` exports. A masked LM distils with `train FAMILY --teacher DIR`.
+    Distill {
+        #[command(flatten)]
+        args: distill::DistillArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Draw measured trade-offs as an SVG line chart: `--data` is a JSON object of series, each
+    /// a list of `[x, y]` points (docs/small-models.md's accuracy against speed).
+    Plot {
+        /// The series: `{"name": [[x, y], ...], ...}`.
+        #[arg(long)]
+        data: PathBuf,
+        /// The SVG to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The chart's title.
+        #[arg(long, default_value = "")]
+        title: String,
+        /// The x axis' label.
+        #[arg(long, default_value = "x")]
+        x: String,
+        /// The y axis' label.
+        #[arg(long, default_value = "y")]
+        y: String,
+    },
+    /// Export a training checkpoint to HF layout (transformers loads it).
+    Export {
+        #[command(flatten)]
+        args: train::ExportArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Time Sesame on the chosen backend (`--mode`: pre-training steps, forwards, embeddings, GEMM, generation, fine-tuning), against PyTorch and ONNX Runtime on request.
+    Bench {
+        #[command(flatten)]
+        args: bench::BenchArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Generate text (greedy, beam search or sampling, as transformers' `generate`): prints one
+    /// JSON line per input, in input order, with `sequences` (token ids), `texts` and, for beam
+    /// search, `sequences_scores`.
+    Generate {
+        #[command(flatten)]
+        args: generate::GenerateArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Run a head of a checkpoint on inputs named as transformers' arguments (a safetensors
+    /// file); writes every output under transformers' field names.
+    Forward {
+        #[command(flatten)]
+        args: forward::ForwardArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+    },
+    /// Classify texts with a fine-tuned sequence classifier: prints, per text, the label and its
+    /// probability with every label's (`{"label", "score", "scores"}`), the labels over 0.5 for
+    /// a multi-label model (`{"labels", "scores"}`), or the number of a regression model
+    /// (`{"value"}`).
+    Classify {
+        /// HF model directory with a sequence-classification head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts to classify (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+        /// FastBERT's early exit (a model trained with `finetune --early-exit`): each text stops
+        /// at the first layer whose normalised entropy is below S, in [0, 1] (0: every layer,
+        /// the model's own output; larger: faster, less accurate); each result says its
+        /// `exit_layer`.
+        #[arg(long, value_parser = speed)]
+        speed: Option<f64>,
+    },
+    /// Tag the words of texts with a fine-tuned token classifier: prints, per text, its
+    /// entities `[{"entity_group", "score", "word", "start", "end"}, ...]` (character offsets),
+    /// as transformers' token-classification pipeline with `aggregation_strategy="first"`.
+    Tag {
+        /// HF model directory with a token-classification head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        /// Tokens shared by consecutive windows of a text longer than the model reads
+        /// [default: a quarter of its positions].
+        #[arg(long)]
+        stride: Option<usize>,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts to tag (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
+    /// Answer questions from a context with a fine-tuned extractive-QA model: prints, per
+    /// question, `{"answer", "score", "start", "end"}` (character offsets in the context), picked
+    /// as transformers' run_qa.py post-processing picks it.
+    Answer {
+        /// HF model directory with a question-answering head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        /// The passage to answer from (or `@FILE` to read it from a file).
+        #[arg(long)]
+        context: String,
+        /// Tokens shared by consecutive windows of a long context [default: a third of the
+        /// model's positions].
+        #[arg(long)]
+        stride: Option<usize>,
+        /// Longest answer in tokens.
+        #[arg(long, default_value_t = 30, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+        max_answer_len: usize,
+        /// Allow "no answer" (an empty answer) when it scores ahead of the best span by more
+        /// than --null-threshold (SQuAD 2.0 models).
+        #[arg(long)]
+        allow_no_answer: bool,
+        /// How far "no answer" must score ahead of the best span, with --allow-no-answer.
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = finite_f32)]
+        null_threshold: f32,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Questions (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
+    /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
+    FillMask {
+        /// HF model directory with an MLM head and a tokenizer.
+        #[arg(long)]
+        model: PathBuf,
+        /// Candidates per mask.
+        #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+        top_k: usize,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        backend: BackendArg,
+        /// Texts containing the mask token (e.g. `[MASK]`) (or --input).
+        #[arg(conflicts_with = "input")]
+        texts: Vec<String>,
+    },
+}
+
+fn parse_pooling(s: &str) -> Result<Pooling, String> {
+    s.parse().map_err(|e: sesame_layers::pooling::UnknownPooling| e.to_string())
+}
+
+/// Where `embed` and `fill-mask` read texts from, and how many run at a time.
+#[derive(clap::Args, Debug)]
+struct InputArgs {
+    /// Read the texts from this file (`-` for stdin): one per line, or JSON lines with a
+    /// "text" field; results are printed as JSON lines, one per text, as they are computed.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// At most this many texts per forward pass (texts are grouped by token count, to pad little).
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    batch_size: usize,
+    /// Run the model's linear layers in int8: weights quantised per output channel, each
+    /// token's activations as it runs (flex and ndarray; a model saved quantised always is).
+    #[arg(long)]
+    int8: bool,
+}
+
+/// `--int8` of the command running: every model it loads is quantised.
+static INT8: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Honour `--int8` on `device`: refused, with one line, where the products cannot run in int8.
+pub(crate) fn set_int8(int8: bool, device: &burn::tensor::Device) -> Result<(), String> {
+    if int8 && !sesame_layers::device::is_host_memory(device) {
+        return Err(format!("--int8: int8 products run on the flex and ndarray backends, not on {device:?}; choose one with --backend"));
+    }
+    INT8.store(int8, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// `loaded` with its model quantised when the command runs with `--int8`.
+pub(crate) fn int8_if_asked<M: burn::module::Module, C>(mut loaded: sesame_layers::Pretrained<M, C>) -> sesame_layers::Pretrained<M, C> {
+    if INT8.load(std::sync::atomic::Ordering::Relaxed) {
+        loaded.model = sesame_layers::int8::quantize(loaded.model);
+    }
+    loaded
+}
+
+/// Texts to run: from the command line (one JSON result for all), or read from `--input` a
+/// chunk at a time (a JSON line per text), so that any number of texts streams through.
+pub(crate) enum Texts {
+    /// Given as arguments.
+    Args(Vec<String>),
+    /// Lines of a file or stdin.
+    Lines { name: String, lines: std::io::Lines<Box<dyn std::io::BufRead>>, number: usize },
+}
+
+impl Texts {
+    fn new(args: Vec<String>, input: Option<PathBuf>) -> Result<Self, String> {
+        let Some(path) = input else {
+            if args.is_empty() {
+                return Err("no texts: give them as arguments, or read them with --input FILE (- for stdin)".into());
+            }
+            return Ok(Texts::Args(args));
+        };
+        let (name, reader) = open_input(&path)?;
+        Ok(Texts::Lines { name, lines: std::io::BufRead::lines(reader), number: 0 })
+    }
+
+    /// Whether results stream as JSON lines.
+    pub(crate) fn streams(&self) -> bool {
+        matches!(self, Texts::Lines { .. })
+    }
+
+    /// The next (at most) `n` texts; empty at the end.
+    pub(crate) fn next_chunk(&mut self, n: usize) -> Result<Vec<String>, String> {
+        match self {
+            Texts::Args(args) => Ok(std::mem::take(args)),
+            Texts::Lines { name, lines, number } => {
+                let mut chunk = Vec::new();
+                for line in lines.by_ref().take(n) {
+                    *number += 1;
+                    let line = line.map_err(|e| format!("{name}: line {number}: {e}"))?;
+                    chunk.push(match sesame_text::inputs::parse_input_line(&line, false) {
+                        Ok(sesame_text::inputs::InputLine::Text(text)) => text,
+                        Ok(sesame_text::inputs::InputLine::Ids(_)) => return Err(format!("{name}: line {number}: token ids are for generate; this command reads texts")),
+                        Err(e) => return Err(format!("{name}: line {number}: {e}")),
+                    });
+                }
+                Ok(chunk)
+            }
+        }
+    }
+}
+
+/// The reader of `--input PATH` (`-`: stdin), and its name for errors.
+pub(crate) fn open_input(path: &std::path::Path) -> Result<(String, Box<dyn std::io::BufRead>), String> {
+    if path.as_os_str() == "-" {
+        return Ok(("stdin".into(), Box::new(std::io::BufReader::new(std::io::stdin()))));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("--input {}: {e}", path.display()))?;
+    Ok((path.display().to_string(), Box::new(std::io::BufReader::new(file))))
+}
+
+/// Texts read per chunk from `--input`: enough for many batches, few enough to stream.
+const CHUNK: usize = 4096;
+
+/// Run `each` on `texts` chunk by chunk: with `--input`, print a JSON line per text as each
+/// chunk is done and return nothing; otherwise return the JSON array of all results.
+pub(crate) fn run_texts<T: serde::Serialize>(texts: &mut Texts, mut each: impl FnMut(&[&str]) -> Result<Vec<T>, String>) -> Result<String, String> {
+    use std::io::Write;
+    let mut all = Vec::new();
+    loop {
+        let chunk = texts.next_chunk(CHUNK)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let results = each(&refs)?;
+        if texts.streams() {
+            let mut out = std::io::stdout().lock();
+            for r in &results {
+                let line = serde_json::to_string(r).expect("JSON");
+                writeln!(out, "{line}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+            }
+            out.flush().map_err(|e| format!("cannot write to stdout: {e}"))?;
+        } else {
+            all.extend(results);
+        }
+    }
+    Ok(if texts.streams() { String::new() } else { serde_json::to_string(&all).expect("JSON") })
+}
+
+fn run(cli: Cli) -> Result<String, String> {
+    match cli.command {
+        Command::Train { args, backend } => train::train(args, backend.device()?),
+        Command::Export { args, backend } => train::export(args, backend.device()?),
+        Command::Finetune { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("finetune", family.finetune)?(&args, device)
+        }
+        Command::Distill { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.run.model)?;
+            family.command("distill", family.distill)?(&args, device)
+        }
+        Command::Plot { data, out, title, x, y } => {
+            let text = std::fs::read_to_string(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+            let series: std::collections::BTreeMap<String, Vec<(f64, f64)>> =
+                serde_json::from_str(&text).map_err(|e| format!("{}: not an object of [x, y] point lists: {e}", data.display()))?;
+            let curves: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
+            let svg = sesame_train::plots::xy_svg(&title, &x, &y, &curves).map_err(|e| format!("{}: {e}", out.display()))?;
+            sesame_text::fs::write_atomic(&out, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            Ok(String::new())
+        }
+        Command::Prune { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("prune", family.prune)?(&args, device)
+        }
+        Command::Bench { args, backend } => {
+            let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
+            bench::bench(args, backend.device()?, name)
+        }
+        Command::Embed { model, pooling, layer, normalize, max_tokens, inputs, backend, texts } => {
+            let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
+            let max_tokens = match max_tokens {
+                Some(n) => Some(n),
+                None => sentence_transformers_max_seq_length(&model).map_err(|e| e.to_string())?,
+            };
+            let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
+            let family = model_family(&model)?;
+            family.command("embed", family.embed)?(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
+        }
+        Command::Forward { args, backend } => {
+            let device = backend.device()?;
+            let family = model_family(&args.model)?;
+            family.command("forward", family.forward)?(&args, &device).map(|()| String::new())
+        }
+        Command::Generate { args, backend } => {
+            let device = backend.device()?;
+            set_int8(args.int8, &device)?;
+            if args.unilm_seq2seq {
+                return generate::generate_unilm(&args, &device).map(|()| String::new());
+            }
+            let family = model_family(&args.model)?;
+            family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
+        }
+        Command::Classify { model, inputs, backend, texts, speed } => {
+            let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
+            let family = model_family(&model)?;
+            family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, speed)
+        }
+        Command::Tag { model, stride, inputs, backend, texts } => {
+            let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
+            let family = model_family(&model)?;
+            family.command("tag", family.tag)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, stride)
+        }
+        Command::Answer { model, context, stride, max_answer_len, allow_no_answer, null_threshold, inputs, backend, texts } => {
+            let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
+            let family = model_family(&model)?;
+            let context = match context.strip_prefix('@') {
+                Some(path) => std::fs::read_to_string(path).map_err(|e| format!("--context @{path}: {e}"))?,
+                None => context,
+            };
+            if context.trim().is_empty() {
+                return Err("--context is empty".into());
+            }
+            let options = sesame_layers::pipeline::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
+            family.command("answer", family.answer)?(&model, &device, &mut Texts::new(texts, inputs.input)?, &context, inputs.batch_size, stride, options)
+        }
+        Command::FillMask { model, top_k, inputs, backend, texts } => {
+            let device = backend.device()?;
+            set_int8(inputs.int8, &device)?;
+            let family = model_family(&model)?;
+            family.command("fill-mask", family.fill_mask)?(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
+        }
+    }
+}
+
+/// `dir/config.json` as a JSON object, or an error naming the file.
+pub(crate) fn config_json(dir: &std::path::Path) -> Result<serde_json::Value, String> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !json.is_object() {
+        return Err(format!("{}: not a JSON object", path.display()));
+    }
+    Ok(json)
+}
+
+/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
+/// the file names none, as transformers' `BertModel` reads it).
+fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry, String> {
+    let json = config_json(dir)?;
+    let path = dir.join("config.json");
+    let model_type = match json.get("model_type") {
+        None => "bert",
+        Some(serde_json::Value::String(kind)) => kind.as_str(),
+        Some(other) => return Err(format!("{}: field `model_type` must be a string, found {other}", path.display())),
+    };
+    families::by_model_type(model_type).ok_or_else(|| {
+        format!("{}: model_type `{model_type}` is not a family this command runs ({})", path.display(), families::names().join(", "))
+    })
+}
+
+pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?);
+    report(&loaded.report);
+    let mut done = 0;
+    run_texts(texts, |chunk| {
+        let vectors = embed(&loaded.model, &loaded.config, &tokenizer, chunk, options).map_err(|e| e.to_string())?;
+        if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
+            return Err(format!("{}: the embedding of text {} is not finite (NaN or infinite); the checkpoint overflows", dir.display(), done + i));
+        }
+        done += chunk.len();
+        Ok(vectors)
+    })
+}
+
+/// HF class-name endings of task heads, and what each is.
+const HEAD_CLASSES: [(&str, &str); 11] = [
+    ("ForSequenceClassification", "a sequence classifier"),
+    ("ForTokenClassification", "a token classifier"),
+    ("ForQuestionAnsweringSimple", "an extractive-QA model"),
+    ("ForQuestionAnswering", "an extractive-QA model"),
+    ("ForMultipleChoice", "a multiple-choice model"),
+    ("ForNextSentencePrediction", "a next-sentence classifier"),
+    ("ForMaskedLM", "a masked LM"),
+    ("ForPreTraining", "a pre-training model"),
+    ("ForCausalLM", "a language model"),
+    ("LMHeadModel", "a language model"),
+    ("ForConditionalGeneration", "a sequence-to-sequence model"),
+];
+
+/// Refuse a checkpoint whose `config.json` names another task's head than `wanted`'s (the HF
+/// class a command runs): heads of different tasks can share tensor names (BERT's sequence and
+/// token classifiers are both `classifier`), so the weights alone would load.
+fn check_architecture(dir: &std::path::Path, wanted: &str, head: &str) -> Result<(), String> {
+    let json = config_json(dir)?;
+    let Some(found) = json["architectures"][0].as_str() else { return Ok(()) };
+    let kind = |class: &str| HEAD_CLASSES.iter().find(|(ending, _)| class.ends_with(ending)).map(|(_, kind)| *kind);
+    match (kind(found), kind(wanted)) {
+        (Some(found_kind), Some(wanted_kind)) if found_kind != wanted_kind => Err(format!(
+            "{}: architectures says {found}, {found_kind}; this command needs {wanted_kind} ({head} head, as {wanted})",
+            dir.join("config.json").display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The tokenizer and task model `M` of `dir`, refusing a checkpoint without `M`'s head (one
+/// made up on the spot would predict at random): `head` names it, `hint` says how to get one.
+fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::tensor::Device, head: &str, hint: &str) -> Result<(Tokenizer, sesame_layers::Pretrained<M, M::Config>), String> {
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
+    if !loaded.report.initialized.is_empty() {
+        return Err(format!("{} has no {head} head (missing: {}); {hint}", dir.display(), loaded.report.initialized.join(", ")));
+    }
+    report(&loaded.report);
+    Ok((tokenizer, loaded))
+}
+
+pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, speed: Option<f64>) -> Result<String, String> {
+    use sesame_layers::pipeline::{self, Classification};
+    check_architecture(dir, &M::architecture(), "sequence-classification")?;
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
+    let finite = |c: &Classification| match c {
+        Classification::Value { value } => value.is_finite(),
+        Classification::Single { scores, .. } | Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
+    };
+    let overflow = || format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display());
+    match speed {
+        None => run_texts(texts, |chunk| {
+            let out = pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
+            if out.iter().all(finite) { Ok(out) } else { Err(overflow()) }
+        }),
+        Some(speed) => run_texts(texts, |chunk| {
+            let out = pipeline::classify_early(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
+            if out.iter().all(|c| finite(&c.classification)) { Ok(out) } else { Err(overflow()) }
+        }),
+    }
+}
+
+/// A finite number (a score threshold).
+pub(crate) fn finite_f32(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{s} is not a finite number")),
+    }
+}
+
+/// A `--speed`: a threshold in [0, 1].
+fn speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s} is not a speed in [0, 1] (a threshold on the normalised entropy)")),
+    }
+}
+
+pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String> {
+    check_architecture(dir, &M::architecture(), "token-classification")?;
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
+    let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 4);
+    run_texts(texts, |chunk| {
+        let out = sesame_layers::pipeline::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
+        if !out.iter().flatten().all(|s| s.score.is_finite()) {
+            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(out)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
+    dir: &std::path::Path,
+    device: &burn::tensor::Device,
+    texts: &mut Texts,
+    context: &str,
+    batch_size: usize,
+    stride: Option<usize>,
+    options: sesame_layers::pipeline::AnswerOptions,
+) -> Result<String, String> {
+    check_architecture(dir, &M::architecture(), "question-answering")?;
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
+    let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 3);
+    let mut done = 0;
+    run_texts(texts, |chunk| {
+        let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
+        let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| match e {
+            // Numbered among all the questions, not this chunk's.
+            PipelineError::EmptyText { what, index } => format!("{what} {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + index),
+            e => format!("{e} (--stride {stride})"),
+        })?;
+        done += chunk.len();
+        if !out.iter().all(|a| a.score.is_finite()) {
+            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(out)
+    })
+}
+
+pub(crate) fn fill_mask_with<B: sesame_layers::HasMaskedLmHead>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, top_k: usize, batch_size: usize) -> Result<String, String> {
+    let (tokenizer, loaded) = load_task_model::<ForMaskedLM<B>>(dir, device, "masked-LM", "fill-mask needs a checkpoint trained with one")?;
+    let single = matches!(texts, Texts::Args(args) if args.len() == 1);
+    let json = run_texts(texts, |chunk| {
+        let predictions = fill_masks(&loaded.model, &loaded.config, &tokenizer, chunk, top_k, batch_size).map_err(|e| e.to_string())?;
+        if predictions.iter().flatten().flatten().any(|p| !p.score.is_finite()) {
+            return Err(format!("{}: the predicted scores are not finite (NaN or infinite); the checkpoint overflows", dir.display()));
+        }
+        Ok(predictions)
+    })?;
+    // One text on the command line prints its masks' candidates, as before: `[[...], ...]`.
+    Ok(match single {
+        true => serde_json::to_string(&serde_json::from_str::<Vec<serde_json::Value>>(&json).expect("JSON")[0]).expect("JSON"),
+        false => json,
+    })
+}
+
+fn report(report: &sesame_layers::LoadReport) {
+    if !report.initialized.is_empty() || !report.unused.is_empty() {
+        eprintln!("note: {report}");
+    }
+}
+
+/// Run the command line `args` (the first is the program's name): its JSON result, or the
+/// error's one line.
+pub fn run_args<I, T>(args: I) -> Result<String, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    run(Cli::try_parse_from(args).map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?)
+}
+
+/// The `cargo xtask` binary: the result on stdout, an error as one line on stderr.
+pub fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(json) => {
+            if !json.is_empty() {
+                println!("{json}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
