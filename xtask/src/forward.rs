@@ -124,8 +124,17 @@ impl Inputs {
     fn floats<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values = t.floats.clone().ok_or_else(|| self.fail(name, "is an integer tensor; expected F32".into()))?;
+        self.check_finite(name, &values)?;
         let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
         Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
+    }
+
+    /// Refuse a NaN or infinite value: it would only come back as non-finite outputs.
+    fn check_finite(&self, name: &str, values: &[f32]) -> Result<(), String> {
+        match values.iter().position(|v| !v.is_finite()) {
+            Some(i) => Err(self.fail(name, format!("holds {} at flat index {i}; inputs must be finite", values[i]))),
+            None => Ok(()),
+        }
     }
 
     /// A float mask `[D]` given as floats or integers (`perm_mask`, `target_mapping`, `p_mask`,
@@ -137,6 +146,7 @@ impl Inputs {
             (_, Some(f)) => f.clone(),
             _ => unreachable!("read as ints or floats"),
         };
+        self.check_finite(name, &values)?;
         let shape: [usize; D] = t.shape.clone().try_into().expect("rank checked");
         Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
     }

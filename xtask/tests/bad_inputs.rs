@@ -438,6 +438,15 @@ fn newer_commands_refuse_bad_input_with_one_line() {
         let inputs = forward_inputs(&format!("{}-{name}.safetensors", fixture.replace('/', "-")), &labels);
         fails(&["forward", "--model", &format!("fixtures/{fixture}"), "--inputs", path(&inputs), "--out", path(&outputs)], &[path(&inputs), &format!("`{name}`"), expect]);
     }
+    // A NaN float input only came back as non-finite outputs, blamed on the checkpoint.
+    let nan_target = d.join("nan-target.safetensors");
+    let (ids, target): (Vec<u8>, Vec<u8>) = ([2i64, 5, 7, 3].iter().flat_map(|v| v.to_le_bytes()).collect(), f32::NAN.to_le_bytes().to_vec());
+    let views = vec![
+        ("input_ids".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![1, 4], &ids).unwrap()),
+        ("labels".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1, 1], &target).unwrap()),
+    ];
+    safetensors::serialize_to_file(views, None, &nan_target).unwrap();
+    fails(&["forward", "--model", "fixtures/bert/base-seqcls-regression", "--inputs", path(&nan_target), "--out", path(&outputs)], &["`labels`", "NaN", "finite"]);
 
     // `tag` on a sequence classifier ran its sentence head on every token (the head's tensors
     // share BERT's names); config.json says what the checkpoint is.
