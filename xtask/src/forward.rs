@@ -106,7 +106,7 @@ impl Inputs {
         if let Some(Input { ints: Some(values), .. }) = self.tensors.get(name) {
             if let Some((i, v)) = values.iter().enumerate().find(|(_, &v)| !(0..classes as i64).contains(&v) && !(ignored && v == -100)) {
                 let ignore = if ignored { " or -100 (ignored)" } else { "" };
-                return Err(self.fail(name, format!("holds {v} at flat index {i}; its labels are classes 0..{classes}{ignore}")));
+                return Err(self.fail(name, format!("holds {v} at flat index {i}; expected values in 0..{classes}{ignore}")));
             }
         }
         self.ids::<D>(name, device)
@@ -614,7 +614,10 @@ pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> 
             // The token each row's answerability is read from.
             let cls_index = inputs.labels::<1>("cls_index", [b], s, false, device)?;
             let is_impossible = inputs.mask_values::<1>("is_impossible", device)?;
-            let labels = inputs.positions(b, device)?.map(|(start_positions, end_positions)| SquadLabels {
+            // Unlike the simple head's, these positions are not clamped: the end logits read the
+            // start token's state (transformers' cross-entropy refuses them too).
+            let start = inputs.labels::<1>("start_positions", [b], s, false, device)?;
+            let labels = start.zip(inputs.labels::<1>("end_positions", [b], s, false, device)?).map(|(start_positions, end_positions)| SquadLabels {
                 start_positions,
                 end_positions,
                 answerability: cls_index.clone().zip(is_impossible),

@@ -430,11 +430,17 @@ fn newer_commands_refuse_bad_input_with_one_line() {
         ("xlnet/base-token-classification", "labels", vec![1, 4], vec![0, 1, -5, 0], "holds -5"),
         ("bart/base-seqcls-single", "labels", vec![3], vec![0, 1, 2], "has shape [3]; expected [1]"),
         ("bart/base-conditional-generation", "labels", vec![1, 3], vec![5, 99999, 2], "holds 99999"),
+        // Found by fuzzing: XLNet's beam QA head reads the start token's state (no clamping).
+        ("xlnet/base-qa-train", "end_positions", vec![1], vec![524539], "holds 524539"),
     ] {
-        let mut labels = vec![(name, shape, values)];
-        if name == "start_positions" {
-            labels.push(("end_positions", vec![2], vec![1, 2]));
-        }
+        // QA positions come in pairs: the other one valid.
+        let other = match name {
+            "start_positions" => Some("end_positions"),
+            "end_positions" => Some("start_positions"),
+            _ => None,
+        };
+        let mut labels = vec![(name, shape.clone(), values)];
+        labels.extend(other.map(|other| (other, shape.clone(), vec![1; shape[0]])));
         let inputs = forward_inputs(&format!("{}-{name}.safetensors", fixture.replace('/', "-")), &labels);
         fails(&["forward", "--model", &format!("fixtures/{fixture}"), "--inputs", path(&inputs), "--out", path(&outputs)], &[path(&inputs), &format!("`{name}`"), expect]);
     }
