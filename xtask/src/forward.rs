@@ -509,17 +509,20 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
             m.forward(input, o).named()
         }
         "BartForConditionalGeneration" => {
-            let input = inputs.seq2seq(device)?;
+            let mut input = inputs.seq2seq(device)?;
             let (m, c) = load::<BartForConditionalGeneration>(args, device)?;
-            check(&input, &c)?;
-            // Without `decoder_input_ids`, the labels shifted right are the decoder's input:
-            // any length.
+            // Without `decoder_input_ids`, the labels shifted right are the decoder's input (as
+            // the head makes it): of any length, and checked as the decoder's ids.
             let len = match (&input.decoder_input_ids, inputs.tensors.get("labels")) {
                 (Some(ids), _) => ids.dims()[1],
                 (None, Some(labels)) => labels.shape.get(1).copied().unwrap_or(0).max(1),
                 (None, None) => 0,
             };
             let labels = inputs.labels::<2>("labels", [batch(&input), len], c.vocab_size, true, device)?;
+            if let (None, Some(labels)) = (&input.decoder_input_ids, &labels) {
+                input.decoder_input_ids = Some(sesame_layers::shift_tokens_right(labels.clone(), m.model.pad_token_id, m.model.decoder_start_token_id));
+            }
+            check(&input, &c)?;
             m.forward(input, labels, o).named()
         }
         "BartForSequenceClassification" => {

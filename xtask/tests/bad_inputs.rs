@@ -444,6 +444,10 @@ fn newer_commands_refuse_bad_input_with_one_line() {
         let inputs = forward_inputs(&format!("{}-{name}.safetensors", fixture.replace('/', "-")), &labels);
         fails(&["forward", "--model", &format!("fixtures/{fixture}"), "--inputs", path(&inputs), "--out", path(&outputs)], &[path(&inputs), &format!("`{name}`"), expect]);
     }
+    // Found by fuzzing: BART's decoder reads the input shifted right when no decoder ids are
+    // given; a decoder mask of another length panicked in the attention.
+    let decoder_mask = forward_inputs("decoder-mask.safetensors", &[("decoder_attention_mask", vec![1, 3], vec![1, 1, 1])]);
+    fails(&["forward", "--model", "fixtures/bart/base-model", "--inputs", path(&decoder_mask), "--out", path(&outputs)], &["BartModel", "decoder_attention_mask", "[1, 3]", "[1, 4]"]);
     // A NaN float input only came back as non-finite outputs, blamed on the checkpoint.
     let nan_target = d.join("nan-target.safetensors");
     let (ids, target): (Vec<u8>, Vec<u8>) = ([2i64, 5, 7, 3].iter().flat_map(|v| v.to_le_bytes()).collect(), f32::NAN.to_le_bytes().to_vec());

@@ -71,6 +71,13 @@ impl Seq2SeqInput {
             check_ids(ids, vocab_size, "decoder token")?;
         } else if self.cache.is_some() {
             return Err(InputError::Missing { what: "decoder_input_ids", reason: "a cache continues after its positions: give the new ones" });
+        } else if let (Some(ids), Some(mask)) = (&self.input_ids, &self.decoder_attention_mask) {
+            // The decoder reads `shift_tokens_right(input_ids)`: as long as the input.
+            if mask.dims() != ids.dims() {
+                return Err(InputError::ShapeMismatch { what: "decoder_attention_mask", expected: ids.dims().to_vec(), found: mask.dims().to_vec() });
+            }
+        } else if self.decoder_attention_mask.is_some() {
+            return Err(InputError::Missing { what: "decoder_input_ids", reason: "a decoder_attention_mask needs the decoder's ids" });
         }
         Ok(())
     }
