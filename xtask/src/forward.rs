@@ -246,12 +246,14 @@ impl Inputs {
         }
     }
 
-    /// QA positions `[batch]`, when both are given (any value: the heads clamp them, as
-    /// transformers does).
-    fn positions(&self, batch: usize, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
-        self.check_shape("start_positions", &[batch])?;
-        self.check_shape("end_positions", &[batch])?;
-        Ok(self.ids::<1>("start_positions", device)?.zip(self.ids::<1>("end_positions", device)?))
+    /// QA positions `[batch]`, when both are given: any value where the head clamps them (as
+    /// transformers' do), else inside a sequence of length `within`.
+    fn positions(&self, batch: usize, within: Option<usize>, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
+        let read = |name: &str| match within {
+            Some(len) => self.labels::<1>(name, [batch], len, false, device),
+            None => self.check_shape(name, &[batch]).and_then(|()| self.ids::<1>(name, device)),
+        };
+        Ok(read("start_positions")?.zip(read("end_positions")?))
     }
 
     /// For a multiple-choice head: `[batch, choices, seq]` inputs read as `[batch × choices,
@@ -477,7 +479,7 @@ where
     } else if head == class("ForQuestionAnswering") {
         let (m, c) = load::<ForQuestionAnswering<B>>(args, device)?;
         check(&c)?;
-        let positions = inputs.positions(b, device)?;
+        let positions = inputs.positions(b, None, device)?;
         m.forward(input, positions, o).named()
     } else if head == B::causal_lm_architecture() {
         let (m, c) = load::<ForCausalLM<B>>(args, device)?;
@@ -537,7 +539,7 @@ pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
             let input = inputs.seq2seq(device)?;
             let (m, c) = load::<BartForQuestionAnswering>(args, device)?;
             check(&input, &c)?;
-            let positions = inputs.positions(batch(&input), device)?;
+            let positions = inputs.positions(batch(&input), None, device)?;
             m.forward(input, positions, o).named()
         }
         "BartForCausalLM" => {
@@ -605,7 +607,7 @@ pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> 
         "XLNetForQuestionAnsweringSimple" => {
             let (m, c) = load::<XlnetForQuestionAnsweringSimple>(args, device)?;
             check(&c)?;
-            let positions = inputs.positions(b, device)?;
+            let positions = inputs.positions(b, None, device)?;
             m.forward(input, positions, o).named()
         }
         "XLNetForQuestionAnswering" => {
@@ -619,8 +621,7 @@ pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> 
             let is_impossible = inputs.mask_values::<1>("is_impossible", device)?;
             // Unlike the simple head's, these positions are not clamped: the end logits read the
             // start token's state (transformers' cross-entropy refuses them too).
-            let start = inputs.labels::<1>("start_positions", [b], s, false, device)?;
-            let labels = start.zip(inputs.labels::<1>("end_positions", [b], s, false, device)?).map(|(start_positions, end_positions)| SquadLabels {
+            let labels = inputs.positions(b, Some(s), device)?.map(|(start_positions, end_positions)| SquadLabels {
                 start_positions,
                 end_positions,
                 answerability: cls_index.clone().zip(is_impossible),
