@@ -7,7 +7,7 @@
 use burn::prelude::*;
 use sesame_bart::{BartConfig, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
 use sesame_generate::*;
-use sesame_layers::decoding::Seq2SeqDecoder;
+use sesame_generate::decoding::Seq2SeqDecoder;
 use sesame_layers::{InputError, NamedOutput, OutputOptions, PretrainedModel, Seq2SeqInput, SequenceLabels};
 use sesame_tests::{compare_named as compare, devices, max_abs_diff, Fixture, TOLERANCE};
 
@@ -283,7 +283,7 @@ fn bart_for_causal_lm_matches_transformers() {
 /// pass being at parity with transformers, above).
 #[test]
 fn bart_for_causal_lm_generates_left_to_right() {
-    use sesame_layers::decoding::CausalDecoder;
+    use sesame_generate::decoding::CausalDecoder;
     let f = Fixture::open("bart/base-causal-lm");
     let prompts: Vec<Vec<u32>> = vec![vec![0, 17, 23, 9], vec![0, 40, 41, 42]];
     let stopping = Stopping { max_new_tokens: 6, eos_token_ids: vec![2], pad_token_id: 1, output_scores: true };

@@ -2,7 +2,7 @@
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
-use sesame_bert::pipeline::{fill_mask, fill_masks, PipelineError};
+use sesame_pipelines::{fill_mask, fill_masks, PipelineError};
 use sesame_bert::BertForMaskedLM;
 use sesame_layers::PretrainedModel;
 use sesame_tests::{devices, Fixture};
@@ -52,7 +52,7 @@ fn batches_run_on_threads_answer_each_text_in_order() {
         let threaded = fill_masks(&loaded.model, &loaded.config, &tokenizer, &refs, 3, 1).unwrap();
         assert_eq!(threaded.len(), refs.len(), "{backend}");
         for (i, (a, t)) in alone.iter().zip(&threaded).enumerate() {
-            let ids = |p: &Vec<Vec<sesame_bert::pipeline::Prediction>>| p.iter().flatten().map(|p| (p.id, p.score)).collect::<Vec<_>>();
+            let ids = |p: &Vec<Vec<sesame_pipelines::Prediction>>| p.iter().flatten().map(|p| (p.id, p.score)).collect::<Vec<_>>();
             assert_eq!(ids(a), ids(t), "{backend}: text {i} answered differently in a batch of its own on a thread");
         }
         assert_ne!(alone[0], alone[2], "{backend}: the texts are told apart");

@@ -6,7 +6,7 @@
 
 use sesame_bert::{BertConfig, BertLMHeadModel};
 use sesame_generate::*;
-use sesame_layers::decoding::CausalDecoder;
+use sesame_generate::decoding::CausalDecoder;
 use sesame_layers::{OutputOptions, PretrainedModel};
 use sesame_tests::{devices, Fixture};
 

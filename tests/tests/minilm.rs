@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use sesame_bert::pipeline::{embed, sentence_transformers_max_seq_length, EmbedOptions};
+use sesame_pipelines::{embed, sentence_transformers_max_seq_length, EmbedOptions};
 use sesame_bert::BertModel;
 use sesame_layers::PretrainedModel;
 use sesame_tests::{devices, fixtures_dir, max_abs_diff, TOLERANCE};

@@ -291,7 +291,7 @@ fn a_precompiled_trie_pointing_past_its_end_is_refused_at_load() {
 /// the calling thread, with its message and place, and nothing is printed.
 #[test]
 fn a_panic_on_a_rayon_worker_is_caught_with_its_place() {
-    let err = sesame_text::contain::catch(|| -> usize {
+    let err = sesame_layers::contain::catch(|| -> usize {
         use rayon::prelude::*;
         (0..64).into_par_iter().map(|i| if i == 63 { panic!("index out of bounds") } else { i }).sum()
     })

@@ -176,7 +176,7 @@ fn bad_input_is_refused_by_name() {
 #[test]
 fn generation_matches_transformers_generate() {
     use sesame_generate::*;
-    use sesame_layers::decoding::CausalDecoder;
+    use sesame_generate::decoding::CausalDecoder;
     for name in ["generation", "generation-short-memory"] {
         let f = Fixture::open(&format!("xlnet/{name}"));
         for (backend, device) in devices() {

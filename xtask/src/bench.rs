@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
-use sesame_layers::pipeline::{embed, sentence_transformers_max_seq_length, EmbedOptions};
+use sesame_pipelines::{embed, sentence_transformers_max_seq_length, EmbedOptions};
 use sesame_layers::{Backbone, OutputOptions, Pooling, PretrainedModel};
 use sesame_text::{Corpus, MaskedBatch, Tokenizer};
 use sesame_train::pretraining::{PretrainingBatch, PretrainingFamily, PretrainingModel};
@@ -773,7 +773,7 @@ fn peak_rss_mib() -> Option<f64> {
 /// `--max-new-tokens` each.
 fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
     use sesame_bart::BartForConditionalGeneration;
-    use sesame_layers::decoding::Seq2SeqDecoder;
+    use sesame_generate::decoding::Seq2SeqDecoder;
     let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
     let mut rows = Vec::new();
     for preset in &args.presets {
@@ -893,7 +893,7 @@ pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Ve
             let prompts: Vec<Vec<u32>> = (0..b).map(|r| synthetic_row(v, r * s..(r + 1) * s)).collect();
             let settings = sesame_generate::GenerationConfig { eos_token_id: Some(sesame_generate::Ids::One(2)), pad_token_id: Some(0), ..Default::default() };
             let run = |settings: &sesame_generate::GenerationConfig| {
-                sesame_generate::generate(&sesame_layers::decoding::CausalDecoder::new(&model, &config), &prompts, settings, 0).map_err(|e| e.to_string())
+                sesame_generate::generate(&sesame_generate::decoding::CausalDecoder::new(&model, &config), &prompts, settings, 0).map_err(|e| e.to_string())
             };
             let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
             rows.extend(time_generation(args, backend, ("xlnet", preset), [b, s, n], s + n, settings, run, save)?);

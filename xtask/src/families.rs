@@ -10,7 +10,7 @@ use sesame_albert::{Albert, AlbertModel};
 use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_electra::{Electra, ElectraModel};
 use sesame_unilm::{Unilm, UnilmModel};
-use sesame_layers::pipeline::EmbedOptions;
+use sesame_pipelines::EmbedOptions;
 use sesame_layers::{ClassificationHead, Classifier, ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
 use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
 use sesame_xlnet::{XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification, XlnetForTokenClassification};
@@ -85,7 +85,7 @@ pub struct Recipe {
 }
 
 /// `cargo xtask answer`'s entry point.
-pub type AnswerFn = fn(&Path, &Device, &mut Texts, &str, usize, Option<usize>, sesame_layers::pipeline::AnswerOptions) -> Result<String, String>;
+pub type AnswerFn = fn(&Path, &Device, &mut Texts, &str, usize, Option<usize>, sesame_pipelines::AnswerOptions) -> Result<String, String>;
 
 impl FamilyEntry {
     /// A family pre-trained on masked batches by the shared task with `F`'s objective, whose

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::Device;
-use sesame_layers::pipeline::AnswerOptions;
+use sesame_pipelines::AnswerOptions;
 use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
@@ -399,7 +399,7 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneArgs, data: FinetuneData, de
             let line = curve.iter().map(|p| (p.mean_layers, p.accuracy)).collect();
             let svg = sesame_train::plots::xy_svg("early exit: held-out accuracy against layers run (--speed 0 to 1)", "mean layers run", "accuracy", &[("exit".into(), line)])
                 .map_err(|e| format!("{}: {e}", path.display()))?;
-            sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            sesame_layers::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             fields.insert("speed_curve".into(), serde_json::to_value(curve).expect("JSON"));
         }
         Ok(fields)
@@ -677,12 +677,12 @@ impl Run<'_> {
             "model": export,
         });
         results.as_object_mut().expect("an object").extend(report(&model, &self.device)?);
-        sesame_text::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
+        sesame_layers::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
         if let Some(matrix) = results["per_class"].get("confusion_matrix").and_then(|m| serde_json::from_value::<Vec<Vec<u64>>>(m.clone()).ok()) {
             let path = out.join("confusion_matrix.svg");
             let svg = sesame_train::plots::confusion_matrix_svg(self.labels, &matrix).map_err(|e| format!("{}: {e}", path.display()))?;
-            sesame_text::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            sesame_layers::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
         Ok(serde_json::json!({ "metrics": metrics, "metric": metric, "step": step, "steps": steps, "train_seconds": train_seconds, "eval_seconds": outcome.eval_seconds, "checkpoint_seconds": outcome.checkpoint_seconds, "model": export }).to_string())

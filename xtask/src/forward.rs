@@ -317,7 +317,7 @@ fn write(outputs: Vec<NamedOutput>, path: &Path) -> Result<(), String> {
         .map(|(n, shape, bytes)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).expect("consistent")))
         .collect();
     let bytes = safetensors::serialize(views, None).map_err(|e| e.to_string())?;
-    sesame_text::fs::write_atomic(path, &bytes).map_err(|e| format!("--out {}: {e}", path.display()))
+    sesame_layers::fs::write_atomic(path, &bytes).map_err(|e| format!("--out {}: {e}", path.display()))
 }
 
 fn options(args: &ForwardArgs) -> OutputOptions {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::prelude::*;
 use sesame_generate::config::EarlyStoppingValue;
 use sesame_generate::{generate_streaming, GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
-use sesame_layers::decoding::{CausalDecoder, CausalLM, Seq2SeqDecoder, Seq2SeqLM};
+use sesame_generate::decoding::{CausalDecoder, CausalLM, Seq2SeqDecoder, Seq2SeqLM};
 use sesame_layers::{Backbone, ForCausalLM, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
 

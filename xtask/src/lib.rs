@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame_layers::pipeline::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions, PipelineError};
+use sesame_pipelines::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions, PipelineError};
 use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
@@ -392,7 +392,7 @@ fn run(cli: Cli) -> Result<String, String> {
                 serde_json::from_str(&text).map_err(|e| format!("{}: not an object of [x, y] point lists: {e}", data.display()))?;
             let curves: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
             let svg = sesame_train::plots::xy_svg(&title, &x, &y, &curves).map_err(|e| format!("{}: {e}", out.display()))?;
-            sesame_text::fs::write_atomic(&out, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            sesame_layers::fs::write_atomic(&out, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             Ok(String::new())
         }
         Command::Prune { args, backend } => {
@@ -452,7 +452,7 @@ fn run(cli: Cli) -> Result<String, String> {
             if context.trim().is_empty() {
                 return Err("--context is empty".into());
             }
-            let options = sesame_layers::pipeline::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
+            let options = sesame_pipelines::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
             family.command("answer", family.answer)?(&model, &device, &mut Texts::new(texts, inputs.input)?, &context, inputs.batch_size, stride, options)
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
@@ -549,7 +549,7 @@ fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::ten
 }
 
 pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, speed: Option<f64>) -> Result<String, String> {
-    use sesame_layers::pipeline::{self, Classification};
+    use sesame_pipelines::Classification;
     check_architecture(dir, &M::architecture(), "sequence-classification")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
     let finite = |c: &Classification| match c {
@@ -559,11 +559,11 @@ pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::pat
     let overflow = || format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display());
     match speed {
         None => run_texts(texts, |chunk| {
-            let out = pipeline::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
+            let out = sesame_pipelines::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
             if out.iter().all(finite) { Ok(out) } else { Err(overflow()) }
         }),
         Some(speed) => run_texts(texts, |chunk| {
-            let out = pipeline::classify_early(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
+            let out = sesame_pipelines::classify_early(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
             if out.iter().all(|c| finite(&c.classification)) { Ok(out) } else { Err(overflow()) }
         }),
     }
@@ -590,7 +590,7 @@ pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, dev
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
     let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 4);
     run_texts(texts, |chunk| {
-        let out = sesame_layers::pipeline::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
+        let out = sesame_pipelines::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
         if !out.iter().flatten().all(|s| s.score.is_finite()) {
             return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
         }
@@ -606,7 +606,7 @@ pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
     context: &str,
     batch_size: usize,
     stride: Option<usize>,
-    options: sesame_layers::pipeline::AnswerOptions,
+    options: sesame_pipelines::AnswerOptions,
 ) -> Result<String, String> {
     check_architecture(dir, &M::architecture(), "question-answering")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
@@ -614,7 +614,7 @@ pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
     let mut done = 0;
     run_texts(texts, |chunk| {
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
-        let out = sesame_layers::pipeline::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| match e {
+        let out = sesame_pipelines::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| match e {
             // Numbered among all the questions, not this chunk's.
             PipelineError::EmptyText { what, index } => format!("{what} {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + index),
             e => format!("{e} (--stride {stride})"),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, PretrainedModel};
-use sesame_text::fs::write_atomic;
+use sesame_layers::fs::write_atomic;
 use sesame_text::{find_phrases, tokenize_documents, Corpus, DenoisingConfig, Lexicon, MaskLength, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
 use burn::nn::LinearConfig;
 use sesame_train::distill::{Distilled, MaskedLmDistillation};

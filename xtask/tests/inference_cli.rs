@@ -324,7 +324,7 @@ fn generate_continues_with_bart_s_decoder_alone() {
     let mut settings = sesame_generate::GenerationConfig::from_dir(&repo().join(dir)).unwrap();
     (settings.max_new_tokens, settings.num_beams) = (Some(6), Some(2));
     for (i, prompt) in prompts.iter().enumerate() {
-        let decoder = sesame_layers::decoding::CausalDecoder::new(&loaded.model, &loaded.config);
+        let decoder = sesame_generate::decoding::CausalDecoder::new(&loaded.model, &loaded.config);
         let want = sesame_generate::generate(&decoder, std::slice::from_ref(prompt), &settings, 0).unwrap();
         assert_eq!(got[i]["sequences"], serde_json::json!(want.sequences), "input {i}");
         assert!(want.sequences[0].len() > prompt.len(), "input {i}: something generated");

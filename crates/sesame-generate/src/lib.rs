@@ -10,11 +10,15 @@
 //! [`config`] reads transformers' `GenerationConfig` (from `generation_config.json`, else
 //! `config.json`) and [`generate`] runs the search and processors it asks for.
 //!
+//! [`decoding`] presents Sesame's task models to the searches: any left-to-right LM
+//! ([`decoding::CausalLM`]) or encoder-decoder ([`decoding::Seq2SeqLM`]) of any family.
+//!
 //! [`search`] holds the searches — greedy, sampling, beam search — written against the
 //! [`Decoder`] trait alone: a model starts from prompts, steps one token per row, and reorders
 //! its rows.
 
 pub mod config;
+pub mod decoding;
 pub mod processors;
 pub mod search;
 

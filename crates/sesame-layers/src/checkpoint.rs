@@ -415,7 +415,7 @@ pub fn load_weights<M: Module>(
                 module.apply(tensors, None, Some(adapter), false)
             }
         }) };
-        let result = sesame_text::contain::catch(read).unwrap_or_else(|panic| Err(unreadable(format!("the reader failed on it: {panic}"))))?;
+        let result = crate::contain::catch(read).unwrap_or_else(|panic| Err(unreadable(format!("the reader failed on it: {panic}"))))?;
         if let Some(error) = result.errors.first() {
             return Err(apply_error(path, error, &burn_to_hf));
         }
@@ -789,7 +789,7 @@ pub fn save_pretrained<M: Module>(
 
 /// Write `bytes` to `path` through a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    sesame_text::fs::write_atomic(path, bytes).map_err(|source| CheckpointError::Io { path: path.to_path_buf(), source })
+    crate::fs::write_atomic(path, bytes).map_err(|source| CheckpointError::Io { path: path.to_path_buf(), source })
 }
 
 /// HF names an encoder's files hold but the model does not load: the `position_ids` and

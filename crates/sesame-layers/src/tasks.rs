@@ -742,7 +742,7 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForMultipleChoice<B, H
     hf_form_of_base!();
 }
 
-/// A fine-tuning head model of any family, as the task pipelines (`pipeline::classify`, `tag`,
+/// A fine-tuning head model of any family, as the task pipelines (`sesame_pipelines::classify`, `tag`,
 /// `answer`) and the fine-tuning tasks run it: fed an [`EncoderInput`] of padded token ids
 /// (the tokenizer's padding side), its base model in the field [`TaskModel::BASE`].
 pub trait TaskModel: PretrainedModel + Send + Sync {

@@ -2,9 +2,7 @@
 //! examples.
 
 pub mod batcher;
-pub mod contain;
 pub mod corpus;
-pub mod fs;
 pub mod inputs;
 pub mod knowledge;
 pub mod labelled;

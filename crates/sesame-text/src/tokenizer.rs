@@ -629,7 +629,7 @@ impl Tokenizer {
         std::fs::create_dir_all(dir).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
         let json = dir.join("tokenizer.json");
         let text = self.inner.to_string(true).map_err(|e| fail(json.clone(), e.to_string()))?;
-        crate::fs::write_atomic(&json, text.as_bytes()).map_err(|e| fail(json.clone(), e.to_string()))?;
+        sesame_layers::fs::write_atomic(&json, text.as_bytes()).map_err(|e| fail(json.clone(), e.to_string()))?;
         let kind = match self.inner.get_model() {
             ModelWrapper::BPE(bpe) => {
                 bpe.save(dir, None).map_err(|e| fail(dir.to_path_buf(), e.to_string()))?;
@@ -643,7 +643,7 @@ impl Tokenizer {
                 let mut vocab: Vec<(u32, String)> = self.inner.get_vocab(true).into_iter().map(|(t, i)| (i, t)).collect();
                 vocab.sort();
                 let text: String = vocab.into_iter().map(|(_, t)| t + "\n").collect();
-                crate::fs::write_atomic(&dir.join("vocab.txt"), text.as_bytes()).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
+                sesame_layers::fs::write_atomic(&dir.join("vocab.txt"), text.as_bytes()).map_err(|e| fail(dir.join("vocab.txt"), e.to_string()))?;
                 TokenizerKind::WordPiece
             }
         };
@@ -680,7 +680,7 @@ impl Tokenizer {
             }
         }
         let path = dir.join("tokenizer_config.json");
-        crate::fs::write_atomic(&path, serde_json::to_string_pretty(&cfg).expect("JSON").as_bytes()).map_err(|e| fail(path.clone(), e.to_string()))
+        sesame_layers::fs::write_atomic(&path, serde_json::to_string_pretty(&cfg).expect("JSON").as_bytes()).map_err(|e| fail(path.clone(), e.to_string()))
     }
 
     /// Ids of the special tokens (never picked as random replacements when masking).
@@ -1056,9 +1056,9 @@ fn model_type_class(dir: &Path) -> Option<&'static str> {
 
 /// Run `f`; a panic inside the tokenizers crate or a crate under it (a corrupt file can make
 /// them panic, e.g. a precompiled normalisation table they cannot parse) becomes
-/// `error(its message and place)`, on whatever thread it was raised (see [`crate::contain`]).
+/// `error(its message and place)`, on whatever thread it was raised (see [`sesame_layers::contain`]).
 fn contain<T>(f: impl FnOnce() -> Result<T, TokenizerError>, error: impl FnOnce(String) -> TokenizerError) -> Result<T, TokenizerError> {
-    crate::contain::catch(f).unwrap_or_else(|panic| Err(error(format!("the tokenizers crate failed on it: {panic}"))))
+    sesame_layers::contain::catch(f).unwrap_or_else(|panic| Err(error(format!("the tokenizers crate failed on it: {panic}"))))
 }
 
 /// What a trained tokenizer's errors name as its origin.

@@ -165,7 +165,7 @@ impl MetricLog {
 
     fn rewrite(&self) -> std::io::Result<()> {
         let text: String = self.lines.iter().map(|l| serde_json::to_string(l).expect("JSON") + "\n").collect();
-        sesame_text::fs::write_atomic(&self.dir.join("metrics.jsonl"), text.as_bytes())
+        sesame_layers::fs::write_atomic(&self.dir.join("metrics.jsonl"), text.as_bytes())
     }
 
     /// Append a line and redraw the plots.
@@ -174,10 +174,10 @@ impl MetricLog {
         writeln!(f, "{}", serde_json::to_string(&line).expect("JSON"))?;
         let held_out = line.split == "held_out";
         self.lines.push(line);
-        sesame_text::fs::write_atomic(&self.dir.join("loss.svg"), crate::plots::loss_svg(&self.lines)?.as_bytes())?;
+        sesame_layers::fs::write_atomic(&self.dir.join("loss.svg"), crate::plots::loss_svg(&self.lines)?.as_bytes())?;
         if held_out {
             if let Some(svg) = crate::plots::metrics_svg(&self.lines)? {
-                sesame_text::fs::write_atomic(&self.dir.join("metrics.svg"), svg.as_bytes())?;
+                sesame_layers::fs::write_atomic(&self.dir.join("metrics.svg"), svg.as_bytes())?;
             }
         }
         Ok(())

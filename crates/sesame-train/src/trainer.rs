@@ -499,7 +499,7 @@ impl Trainer {
             start = saved.step;
             best = saved.best;
         }
-        sesame_text::fs::write_atomic(&self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON").as_bytes())
+        sesame_layers::fs::write_atomic(&self.dir.join("train_config.json"), serde_json::to_string_pretty(config).expect("JSON").as_bytes())
             .map_err(io("cannot write", &self.dir))?;
         let mut log = MetricLog::open(&self.dir, start).map_err(io("cannot write metrics in", &self.dir))?;
         let schedule = config.schedule();

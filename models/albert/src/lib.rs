@@ -25,6 +25,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod heads;
 pub mod model;
+#[cfg(feature = "train")]
 pub mod pretraining;
 
 pub use config::{Albert, AlbertConfig, ParameterSharing};

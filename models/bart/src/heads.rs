@@ -4,7 +4,7 @@
 use burn::module::Param;
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
-use sesame_layers::decoding::{CausalLM, Seq2SeqLM};
+use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::per_token_cross_entropy;
 use sesame_layers::{
@@ -284,7 +284,7 @@ impl SpanExtractor for BartForQuestionAnswering {
 
 /// Generation: encode once, then decode against the cache (see [`Seq2SeqDecoder`]).
 ///
-/// [`Seq2SeqDecoder`]: sesame_layers::decoding::Seq2SeqDecoder
+/// [`Seq2SeqDecoder`]: sesame_generate::decoding::Seq2SeqDecoder
 impl Seq2SeqLM for BartForConditionalGeneration {
     fn start_decoding(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> DecoderCache {
         let encoder = self.model.encoder.forward(&self.model.shared, input_ids, attention_mask.clone(), OutputOptions::default());
@@ -372,7 +372,7 @@ impl BartForCausalLM {
     }
 }
 
-/// BART's decoder generates left to right (`sesame_layers::decoding::CausalDecoder`).
+/// BART's decoder generates left to right (`sesame_generate::decoding::CausalDecoder`).
 impl CausalLM for BartForCausalLM {
     type Config = BartConfig;
     type Cache = DecoderCache;

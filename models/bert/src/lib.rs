@@ -23,7 +23,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod heads;
 pub mod model;
-pub use sesame_layers::pipeline;
+#[cfg(feature = "train")]
 pub mod pretraining;
 
 pub use config::{Bert, BertLikeConfig, BertLikeFamily};

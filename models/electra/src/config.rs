@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
 use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, SequenceSummaryConfig, SummaryType};
 
+/// The ELECTRA family marker (the registry and the pre-training recipe are keyed on it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Electra;
+
 /// HF `model_type` values ELECTRA reads.
 pub const MODEL_TYPES: &[&str] = &["electra"];
 

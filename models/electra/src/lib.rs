@@ -29,15 +29,17 @@ pub mod checkpoint;
 pub mod config;
 pub mod heads;
 pub mod model;
+#[cfg(feature = "train")]
 pub mod pretraining;
 
-pub use config::ElectraConfig;
+pub use config::{Electra, ElectraConfig};
 pub use heads::{
     replaced_token_loss, DiscriminatorOutput, DiscriminatorPredictions, ElectraForMaskedLM, ElectraForMultipleChoice,
     ElectraForPreTraining, ElectraForQuestionAnswering, ElectraForSequenceClassification, ElectraForTokenClassification,
 };
 pub use model::ElectraModel;
-pub use pretraining::{Electra, ElectraGenerator, ElectraPreTrainingPair, ReplacedTokenOutput};
+#[cfg(feature = "train")]
+pub use pretraining::{ElectraGenerator, ElectraPreTrainingPair, ReplacedTokenOutput};
 pub use sesame_layers::{HeadOutput, QuestionAnsweringOutput};
 
 /// One batch of ELECTRA input (HF argument names).

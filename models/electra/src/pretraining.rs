@@ -28,7 +28,7 @@ use sesame_text::{Packing, TokenizerKind};
 use sesame_train::pretraining::{read_back, Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::{Metric, StepOutput};
 
-use crate::config::ElectraConfig;
+use crate::config::{Electra, ElectraConfig};
 use crate::heads::{ElectraForMaskedLM, ElectraForPreTraining};
 use crate::model::{embeddings_project, project_and_encode, ElectraModel};
 
@@ -47,10 +47,6 @@ pub const PRETRAINING_TEMPERATURE: f64 = 2.0;
 /// `[-AUC_RANGE, AUC_RANGE]` (the ends open), 0.02 wide.
 const AUC_BINS: usize = 1600;
 const AUC_RANGE: f64 = 16.0;
-
-/// The ELECTRA family marker of the pre-training recipe.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Electra;
 
 /// The generator without embeddings of its own: it reads the discriminator's.
 #[derive(Module, Debug)]

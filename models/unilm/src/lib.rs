@@ -32,6 +32,7 @@ pub mod config;
 pub mod decoding;
 pub mod heads;
 pub mod model;
+#[cfg(feature = "train")]
 pub mod pretraining;
 
 pub use config::{Unilm, UnilmConfig};
@@ -41,4 +42,5 @@ pub use heads::{
     UnilmForTokenClassification,
 };
 pub use model::{UnilmMask, UnilmModel};
+#[cfg(feature = "train")]
 pub use pretraining::{Objective, UnilmPreTraining};

@@ -7,7 +7,7 @@
 
 use burn::prelude::*;
 use sesame_layers::attention::row_index;
-use sesame_layers::decoding::CausalLM;
+use sesame_generate::decoding::CausalLM;
 use sesame_layers::{InputLimits, OutputOptions};
 
 use crate::config::XlnetConfig;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use burn::prelude::*;
-use sesame_layers::pipeline::{best_answer, Answer, AnswerOptions, ScoredWindow};
+use sesame_pipelines::{best_answer, Answer, AnswerOptions, ScoredWindow};
 use sesame_layers::{EncoderInput, SpanExtractor};
 use sesame_metrics::squad::{squad_scores, Question};
 use sesame_text::squad::SquadExample;

@@ -1,16 +1,17 @@
-//! The task models that generate, as `sesame_generate` searches see them: a left-to-right
+//! The task models that generate, as the searches of [`crate::search`] see them: a left-to-right
 //! language model ([`CausalDecoder`]) and an encoder-decoder ([`Seq2SeqDecoder`], for any
 //! family that implements [`Seq2SeqLM`]).
 
 use burn::prelude::*;
-use sesame_generate::Decoder;
 
-use crate::attention::row_index;
-use crate::backbone::{EncoderInput, HasMaskedLmHead, InputLimits};
-use crate::decoder::DecoderCache;
-use crate::encoder::{EncoderCache, OutputOptions};
-use crate::pretrained::InputError;
-use crate::tasks::ForCausalLM;
+use sesame_layers::attention::row_index;
+use sesame_layers::backbone::{EncoderInput, HasMaskedLmHead, InputLimits};
+use sesame_layers::decoder::DecoderCache;
+use sesame_layers::encoder::{EncoderCache, OutputOptions};
+use sesame_layers::pretrained::InputError;
+use sesame_layers::tasks::ForCausalLM;
+
+use crate::search::Decoder;
 
 /// Token rows `[batch][seq]` (all of one length) as ids `[batch, seq]` on `device`.
 fn id_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor<2, Int>, InputError> {
@@ -203,7 +204,7 @@ impl<'a, M: Seq2SeqLM> Seq2SeqDecoder<'a, M> {
     /// Decode from `input_ids` `[prompts, src]` with padding mask `attention_mask`; checks the
     /// sources against the model.
     pub fn new(model: &'a M, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> Result<Self, InputError> {
-        let input = crate::seq2seq::Seq2SeqInput { input_ids: Some(input_ids.clone()), attention_mask: attention_mask.clone(), ..Default::default() };
+        let input = sesame_layers::seq2seq::Seq2SeqInput { input_ids: Some(input_ids.clone()), attention_mask: attention_mask.clone(), ..Default::default() };
         input.validate(model.vocab_size(), model.max_positions())?;
         Ok(Self { model, input_ids, attention_mask, use_cache: true })
     }

@@ -6,14 +6,13 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, EncodedText, TokenWindow, Tokenizer, TokenizerError, Words};
 
-use crate::backbone::{Backbone, EncoderInput, HasMaskedLmHead, InputLimits};
-use crate::config::{read_json_config, ConfigError};
-use crate::device::default_threads;
-use crate::encoder::OutputOptions;
-use crate::pooling::{l2_normalize, select_layer, Pooling};
-use crate::pretrained::InputError;
-use crate::pretrained::HfConfig;
-use crate::tasks::{ForMaskedLM, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::backbone::{Backbone, EncoderInput, HasMaskedLmHead, InputLimits};
+use sesame_layers::config::{read_json_config, ConfigError};
+use sesame_layers::device::default_threads;
+use sesame_layers::encoder::OutputOptions;
+use sesame_layers::pooling::{l2_normalize, select_layer, Pooling};
+use sesame_layers::pretrained::{HfConfig, InputError};
+use sesame_layers::tasks::{ForMaskedLM, SequenceClassifier, SpanExtractor, TokenTagger};
 
 /// Why a pipeline could not run.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +64,7 @@ pub enum PipelineError {
     EarlyExitProblem(String),
     /// The backend, or a crate under it, panicked while running a batch.
     #[error("running the model failed: {0}")]
-    Panicked(sesame_text::contain::Panic),
+    Panicked(sesame_layers::contain::Panic),
 }
 
 /// One fill-mask candidate.
@@ -166,7 +165,7 @@ fn by_length<T: Send>(
     let chunks = length_batches(&lengths, batch_size);
     let threads = default_threads(device).min(chunks.len());
     // A panic in a batch (a crate under the tokenizer or the backend) is that batch's error.
-    let run = |chunk: &[usize]| sesame_text::contain::catch(|| run(chunk)).unwrap_or_else(|panic| Err(PipelineError::Panicked(panic)));
+    let run = |chunk: &[usize]| sesame_layers::contain::catch(|| run(chunk)).unwrap_or_else(|panic| Err(PipelineError::Panicked(panic)));
     let outputs: Vec<Result<Vec<T>, PipelineError>> = if threads <= 1 {
         chunks.iter().map(|chunk| run(chunk)).collect()
     } else {
@@ -175,7 +174,7 @@ fn by_length<T: Send>(
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| {
-                    crate::device::on_one_thread(|| loop {
+                    sesame_layers::device::on_one_thread(|| loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(chunk) = chunks.get(i) else { break };
                         let out = run(chunk);
@@ -381,7 +380,7 @@ pub struct EarlyClassification {
 
 /// [`classify`] with FastBERT's early exit at `speed` (the normalised-entropy threshold, in
 /// [0, 1]; 0: every row runs every layer), each row stopping independently
-/// ([`crate::ForSequenceClassification::classify_early`]). Single-label classifiers with exit
+/// ([`sesame_layers::ForSequenceClassification::classify_early`]). Single-label classifiers with exit
 /// classifiers only.
 pub fn classify_early<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, speed: f64) -> Result<Vec<EarlyClassification>, PipelineError> {
     let labels = config.labels();
@@ -406,7 +405,7 @@ pub fn classify_early<M: SequenceClassifier>(model: &M, config: &M::Config, toke
 
 /// One [`Classification`] per row of `logits` `[batch, num_labels]`, by the problem type of
 /// `labels`.
-fn classifications(labels: &crate::hparams::LabelConfig, logits: Tensor<2>) -> Result<Vec<Classification>, PipelineError> {
+fn classifications(labels: &sesame_layers::hparams::LabelConfig, logits: Tensor<2>) -> Result<Vec<Classification>, PipelineError> {
     let problem = labels.problem_type.as_deref().unwrap_or("single_label_classification");
     let [_, n] = logits.dims();
     let ranked = |values: &[f32]| {
