@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/performance.md's "How to re-run" commands in one go, each pinned to the same cores, most
+# docs/benchmarks.md's "How to reproduce" commands in one go, each pinned to the same cores, most
 # telling first, within a time budget: what one table per machine is made of.
 #
 #   scripts/bench_all.sh [--xtask PATH] [--cores 0,1] [--budget SECONDS] [--log FILE]

@@ -4,7 +4,7 @@ Trains a fresh `BertForMaskedLM` of a run's config on the shipped corpus (random
 windows, 15% of tokens as targets, 80/10/10, AdamW with linear warm-up and decay, gradient
 clipping 1.0) and prints, every `--every` steps, the training loss and the held-out loss with
 every target shown as [MASK] next to the unigram baseline of the same targets. Held out: the
-corpus' last 2% of tokens. MLM only (no NSP). Used in docs/performance.md to show that
+corpus' last 2% of tokens. MLM only (no NSP). Used in docs/history/performance.md to show that
 transformers' BERT with the same recipe stays at the unigram plateau too.
 
     python scripts/mlm_recipe_pytorch.py runs/bert/export --lr 2e-3

@@ -5,7 +5,7 @@ Held-out cross-entropy (nats) of a middle token of the shipped corpus under
   - its left neighbour (bigram counts interpolated with the unigram),
   - both neighbours (trigram-style counts interpolated with the two bigrams),
 tokenised by a run's tokenizer and held out as the corpus' last 2% of tokens. A model that
-learned only from the two adjacent tokens reaches the last figure; `docs/performance.md` uses it
+learned only from the two adjacent tokens reaches the last figure; `docs/history/performance.md` uses it
 to show how far the main job's models are from what the text offers.
 
     python scripts/ngram_ceiling.py runs/bert/tokenizer
