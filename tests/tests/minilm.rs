@@ -135,3 +135,41 @@ fn int8_minilm_embeddings_keep_cosine_0_99() {
         }
     }
 }
+
+/// The README's library example is `crates/sesame-pipelines/examples/embed.rs` (every code line
+/// of the README's block is a line of the example), and the example, built by `cargo test` as
+/// every example is, gives sentence-transformers' cosines on the real checkpoint.
+#[test]
+fn the_readme_example_is_the_embed_example_and_gives_sentence_transformers_cosines() {
+    let example_source = fixtures_dir().join("../crates/sesame-pipelines/examples/embed.rs");
+    let example = std::fs::read_to_string(&example_source).unwrap();
+    let readme = std::fs::read_to_string(fixtures_dir().join("../README.md")).unwrap();
+    let section = readme.split("## In your project").nth(1).expect("README has '## In your project'");
+    let block = section.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("a rust block in it");
+    let code: Vec<&str> = block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("//")).collect();
+    assert!(code.len() >= 8, "README block: {block}");
+    let mut lines = example.lines().map(str::trim);
+    for line in &code {
+        assert!(lines.any(|l| l == *line), "README line not in {} (in order): {line}", example_source.display());
+    }
+
+    let Some(dir) = model_dir() else { return };
+    let reference: Reference =
+        serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("minilm/reference.json")).unwrap()).unwrap();
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/embed
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(format!("embed{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is not built (cargo test builds the workspace's examples)", binary.display());
+    let out = std::process::Command::new(&binary).arg(&dir).args(&reference.sentences).output().unwrap();
+    assert!(out.status.success(), "{}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let n = reference.embeddings.len();
+    assert_eq!(printed.lines().count(), n * (n - 1) / 2, "{printed}");
+    for line in printed.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (i, j, cosine): (usize, usize, f32) = (fields[0].parse().unwrap(), fields[1].parse().unwrap(), fields[2].parse().unwrap());
+        let expected: f32 = reference.embeddings[i].iter().zip(&reference.embeddings[j]).map(|(a, b)| a * b).sum();
+        // Printed to 4 decimals: within rounding (5e-5) and the embeddings' tolerance.
+        assert!((cosine - expected).abs() <= 1.5e-4, "sentences {i} and {j}: {cosine} against sentence-transformers' {expected}");
+    }
+}

@@ -19,7 +19,7 @@
 //! The layer itself is the shared post-LN [`sesame_layers::EncoderLayer`]; the embeddings, heads and task
 //! models are `sesame-layers`' own.
 //!
-//! The crate's rooms: [`config`], [`model`], [`heads`], [`checkpoint`], [`pretraining`].
+//! The crate's rooms: [`config`], [`model`], [`heads`], [`checkpoint`], `pretraining` (behind the `train` feature).
 
 pub mod checkpoint;
 pub mod config;

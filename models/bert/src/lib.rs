@@ -3,20 +3,27 @@
 //! The crate reads top to bottom in its rooms: [`config`] (HF `BertConfig`, and the
 //! [`BertLikeFamily`] marker through which BERT-shaped families reuse it), [`model`] (the
 //! forward pass of HF `BertModel`), [`heads`] (the task models, named as in transformers),
-//! [`checkpoint`] (the HF key table) and [`pretraining`] (MLM + NSP). RoBERTa, ELECTRA and
-//! UniLM build on this crate; the blocks it is made of (attention, embeddings, encoder layer,
-//! heads) are `sesame-layers`'.
+//! [`checkpoint`] (the HF key table) and `pretraining` (MLM + NSP, behind the `train`
+//! feature). RoBERTa, ELECTRA and UniLM build on this crate; the blocks it is made of
+//! (attention, embeddings, encoder layer, heads) are `sesame-layers`'.
 //!
 //! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use burn::prelude::*;
-//! use sesame_bert::{BertForMaskedLM, BertInput};
+//! use sesame_bert::{BertForSequenceClassification, BertInput};
 //! use sesame_layers::{OutputOptions, PretrainedModel};
+//! use sesame_text::Tokenizer; // the checkpoint's tokenizer (a dev-dependency here)
 //!
-//! let device = Device::default();
-//! let loaded = BertForMaskedLM::from_pretrained("path/to/bert".as_ref(), &device).unwrap();
-//! println!("{}", loaded.report);
-//! let ids = Tensor::<2, Int>::from_data([[101, 103, 102]], &device);
-//! let logits = loaded.model.forward(BertInput::new(ids), None, OutputOptions::default()).logits;
+//! let device = Device::flex();
+//! let dir = std::path::Path::new("path/to/bert-classifier");
+//! let (texts, tokenizer) = (["A fine film."], Tokenizer::from_dir(dir)?);
+//! let loaded = BertForSequenceClassification::from_pretrained(dir, &device)?;
+//! eprintln!("{}", loaded.report);        // loaded / newly initialised / unused tensors
+//! let (ids, mask, types) = tokenizer.encode(&texts, 512, true)?.tensors(&device);
+//! let input = BertInput::new(ids).with_attention_mask(mask).with_token_type_ids(types);
+//! let logits = loaded.model.forward(input, None, OutputOptions::default()).logits;   // [batch, labels]
+//! loaded.model.save_pretrained(&loaded.config, "out-dir".as_ref())?;                  // transformers loads it
+//! # Ok(()) }
 //! ```
 
 pub mod checkpoint;

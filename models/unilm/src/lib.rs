@@ -10,7 +10,8 @@
 //! - [`model`]: BERT's forward pass, and the four masks ([`UnilmMask`]) given to it as the
 //!   input's attention restriction (key/value cache included, for decoding later);
 //! - [`heads`]: BERT's heads under their transformers names;
-//! - [`pretraining`]: the four objectives mixed per batch with the cloze task;
+//! - `pretraining` (behind the `train` feature): the four objectives mixed per batch with the
+//!   cloze task;
 //! - [`decoding`]: sequence-to-sequence decoding under the seq-to-seq mask, with a key/value
 //!   cache, for every search of `sesame-generate`.
 //!
