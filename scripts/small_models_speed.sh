@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The speed columns of docs/small-models.md: `cargo xtask classify` timed end to end (process
+# The speed columns of docs/guide/small-models.md: `cargo xtask classify` timed end to end (process
 # start, loading, tokenizing, the forward passes) on the first 512 mails of SpamAssassin's test
 # file, each cut to its first 600 characters, in rounds that alternate the variants, each
 # variant's seconds and its speed-up over the first variant's median.
@@ -9,7 +9,7 @@
 #
 # FLAGS are extra `classify` flags, comma-separated (`--int8`, `--speed,0.1`). The first variant
 # is the baseline. Example, the tables' rows (test.csv from scripts/fetch_spamassassin.py; the
-# models from docs/finetuning.md and docs/small-models.md's commands):
+# models from docs/guide/fine-tuning.md and docs/guide/small-models.md's commands):
 #
 #   scripts/small_models_speed.sh ~/.cache/sesame/data/spam/test.csv full=runs/spam/model \
 #       full-int8=runs/spam/model:--int8 student=runs/spam-student/model \

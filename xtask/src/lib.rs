@@ -107,7 +107,7 @@ enum Command {
         backend: BackendArg,
     },
     /// Draw measured trade-offs as an SVG line chart: `--data` is a JSON object of series, each
-    /// a list of `[x, y]` points (docs/small-models.md's accuracy against speed).
+    /// a list of `[x, y]` points (docs/guide/small-models.md's accuracy against speed).
     Plot {
         /// The series: `{"name": [[x, y], ...], ...}`.
         #[arg(long)]
