@@ -94,7 +94,7 @@ pub struct TrainArgs {
     pub batch_size: usize,
     /// Maximum sequence length (tokens, special tokens included; at least 8, so that a pair of
     /// segments has room for words). The default 16 is for the few-minute main job: a tiny
-    /// model leaves the unigram plateau far sooner on short sequences (docs/training.md); raise
+    /// model leaves the unigram plateau far sooner on short sequences (docs/guide/pre-training.md); raise
     /// it, with `--batch-size`, for a model meant for longer inputs.
     #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8..=65_536))]
     pub seq_len: usize,
