@@ -269,14 +269,14 @@ impl Default for EmbedOptions {
 /// all-MiniLM-L6-v2, whose model takes 512). `None` when the file or the field is absent.
 pub fn sentence_transformers_max_seq_length(dir: &std::path::Path) -> Result<Option<usize>, ConfigError> {
     #[derive(serde::Deserialize)]
-    struct SentenceBertConfig {
+    struct SentenceTransformersConfig {
         max_seq_length: Option<usize>,
     }
     let path = dir.join("sentence_bert_config.json");
     if !path.is_file() {
         return Ok(None);
     }
-    let config: SentenceBertConfig = read_json_config(&path)?;
+    let config: SentenceTransformersConfig = read_json_config(&path)?;
     if config.max_seq_length == Some(0) {
         return Err(ConfigError::Parse { path, reason: "field `max_seq_length` must be at least 1".into() });
     }
