@@ -62,7 +62,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "train")]
     pub mode: BenchMode,
     /// The family timed [default: bert; bart for generate]; embed takes the family of `--model`.
-    #[arg(long, value_parser = crate::families::parser())]
+    // Its possible values are the registry's, set where the command line is built (lib.rs).
+    #[arg(long)]
     pub family: Option<String>,
     /// Vocabulary size (BERT's by default; RoBERTa's is 50265, ALBERT's 30000).
     #[arg(long, default_value_t = 30522)]
@@ -157,7 +158,7 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    fn batch_size(&self) -> usize {
+    pub(crate) fn batch_size(&self) -> usize {
         self.batch_size.unwrap_or(if self.mode == BenchMode::Embed { 32 } else { 8 })
     }
 }
@@ -225,7 +226,16 @@ fn peer_script(bench: &BenchArgs, flag: &str, script: &str, args: &[String]) -> 
 
 /// Time `args.mode` and return one JSON row per preset (or one for embed), each with the
 /// machine it ran on.
-pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<String, String> {
+/// What `bench` needs of the family it times, as the registry gives it.
+pub struct BenchTarget {
+    /// Times the family's rows of `args.mode`.
+    pub bench: fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>,
+    /// Refuses a `--presets` name the family does not have for the mode.
+    pub check_presets: fn(&BenchArgs) -> Result<(), String>,
+}
+
+/// Run `bench` on the family `target` picks for the arguments.
+pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&BenchArgs) -> Result<BenchTarget, String>) -> Result<String, String> {
     if args.vocab_size <= 5 {
         return Err("--vocab-size must exceed 5".into());
     }
@@ -240,7 +250,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
         if let Some(preset) = args.only_preset.take() {
             args.presets = vec![preset];
         }
-        return rows(&args, device, backend).map(|rows| serde_json::to_string(&rows).expect("JSON"));
+        return rows(&args, device, backend, target).map(|rows| serde_json::to_string(&rows).expect("JSON"));
     }
     if args.compare_onnxruntime && !matches!(args.mode, BenchMode::Embed | BenchMode::Infer) {
         return Err("--compare-onnxruntime times --mode embed and infer only".into());
@@ -253,8 +263,8 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
     match args.mode {
         BenchMode::Gemm => {}
         BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
-        BenchMode::Embed => family_of(&args).map(|_| ())?,
-        _ => check_presets(&args, family_of(&args)?)?,
+        BenchMode::Embed => target(&args).map(|_| ())?,
+        _ => (target(&args)?.check_presets)(&args)?,
     }
     let machine = machine(&args, &device, backend)?;
     let mut rows = if isolate {
@@ -265,7 +275,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
         }
         rows
     } else {
-        self::rows(&args, device, backend)?
+        self::rows(&args, device, backend, target)?
     };
     for row in &mut rows {
         row["machine"] = machine.clone();
@@ -274,24 +284,11 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str) -> Result<Strin
 }
 
 /// The rows of `args.mode`, timed in this process.
-fn rows(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+fn rows(args: &BenchArgs, device: Device, backend: &str, target: fn(&BenchArgs) -> Result<BenchTarget, String>) -> Result<Vec<serde_json::Value>, String> {
     match args.mode {
         BenchMode::Gemm => bench_gemm(args, device, backend),
         BenchMode::Finetune => bench_finetune(args, backend).map(|row| vec![row]),
-        _ => {
-            let family = family_of(args)?;
-            family.command("bench", family.bench)?(args, device, backend)
-        }
-    }
-}
-
-/// The family `args` benches: `--model`'s for embed, else `--family` (bert; bart for generate).
-fn family_of(args: &BenchArgs) -> Result<&'static crate::families::FamilyEntry, String> {
-    match (&args.mode, &args.model) {
-        (BenchMode::Embed, Some(model)) => crate::model_family(model),
-        (BenchMode::Embed, None) => Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
-        (BenchMode::Generate, _) => crate::families::by_name(args.family.as_deref().unwrap_or("bart")),
-        _ => crate::families::by_name(args.family.as_deref().unwrap_or("bert")),
+        _ => (target(args)?.bench)(args, device, backend),
     }
 }
 
@@ -449,7 +446,7 @@ fn onnxruntime_steps(args: &BenchArgs, label: &str, [b, s]: [usize; 2], write: i
 /// With `--compare-pytorch`, PyTorch's side of a `train` or `infer` row, run before Sesame's:
 /// `write` saves the model (its config.json, and what else `scripts/bench_pytorch.py` reads)
 /// into a scratch directory and the script times the same work there (`mode`, `[batch, seq]`).
-fn peer_steps(args: &BenchArgs, label: &str, mode: &str, [b, s]: [usize; 2], write: impl FnOnce(&Path) -> Result<(), String>) -> Result<Option<serde_json::Value>, String> {
+pub(crate) fn peer_steps(args: &BenchArgs, label: &str, mode: &str, [b, s]: [usize; 2], write: impl FnOnce(&Path) -> Result<(), String>) -> Result<Option<serde_json::Value>, String> {
     if !args.compare_pytorch {
         return Ok(None);
     }
@@ -461,7 +458,7 @@ fn peer_steps(args: &BenchArgs, label: &str, mode: &str, [b, s]: [usize; 2], wri
 
 /// PyTorch's figures `theirs` (if compared) into `row`, with the ratio of `figure`, Sesame's
 /// over PyTorch's (above 1: Sesame faster).
-fn attach(row: &mut serde_json::Value, theirs: Option<serde_json::Value>, figure: &str, label: &str) {
+pub(crate) fn attach(row: &mut serde_json::Value, theirs: Option<serde_json::Value>, figure: &str, label: &str) {
     let Some(theirs) = theirs else { return };
     let ratio = row[figure].as_f64().unwrap_or(f64::NAN) / theirs[figure].as_f64().unwrap_or(f64::NAN);
     eprintln!("pytorch {label}: {:.1} {figure}; Sesame {} / PyTorch = {ratio:.2}x", theirs[figure].as_f64().unwrap_or(f64::NAN), row["backend"].as_str().unwrap_or("?"));
@@ -472,7 +469,7 @@ fn attach(row: &mut serde_json::Value, theirs: Option<serde_json::Value>, figure
 /// The trainer's step, timed (median of `--steps` after `--warmup`): `micro` micro-batches,
 /// on threads on a CPU, each `loss(i, replica)` divided by `micro` and back-propagated, the
 /// gradients summed, one AdamW step.
-fn time_train_steps<M: burn::module::Module + Send + Sync>(args: &BenchArgs, model: M, micro: u64, loss: impl Fn(u64, &M) -> Tensor<1> + Sync) -> Result<f64, String> {
+pub(crate) fn time_train_steps<M: burn::module::Module + Send + Sync>(args: &BenchArgs, model: M, micro: u64, loss: impl Fn(u64, &M) -> Tensor<1> + Sync) -> Result<f64, String> {
     let device = model.devices().into_iter().next().ok_or("a model without parameters")?;
     let mut model = Some(model);
     let mut optim = TrainConfig::default().optimizer();
@@ -486,49 +483,6 @@ fn time_train_steps<M: burn::module::Module + Send + Sync>(args: &BenchArgs, mod
         model = Some(optim.step(1e-4, m, sum.grads()));
         device.sync().map_err(|e| format!("{e:?}"))
     })
-}
-
-/// `bench --family bart` (`--mode train`): BART's denoising step (forward with every target
-/// token's loss, backward, AdamW) on a synthetic batch whose source and target are the same
-/// `--batch-size × --seq-len` ids, a model of each preset's shape (`tiny`, `base`:
-/// bart-base's) with `--vocab-size` tokens; `--compare-pytorch` runs
-/// `BartForConditionalGeneration` with `labels` in PyTorch.
-pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
-    use sesame_bart::pretraining::{denoising_step, DenoisingBatch};
-    use sesame_bart::BartForConditionalGeneration;
-    match args.mode {
-        BenchMode::Train => {}
-        BenchMode::Generate => return bench_generate_bart(args, device, backend),
-        mode => return Err(format!("--family bart benches --mode train and --mode generate; not --mode {mode:?}").to_lowercase()),
-    }
-    let (b, s) = (args.batch_size(), args.seq_len);
-    let micro = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device)).min(b) as u64;
-    let mut rows = Vec::new();
-    for preset in &args.presets {
-        let config = sesame_bart::BartConfig { vocab_size: args.vocab_size, max_position_embeddings: s.max(1024), ..bart_preset(preset)? };
-        let device = device.clone().autodiff();
-        let part = |rows: std::ops::Range<usize>| {
-            let ids: Vec<i64> = synthetic_row(args.vocab_size, rows.start * s..rows.end * s).into_iter().map(i64::from).collect();
-            let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), s]), &device);
-            DenoisingBatch { input_ids: ids.clone(), attention_mask: ids.ones_like(), labels: ids, decoder_input_ids: None, infilled: Tensor::zeros([rows.len(), s], &device), tokens: rows.len() * s }
-        };
-        let parts: Vec<DenoisingBatch> = (0..micro as usize).map(|m| part(m * b / micro as usize..(m + 1) * b / micro as usize)).collect();
-        let start = config.decoder_start_id();
-        let label = format!("bart {preset} train");
-        let write = |dir: &Path| BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string());
-        let theirs = peer_steps(args, &label, "pretrain", [b, s], write)?;
-        let model = BartForConditionalGeneration::new_hf(&config, &device);
-        let median = time_train_steps(args, model, micro, |i, replica| denoising_step(replica, parts[i as usize].clone(), start).loss)?;
-        let tokens_per_s = (b * s) as f64 / median;
-        eprintln!("{backend} bart {preset} train: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
-        let mut row = serde_json::json!({
-            "mode": "train", "backend": backend, "family": "bart", "preset": preset, "vocab_size": args.vocab_size,
-            "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
-        });
-        attach(&mut row, theirs, "tokens_per_s", &label);
-        rows.push(row);
-    }
-    Ok(rows)
 }
 
 /// `embed` of the first `--sentences` sentences of `--corpus` with the checkpoint `--model`.
@@ -732,33 +686,14 @@ fn parse_gemm_shape(text: &str) -> Result<[usize; 3], String> {
     <[usize; 3]>::try_from(sizes).map_err(|_| format!("{text:?}: expected MxKxN, three sizes"))
 }
 
-/// Refuse a `--presets` name `family` does not have for the timed mode, before the machine's
-/// GEMM is timed: BART's generation presets as [`bart_preset`] builds them, else the encoder
-/// presets of `EncoderHyperParams::set_preset` (and XLNet's, the same four).
-fn check_presets(args: &BenchArgs, family: &crate::families::FamilyEntry) -> Result<(), String> {
-    if args.mode == BenchMode::Generate && family.name == "bart" {
-        return args.presets.iter().try_for_each(|p| bart_preset(p).map(|_| ()));
-    }
+/// Refuse a `--presets` name that is not an encoder preset of `EncoderHyperParams::set_preset`
+/// (XLNet's are the same four), before the machine's GEMM is timed.
+pub fn check_encoder_presets(args: &BenchArgs) -> Result<(), String> {
     const PRESETS: [&str; 4] = ["tiny", "mini", "small", "base"];
     match args.presets.iter().find(|p| !PRESETS.contains(&p.as_str())) {
         Some(other) => Err(format!("--presets {other}: expected {}", PRESETS.join(", "))),
         None => Ok(()),
     }
-}
-
-/// A BART configuration of a size preset: `tiny` (128 wide, 2 + 2 layers), `base` (bart-base:
-/// 768 wide, 6 + 6 layers, 12 heads, FFN 3072, vocabulary 50265, 1024 positions).
-fn bart_preset(preset: &str) -> Result<sesame_bart::BartConfig, String> {
-    let (d, layers, heads) = match preset {
-        "tiny" => (128, 2, 2),
-        "base" => (768, 6, 12),
-        other => return Err(format!("--presets {other}: generate knows tiny and base")),
-    };
-    let json = serde_json::json!({
-        "d_model": d, "encoder_layers": layers, "decoder_layers": layers, "encoder_attention_heads": heads,
-        "decoder_attention_heads": heads, "encoder_ffn_dim": 4 * d, "decoder_ffn_dim": 4 * d, "forced_eos_token_id": null,
-    });
-    serde_json::from_value(json).map_err(|e| e.to_string())
 }
 
 /// Peak resident memory of this process so far, in MiB (Linux `VmHWM`; `None` elsewhere).
@@ -768,43 +703,14 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// `--mode generate` for BART: greedy and beam search of a fresh BART of each preset's shape on
-/// a batch of `--batch-size` sources of `--seq-len` synthetic tokens, exactly
-/// `--max-new-tokens` each.
-fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
-    use sesame_bart::BartForConditionalGeneration;
-    use sesame_generate::decoding::Seq2SeqDecoder;
-    let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
-    let mut rows = Vec::new();
-    for preset in &args.presets {
-        let config = bart_preset(preset)?;
-        let model = BartForConditionalGeneration::new_hf(&config, &device);
-        let ids = synthetic_ids(config.vocab_size, b, s, &device);
-        let mask = Tensor::<2, Int>::ones([b, s], &device);
-        let settings = sesame_generate::GenerationConfig {
-            eos_token_id: config.eos_token_id.map(|e| sesame_generate::Ids::One(e as u32)),
-            pad_token_id: config.pad_token_id.map(|p| p as u32),
-            ..Default::default()
-        };
-        let start_token = config.decoder_start_id() as u32;
-        let run = |settings: &sesame_generate::GenerationConfig| {
-            let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).map_err(|e| e.to_string())?;
-            sesame_generate::generate(&decoder, &vec![vec![start_token]; b], settings, 0).map_err(|e| e.to_string())
-        };
-        let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
-        rows.extend(time_generation(args, backend, ("bart", preset), [b, s, n], n + 1, settings, run, save)?);
-    }
-    Ok(rows)
-}
-
 /// Rows of `b × s` ids `5 + (i · 7919) mod (V − 5)`, as `scripts/bench_pytorch.py` builds them.
-fn synthetic_ids(vocab_size: usize, b: usize, s: usize, device: &Device) -> Tensor<2, Int> {
+pub(crate) fn synthetic_ids(vocab_size: usize, b: usize, s: usize, device: &Device) -> Tensor<2, Int> {
     let ids: Vec<i64> = synthetic_row(vocab_size, 0..b * s).into_iter().map(i64::from).collect();
     Tensor::from_data(TensorData::new(ids, [b, s]), device)
 }
 
 /// The synthetic ids at flat positions `range` of a batch.
-fn synthetic_row(vocab_size: usize, range: std::ops::Range<usize>) -> Vec<u32> {
+pub(crate) fn synthetic_row(vocab_size: usize, range: std::ops::Range<usize>) -> Vec<u32> {
     range.map(|i| 5 + ((i as u64 * 7919) % (vocab_size as u64 - 5)) as u32).collect()
 }
 
@@ -812,7 +718,7 @@ fn synthetic_row(vocab_size: usize, range: std::ops::Range<usize>) -> Vec<u32> {
 /// `out_len` long), greedy and with `--num-beams`, by `run` with `settings` plus the search's;
 /// with `--compare-pytorch` the same on the weights `save` writes. One row per search.
 #[allow(clippy::too_many_arguments)]
-fn time_generation(
+pub(crate) fn time_generation(
     args: &BenchArgs,
     backend: &str,
     (family, preset): (&str, &str),
@@ -866,121 +772,3 @@ fn time_generation(
     Ok(rows)
 }
 
-/// `bench --family xlnet`:
-/// - `--mode train`: the permutation-LM step (two streams, `num_predict` targets through
-///   `target_mapping`, the memory of the previous step, backward, AdamW) on windows built by
-///   the pre-training pipeline's own sampler (spans, factorisation order, `reuse_len` split,
-///   `bi_data`) from synthetic ids; `--compare-pytorch` gives `XLNetLMHeadModel` the same
-///   `perm_mask`, `target_mapping`, labels and memory length (the batch travels as
-///   safetensors).
-/// - `--mode generate`: greedy and beam search of `--max-new-tokens` after `--seq-len`-token
-///   prompts, against transformers' `generate`.
-pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
-    use sesame_xlnet::pretraining::{collate, permutation_step, Memory, PermutationConfig, PermutationExample, SpecialIds};
-    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
-    use rand::SeedableRng;
-    let (s, v) = (args.seq_len, args.vocab_size);
-    // Ids below 5 are XLNet's specials: `<pad>` 0 here (the synthetic ids never hold it), `<s>`,
-    // `</s>`, `<cls>`, `<sep>`.
-    let special = SpecialIds { sep: 4, cls: 3, eod: 2 };
-    let ids = [0, 1, 2];
-    let mut rows = Vec::new();
-    if args.mode == BenchMode::Generate {
-        let (b, n) = (args.batch_size.unwrap_or(1), args.max_new_tokens);
-        for preset in &args.presets {
-            let config = XlnetConfig::preset(preset, v, &PermutationConfig::new(16), 512, ids).map_err(|e| e.to_string())?.for_inference();
-            let model = XlnetLmHeadModel::new_hf(&config, &device);
-            let prompts: Vec<Vec<u32>> = (0..b).map(|r| synthetic_row(v, r * s..(r + 1) * s)).collect();
-            let settings = sesame_generate::GenerationConfig { eos_token_id: Some(sesame_generate::Ids::One(2)), pad_token_id: Some(0), ..Default::default() };
-            let run = |settings: &sesame_generate::GenerationConfig| {
-                sesame_generate::generate(&sesame_generate::decoding::CausalDecoder::new(&model, &config), &prompts, settings, 0).map_err(|e| e.to_string())
-            };
-            let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
-            rows.extend(time_generation(args, backend, ("xlnet", preset), [b, s, n], s + n, settings, run, save)?);
-        }
-        return Ok(rows);
-    }
-    if args.mode != BenchMode::Train {
-        return Err(format!("--family xlnet benches --mode train and --mode generate; not --mode {:?}", args.mode).to_lowercase());
-    }
-    let b = args.batch_size();
-    let micro = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device)).min(b);
-    let permutation = PermutationConfig::new(s);
-    permutation.validate(b).map_err(|e| format!("--seq-len {s} / --batch-size {b}: {}: {}", e.field, e.reason))?;
-    if permutation.bi_data && (b % micro != 0 || (b / micro) % 2 != 0) {
-        return Err(format!("--batch-size {b} in {micro} micro-batches: each needs an even number of rows (bi_data's forward and backward halves)"));
-    }
-    // Row r: synthetic ids, split into the reused part, A (half of the rest) and B (B follows A).
-    let examples: Vec<PermutationExample> = (0..b)
-        .map(|r| {
-            let row = synthetic_row(v, r * s..(r + 1) * s);
-            let (reused, rest) = row.split_at(permutation.reuse_len);
-            let rest = &rest[..rest.len() - 3];
-            let (a, b_part) = rest.split_at(rest.len() / 2);
-            let half = if permutation.bi_data { b / 2 } else { b };
-            let mut rng = rand::rngs::StdRng::seed_from_u64(r as u64);
-            PermutationExample::new([reused, a, b_part], 1, &[], &permutation, special, r >= half, &mut rng)
-        })
-        .collect();
-    for preset in &args.presets {
-        let mem_len = 2 * permutation.reuse_len;
-        let config = XlnetConfig::preset(preset, v, &permutation, mem_len, ids).map_err(|e| e.to_string())?;
-        let train_device = device.clone().autodiff();
-        // Micro-batch m: rows m·b/micro… (forward rows first, then their backward copies, as
-        // the pipeline batches them), with its own memory.
-        let per = b / micro;
-        let parts: Vec<_> = (0..micro)
-            .map(|m| {
-                let half = |k: usize| if permutation.bi_data { if k < per / 2 { m * per / 2 + k } else { b / 2 + m * per / 2 + k - per / 2 } } else { m * per + k };
-                collate(&(0..per).map(|k| examples[half(k)].clone()).collect::<Vec<_>>(), permutation.num_predict, &train_device)
-            })
-            .collect();
-        let label = format!("xlnet {preset} train");
-        // The model's config.json, and the batch PyTorch is to train on.
-        let write = |dir: &Path| {
-            XlnetLmHeadModel::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string())?;
-            save_batch(&dir.join("batch.safetensors"), &collate(&examples, permutation.num_predict, &device))
-        };
-        let theirs = peer_steps(args, &label, "pretrain", [b, s], write)?;
-        let memories: Vec<std::sync::Mutex<Memory>> = (0..micro).map(|_| Default::default()).collect();
-        let model = XlnetLmHeadModel::new_hf(&config, &train_device);
-        let median = time_train_steps(args, model, micro as u64, |i, replica| {
-            let mut memory = memories[i as usize].lock().expect("memory");
-            permutation_step(replica, parts[i as usize].clone(), &mut memory).loss
-        })?;
-        let tokens_per_s = (b * s) as f64 / median;
-        eprintln!(
-            "{backend} xlnet {preset} train: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s}, {} predicted, memory {mem_len}, in {micro} micro-batches)",
-            permutation.num_predict
-        );
-        let mut row = serde_json::json!({
-            "mode": "train", "backend": backend, "family": "xlnet", "preset": preset, "vocab_size": v, "batch_size": b, "seq_len": s,
-            "num_predict": permutation.num_predict, "reuse_len": permutation.reuse_len, "mem_len": mem_len, "bi_data": permutation.bi_data,
-            "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
-        });
-        attach(&mut row, theirs, "tokens_per_s", &label);
-        rows.push(row);
-    }
-    Ok(rows)
-}
-
-/// Write an XLNet permutation batch for `scripts/bench_pytorch.py` (`input_ids`,
-/// `token_type_ids`, `labels` as i64; `perm_mask`, `target_mapping` as f32).
-fn save_batch(path: &Path, batch: &sesame_xlnet::pretraining::PermutationBatch) -> Result<(), String> {
-    fn bytes<T: burn::tensor::Element>(data: TensorData) -> (Vec<usize>, Vec<u8>) {
-        (data.shape().to_vec(), data.convert::<T>().as_bytes().to_vec())
-    }
-    let tensors = [
-        ("input_ids", safetensors::Dtype::I64, bytes::<i64>(batch.input_ids.to_data())),
-        ("token_type_ids", safetensors::Dtype::I64, bytes::<i64>(batch.token_type_ids.to_data())),
-        ("labels", safetensors::Dtype::I64, bytes::<i64>(batch.labels.to_data())),
-        ("perm_mask", safetensors::Dtype::F32, bytes::<f32>(batch.perm_mask.to_data())),
-        ("target_mapping", safetensors::Dtype::F32, bytes::<f32>(batch.target_mapping.to_data())),
-    ];
-    let views = tensors
-        .iter()
-        .map(|(name, dtype, (shape, data))| safetensors::tensor::TensorView::new(*dtype, shape.clone(), data).map(|v| (name.to_string(), v)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    std::fs::write(path, safetensors::serialize(views, None).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", path.display()))
-}

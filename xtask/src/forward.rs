@@ -6,13 +6,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
-use sesame_xlnet::{
-    SquadLabels, XlnetConfig, XlnetForMultipleChoice, XlnetForQuestionAnswering, XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification,
-    XlnetForTokenClassification, XlnetInput, XlnetLmHeadModel, XlnetModel,
-};
-use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
-use sesame_bert::{BertForNextSentencePrediction, BertModel};
-use sesame_electra::{ElectraForPreTraining, ElectraModel};
 use sesame_layers::{
     Backbone, EncoderInput, HasMaskedLmHead, HasSentenceHead, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, InputError, NamedOutput, OutputOptions, PreTrainingLabels, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
@@ -42,21 +35,21 @@ pub struct ForwardArgs {
 }
 
 /// One input tensor as read.
-struct Input {
-    shape: Vec<usize>,
+pub(crate) struct Input {
+    pub(crate) shape: Vec<usize>,
     ints: Option<Vec<i64>>,
     floats: Option<Vec<f32>>,
 }
 
 /// The inputs of `--inputs`, by name, and the names a head took.
 pub struct Inputs {
-    file: PathBuf,
-    tensors: BTreeMap<String, Input>,
+    pub(crate) file: PathBuf,
+    pub(crate) tensors: BTreeMap<String, Input>,
     taken: std::cell::RefCell<Vec<String>>,
 }
 
 impl Inputs {
-    fn read(path: &Path) -> Result<Self, String> {
+    pub(crate) fn read(path: &Path) -> Result<Self, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("--inputs {}: {e}", path.display()))?;
         let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("--inputs {}: not a safetensors file ({e})", path.display()))?;
         let mut tensors = BTreeMap::new();
@@ -87,7 +80,7 @@ impl Inputs {
     }
 
     /// Integer ids `[D]` (i64 or i32).
-    fn ids<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
+    pub(crate) fn ids<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values = t.ints.clone().ok_or_else(|| self.fail(name, "is float; ids are I64 or I32".into()))?;
         // A backend may hold integers in 32 bits: a value beyond them is no id, position or
@@ -101,7 +94,7 @@ impl Inputs {
 
     /// Labels `[D]` as transformers' losses take them: of shape `shape`, each a class in
     /// `0..classes` or, where `ignored`, -100 (the index a cross-entropy skips).
-    fn labels<const D: usize>(&self, name: &str, shape: [usize; D], classes: usize, ignored: bool, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
+    pub(crate) fn labels<const D: usize>(&self, name: &str, shape: [usize; D], classes: usize, ignored: bool, device: &Device) -> Result<Option<Tensor<D, Int>>, String> {
         self.check_shape(name, &shape)?;
         if let Some(Input { ints: Some(values), .. }) = self.tensors.get(name) {
             if let Some((i, v)) = values.iter().enumerate().find(|(_, &v)| !(0..classes as i64).contains(&v) && !(ignored && v == -100)) {
@@ -113,7 +106,7 @@ impl Inputs {
     }
 
     /// Refuse `name`, when given, unless its shape is `shape`.
-    fn check_shape(&self, name: &str, shape: &[usize]) -> Result<(), String> {
+    pub(crate) fn check_shape(&self, name: &str, shape: &[usize]) -> Result<(), String> {
         match self.tensors.get(name) {
             Some(t) if t.shape != shape => Err(self.fail(name, format!("has shape {:?}; expected {shape:?} from `input_ids` and the config", t.shape))),
             _ => Ok(()),
@@ -121,7 +114,7 @@ impl Inputs {
     }
 
     /// Floats `[D]` (float targets).
-    fn floats<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
+    pub(crate) fn floats<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values = t.floats.clone().ok_or_else(|| self.fail(name, "is an integer tensor; expected F32".into()))?;
         self.check_finite(name, &values)?;
@@ -139,7 +132,7 @@ impl Inputs {
 
     /// A float mask `[D]` given as floats or integers (`perm_mask`, `target_mapping`, `p_mask`,
     /// as transformers takes them).
-    fn mask_values<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
+    pub(crate) fn mask_values<const D: usize>(&self, name: &str, device: &Device) -> Result<Option<Tensor<D>>, String> {
         let Some(t) = self.get(name, D)? else { return Ok(None) };
         let values: Vec<f32> = match (&t.ints, &t.floats) {
             (Some(i), _) => i.iter().map(|&v| v as f32).collect(),
@@ -151,35 +144,9 @@ impl Inputs {
         Ok(Some(Tensor::from_data(TensorData::new(values, shape), device)))
     }
 
-    /// XLNet's input: ids, `attention_mask` (or `input_mask`, 1 = padding), token types,
-    /// `perm_mask`, `target_mapping`, and the memory `mems.0`, `mems.1`, … as transformers
-    /// returns it (`[mem, batch, d]`).
-    fn xlnet(&self, device: &Device) -> Result<XlnetInput, String> {
-        let ids = self.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", self.file.display()))?;
-        let mut input = XlnetInput::new(ids);
-        input.attention_mask = self.mask_values::<2>("attention_mask", device)?;
-        if let Some(padding) = self.mask_values::<2>("input_mask", device)? {
-            if input.attention_mask.is_some() {
-                return Err(format!("--inputs {}: give one of `attention_mask` and `input_mask`", self.file.display()));
-            }
-            input.attention_mask = Some(padding.neg() + 1.0);
-        }
-        input.token_type_ids = self.ids::<2>("token_type_ids", device)?;
-        input.perm_mask = self.mask_values::<3>("perm_mask", device)?;
-        input.target_mapping = self.mask_values::<3>("target_mapping", device)?;
-        let mut mems = Vec::new();
-        while self.tensors.contains_key(&format!("mems.{}", mems.len())) {
-            let name = format!("mems.{}", mems.len());
-            let mem = self.floats::<3>(&name, device)?.expect("present");
-            mems.push(mem.swap_dims(0, 1));
-        }
-        input.mems = (!mems.is_empty()).then_some(mems);
-        Ok(input)
-    }
-
     /// A 2-D padding mask of integers or floats (non-zero = token), as HF accepts it; with
     /// `allow_4d`, a 4-D mask is left for the caller (`None`).
-    fn padding_mask(&self, name: &'static str, allow_4d: bool, device: &Device) -> Result<Option<Tensor<2, Int>>, String> {
+    pub(crate) fn padding_mask(&self, name: &'static str, allow_4d: bool, device: &Device) -> Result<Option<Tensor<2, Int>>, String> {
         match self.tensors.get(name).map(|t| t.shape.len()) {
             Some(2) | None => {}
             Some(4) if allow_4d => return Ok(None),
@@ -221,7 +188,7 @@ impl Inputs {
     }
 
     /// An encoder-decoder's input.
-    fn seq2seq(&self, device: &Device) -> Result<Seq2SeqInput, String> {
+    pub(crate) fn seq2seq(&self, device: &Device) -> Result<Seq2SeqInput, String> {
         Ok(Seq2SeqInput {
             input_ids: self.ids::<2>("input_ids", device)?,
             attention_mask: self.padding_mask("attention_mask", false, device)?,
@@ -234,7 +201,7 @@ impl Inputs {
     /// Classification labels of `batch` rows and `classes` labels: class ids `[batch]`, or
     /// float targets `[batch, classes]` (regression or multi-label, by the config's
     /// `problem_type`).
-    fn sequence_labels(&self, batch: usize, classes: usize, multi_label: bool, device: &Device) -> Result<Option<SequenceLabels>, String> {
+    pub(crate) fn sequence_labels(&self, batch: usize, classes: usize, multi_label: bool, device: &Device) -> Result<Option<SequenceLabels>, String> {
         match self.tensors.get("labels").map(|t| t.ints.is_some()) {
             None => Ok(None),
             Some(true) => Ok(self.labels::<1>("labels", [batch], classes, true, device)?.map(SequenceLabels::SingleLabel)),
@@ -248,7 +215,7 @@ impl Inputs {
 
     /// QA positions `[batch]`, when both are given: any value where the head clamps them (as
     /// transformers' do), else inside a sequence of length `within`.
-    fn positions(&self, batch: usize, within: Option<usize>, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
+    pub(crate) fn positions(&self, batch: usize, within: Option<usize>, device: &Device) -> Result<Option<(Tensor<1, Int>, Tensor<1, Int>)>, String> {
         let read = |name: &str| match within {
             Some(len) => self.labels::<1>(name, [batch], len, false, device),
             None => self.check_shape(name, &[batch]).and_then(|()| self.ids::<1>(name, device)),
@@ -259,7 +226,7 @@ impl Inputs {
     /// For a multiple-choice head: `[batch, choices, seq]` inputs read as `[batch × choices,
     /// seq]` (choice-major within each example, as transformers flattens them); the number of
     /// choices.
-    fn flatten_choices(&mut self) -> Result<usize, String> {
+    pub(crate) fn flatten_choices(&mut self) -> Result<usize, String> {
         let mut choices = None;
         for name in ["input_ids", "attention_mask", "token_type_ids", "position_ids"] {
             let Some(t) = self.tensors.get_mut(name) else { continue };
@@ -274,7 +241,7 @@ impl Inputs {
     }
 
     /// Refuse inputs the head did not take.
-    fn check_all_taken(&self, head: &str) -> Result<(), String> {
+    pub(crate) fn check_all_taken(&self, head: &str) -> Result<(), String> {
         let taken = self.taken.borrow();
         match self.tensors.keys().find(|k| !taken.contains(k)) {
             Some(name) => Err(format!("--inputs {}: `{name}` is not an input {head} takes (it takes {})", self.file.display(), taken.join(", "))),
@@ -284,7 +251,7 @@ impl Inputs {
 }
 
 /// The class to run: `--head`, else config.json's first architecture.
-fn head_class(args: &ForwardArgs) -> Result<String, String> {
+pub(crate) fn head_class(args: &ForwardArgs) -> Result<String, String> {
     if let Some(head) = &args.head {
         return Ok(head.clone());
     }
@@ -293,14 +260,14 @@ fn head_class(args: &ForwardArgs) -> Result<String, String> {
 }
 
 /// Load `M` from `--model` onto `device`, reporting what loading did.
-fn load<M: PretrainedModel>(args: &ForwardArgs, device: &Device) -> Result<(M, M::Config), String> {
+pub(crate) fn load<M: PretrainedModel>(args: &ForwardArgs, device: &Device) -> Result<(M, M::Config), String> {
     let loaded = M::from_pretrained(&args.model, device).map_err(|e| e.to_string())?;
     crate::report(&loaded.report);
     Ok((loaded.model, loaded.config))
 }
 
 /// Write `outputs` as float32 safetensors at `path`, atomically; refuse non-finite values.
-fn write(outputs: Vec<NamedOutput>, path: &Path) -> Result<(), String> {
+pub(crate) fn write(outputs: Vec<NamedOutput>, path: &Path) -> Result<(), String> {
     let mut tensors = Vec::new();
     for (name, data) in outputs {
         // transformers' loss is a 0-d tensor.
@@ -320,7 +287,7 @@ fn write(outputs: Vec<NamedOutput>, path: &Path) -> Result<(), String> {
     sesame_layers::fs::write_atomic(path, &bytes).map_err(|e| format!("--out {}: {e}", path.display()))
 }
 
-fn options(args: &ForwardArgs) -> OutputOptions {
+pub(crate) fn options(args: &ForwardArgs) -> OutputOptions {
     if args.all_outputs {
         OutputOptions::all()
     } else {
@@ -328,12 +295,12 @@ fn options(args: &ForwardArgs) -> OutputOptions {
     }
 }
 
-fn bad_input(head: &str) -> impl Fn(InputError) -> String + '_ {
+pub(crate) fn bad_input(head: &str) -> impl Fn(InputError) -> String + '_ {
     move |e| format!("{head}: {e}")
 }
 
 /// Whether `dir/config.json` sets `problem_type` to multi-label classification.
-fn multi_label(dir: &Path) -> Result<bool, String> {
+pub(crate) fn multi_label(dir: &Path) -> Result<bool, String> {
     Ok(crate::config_json(dir)?["problem_type"] == "multi_label_classification")
 }
 
@@ -392,43 +359,7 @@ impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
     }
 }
 
-/// BERT's own: `BertForNextSentencePrediction`.
-pub struct BertHeads;
 
-impl ExtraHeads<BertModel> for BertHeads {
-    fn classes() -> Vec<String> {
-        vec!["BertForNextSentencePrediction".into()]
-    }
-
-    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
-        (head == "BertForNextSentencePrediction").then(|| {
-            let (m, c) = load::<BertForNextSentencePrediction>(args, device)?;
-            input.validate(&BertModel::input_limits(&c)).map_err(bad_input(head))?;
-            let labels = inputs.labels::<1>("labels", [input.input_ids.dims()[0]], 2, true, device)?;
-            Ok(m.forward(input.clone(), labels, options(args)).named())
-        })
-    }
-}
-
-/// ELECTRA's own: `ElectraForPreTraining` (the discriminator).
-pub struct ElectraHeads;
-
-impl ExtraHeads<ElectraModel> for ElectraHeads {
-    fn classes() -> Vec<String> {
-        vec!["ElectraForPreTraining".into()]
-    }
-
-    fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
-        (head == "ElectraForPreTraining").then(|| {
-            let (m, c) = load::<ElectraForPreTraining>(args, device)?;
-            input.validate(&ElectraModel::input_limits(&c)).map_err(bad_input(head))?;
-            // 1 = replaced, 0 = original (a binary cross-entropy: nothing is ignored).
-            let labels = inputs.labels::<2>("labels", input.input_ids.dims(), 2, false, device)?;
-            let out = m.forward(input.clone(), labels, options(args));
-            Ok(sesame_layers::HeadOutput { logits: out.logits, loss: out.loss, encoder: out.encoder }.named())
-        })
-    }
-}
 
 /// `forward` for an encoder family with base model `B`, sequence classifier `S` and
 /// multiple-choice scorer `C`: its base model, masked LM, sequence and token classification,
@@ -495,146 +426,3 @@ where
     write(outputs, &args.out)
 }
 
-/// `forward` for BART: every head.
-pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
-    let head = head_class(args)?;
-    let inputs = Inputs::read(&args.inputs)?;
-    let o = options(args);
-    let check = |input: &Seq2SeqInput, config: &sesame_bart::BartConfig| BartModel::validate(input, config).map_err(bad_input(&head));
-    // The batch, from the encoder's or the decoder's ids (validated to agree).
-    let batch = |input: &Seq2SeqInput| input.input_ids.as_ref().or(input.decoder_input_ids.as_ref()).map_or(0, |ids| ids.dims()[0]);
-    let outputs = match head.as_str() {
-        "BartModel" => {
-            let input = inputs.seq2seq(device)?;
-            let (m, c) = load::<BartModel>(args, device)?;
-            check(&input, &c)?;
-            m.forward(input, o).named()
-        }
-        "BartForConditionalGeneration" => {
-            let mut input = inputs.seq2seq(device)?;
-            let (m, c) = load::<BartForConditionalGeneration>(args, device)?;
-            // Without `decoder_input_ids`, the labels shifted right are the decoder's input (as
-            // the head makes it): of any length, and checked as the decoder's ids.
-            let len = match (&input.decoder_input_ids, inputs.tensors.get("labels")) {
-                (Some(ids), _) => ids.dims()[1],
-                (None, Some(labels)) => labels.shape.get(1).copied().unwrap_or(0).max(1),
-                (None, None) => 0,
-            };
-            let labels = inputs.labels::<2>("labels", [batch(&input), len], c.vocab_size, true, device)?;
-            if let (None, Some(labels)) = (&input.decoder_input_ids, &labels) {
-                input.decoder_input_ids = Some(sesame_layers::shift_tokens_right(labels.clone(), m.model.pad_token_id, m.model.decoder_start_token_id));
-            }
-            check(&input, &c)?;
-            m.forward(input, labels, o).named()
-        }
-        "BartForSequenceClassification" => {
-            let input = inputs.seq2seq(device)?;
-            let (m, c) = load::<BartForSequenceClassification>(args, device)?;
-            check(&input, &c)?;
-            let multi_label = c.labels.problem_type.as_deref() == Some("multi_label_classification");
-            let labels = inputs.sequence_labels(batch(&input), c.num_labels(), multi_label, device)?;
-            m.forward(input, labels, o).map_err(bad_input(&head))?.named()
-        }
-        "BartForQuestionAnswering" => {
-            let input = inputs.seq2seq(device)?;
-            let (m, c) = load::<BartForQuestionAnswering>(args, device)?;
-            check(&input, &c)?;
-            let positions = inputs.positions(batch(&input), None, device)?;
-            m.forward(input, positions, o).named()
-        }
-        "BartForCausalLM" => {
-            let ids = inputs.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", args.inputs.display()))?;
-            let mask = inputs.padding_mask("attention_mask", false, device)?;
-            let (m, c) = load::<BartForCausalLM>(args, device)?;
-            check(&Seq2SeqInput { decoder_input_ids: Some(ids.clone()), encoder_outputs: None, input_ids: Some(ids.clone()), ..Default::default() }, &c)?;
-            let labels = inputs.labels::<2>("labels", ids.dims(), c.vocab_size, true, device)?;
-            m.forward(ids, mask, labels, o).named()
-        }
-        other => {
-            return Err(format!(
-                "--head {other}: not a BART head (BartModel, BartForConditionalGeneration, BartForSequenceClassification, BartForQuestionAnswering, BartForCausalLM)"
-            ))
-        }
-    };
-    inputs.check_all_taken(&head)?;
-    write(outputs, &args.out)
-}
-
-/// `forward` for XLNet: every head, with `perm_mask`, `target_mapping` and `mems.N` as inputs
-/// and the new memory among the outputs.
-pub fn forward_xlnet(args: &ForwardArgs, device: &Device) -> Result<(), String> {
-    let head = head_class(args)?;
-    let mut inputs = Inputs::read(&args.inputs)?;
-    let choices = if head == "XLNetForMultipleChoice" { Some(inputs.flatten_choices()?) } else { None };
-    let input = inputs.xlnet(device)?;
-    let o = options(args);
-    let check = |config: &XlnetConfig| input.validate(config).map_err(bad_input(&head));
-    let [b, s] = input.input_ids.dims();
-    let num_labels = XlnetConfig::num_labels;
-    let outputs = match head.as_str() {
-        "XLNetModel" => {
-            let (m, c) = load::<XlnetModel>(args, device)?;
-            check(&c)?;
-            m.forward(input, o).named()
-        }
-        "XLNetLMHeadModel" => {
-            let (m, c) = load::<XlnetLmHeadModel>(args, device)?;
-            check(&c)?;
-            // With `target_mapping`, one label per prediction; else one per token.
-            let predictions = input.target_mapping.as_ref().map_or(s, |mapping| mapping.dims()[1]);
-            let labels = inputs.labels::<2>("labels", [b, predictions], c.vocab_size, true, device)?;
-            m.forward(input, labels, o).named()
-        }
-        "XLNetForSequenceClassification" => {
-            let (m, c) = load::<XlnetForSequenceClassification>(args, device)?;
-            check(&c)?;
-            let labels = inputs.sequence_labels(b, num_labels(&c), multi_label(&args.model)?, device)?;
-            m.forward(input, labels, o).named()
-        }
-        "XLNetForTokenClassification" => {
-            let (m, c) = load::<XlnetForTokenClassification>(args, device)?;
-            check(&c)?;
-            let labels = inputs.labels::<2>("labels", [b, s], num_labels(&c), true, device)?;
-            m.forward(input, labels, o).named()
-        }
-        "XLNetForMultipleChoice" => {
-            let (m, c) = load::<XlnetForMultipleChoice>(args, device)?;
-            check(&c)?;
-            let choices = choices.expect("flattened above");
-            let labels = inputs.labels::<1>("labels", [b / choices], choices, true, device)?;
-            m.forward(input, choices, labels, o).named()
-        }
-        "XLNetForQuestionAnsweringSimple" => {
-            let (m, c) = load::<XlnetForQuestionAnsweringSimple>(args, device)?;
-            check(&c)?;
-            let positions = inputs.positions(b, None, device)?;
-            m.forward(input, positions, o).named()
-        }
-        "XLNetForQuestionAnswering" => {
-            let (m, c) = load::<XlnetForQuestionAnswering>(args, device)?;
-            check(&c)?;
-            inputs.check_shape("p_mask", &[b, s])?;
-            inputs.check_shape("is_impossible", &[b])?;
-            let p_mask = inputs.mask_values::<2>("p_mask", device)?;
-            // The token each row's answerability is read from.
-            let cls_index = inputs.labels::<1>("cls_index", [b], s, false, device)?;
-            let is_impossible = inputs.mask_values::<1>("is_impossible", device)?;
-            // Unlike the simple head's, these positions are not clamped: the end logits read the
-            // start token's state (transformers' cross-entropy refuses them too).
-            let labels = inputs.positions(b, Some(s), device)?.map(|(start_positions, end_positions)| SquadLabels {
-                start_positions,
-                end_positions,
-                answerability: cls_index.clone().zip(is_impossible),
-            });
-            m.forward(input, p_mask, cls_index, labels, o).named()
-        }
-        other => {
-            return Err(format!(
-                "--head {other}: not a head of this family (forward runs XLNetModel, XLNetLMHeadModel, XLNetForSequenceClassification, \
-                 XLNetForTokenClassification, XLNetForMultipleChoice, XLNetForQuestionAnsweringSimple, XLNetForQuestionAnswering)"
-            ))
-        }
-    };
-    inputs.check_all_taken(&head)?;
-    write(outputs, &args.out)
-}

@@ -9,7 +9,7 @@ use burn::prelude::*;
 use sesame_generate::config::EarlyStoppingValue;
 use sesame_generate::{generate_streaming, GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
 use sesame_generate::decoding::{CausalDecoder, CausalLM, Seq2SeqDecoder, Seq2SeqLM};
-use sesame_layers::{Backbone, ForCausalLM, InputError, PretrainedModel};
+use sesame_layers::{ForCausalLM, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
 
 /// What to generate from, and how.
@@ -134,7 +134,7 @@ impl GenerateArgs {
 
 /// The model directory's settings with the flags over them, for a model of `max_positions`,
 /// checked, with flag names in errors; `default_eos` when neither sets an end-of-sequence id.
-fn settings(dir: &Path, args: &GenerateArgs, (max_positions, vocab_size): (usize, usize), default_eos: Option<u32>) -> Result<GenerationConfig, String> {
+pub(crate) fn settings(dir: &Path, args: &GenerateArgs, (max_positions, vocab_size): (usize, usize), default_eos: Option<u32>) -> Result<GenerationConfig, String> {
     let flags = args.settings()?;
     // A setting out of range names the flag when the flags set it, else the model's file.
     let culprit = |e: sesame_generate::ProcessorError| {
@@ -171,7 +171,7 @@ fn settings(dir: &Path, args: &GenerateArgs, (max_positions, vocab_size): (usize
 /// `loaded`, unless a tensor of its language-modelling head was missing from the checkpoint:
 /// a head drawn at random would generate random tokens. (A missing `final_logits_bias`, zeros
 /// in transformers too, is no loss.)
-fn lm_head_loaded<M, C>(dir: &Path, loaded: sesame_layers::Pretrained<M, C>) -> Result<sesame_layers::Pretrained<M, C>, String> {
+pub(crate) fn lm_head_loaded<M, C>(dir: &Path, loaded: sesame_layers::Pretrained<M, C>) -> Result<sesame_layers::Pretrained<M, C>, String> {
     let missing: Vec<&String> = loaded.report.initialized.iter().filter(|name| !name.ends_with("final_logits_bias")).collect();
     if !missing.is_empty() {
         let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
@@ -191,14 +191,14 @@ fn flag_error(message: &str) -> String {
 }
 
 /// One input: a text, or token ids.
-enum Input {
+pub(crate) enum Input {
     Text(String),
     Ids(Vec<u32>),
 }
 
 /// The inputs, read as they are needed: from the arguments, or line by line from `--input`
 /// (so that results stream while the rest is still being read). Numbered from 1 in errors.
-struct Inputs {
+pub(crate) struct Inputs {
     name: String,
     lines: Option<Box<dyn BufRead>>,
     texts: std::vec::IntoIter<String>,
@@ -208,7 +208,7 @@ struct Inputs {
 }
 
 impl Inputs {
-    fn open(args: &GenerateArgs) -> Result<Self, String> {
+    pub(crate) fn open(args: &GenerateArgs) -> Result<Self, String> {
         let prefix = args.prefix.clone().unwrap_or_default();
         let Some(path) = &args.input else {
             if args.texts.is_empty() {
@@ -221,12 +221,12 @@ impl Inputs {
     }
 
     /// The number of inputs read so far (the next one's index).
-    fn read(&self) -> usize {
+    pub(crate) fn read(&self) -> usize {
         self.read
     }
 
     /// The next `n` inputs (fewer at the end, none when all are read).
-    fn next_batch(&mut self, n: usize) -> Result<Vec<Input>, String> {
+    pub(crate) fn next_batch(&mut self, n: usize) -> Result<Vec<Input>, String> {
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             let Some(input) = self.next_input()? else { break };
@@ -263,7 +263,7 @@ impl Inputs {
 }
 
 /// The tokenizer of `dir`, or why there is none (an error only once a text input needs it).
-fn tokenizer(dir: &Path) -> (Option<Tokenizer>, Option<String>) {
+pub(crate) fn tokenizer(dir: &Path) -> (Option<Tokenizer>, Option<String>) {
     match Tokenizer::from_dir(dir) {
         Ok(t) => (Some(t), None),
         Err(e) => (None, Some(format!("{e} (inputs given as \"input_ids\" need no tokenizer)"))),
@@ -272,7 +272,7 @@ fn tokenizer(dir: &Path) -> (Option<Tokenizer>, Option<String>) {
 
 /// Token ids of `inputs` (the first numbered `first + 1` in errors), each at most `max_len`
 /// long; `missing` says why there is no tokenizer, for a text input.
-fn encode(inputs: &[Input], first: usize, (tokenizer, missing): (Option<&Tokenizer>, Option<&String>), max_len: usize) -> Result<Vec<Vec<u32>>, String> {
+pub(crate) fn encode(inputs: &[Input], first: usize, (tokenizer, missing): (Option<&Tokenizer>, Option<&String>), max_len: usize) -> Result<Vec<Vec<u32>>, String> {
     inputs
         .iter()
         .enumerate()
@@ -298,7 +298,7 @@ fn encode(inputs: &[Input], first: usize, (tokenizer, missing): (Option<&Tokeniz
 }
 
 /// Print each input's rows (`per_input` consecutive rows of `out`) as a JSON line.
-fn print(out: &Generated, per_input: usize, tokenizer: Option<&Tokenizer>, inputs: usize) -> Result<(), String> {
+pub(crate) fn print(out: &Generated, per_input: usize, tokenizer: Option<&Tokenizer>, inputs: usize) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
     for i in 0..inputs {
         let rows = &out.sequences[i * per_input..(i + 1) * per_input];
@@ -321,7 +321,7 @@ fn print(out: &Generated, per_input: usize, tokenizer: Option<&Tokenizer>, input
 
 /// `--stream`: a JSON line on stdout for each piece of final tokens of a row of the search
 /// (inputs from `first`, each given `repeat` times).
-struct LineStreamer<'a> {
+pub(crate) struct LineStreamer<'a> {
     on: bool,
     first: usize,
     repeat: usize,
@@ -332,7 +332,7 @@ struct LineStreamer<'a> {
 }
 
 impl<'a> LineStreamer<'a> {
-    fn new(args: &GenerateArgs, first: usize, repeat: usize, tokenizer: Option<&'a Tokenizer>) -> Self {
+    pub(crate) fn new(args: &GenerateArgs, first: usize, repeat: usize, tokenizer: Option<&'a Tokenizer>) -> Self {
         Self { on: args.stream, first, repeat, tokenizer, so_far: Default::default(), error: None }
     }
 
@@ -351,7 +351,7 @@ impl<'a> LineStreamer<'a> {
     }
 
     /// The search's result, or the first streaming error.
-    fn finish<T>(self, result: Result<T, String>) -> Result<T, String> {
+    pub(crate) fn finish<T>(self, result: Result<T, String>) -> Result<T, String> {
         match self.error {
             Some(e) => Err(e),
             None => result,
@@ -368,7 +368,7 @@ impl TokenStreamer for LineStreamer<'_> {
 }
 
 /// Rows per input the search returns, and how many times to give each prompt (sampling).
-fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
+pub(crate) fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
     let n = config.num_return_sequences.unwrap_or(1);
     match config.num_beams.unwrap_or(1) > 1 {
         true => (n, 1),
@@ -376,7 +376,7 @@ fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
     }
 }
 
-fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<usize>) -> String {
+pub(crate) fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<usize>) -> String {
     match e {
         GenerateError::Settings(e) => flag_error(&e.to_string()),
         GenerateError::Model(e) => format!("inputs {}..={}: {e}", batch.start + 1, batch.end),
@@ -432,23 +432,8 @@ pub fn generate_causal<B: sesame_layers::HasMaskedLmHead>(args: &GenerateArgs, d
     generate_left_to_right::<ForCausalLM<B>>(args, device)
 }
 
-/// `generate` for XLNet (`XLNetLMHeadModel`), as transformers runs it: a dummy token predicted
-/// through the query stream after the memory.
-pub fn generate_xlnet(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    generate_left_to_right::<sesame_xlnet::XlnetLmHeadModel>(args, device)
-}
-
-/// `generate` for BART: `BartForCausalLM` checkpoints (config.json's first architecture)
-/// left to right, the others as encoder-decoders.
-pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    match crate::config_json(&args.model)?["architectures"][0].as_str() {
-        Some("BartForCausalLM") => generate_left_to_right::<sesame_bart::BartForCausalLM>(args, device),
-        _ => generate_seq2seq::<sesame_bart::BartForConditionalGeneration>(args, device),
-    }
-}
-
 /// `generate` for a left-to-right model `M`: each prompt alone, continued after its last token.
-fn generate_left_to_right<M>(args: &GenerateArgs, device: &Device) -> Result<(), String>
+pub(crate) fn generate_left_to_right<M>(args: &GenerateArgs, device: &Device) -> Result<(), String>
 where
     M: PretrainedModel + CausalLM<Config = <M as PretrainedModel>::Config>,
 {
@@ -478,37 +463,3 @@ where
     Ok(())
 }
 
-/// `generate --unilm-seq2seq`: UniLM's sequence-to-sequence decoding of a BERT-shaped
-/// checkpoint (`UnilmSeq2SeqDecoder`), sources batched and padded after their `[SEP]`, targets
-/// from nothing.
-pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    use sesame_unilm::{UnilmForMaskedLM, UnilmModel, UnilmSeq2SeqDecoder};
-    let dir = &args.model;
-    let mut inputs = Inputs::open(args)?;
-    let (tokenizer, missing) = tokenizer(dir);
-    let mask = match (args.mask_token_id, &tokenizer) {
-        (Some(id), _) => id,
-        (None, Some(t)) => t.mask_token_id().map_err(|e| format!("--unilm-seq2seq: {e}"))?,
-        (None, None) => return Err(format!("--unilm-seq2seq: {} has no tokenizer to take the mask token from; give --mask-token-id", dir.display())),
-    };
-    let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
-    let loaded = lm_head_loaded(dir, crate::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
-    let limits = UnilmModel::input_limits(&loaded.config);
-    let config = settings(dir, args, (limits.max_len, limits.vocab_size), sep)?;
-    let (per_input, repeat) = rows_per_input(&config);
-    loop {
-        let first = inputs.read();
-        let batch = encode(&inputs.next_batch(args.batch_size)?, first, (tokenizer.as_ref(), missing.as_ref()), limits.max_len)?;
-        if batch.is_empty() {
-            break;
-        }
-        let range = first..first + batch.len();
-        let rows: Vec<Vec<u32>> = batch.iter().flat_map(|s| std::iter::repeat_n(s.clone(), repeat)).collect();
-        let n = rows.len();
-        let decoder = UnilmSeq2SeqDecoder::new(&loaded.model, &loaded.config, rows, mask).map_err(|e| format!("inputs {}..={}: {e}", range.start + 1, range.end))?;
-        let mut streamer = LineStreamer::new(args, first, repeat, tokenizer.as_ref());
-        let out = generate_streaming(&decoder, &vec![vec![]; n], &config, args.seed, &mut streamer).map_err(|e| search_error(e, range));
-        print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), batch.len())?;
-    }
-    Ok(())
-}

@@ -374,16 +374,16 @@ pub(crate) fn run_texts<T: serde::Serialize>(texts: &mut Texts, mut each: impl F
 
 fn run(cli: Cli) -> Result<String, String> {
     match cli.command {
-        Command::Train { args, backend } => train::train(args, backend.device()?),
-        Command::Export { args, backend } => train::export(args, backend.device()?),
+        Command::Train { args, backend } => families::train(args, backend.device()?),
+        Command::Export { args, backend } => train::export(args, backend.device()?, families::export_of),
         Command::Finetune { args, backend } => {
             let device = backend.device()?;
-            let family = model_family(&args.model)?;
+            let family = families::model_family(&args.model)?;
             family.command("finetune", family.finetune)?(&args, device)
         }
         Command::Distill { args, backend } => {
             let device = backend.device()?;
-            let family = model_family(&args.run.model)?;
+            let family = families::model_family(&args.run.model)?;
             family.command("distill", family.distill)?(&args, device)
         }
         Command::Plot { data, out, title, x, y } => {
@@ -397,12 +397,12 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::Prune { args, backend } => {
             let device = backend.device()?;
-            let family = model_family(&args.model)?;
+            let family = families::model_family(&args.model)?;
             family.command("prune", family.prune)?(&args, device)
         }
         Command::Bench { args, backend } => {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
-            bench::bench(args, backend.device()?, name)
+            bench::bench(args, backend.device()?, name, families::bench_target)
         }
         Command::Embed { model, pooling, layer, normalize, max_tokens, inputs, backend, texts } => {
             let device = backend.device()?;
@@ -412,39 +412,39 @@ fn run(cli: Cli) -> Result<String, String> {
                 None => sentence_transformers_max_seq_length(&model).map_err(|e| e.to_string())?,
             };
             let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
-            let family = model_family(&model)?;
+            let family = families::model_family(&model)?;
             family.command("embed", family.embed)?(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
         }
         Command::Forward { args, backend } => {
             let device = backend.device()?;
-            let family = model_family(&args.model)?;
+            let family = families::model_family(&args.model)?;
             family.command("forward", family.forward)?(&args, &device).map(|()| String::new())
         }
         Command::Generate { args, backend } => {
             let device = backend.device()?;
             set_int8(args.int8, &device)?;
             if args.unilm_seq2seq {
-                return generate::generate_unilm(&args, &device).map(|()| String::new());
+                return families::unilm::generate_unilm(&args, &device).map(|()| String::new());
             }
-            let family = model_family(&args.model)?;
+            let family = families::model_family(&args.model)?;
             family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
         }
         Command::Classify { model, inputs, backend, texts, speed } => {
             let device = backend.device()?;
             set_int8(inputs.int8, &device)?;
-            let family = model_family(&model)?;
+            let family = families::model_family(&model)?;
             family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, speed)
         }
         Command::Tag { model, stride, inputs, backend, texts } => {
             let device = backend.device()?;
             set_int8(inputs.int8, &device)?;
-            let family = model_family(&model)?;
+            let family = families::model_family(&model)?;
             family.command("tag", family.tag)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, stride)
         }
         Command::Answer { model, context, stride, max_answer_len, allow_no_answer, null_threshold, inputs, backend, texts } => {
             let device = backend.device()?;
             set_int8(inputs.int8, &device)?;
-            let family = model_family(&model)?;
+            let family = families::model_family(&model)?;
             let context = match context.strip_prefix('@') {
                 Some(path) => std::fs::read_to_string(path).map_err(|e| format!("--context @{path}: {e}"))?,
                 None => context,
@@ -458,7 +458,7 @@ fn run(cli: Cli) -> Result<String, String> {
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;
             set_int8(inputs.int8, &device)?;
-            let family = model_family(&model)?;
+            let family = families::model_family(&model)?;
             family.command("fill-mask", family.fill_mask)?(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
         }
     }
@@ -473,21 +473,6 @@ pub(crate) fn config_json(dir: &std::path::Path) -> Result<serde_json::Value, St
         return Err(format!("{}: not a JSON object", path.display()));
     }
     Ok(json)
-}
-
-/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
-/// the file names none, as transformers' `BertModel` reads it).
-fn model_family(dir: &std::path::Path) -> Result<&'static families::FamilyEntry, String> {
-    let json = config_json(dir)?;
-    let path = dir.join("config.json");
-    let model_type = match json.get("model_type") {
-        None => "bert",
-        Some(serde_json::Value::String(kind)) => kind.as_str(),
-        Some(other) => return Err(format!("{}: field `model_type` must be a string, found {other}", path.display())),
-    };
-    families::by_model_type(model_type).ok_or_else(|| {
-        format!("{}: model_type `{model_type}` is not a family this command runs ({})", path.display(), families::names().join(", "))
-    })
 }
 
 pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
@@ -650,6 +635,20 @@ fn report(report: &sesame_layers::LoadReport) {
     }
 }
 
+/// The command line: `Cli`, with the family arguments of `train` and `bench` taking the
+/// registry's names (the command files name no family, nor the registry).
+fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Cli::command()
+        .mut_subcommand("train", |c| c.mut_arg("family", |a| a.value_parser(families::parser())))
+        .mut_subcommand("bench", |c| c.mut_arg("family", |a| a.value_parser(families::parser())));
+    Cli::from_arg_matches(&command.try_get_matches_from(args)?)
+}
+
 /// Run the command line `args` (the first is the program's name): its JSON result, or the
 /// error's one line.
 pub fn run_args<I, T>(args: I) -> Result<String, String>
@@ -657,12 +656,12 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    run(Cli::try_parse_from(args).map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?)
+    run(parse(args).map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?)
 }
 
 /// The `cargo xtask` binary: the result on stdout, an error as one line on stderr.
 pub fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    match run(parse(std::env::args_os()).unwrap_or_else(|e| e.exit())) {
         Ok(json) => {
             if !json.is_empty() {
                 println!("{json}");

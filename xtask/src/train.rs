@@ -50,7 +50,7 @@ pub enum PackingKind {
 #[derive(clap::Args, Debug)]
 pub struct TrainArgs {
     /// Model family.
-    #[arg(value_parser = crate::families::parser())]
+    // Its possible values are the registry's, set where the command line is built (lib.rs).
     pub family: String,
     /// Text file or directory of .txt files (documents separated by blank lines).
     #[arg(long, default_value = "data/moby-dick.txt")]
@@ -195,12 +195,12 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     /// `--preset`, or `tiny`.
-    fn preset(&self) -> &str {
+    pub(crate) fn preset(&self) -> &str {
         self.preset.as_deref().unwrap_or("tiny")
     }
 }
 
-fn err(e: impl std::fmt::Display) -> String {
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -221,7 +221,7 @@ fn held_out_fraction(s: &str) -> Result<f64, String> {
 }
 
 /// An error making the training examples of `--corpus`, naming it.
-fn corpus_err(args: &TrainArgs, e: impl std::fmt::Display) -> String {
+pub(crate) fn corpus_err(args: &TrainArgs, e: impl std::fmt::Display) -> String {
     format!("--corpus {}: {e}", args.corpus.display())
 }
 
@@ -269,14 +269,14 @@ pub enum MaskLengthKind {
 
 impl NoiseArgs {
     /// Whether any option is given.
-    fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         let f = [self.mask, self.mask_random, self.insert, self.rotate, self.permute_sentences, self.poisson_lambda];
         f.iter().any(Option::is_some) || self.replace_length.is_some() || self.mask_length.is_some()
     }
 
     /// BART's recipe with the options given; out-of-range values are refused by the task,
     /// naming the setting.
-    fn config(&self) -> Result<DenoisingConfig, String> {
+    pub(crate) fn config(&self) -> Result<DenoisingConfig, String> {
         let mut c = DenoisingConfig::default();
         let lambda = self.poisson_lambda.unwrap_or(3.5);
         c.mask = self.mask.unwrap_or(c.mask);
@@ -331,7 +331,7 @@ pub struct PermutationArgs {
 
 impl PermutationArgs {
     /// Whether any option is given.
-    fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         let f = [self.reuse_len, self.perm_size, self.num_predict, self.mem_len, self.mask_alpha, self.mask_beta];
         f.iter().any(Option::is_some) || self.no_bi_data || self.piece_spans
     }
@@ -339,8 +339,8 @@ impl PermutationArgs {
 
 /// Settings that must stay the same when a run is resumed.
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
-struct RunSpec {
-    family: String,
+pub(crate) struct RunSpec {
+    pub(crate) family: String,
     corpus: PathBuf,
     seq_len: usize,
     batch_size: usize,
@@ -351,17 +351,17 @@ struct RunSpec {
     static_masks: Option<u32>,
     /// `--objective`, when not the family's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    objective: Option<Objective>,
+    pub(crate) objective: Option<Objective>,
     /// The teacher of a distillation run (`--teacher`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    teacher: Option<TeacherSpec>,
+    pub(crate) teacher: Option<TeacherSpec>,
     seed: u64,
     held_out: f64,
 }
 
 /// The teacher of a distillation run and what the run trains beside the student.
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
-struct TeacherSpec {
+pub(crate) struct TeacherSpec {
     /// `--teacher`.
     dir: PathBuf,
     /// The student's and the loss's flags.
@@ -373,7 +373,7 @@ struct TeacherSpec {
 
 impl RunSpec {
     /// The data settings of `args`, with the family's masking (or noise) and layout.
-    fn new(args: &TrainArgs, masking: String, layout: String) -> Self {
+    pub(crate) fn new(args: &TrainArgs, masking: String, layout: String) -> Self {
         Self {
             family: args.family.clone(),
             corpus: args.corpus.clone(),
@@ -390,25 +390,10 @@ impl RunSpec {
     }
 
     /// The settings of the run in `dir` (its `run.json`).
-    fn read(dir: &Path) -> Result<Self, String> {
+    pub(crate) fn read(dir: &Path) -> Result<Self, String> {
         let path = dir.join("run.json");
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{} is not a run of `cargo xtask train`: {e}", dir.display()))?;
         serde_json::from_str(&text).map_err(|e| format!("cannot read {}: {e} (a run of an older Sesame; start a new one)", path.display()))
-    }
-}
-
-/// Run `train` and return a JSON summary.
-pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    let family = crate::families::by_name(&args.family)?;
-    if args.teacher.is_none() && args.student.any() {
-        return Err("--student-layers, --alpha-*, --temperature and --layer-map are for distillation: give the teacher with --teacher".into());
-    }
-    if args.teacher.is_some() {
-        return family.command("train --teacher", family.train_teacher.map(|r| r.train))?(args, device);
-    }
-    match args.objective {
-        None => family.command("train", family.train)?(args, device),
-        Some(objective) => family.command(&format!("train --objective {}", objective.name()), family.recipe(objective).map(|r| r.train))?(args, device),
     }
 }
 
@@ -428,7 +413,7 @@ fn layout<F: PretrainingFamily>(args: &TrainArgs) -> Result<Layout, String> {
 /// `--out`, or `runs/<family>`: refused when it holds a run and neither `--resume` nor
 /// `--overwrite` is given, emptied with `--overwrite`; `spec` written to its `run.json`, or
 /// on `--resume` compared with the one there.
-fn open_run(args: &TrainArgs, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
+pub(crate) fn open_run(args: &TrainArgs, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
     let name = match args.objective {
         _ if args.teacher.is_some() => format!("{family}-distill"),
         Some(objective) => format!("{family}-{}", objective.name()),
@@ -460,7 +445,7 @@ fn open_run(args: &TrainArgs, family: &str, spec: &RunSpec) -> Result<PathBuf, S
 }
 
 /// The corpus split into training and held-out documents.
-fn read_corpus(args: &TrainArgs) -> Result<(Corpus, Corpus), String> {
+pub(crate) fn read_corpus(args: &TrainArgs) -> Result<(Corpus, Corpus), String> {
     let corpus = Corpus::read(&args.corpus).map_err(err)?;
     let (train_text, held_out_text) = corpus.split_held_out(args.held_out);
     eprintln!("corpus: {} documents, {} sentences ({} held-out documents)", train_text.documents.len(), train_text.num_sentences(), held_out_text.documents.len());
@@ -469,7 +454,7 @@ fn read_corpus(args: &TrainArgs) -> Result<(Corpus, Corpus), String> {
 
 /// The run's tokenizer: its own copy (so that `--resume` sees the same one), the one of
 /// `--init-from`, `--teacher` or `--tokenizer`, or one of `kind` trained on the corpus; saved in the run.
-fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
+pub(crate) fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
     let run_tokenizer = out.join("tokenizer");
     let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
         (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::of_dir(&run_tokenizer).map_err(err)?)
@@ -487,7 +472,7 @@ fn run_tokenizer(args: &TrainArgs, out: &Path, kind: TokenizerKind, train_text: 
 /// The model trained and its configuration, on the autodiff `device`: the run's own on
 /// `--resume`, `--init-from`'s checkpoint, `--config`'s, or what `fresh` makes (a model of
 /// `--preset`; a distillation's student); the configuration is saved in the run.
-fn run_model<M: PretrainedModel>(
+pub(crate) fn run_model<M: PretrainedModel>(
     args: &TrainArgs,
     out: &Path,
     device: &burn::tensor::Device,
@@ -527,15 +512,13 @@ fn read_config<C: HfConfig>(path: &Path) -> Result<C, String> {
 }
 
 /// A fresh model of the preset `config`.
-fn preset_model<M: PretrainedModel>(device: &burn::tensor::Device, config: Result<M::Config, sesame_layers::ConfigError>) -> Result<(M, M::Config), String> {
+pub(crate) fn preset_model<M: PretrainedModel>(device: &burn::tensor::Device, config: Result<M::Config, sesame_layers::ConfigError>) -> Result<(M, M::Config), String> {
     let config = config.map_err(err)?;
     Ok((M::new_hf(&config, device), config))
 }
 
 /// Default `--steps` of the masked-LM families.
 const MASKED_LM_STEPS: u64 = 4000;
-/// Default `--steps` of BART.
-const BART_STEPS: u64 = 1600;
 
 /// The trainer of `args` in `out`, on `device`'s threads, for `steps` steps.
 fn trainer(args: &TrainArgs, steps: u64, out: &Path, device: &burn::tensor::Device) -> Trainer {
@@ -564,7 +547,7 @@ fn trainer(args: &TrainArgs, steps: u64, out: &Path, device: &burn::tensor::Devi
 /// Train `model` on `task`, export it with `export` (which returns the model directories
 /// written, each of which gets the tokenizer), and summarise the run as JSON.
 #[allow(clippy::too_many_arguments)]
-fn fit_and_export<T>(
+pub(crate) fn fit_and_export<T>(
     args: &TrainArgs,
     steps: u64,
     out: &Path,
@@ -812,7 +795,7 @@ fn attention_heads<C: HfConfig>(config: &C) -> Option<u64> {
 
 /// Refuse the masked-LM families' data flags for a family whose corruption is its own
 /// (`instead`: how that family's is set).
-fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<(), String> {
+pub(crate) fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<(), String> {
     let given = [
         (args.masking.is_some(), "--masking"),
         (args.phrases.is_some(), "--phrases"),
@@ -826,125 +809,6 @@ fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<(), String>
     }
 }
 
-/// `train bart`: denoising pre-training (text infilling and sentence permutation by default)
-/// on blocks of whole sentences.
-pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
-    use sesame_text::MassConfig;
-    use sesame_bart::{BartConfig, BartForConditionalGeneration};
-    refuse_masked_lm_flags(&args, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
-    if args.permutation.any() {
-        return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
-    }
-    let noise = args.noise.config()?;
-    let mass = match args.objective {
-        Some(Objective::Mass) if args.noise.any() => return Err("--mask, --insert, --rotate, … set BART's noise; --objective mass masks one fragment of each block (--mass-fraction)".into()),
-        Some(Objective::Mass) => Some(MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
-        _ if args.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
-        _ => None,
-    };
-    let steps = args.steps.unwrap_or(BART_STEPS);
-    let corruption = mass.map_or_else(|| format!("{noise:?}"), |m| format!("MASS {m:?}"));
-    let spec = RunSpec::new(&args, corruption.clone(), "sentence blocks (complete_doc)".into());
-    let out = &open_run(&args, NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&args)?;
-    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
-    let train_device = device.autodiff();
-    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
-    let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
-    let (model, config) = run_model::<BartForConditionalGeneration>(&args, out, &train_device, || {
-        preset_model(&train_device, BartConfig::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), ids))
-    })?;
-    if args.seq_len > config.max_position_embeddings {
-        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
-    }
-    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
-    if let Some(mass) = mass {
-        task = task.with_mass(mass).map_err(err)?;
-    }
-    eprintln!(
-        "model: {}, {} parameters; {} training blocks of whole sentences, {corruption}; {} steps of {} x {}",
-        BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
-        steps, args.grad_accum, args.batch_size
-    );
-    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
-        model.save_pretrained(&config, dir)?;
-        Ok(vec![dir.to_path_buf()])
-    })
-}
-
-/// Default `--steps` of XLNet.
-const XLNET_STEPS: u64 = 1500;
-
-/// `train xlnet`: permutation-LM pre-training as the original's data pipeline, the memory of
-/// each window carried to the next.
-pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    use sesame_xlnet::pretraining::{PermutationConfig, PermutationLm, NAME, TOKENIZER};
-    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
-    refuse_masked_lm_flags(&args, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
-    if args.noise.any() {
-        return Err("--mask, --insert, --rotate, … set BART's noise; XLNet's permutation LM is set by --reuse-len, --num-predict, …".into());
-    }
-    let p = &args.permutation;
-    let mut permutation = PermutationConfig::new(args.seq_len);
-    permutation.reuse_len = p.reuse_len.unwrap_or(permutation.reuse_len);
-    permutation.perm_size = p.perm_size.unwrap_or(permutation.reuse_len);
-    permutation.num_predict = p.num_predict.unwrap_or(permutation.num_predict);
-    permutation.mask_alpha = p.mask_alpha.unwrap_or(permutation.mask_alpha);
-    permutation.mask_beta = p.mask_beta.unwrap_or(permutation.mask_beta);
-    permutation.bi_data = !p.no_bi_data;
-    permutation.whole_words = !p.piece_spans;
-    // A setting the user left to its default, which follows from --seq-len, is --seq-len's fault.
-    let given = |field: &str| match field {
-        "reuse_len" => p.reuse_len.is_some(),
-        "perm_size" => p.perm_size.is_some() || p.reuse_len.is_some(),
-        "num_predict" => p.num_predict.is_some(),
-        _ => true,
-    };
-    permutation.validate(args.batch_size).map_err(|e| match e.field {
-        "bi_data" => format!("--batch-size {}: {} (or train without backward rows: --no-bi-data)", args.batch_size, e.reason),
-        field if !given(field) => format!(
-            "--seq-len {}: too short for XLNet's windows: the {field} it implies fails ({}); give a longer --seq-len or set --{}",
-            args.seq_len, e.reason, field.replace('_', "-")
-        ),
-        field => format!("--{}: {}", field.replace('_', "-"), e.reason),
-    })?;
-    let mem_len = p.mem_len.unwrap_or(2 * permutation.reuse_len);
-    let steps = args.steps.unwrap_or(XLNET_STEPS);
-    let spec = RunSpec::new(&args, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
-    let out = &open_run(&args, NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&args)?;
-    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
-    let train_device = device.autodiff();
-    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
-    let ids = [tokenizer.special_tokens().pad.1 as usize, special("<s>")?, special("</s>")?];
-    let (model, config) = run_model::<XlnetLmHeadModel>(&args, out, &train_device, || {
-        preset_model(&train_device, XlnetConfig::preset(args.preset(), tokenizer.vocab_size(), &permutation, mem_len, ids))
-    })?;
-    if config.bi_data != permutation.bi_data {
-        return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
-    }
-    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
-    eprintln!(
-        "model: {}, {} parameters; {} windows of {} tokens per pass ({} reused, {} predicted, memory {mem_len}); {} steps of {} x {}",
-        XlnetLmHeadModel::architecture(), burn::module::Module::num_params(&model), task.num_train_windows(), permutation.seq_len,
-        permutation.reuse_len, permutation.num_predict, steps, args.grad_accum, args.batch_size
-    );
-    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
-        model.save_pretrained(&config.for_inference(), dir)?;
-        Ok(vec![dir.to_path_buf()])
-    })
-}
-
-/// `export` of an XLNet run: the language model in HF layout (`bi_data` and `reuse_len`, which
-/// shape the pre-training data, left out).
-pub fn export_xlnet(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
-    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
-    let config = XlnetConfig::from_dir(run).map_err(err)?;
-    let model = burn::module::Module::try_load_file(XlnetLmHeadModel::init(&config, device), checkpoint).map_err(err)?;
-    model.save_pretrained(&config.for_inference(), out).map_err(err)?;
-    Ok(vec![out.to_path_buf()])
-}
 
 /// Options of `cargo xtask export`.
 #[derive(clap::Args, Debug)]
@@ -960,8 +824,13 @@ pub struct ExportArgs {
     pub out: Option<PathBuf>,
 }
 
-/// Export a checkpoint of a run to HF layout (config.json, model.safetensors, tokenizer files).
-pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, String> {
+/// Save the model of a training checkpoint (`run`, `checkpoint`) in HF layout at `out`;
+/// returns the model directories written.
+pub type ExportFn = fn(&Path, &Path, &Path, &burn::tensor::Device) -> Result<Vec<PathBuf>, String>;
+
+/// Export a checkpoint of a run to HF layout (config.json, model.safetensors, tokenizer files),
+/// with the export `export_of` gives for the run (its family's, for its objective).
+pub fn export(args: ExportArgs, device: burn::tensor::Device, export_of: fn(&RunSpec) -> Result<ExportFn, String>) -> Result<String, String> {
     let run = &args.run;
     let checkpoints = run.join("checkpoints");
     let name = match args.step {
@@ -983,12 +852,7 @@ pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, 
     let spec = RunSpec::read(run)?;
     let out = args.out.clone().unwrap_or_else(|| run.join(format!("export-{name}")));
     let checkpoint_file = checkpoint.join("model.bpk");
-    let family = crate::families::by_name(&spec.family)?;
-    let export = match spec.objective {
-        _ if spec.teacher.is_some() => family.command("export", family.train_teacher.map(|r| r.export))?,
-        None => family.command("export", family.export)?,
-        Some(objective) => family.command("export", family.recipe(objective).map(|r| r.export))?,
-    };
+    let export = export_of(&spec)?;
     let written = export(run, &checkpoint_file, &out, &device)?;
     let tokenizer_dir = run.join("tokenizer");
     let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
@@ -1006,11 +870,3 @@ pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &P
     model.export(&config, out).map_err(err)
 }
 
-/// Load a checkpoint of a BART run (config from the run) and save it in HF layout.
-pub fn export_bart(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
-    use sesame_bart::{BartConfig, BartForConditionalGeneration};
-    let config = BartConfig::from_dir(run).map_err(err)?;
-    let model = burn::module::Module::try_load_file(BartForConditionalGeneration::init(&config, device), checkpoint).map_err(err)?;
-    model.save_pretrained(&config, out).map_err(err)?;
-    Ok(vec![out.to_path_buf()])
-}

@@ -1,30 +1,32 @@
-//! The one registry of model families: every command (`train`, `export`, `bench`, `embed`,
-//! `fill-mask`, `generate`) finds a family here, by name or by a checkpoint's `model_type`.
-//! Adding a family is one entry in [`FAMILIES`]; an entry holds the commands its family's
-//! capabilities give (an encoder-decoder without pre-training yet has `generate` only).
+//! The one registry of model families. Each family has a file here holding its entry and
+//! everything family-specific the commands run (BART's and XLNet's pre-training, bench,
+//! generation and `forward`; BERT's and ELECTRA's own heads for `forward`); the command files
+//! take an entry and name no family. Adding a family is its crate, its file here and one line
+//! in [`FAMILIES`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::tensor::Device;
-use sesame_albert::{Albert, AlbertModel};
-use sesame_bert::{Bert, BertLikeFamily, BertModel};
-use sesame_electra::{Electra, ElectraModel};
-use sesame_unilm::{Unilm, UnilmModel};
+use sesame_layers::{ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
 use sesame_pipelines::EmbedOptions;
-use sesame_layers::{ClassificationHead, Classifier, ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead, SummaryClassifier};
-use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
-use sesame_xlnet::{XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification, XlnetForTokenClassification};
-use sesame_roberta::{Roberta, RobertaModel};
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
-use crate::bench::{bench_bart, bench_family, bench_xlnet, BenchArgs};
-use crate::train::{export_bart, export_distilled, export_model, export_xlnet, train_bart, train_distilled, train_family, train_xlnet, TrainArgs};
-use crate::forward::{forward_bart, forward_encoder, forward_xlnet, BertHeads, ElectraHeads, ExtraHeads, ForwardArgs, PreTraining};
-use crate::finetune::{finetune, finetune_without_tagger, FinetuneArgs};
+use crate::bench::{bench_family, check_encoder_presets, BenchArgs, BenchMode, BenchTarget};
 use crate::distill::{distill, DistillArgs};
+use crate::finetune::{finetune, FinetuneArgs};
+use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
+use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
-use crate::generate::{generate_bart, generate_causal, generate_xlnet, GenerateArgs};
+use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
 use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
+
+pub mod albert;
+pub mod bart;
+pub mod bert;
+pub mod electra;
+pub mod roberta;
+pub mod unilm;
+pub mod xlnet;
 
 /// What the command line can do with one family.
 pub struct FamilyEntry {
@@ -38,9 +40,12 @@ pub struct FamilyEntry {
     pub train: Option<fn(TrainArgs, Device) -> Result<String, String>>,
     /// Save the model of a training checkpoint (`run`, `checkpoint`) in HF layout at `out`;
     /// returns the model directories written.
-    pub export: Option<fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>>,
+    pub export: Option<ExportFn>,
     /// `cargo xtask bench --family <name>`.
     pub bench: Option<fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>>,
+    /// Refuses a `--presets` name of `bench` the family does not have for the mode, before
+    /// the machine's GEMM is timed.
+    pub bench_presets: fn(&BenchArgs) -> Result<(), String>,
     /// `cargo xtask embed` on a checkpoint of this family.
     pub embed: Option<fn(&Path, &Device, &mut Texts, EmbedOptions) -> Result<String, String>>,
     /// `cargo xtask fill-mask` on a checkpoint of this family (texts, top k, batch size).
@@ -81,7 +86,7 @@ pub struct Recipe {
     /// `cargo xtask train`.
     pub train: fn(TrainArgs, Device) -> Result<String, String>,
     /// `cargo xtask export` of its runs.
-    pub export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
+    pub export: ExportFn,
 }
 
 /// `cargo xtask answer`'s entry point.
@@ -112,6 +117,7 @@ impl FamilyEntry {
             train: Some(train_family::<F>),
             export: Some(export_model::<F>),
             bench: Some(bench_family::<F, B>),
+            bench_presets: check_encoder_presets,
             embed: Some(embed_with::<B>),
             fill_mask: Some(fill_mask_with::<B>),
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
@@ -127,43 +133,6 @@ impl FamilyEntry {
             mlm: Some(Recipe { train: train_family::<SingleSequenceRecipe<F, B>>, export: export_model::<SingleSequenceRecipe<F, B>> }),
             mass: None,
             train_teacher: Some(Recipe { train: train_distilled::<F, B>, export: export_distilled::<B> }),
-        }
-    }
-
-    /// An encoder-decoder family with its own pre-training (`train`, `export`, `bench`),
-    /// `generate` and `forward`.
-    const fn seq2seq(
-        name: &'static str,
-        about: &'static str,
-        model_types: &'static [&'static str],
-        train: fn(TrainArgs, Device) -> Result<String, String>,
-        export: fn(&Path, &Path, &Path, &Device) -> Result<Vec<PathBuf>, String>,
-        bench: fn(&BenchArgs, Device, &str) -> Result<Vec<serde_json::Value>, String>,
-        generate: fn(&GenerateArgs, &Device) -> Result<(), String>,
-        forward: fn(&ForwardArgs, &Device) -> Result<(), String>,
-    ) -> Self {
-        Self {
-            name,
-            about,
-            model_types,
-            train: Some(train),
-            export: Some(export),
-            bench: Some(bench),
-            embed: None,
-            fill_mask: None,
-            generate: Some(generate),
-            forward: Some(forward),
-            finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
-            classify: Some(classify_with::<BartForSequenceClassification>),
-            tag: None,
-            answer: Some(answer_with::<BartForQuestionAnswering>),
-            prune: None,
-            distill: Some(distill::<BartForSequenceClassification>),
-            span: None,
-            mlm: None,
-            // The same task with MASS's corruption; the same export.
-            mass: Some(Recipe { train, export }),
-            train_teacher: None,
         }
     }
 
@@ -203,66 +172,7 @@ impl FamilyEntry {
 }
 
 /// Every family the command line knows.
-pub static FAMILIES: [FamilyEntry; 7] = [
-    FamilyEntry::masked_lm::<Bert, BertModel, Classifier, Classifier, (PreTraining, BertHeads)>(
-        "bert",
-        "masked LM + next-sentence prediction on sentence pairs, WordPiece",
-        Bert::MODEL_TYPES,
-    ),
-    FamilyEntry::masked_lm::<Roberta, RobertaModel, ClassificationHead, Classifier, ()>(
-        "roberta",
-        "dynamic masked LM on packed full sentences, byte-level BPE",
-        Roberta::MODEL_TYPES,
-    ),
-    FamilyEntry::masked_lm::<Albert, AlbertModel, Classifier, Classifier, PreTraining>(
-        "albert",
-        "n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary",
-        Albert::MODEL_TYPES,
-    ),
-    FamilyEntry::masked_lm::<Electra, ElectraModel, ClassificationHead, SummaryClassifier, ElectraHeads>(
-        "electra",
-        "replaced-token detection: a 1/4-wide generator's samples, a discriminator on every token, WordPiece",
-        sesame_electra::config::MODEL_TYPES,
-    ),
-    // UniLM exports are BERT checkpoints (`model_type: bert`, read by the `bert` entry).
-    FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier, Classifier, PreTraining>(
-        "unilm",
-        "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
-        &["unilm"],
-    ),
-    FamilyEntry::seq2seq(
-        "bart",
-        "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE",
-        sesame_bart::config::MODEL_TYPES,
-        train_bart,
-        export_bart,
-        bench_bart,
-        generate_bart,
-        forward_bart,
-    ),
-    FamilyEntry {
-        name: "xlnet",
-        about: "permutation LM: two-stream relative attention with memory, SentencePiece",
-        model_types: sesame_xlnet::config::MODEL_TYPES,
-        train: Some(train_xlnet),
-        export: Some(export_xlnet),
-        bench: Some(bench_xlnet),
-        embed: None,
-        fill_mask: None,
-        generate: Some(generate_xlnet),
-        forward: Some(forward_xlnet),
-        finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
-        classify: Some(classify_with::<XlnetForSequenceClassification>),
-        tag: Some(tag_with::<XlnetForTokenClassification>),
-        answer: Some(answer_with::<XlnetForQuestionAnsweringSimple>),
-        prune: None,
-        distill: Some(distill::<XlnetForSequenceClassification>),
-        span: None,
-        mlm: None,
-        mass: None,
-        train_teacher: None,
-    },
-];
+pub static FAMILIES: [FamilyEntry; 7] = [bert::ENTRY, roberta::ENTRY, albert::ENTRY, electra::ENTRY, unilm::ENTRY, bart::ENTRY, xlnet::ENTRY];
 
 /// The family called `name`.
 pub fn by_name(name: &str) -> Result<&'static FamilyEntry, String> {
@@ -283,4 +193,54 @@ pub fn names() -> Vec<&'static str> {
 pub fn parser() -> clap::builder::PossibleValuesParser {
     let training = FAMILIES.iter().filter(|f| f.train.is_some());
     clap::builder::PossibleValuesParser::new(training.map(|f| clap::builder::PossibleValue::new(f.name).help(f.about)))
+}
+
+/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
+/// the file names none, as transformers' `BertModel` reads it).
+pub fn model_family(dir: &Path) -> Result<&'static FamilyEntry, String> {
+    let json = crate::config_json(dir)?;
+    let path = dir.join("config.json");
+    let model_type = match json.get("model_type") {
+        None => "bert",
+        Some(serde_json::Value::String(kind)) => kind.as_str(),
+        Some(other) => return Err(format!("{}: field `model_type` must be a string, found {other}", path.display())),
+    };
+    by_model_type(model_type).ok_or_else(|| format!("{}: model_type `{model_type}` is not a family this command runs ({})", path.display(), names().join(", ")))
+}
+
+/// `cargo xtask train`: the family's own recipe, `--objective`'s or `--teacher`'s.
+pub fn train(args: TrainArgs, device: Device) -> Result<String, String> {
+    let family = by_name(&args.family)?;
+    if args.teacher.is_none() && args.student.any() {
+        return Err("--student-layers, --alpha-*, --temperature and --layer-map are for distillation: give the teacher with --teacher".into());
+    }
+    if args.teacher.is_some() {
+        return family.command("train --teacher", family.train_teacher.map(|r| r.train))?(args, device);
+    }
+    match args.objective {
+        None => family.command("train", family.train)?(args, device),
+        Some(objective) => family.command(&format!("train --objective {}", objective.name()), family.recipe(objective).map(|r| r.train))?(args, device),
+    }
+}
+
+/// The export of a run of `cargo xtask train` (`export`): its family's, for its objective.
+pub fn export_of(spec: &RunSpec) -> Result<ExportFn, String> {
+    let family = by_name(&spec.family)?;
+    match spec.objective {
+        _ if spec.teacher.is_some() => family.command("export", family.train_teacher.map(|r| r.export)),
+        None => family.command("export", family.export),
+        Some(objective) => family.command("export", family.recipe(objective).map(|r| r.export)),
+    }
+}
+
+/// What `bench` times for `args`: `--model`'s family for embed, else `--family` (bert; bart
+/// for generate).
+pub fn bench_target(args: &BenchArgs) -> Result<BenchTarget, String> {
+    let family = match (&args.mode, &args.model) {
+        (BenchMode::Embed, Some(model)) => model_family(model)?,
+        (BenchMode::Embed, None) => return Err("--mode embed needs --model (an HF or sentence-transformers directory)".into()),
+        (BenchMode::Generate, _) => by_name(args.family.as_deref().unwrap_or("bart"))?,
+        _ => by_name(args.family.as_deref().unwrap_or("bert"))?,
+    };
+    Ok(BenchTarget { bench: family.command("bench", family.bench)?, check_presets: family.bench_presets })
 }

@@ -1,0 +1,278 @@
+//! BART in the command line: its registry entry, and what only BART does in the commands:
+//! denoising (and MASS) pre-training and its export, the bench presets and timings, generation
+//! with `BartForCausalLM` checkpoints, and `forward` on every BART head.
+
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
+use sesame_layers::HfConfig;
+
+use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartModel};
+use sesame_layers::{PretrainedModel, Seq2SeqInput};
+use crate::forward::Inputs;
+use super::{FamilyEntry, Recipe};
+use crate::bench::*;
+use crate::distill::distill;
+use crate::finetune::finetune_without_tagger;
+use crate::forward::*;
+use crate::generate::*;
+use crate::train::*;
+use crate::{answer_with, classify_with};
+
+/// `bart`: the encoder-decoder family.
+pub const ENTRY: FamilyEntry = FamilyEntry {
+    name: "bart",
+    about: "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE",
+    model_types: sesame_bart::config::MODEL_TYPES,
+    train: Some(train_bart),
+    export: Some(export_bart),
+    bench: Some(bench_bart),
+    bench_presets: check_presets,
+    embed: None,
+    fill_mask: None,
+    generate: Some(generate_bart),
+    forward: Some(forward_bart),
+    finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
+    classify: Some(classify_with::<BartForSequenceClassification>),
+    tag: None,
+    answer: Some(answer_with::<BartForQuestionAnswering>),
+    prune: None,
+    distill: Some(distill::<BartForSequenceClassification>),
+    span: None,
+    mlm: None,
+    // The same task with MASS's corruption; the same export.
+    mass: Some(Recipe { train: train_bart, export: export_bart }),
+    train_teacher: None,
+};
+
+/// Refuse a `--presets` name before the machine's GEMM is timed: generation's as
+/// [`bart_preset`] builds them, training's the encoder presets.
+fn check_presets(args: &BenchArgs) -> Result<(), String> {
+    if args.mode == BenchMode::Generate {
+        return args.presets.iter().try_for_each(|p| bart_preset(p).map(|_| ()));
+    }
+    check_encoder_presets(args)
+}
+
+/// Default `--steps` of BART.
+const BART_STEPS: u64 = 1600;
+
+/// `train bart`: denoising pre-training (text infilling and sentence permutation by default)
+/// on blocks of whole sentences.
+pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
+    use sesame_text::MassConfig;
+    use sesame_bart::{BartConfig, BartForConditionalGeneration};
+    refuse_masked_lm_flags(&args, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
+    if args.permutation.any() {
+        return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
+    }
+    let noise = args.noise.config()?;
+    let mass = match args.objective {
+        Some(Objective::Mass) if args.noise.any() => return Err("--mask, --insert, --rotate, … set BART's noise; --objective mass masks one fragment of each block (--mass-fraction)".into()),
+        Some(Objective::Mass) => Some(MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
+        _ if args.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
+        _ => None,
+    };
+    let steps = args.steps.unwrap_or(BART_STEPS);
+    let corruption = mass.map_or_else(|| format!("{noise:?}"), |m| format!("MASS {m:?}"));
+    let spec = RunSpec::new(&args, corruption.clone(), "sentence blocks (complete_doc)".into());
+    let out = &open_run(&args, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&args)?;
+    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
+    let train_device = device.autodiff();
+    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
+    let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
+    let (model, config) = run_model::<BartForConditionalGeneration>(&args, out, &train_device, || {
+        preset_model(&train_device, BartConfig::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), ids))
+    })?;
+    if args.seq_len > config.max_position_embeddings {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
+    }
+    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
+    if let Some(mass) = mass {
+        task = task.with_mass(mass).map_err(err)?;
+    }
+    eprintln!(
+        "model: {}, {} parameters; {} training blocks of whole sentences, {corruption}; {} steps of {} x {}",
+        BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
+        steps, args.grad_accum, args.batch_size
+    );
+    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.save_pretrained(&config, dir)?;
+        Ok(vec![dir.to_path_buf()])
+    })
+}
+
+/// Load a checkpoint of a BART run (config from the run) and save it in HF layout.
+pub fn export_bart(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+    use sesame_bart::{BartConfig, BartForConditionalGeneration};
+    let config = BartConfig::from_dir(run).map_err(err)?;
+    let model = burn::module::Module::try_load_file(BartForConditionalGeneration::init(&config, device), checkpoint).map_err(err)?;
+    model.save_pretrained(&config, out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
+}
+
+/// `bench --family bart` (`--mode train`): BART's denoising step (forward with every target
+/// token's loss, backward, AdamW) on a synthetic batch whose source and target are the same
+/// `--batch-size × --seq-len` ids, a model of each preset's shape (`tiny`, `base`:
+/// bart-base's) with `--vocab-size` tokens; `--compare-pytorch` runs
+/// `BartForConditionalGeneration` with `labels` in PyTorch.
+pub fn bench_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    use sesame_bart::pretraining::{denoising_step, DenoisingBatch};
+    use sesame_bart::BartForConditionalGeneration;
+    match args.mode {
+        BenchMode::Train => {}
+        BenchMode::Generate => return bench_generate_bart(args, device, backend),
+        mode => return Err(format!("--family bart benches --mode train and --mode generate; not --mode {mode:?}").to_lowercase()),
+    }
+    let (b, s) = (args.batch_size(), args.seq_len);
+    let micro = args.micro_batches.unwrap_or_else(|| sesame_layers::device::default_threads(&device)).min(b) as u64;
+    let mut rows = Vec::new();
+    for preset in &args.presets {
+        let config = sesame_bart::BartConfig { vocab_size: args.vocab_size, max_position_embeddings: s.max(1024), ..bart_preset(preset)? };
+        let device = device.clone().autodiff();
+        let part = |rows: std::ops::Range<usize>| {
+            let ids: Vec<i64> = synthetic_row(args.vocab_size, rows.start * s..rows.end * s).into_iter().map(i64::from).collect();
+            let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), s]), &device);
+            DenoisingBatch { input_ids: ids.clone(), attention_mask: ids.ones_like(), labels: ids, decoder_input_ids: None, infilled: Tensor::zeros([rows.len(), s], &device), tokens: rows.len() * s }
+        };
+        let parts: Vec<DenoisingBatch> = (0..micro as usize).map(|m| part(m * b / micro as usize..(m + 1) * b / micro as usize)).collect();
+        let start = config.decoder_start_id();
+        let label = format!("bart {preset} train");
+        let write = |dir: &Path| BartForConditionalGeneration::init(&config, &device).save_pretrained(&config, dir).map_err(|e| e.to_string());
+        let theirs = peer_steps(args, &label, "pretrain", [b, s], write)?;
+        let model = BartForConditionalGeneration::new_hf(&config, &device);
+        let median = time_train_steps(args, model, micro, |i, replica| denoising_step(replica, parts[i as usize].clone(), start).loss)?;
+        let tokens_per_s = (b * s) as f64 / median;
+        eprintln!("{backend} bart {preset} train: {median:.3} s/step, {tokens_per_s:.0} tokens/s (batch {b}x{s} in {micro} micro-batches)");
+        let mut row = serde_json::json!({
+            "mode": "train", "backend": backend, "family": "bart", "preset": preset, "vocab_size": args.vocab_size,
+            "batch_size": b, "seq_len": s, "micro_batches": micro, "median_step_s": median, "tokens_per_s": tokens_per_s, "timed_steps": args.steps,
+        });
+        attach(&mut row, theirs, "tokens_per_s", &label);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// A BART configuration of a size preset: `tiny` (128 wide, 2 + 2 layers), `base` (bart-base:
+/// 768 wide, 6 + 6 layers, 12 heads, FFN 3072, vocabulary 50265, 1024 positions).
+fn bart_preset(preset: &str) -> Result<sesame_bart::BartConfig, String> {
+    let (d, layers, heads) = match preset {
+        "tiny" => (128, 2, 2),
+        "base" => (768, 6, 12),
+        other => return Err(format!("--presets {other}: generate knows tiny and base")),
+    };
+    let json = serde_json::json!({
+        "d_model": d, "encoder_layers": layers, "decoder_layers": layers, "encoder_attention_heads": heads,
+        "decoder_attention_heads": heads, "encoder_ffn_dim": 4 * d, "decoder_ffn_dim": 4 * d, "forced_eos_token_id": null,
+    });
+    serde_json::from_value(json).map_err(|e| e.to_string())
+}
+
+/// `--mode generate` for BART: greedy and beam search of a fresh BART of each preset's shape on
+/// a batch of `--batch-size` sources of `--seq-len` synthetic tokens, exactly
+/// `--max-new-tokens` each.
+fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    use sesame_bart::BartForConditionalGeneration;
+    use sesame_generate::decoding::Seq2SeqDecoder;
+    let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
+    let mut rows = Vec::new();
+    for preset in &args.presets {
+        let config = bart_preset(preset)?;
+        let model = BartForConditionalGeneration::new_hf(&config, &device);
+        let ids = synthetic_ids(config.vocab_size, b, s, &device);
+        let mask = Tensor::<2, Int>::ones([b, s], &device);
+        let settings = sesame_generate::GenerationConfig {
+            eos_token_id: config.eos_token_id.map(|e| sesame_generate::Ids::One(e as u32)),
+            pad_token_id: config.pad_token_id.map(|p| p as u32),
+            ..Default::default()
+        };
+        let start_token = config.decoder_start_id() as u32;
+        let run = |settings: &sesame_generate::GenerationConfig| {
+            let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).map_err(|e| e.to_string())?;
+            sesame_generate::generate(&decoder, &vec![vec![start_token]; b], settings, 0).map_err(|e| e.to_string())
+        };
+        let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
+        rows.extend(time_generation(args, backend, ("bart", preset), [b, s, n], n + 1, settings, run, save)?);
+    }
+    Ok(rows)
+}
+
+/// `generate` for BART: `BartForCausalLM` checkpoints (config.json's first architecture)
+/// left to right, the others as encoder-decoders.
+pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    match crate::config_json(&args.model)?["architectures"][0].as_str() {
+        Some("BartForCausalLM") => generate_left_to_right::<sesame_bart::BartForCausalLM>(args, device),
+        _ => generate_seq2seq::<sesame_bart::BartForConditionalGeneration>(args, device),
+    }
+}
+
+
+/// `forward` for BART: every head.
+pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {
+    let head = head_class(args)?;
+    let inputs = Inputs::read(&args.inputs)?;
+    let o = options(args);
+    let check = |input: &Seq2SeqInput, config: &sesame_bart::BartConfig| BartModel::validate(input, config).map_err(bad_input(&head));
+    // The batch, from the encoder's or the decoder's ids (validated to agree).
+    let batch = |input: &Seq2SeqInput| input.input_ids.as_ref().or(input.decoder_input_ids.as_ref()).map_or(0, |ids| ids.dims()[0]);
+    let outputs = match head.as_str() {
+        "BartModel" => {
+            let input = inputs.seq2seq(device)?;
+            let (m, c) = load::<BartModel>(args, device)?;
+            check(&input, &c)?;
+            m.forward(input, o).named()
+        }
+        "BartForConditionalGeneration" => {
+            let mut input = inputs.seq2seq(device)?;
+            let (m, c) = load::<BartForConditionalGeneration>(args, device)?;
+            // Without `decoder_input_ids`, the labels shifted right are the decoder's input (as
+            // the head makes it): of any length, and checked as the decoder's ids.
+            let len = match (&input.decoder_input_ids, inputs.tensors.get("labels")) {
+                (Some(ids), _) => ids.dims()[1],
+                (None, Some(labels)) => labels.shape.get(1).copied().unwrap_or(0).max(1),
+                (None, None) => 0,
+            };
+            let labels = inputs.labels::<2>("labels", [batch(&input), len], c.vocab_size, true, device)?;
+            if let (None, Some(labels)) = (&input.decoder_input_ids, &labels) {
+                input.decoder_input_ids = Some(sesame_layers::shift_tokens_right(labels.clone(), m.model.pad_token_id, m.model.decoder_start_token_id));
+            }
+            check(&input, &c)?;
+            m.forward(input, labels, o).named()
+        }
+        "BartForSequenceClassification" => {
+            let input = inputs.seq2seq(device)?;
+            let (m, c) = load::<BartForSequenceClassification>(args, device)?;
+            check(&input, &c)?;
+            let multi_label = c.labels.problem_type.as_deref() == Some("multi_label_classification");
+            let labels = inputs.sequence_labels(batch(&input), c.num_labels(), multi_label, device)?;
+            m.forward(input, labels, o).map_err(bad_input(&head))?.named()
+        }
+        "BartForQuestionAnswering" => {
+            let input = inputs.seq2seq(device)?;
+            let (m, c) = load::<BartForQuestionAnswering>(args, device)?;
+            check(&input, &c)?;
+            let positions = inputs.positions(batch(&input), None, device)?;
+            m.forward(input, positions, o).named()
+        }
+        "BartForCausalLM" => {
+            let ids = inputs.ids::<2>("input_ids", device)?.ok_or_else(|| format!("--inputs {}: no `input_ids`", args.inputs.display()))?;
+            let mask = inputs.padding_mask("attention_mask", false, device)?;
+            let (m, c) = load::<BartForCausalLM>(args, device)?;
+            check(&Seq2SeqInput { decoder_input_ids: Some(ids.clone()), encoder_outputs: None, input_ids: Some(ids.clone()), ..Default::default() }, &c)?;
+            let labels = inputs.labels::<2>("labels", ids.dims(), c.vocab_size, true, device)?;
+            m.forward(ids, mask, labels, o).named()
+        }
+        other => {
+            return Err(format!(
+                "--head {other}: not a BART head (BartModel, BartForConditionalGeneration, BartForSequenceClassification, BartForQuestionAnswering, BartForCausalLM)"
+            ))
+        }
+    };
+    inputs.check_all_taken(&head)?;
+    write(outputs, &args.out)
+}
+
