@@ -1,14 +1,17 @@
 //! What every encoder family offers the task heads: one input type, one output type and the
-//! [`Backbone`] trait. The heads in [`crate::tasks`] are written once against it.
+//! [`Backbone`] trait. The heads in [`crate::tasks`] are written once against it, and the
+//! sequence heads of [`crate::heads`] read its output through [`SequenceHead`].
 
 use burn::module::ModuleDisplay;
+use burn::nn::LinearConfig;
 use burn::prelude::*;
 
 use crate::activation::Activation;
 use crate::attention::AttentionMask;
 use crate::checkpoint::{CheckpointSpec, KeyMap};
 use crate::encoder::{EncoderCache, EncoderOutput, OutputOptions};
-use crate::heads::{ClassifierConfig, MaskedLmHeadConfig, SequenceSummaryConfig};
+use crate::heads::{first_token, ClassificationHead, Classifier, ClassifierConfig, MaskedLmHeadConfig, SequenceSummaryConfig, SummaryClassifier};
+use crate::int8;
 use crate::pretrained::{check_ids, check_shape, InputError, PretrainedModel};
 
 /// One batch of encoder input (HF argument names).
@@ -173,7 +176,7 @@ pub struct BackboneOutput {
 impl BackboneOutput {
     /// Every output present, under HF's names (`last_hidden_state`, `pooler_output`,
     /// `hidden_states.0`, `attentions.1`).
-    pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
+    pub fn named(&self) -> Vec<crate::encoder::NamedOutput> {
         let mut out = vec![("last_hidden_state".to_string(), self.encoder.last_hidden_state.to_data())];
         out.extend(self.pooler_output.iter().map(|p| ("pooler_output".to_string(), p.to_data())));
         out.extend(self.encoder.named_layers());
@@ -343,4 +346,56 @@ pub trait HasSentenceHead: HasMaskedLmHead + HasPooler {
 
     /// The head's configuration.
     fn sentence_head(config: &Self::Config) -> ClassifierConfig;
+}
+
+/// A head that gives one row of logits per sequence (sequence classification, a choice's
+/// score) on base model `B`: reads its output and, where it needs them, the input. A head on
+/// the pooled output is one only for a base model [`HasPooler`].
+pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay {
+    /// Whether the head reads the pooler output (the backbone is then built with a pooler).
+    const POOLED: bool;
+    /// A fresh head of `num_labels` outputs, sized and configured by `sizes`.
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self;
+    /// Logits `[batch, num_labels]`.
+    fn forward(&self, out: &BackboneOutput, input: &EncoderInput) -> Tensor<2>;
+}
+
+/// BERT's and ALBERT's head: dropout + linear on the pooled output.
+impl<B: HasPooler> SequenceHead<B> for Classifier {
+    const POOLED: bool = true;
+
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
+        ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
+    }
+
+    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
+        Classifier::forward(self, B::pooled(out))
+    }
+}
+
+impl<B: Backbone> SequenceHead<B> for ClassificationHead {
+    const POOLED: bool = false;
+
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
+        Self::with_sizes(sizes.hidden_size, num_labels, sizes.classifier_dropout, sizes.classifier_activation, device)
+    }
+
+    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
+        self.classify(first_token(out.last_hidden_state()))
+    }
+}
+
+impl<B: Backbone> SequenceHead<B> for SummaryClassifier {
+    const POOLED: bool = false;
+
+    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
+        Self {
+            sequence_summary: sizes.summary.init(device),
+            classifier: LinearConfig::new(sizes.summary.proj_size, num_labels).init(device),
+        }
+    }
+
+    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
+        int8::linear(&self.classifier, self.sequence_summary.forward(out.last_hidden_state(), None))
+    }
 }

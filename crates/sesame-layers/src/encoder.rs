@@ -191,10 +191,10 @@ pub struct EncoderOutput {
 impl EncoderOutput {
     /// Every layer's hidden state and attention present, under HF's names (`hidden_states.0`,
     /// `attentions.1`).
-    pub fn named_layers(&self) -> Vec<crate::seq2seq::NamedOutput> {
+    pub fn named_layers(&self) -> Vec<NamedOutput> {
         let mut out = Vec::new();
-        crate::seq2seq::push_all(&mut out, "hidden_states", &self.hidden_states);
-        crate::seq2seq::push_all(&mut out, "attentions", &self.attentions);
+        push_all(&mut out, "hidden_states", &self.hidden_states);
+        push_all(&mut out, "attentions", &self.attentions);
         out
     }
 }
@@ -340,5 +340,14 @@ impl Collector {
     /// Hidden states and attentions, each when asked.
     pub(crate) fn finish(self) -> (Option<Vec<Tensor<3>>>, Option<Vec<Tensor<4>>>) {
         (self.hidden_states, self.attentions)
+    }
+}
+
+/// A named output value as HF names it (`decoder_hidden_states.0`), on the host.
+pub type NamedOutput = (String, TensorData);
+/// Append `name.i` for every tensor of `tensors`, when present.
+pub fn push_all<const D: usize>(out: &mut Vec<NamedOutput>, name: &str, tensors: &Option<Vec<Tensor<D>>>) {
+    for (i, t) in tensors.iter().flatten().enumerate() {
+        out.push((format!("{name}.{i}"), t.to_data()));
     }
 }

@@ -12,7 +12,6 @@ use crate::int8;
 
 use crate::dropout::{Dropout, DropoutConfig};
 use crate::activation::Activation;
-use crate::backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasPooler};
 use crate::loss::{binary_cross_entropy_with_logits, cross_entropy, cross_entropy_ignoring, mse};
 
 /// Configuration of [`MaskedLmHead`].
@@ -152,31 +151,6 @@ impl Classifier {
     }
 }
 
-/// A head that gives one row of logits per sequence (sequence classification, a choice's
-/// score) on base model `B`: reads its output and, where it needs them, the input. A head on
-/// the pooled output is one only for a base model [`HasPooler`].
-pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay {
-    /// Whether the head reads the pooler output (the backbone is then built with a pooler).
-    const POOLED: bool;
-    /// A fresh head of `num_labels` outputs, sized and configured by `sizes`.
-    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self;
-    /// Logits `[batch, num_labels]`.
-    fn forward(&self, out: &BackboneOutput, input: &EncoderInput) -> Tensor<2>;
-}
-
-/// BERT's and ALBERT's head: dropout + linear on the pooled output.
-impl<B: HasPooler> SequenceHead<B> for Classifier {
-    const POOLED: bool = true;
-
-    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
-        ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
-    }
-
-    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
-        Classifier::forward(self, B::pooled(out))
-    }
-}
-
 /// RoBERTa's and ELECTRA's two-layer head on the first token: dropout, dense, activation
 /// (the config's: tanh in RoBERTa, GELU in ELECTRA), dropout, `out_proj` (HF
 /// `RobertaClassificationHead`, `ElectraClassificationHead`).
@@ -191,18 +165,6 @@ pub struct ClassificationHead {
     pub dropout: Dropout,
     /// `hidden -> num_labels`.
     pub out_proj: Linear,
-}
-
-impl<B: Backbone> SequenceHead<B> for ClassificationHead {
-    const POOLED: bool = false;
-
-    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
-        Self::with_sizes(sizes.hidden_size, num_labels, sizes.classifier_dropout, sizes.classifier_activation, device)
-    }
-
-    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
-        self.classify(first_token(out.last_hidden_state()))
-    }
 }
 
 impl ClassificationHead {
@@ -336,21 +298,6 @@ pub struct SummaryClassifier {
     pub sequence_summary: SequenceSummary,
     /// `summary -> num_labels` (HF `classifier`).
     pub classifier: Linear,
-}
-
-impl<B: Backbone> SequenceHead<B> for SummaryClassifier {
-    const POOLED: bool = false;
-
-    fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
-        Self {
-            sequence_summary: sizes.summary.init(device),
-            classifier: LinearConfig::new(sizes.summary.proj_size, num_labels).init(device),
-        }
-    }
-
-    fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
-        int8::linear(&self.classifier, self.sequence_summary.forward(out.last_hidden_state(), None))
-    }
 }
 
 /// Targets for a sequence-classification head; the variant picks HF's `problem_type`.

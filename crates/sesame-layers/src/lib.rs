@@ -33,25 +33,25 @@ pub mod tasks;
 
 pub use activation::Activation;
 pub use attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
-pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler, HasSentenceHead, InputLimits};
+pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler, HasSentenceHead, InputLimits, SequenceHead};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use dropout::{Dropout, DropoutConfig};
 pub use early_exit::{EarlyExit, EarlyExitOutput, ExitClassifier};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use decoder::{run_decoder_layers, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput};
-pub use encoder::{pick_layers, Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, OutputOptions};
+pub use encoder::{pick_layers, push_all, Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, NamedOutput, OutputOptions};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
-    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels, SequenceSummary,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels, SequenceSummary,
     SequenceSummaryConfig, SummaryClassifier, SummaryType,
 };
 pub use hparams::{EarlyExitConfig, EncoderHyperParams};
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;
 pub use span_boundary::{ForSpanPreTraining, SpanBoundaryHead, SpanBoundaryHeadConfig};
-pub use seq2seq::{shift_tokens_right, NamedOutput, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
+pub use seq2seq::{shift_tokens_right, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 
 pub use tasks::{

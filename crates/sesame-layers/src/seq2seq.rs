@@ -4,7 +4,7 @@
 use burn::prelude::*;
 
 use crate::decoder::DecoderCache;
-use crate::encoder::EncoderOutput;
+use crate::encoder::{push_all, EncoderOutput, NamedOutput};
 use crate::pretrained::{check_ids, check_shape, InputError};
 
 /// One batch of encoder-decoder input (HF `BartModel.forward`'s arguments).
@@ -104,8 +104,6 @@ pub struct Seq2SeqOutput {
     pub past_key_values: DecoderCache,
 }
 
-/// A named output value as HF names it (`decoder_hidden_states.0`), on the host.
-pub type NamedOutput = (String, TensorData);
 
 impl Seq2SeqOutput {
     /// Every output present, under HF's names, tuples numbered from 0 (`cross_attentions.1`).
@@ -120,13 +118,6 @@ impl Seq2SeqOutput {
         push_all(&mut out, "encoder_hidden_states", &self.encoder_hidden_states);
         push_all(&mut out, "encoder_attentions", &self.encoder_attentions);
         out
-    }
-}
-
-/// Append `name.i` for every tensor of `tensors`, when present.
-pub fn push_all<const D: usize>(out: &mut Vec<NamedOutput>, name: &str, tensors: &Option<Vec<Tensor<D>>>) {
-    for (i, t) in tensors.iter().flatten().enumerate() {
-        out.push((format!("{name}.{i}"), t.to_data()));
     }
 }
 

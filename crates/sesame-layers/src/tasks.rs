@@ -6,12 +6,12 @@
 use burn::prelude::*;
 
 use crate::attention::causal_restriction;
-use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasSentenceHead, InputLimits};
+use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasSentenceHead, InputLimits, SequenceHead};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
     question_answering_loss, Classifier, ClassifierConfig, MaskedLmHead,
-    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceHead, SequenceLabels,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels,
 };
 use crate::loss::{cross_entropy, per_token_cross_entropy, IGNORE_INDEX};
 use crate::pretrained::PretrainedModel;
@@ -31,7 +31,7 @@ pub struct HeadOutput<const D: usize> {
 
 impl<const D: usize> HeadOutput<D> {
     /// Every output present, under HF's names (`logits`, `loss`, `hidden_states.0`, `attentions.1`).
-    pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
+    pub fn named(&self) -> Vec<crate::encoder::NamedOutput> {
         let mut out = vec![("logits".to_string(), self.logits.to_data())];
         out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
         out.extend(self.encoder.named_layers());
@@ -42,7 +42,7 @@ impl<const D: usize> HeadOutput<D> {
 impl PreTrainingOutput {
     /// Every output present, under HF's names, the sentence logits as `sentence` (BERT's
     /// `seq_relationship_logits`, ALBERT's `sop_logits`).
-    pub fn named(&self, sentence: &str) -> Vec<crate::seq2seq::NamedOutput> {
+    pub fn named(&self, sentence: &str) -> Vec<crate::encoder::NamedOutput> {
         let mut out = vec![("prediction_logits".to_string(), self.prediction_logits.to_data()), (sentence.to_string(), self.sentence_logits.to_data())];
         out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
         out.extend(self.encoder.named_layers());
@@ -52,7 +52,7 @@ impl PreTrainingOutput {
 
 impl QuestionAnsweringOutput {
     /// Every output present, under HF's names (`start_logits`, `end_logits`, `loss`, …).
-    pub fn named(&self) -> Vec<crate::seq2seq::NamedOutput> {
+    pub fn named(&self) -> Vec<crate::encoder::NamedOutput> {
         let mut out = vec![("start_logits".to_string(), self.start_logits.to_data()), ("end_logits".to_string(), self.end_logits.to_data())];
         out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
         out.extend(self.encoder.named_layers());

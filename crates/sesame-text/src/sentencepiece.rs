@@ -7,7 +7,6 @@ use std::path::Path;
 
 use prost::Message;
 
-use crate::tokenizer::TokenizerError;
 
 /// `ModelProto` (sentencepiece_model.proto).
 #[derive(Clone, PartialEq, Message)]
@@ -78,19 +77,19 @@ pub struct SentencePieceModel {
 }
 
 impl SentencePieceModel {
-    /// Read `path`; only Unigram models (ALBERT's, XLNet's, T5's) are accepted.
-    pub fn read(path: &Path) -> Result<Self, TokenizerError> {
-        let load = |reason: String| TokenizerError::Load { path: path.to_path_buf(), reason };
-        let bytes = std::fs::read(path).map_err(|e| load(e.to_string()))?;
-        let proto = ModelProto::decode(bytes.as_slice()).map_err(|e| load(format!("not a SentencePiece model: {e}")))?;
+    /// Read `path`; only Unigram models (ALBERT's, XLNet's, T5's) are accepted. The error is
+    /// why it cannot be read (the caller names the file).
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let proto = ModelProto::decode(bytes.as_slice()).map_err(|e| format!("not a SentencePiece model: {e}"))?;
         let trainer = proto.trainer_spec.unwrap_or_default();
         match trainer.model_type.unwrap_or(1) {
             1 => {}
-            2 => return Err(load("a SentencePiece BPE model; only Unigram models are supported".into())),
-            other => return Err(load(format!("SentencePiece model type {other} (word or char); only Unigram models are supported"))),
+            2 => return Err("a SentencePiece BPE model; only Unigram models are supported".into()),
+            other => return Err(format!("SentencePiece model type {other} (word or char); only Unigram models are supported")),
         }
         if proto.pieces.is_empty() {
-            return Err(load("the model has no pieces".into()));
+            return Err("the model has no pieces".into());
         }
         let pieces: Vec<(String, f64, PieceType)> = proto
             .pieces
@@ -108,11 +107,11 @@ impl SentencePieceModel {
             .collect();
         let unk_id = trainer.unk_id.unwrap_or(0);
         let unk_id = usize::try_from(unk_id).ok().filter(|&i| i < pieces.len()).ok_or_else(|| {
-            load(format!("unk_id {unk_id} is outside the {} pieces", pieces.len()))
+            format!("unk_id {unk_id} is outside the {} pieces", pieces.len())
         })?;
         let precompiled_charsmap = proto.normalizer_spec.and_then(|n| n.precompiled_charsmap).filter(|m| !m.is_empty());
         if let Some(table) = &precompiled_charsmap {
-            check_precompiled_charsmap(table).map_err(|e| load(format!("bad precompiled_charsmap: {e}")))?;
+            check_precompiled_charsmap(table).map_err(|e| format!("bad precompiled_charsmap: {e}"))?;
         }
         Ok(Self { pieces, unk_id, byte_fallback: trainer.byte_fallback.unwrap_or(false), precompiled_charsmap })
     }

@@ -278,7 +278,7 @@ impl Tokenizer {
                 _ => return Err(load(format!("tokenizer_class {class}: Sesame reads SentencePiece models as ALBERT's (AlbertTokenizer) or XLNet's (XLNetTokenizer)"))),
             },
         };
-        let model = SentencePieceModel::read(path)?;
+        let model = SentencePieceModel::read(path).map_err(|reason| TokenizerError::Load { path: path.to_path_buf(), reason })?;
         let vocab = model.pieces.iter().map(|(piece, score, _)| (piece.clone(), *score)).collect();
         let unigram = Unigram::from(vocab, Some(model.unk_id), model.byte_fallback).map_err(|e| load(e.to_string()))?;
         let mut inner = tokenizers::Tokenizer::new(unigram);

@@ -174,9 +174,9 @@ impl MetricLog {
         writeln!(f, "{}", serde_json::to_string(&line).expect("JSON"))?;
         let held_out = line.split == "held_out";
         self.lines.push(line);
-        sesame_layers::fs::write_atomic(&self.dir.join("loss.svg"), crate::plots::loss_svg(&self.lines)?.as_bytes())?;
+        sesame_layers::fs::write_atomic(&self.dir.join("loss.svg"), loss_svg(&self.lines)?.as_bytes())?;
         if held_out {
-            if let Some(svg) = crate::plots::metrics_svg(&self.lines)? {
+            if let Some(svg) = metrics_svg(&self.lines)? {
                 sesame_layers::fs::write_atomic(&self.dir.join("metrics.svg"), svg.as_bytes())?;
             }
         }
@@ -238,4 +238,36 @@ mod tests {
         let resumed = MetricLog::open(&dir, 2).unwrap();
         assert_eq!(resumed.lines().iter().map(|l| l.step).collect::<Vec<_>>(), [1, 2]);
     }
+}
+
+/// `(step, value)` of `key` in the lines of `split`, finite values only.
+fn series(lines: &[LogLine], split: &str, key: &str) -> Vec<(f64, f64)> {
+    lines.iter().filter(|l| l.split == split).filter_map(|l| l.values.get(key).map(|&v| (l.step as f64, v))).filter(|(_, v)| v.is_finite()).collect()
+}
+
+/// `loss.svg`: the training and held-out loss against the step, and each held-out baseline (a
+/// metric named `…_loss`, such as the unigram loss of pre-training) as a dashed line over the
+/// steps.
+pub fn loss_svg(lines: &[LogLine]) -> std::io::Result<String> {
+    let mut curves = vec![("train loss".to_string(), series(lines, "train", "loss"), false), ("held-out loss".to_string(), series(lines, "held_out", "loss"), false)];
+    let x_max = lines.iter().map(|l| l.step as f64).fold(1.0, f64::max);
+    let baselines: std::collections::BTreeSet<&String> = lines.iter().filter(|l| l.split == "held_out").flat_map(|l| l.values.keys()).filter(|k| k.ends_with("_loss")).collect();
+    for name in baselines {
+        if let Some(&(_, v)) = series(lines, "held_out", name).last() {
+            curves.push((format!("{} (baseline)", name.replace('_', " ")), vec![(0.0, v), (x_max, v)], true));
+        }
+    }
+    crate::plots::line_chart("loss", "loss", &curves, plotters::prelude::SeriesLabelPosition::UpperRight)
+}
+
+/// `metrics.svg`: every held-out metric but the losses against the step; `None` when the run
+/// has none.
+pub fn metrics_svg(lines: &[LogLine]) -> std::io::Result<Option<String>> {
+    let names: std::collections::BTreeSet<&String> = lines.iter().filter(|l| l.split == "held_out").flat_map(|l| l.values.keys()).filter(|k| !k.ends_with("loss")).collect();
+    let curves: Vec<(String, Vec<(f64, f64)>, bool)> = names.into_iter().map(|n| (n.clone(), series(lines, "held_out", n), false)).filter(|c| !c.1.is_empty()).collect();
+    if curves.is_empty() {
+        return Ok(None);
+    }
+    // Metrics mostly rise: the legend goes below them.
+    crate::plots::line_chart("held-out metrics", "value", &curves, plotters::prelude::SeriesLabelPosition::LowerRight).map(Some)
 }

@@ -4,7 +4,6 @@
 
 use plotters::prelude::*;
 
-use crate::metrics::LogLine;
 
 /// Colours of successive series (matplotlib's first ten).
 const PALETTE: [RGBColor; 10] = [
@@ -25,11 +24,6 @@ fn failed<E: std::fmt::Debug>(e: E) -> std::io::Error {
     std::io::Error::other(format!("cannot draw the plot: {e:?}"))
 }
 
-/// `(step, value)` of `key` in the lines of `split`, finite values only.
-fn series(lines: &[LogLine], split: &str, key: &str) -> Vec<(f64, f64)> {
-    lines.iter().filter(|l| l.split == split).filter_map(|l| l.values.get(key).map(|&v| (l.step as f64, v))).filter(|(_, v)| v.is_finite()).collect()
-}
-
 /// The range of `values` with a margin (a flat series gets a unit's height).
 fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
@@ -41,7 +35,7 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 /// One chart of `curves` (name, points, dashed) against the step, with axes, ticks and a legend.
-fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bool)], legend: SeriesLabelPosition) -> std::io::Result<String> {
+pub(crate) fn line_chart(title: &str, y_label: &str, curves: &[(String, Vec<(f64, f64)>, bool)], legend: SeriesLabelPosition) -> std::io::Result<String> {
     chart(title, None, y_label, curves, legend)
 }
 
@@ -95,33 +89,6 @@ fn chart(title: &str, x_label: Option<&str>, y_label: &str, curves: &[(String, V
         root.present().map_err(failed)?;
     }
     Ok(svg)
-}
-
-/// `loss.svg`: the training and held-out loss against the step, and each held-out baseline (a
-/// metric named `…_loss`, such as the unigram loss of pre-training) as a dashed line over the
-/// steps.
-pub fn loss_svg(lines: &[LogLine]) -> std::io::Result<String> {
-    let mut curves = vec![("train loss".to_string(), series(lines, "train", "loss"), false), ("held-out loss".to_string(), series(lines, "held_out", "loss"), false)];
-    let x_max = lines.iter().map(|l| l.step as f64).fold(1.0, f64::max);
-    let baselines: std::collections::BTreeSet<&String> = lines.iter().filter(|l| l.split == "held_out").flat_map(|l| l.values.keys()).filter(|k| k.ends_with("_loss")).collect();
-    for name in baselines {
-        if let Some(&(_, v)) = series(lines, "held_out", name).last() {
-            curves.push((format!("{} (baseline)", name.replace('_', " ")), vec![(0.0, v), (x_max, v)], true));
-        }
-    }
-    line_chart("loss", "loss", &curves, SeriesLabelPosition::UpperRight)
-}
-
-/// `metrics.svg`: every held-out metric but the losses against the step; `None` when the run
-/// has none.
-pub fn metrics_svg(lines: &[LogLine]) -> std::io::Result<Option<String>> {
-    let names: std::collections::BTreeSet<&String> = lines.iter().filter(|l| l.split == "held_out").flat_map(|l| l.values.keys()).filter(|k| !k.ends_with("loss")).collect();
-    let curves: Vec<(String, Vec<(f64, f64)>, bool)> = names.into_iter().map(|n| (n.clone(), series(lines, "held_out", n), false)).filter(|c| !c.1.is_empty()).collect();
-    if curves.is_empty() {
-        return Ok(None);
-    }
-    // Metrics mostly rise: the legend goes below them.
-    line_chart("held-out metrics", "value", &curves, SeriesLabelPosition::LowerRight).map(Some)
 }
 
 /// A confusion matrix as a heat map: `rows[true][predicted]` counts, classes `names`, each cell

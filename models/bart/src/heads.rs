@@ -347,8 +347,8 @@ impl CausalLmOutput {
     pub fn named(&self) -> Vec<sesame_layers::NamedOutput> {
         let mut out = vec![("logits".to_string(), self.logits.to_data())];
         out.extend(self.loss.iter().map(|l| ("loss".to_string(), l.to_data())));
-        sesame_layers::seq2seq::push_all(&mut out, "hidden_states", &self.decoder.hidden_states);
-        sesame_layers::seq2seq::push_all(&mut out, "attentions", &self.decoder.attentions);
+        sesame_layers::encoder::push_all(&mut out, "hidden_states", &self.decoder.hidden_states);
+        sesame_layers::encoder::push_all(&mut out, "attentions", &self.decoder.attentions);
         out
     }
 }
