@@ -66,7 +66,7 @@ fn the_first_step_of_masked_lm_distillation_matches_pytorch() {
             assert!((ours_value - theirs_value).abs() < 1e-4, "{backend}: {ours} {ours_value}, PyTorch {theirs_value}");
         }
 
-        let teacher = task.teacher.forward_masked(task.batch.input.clone(), &task.batch.masked, OutputOptions::default());
+        let teacher = sesame_train::forward_masked(&task.teacher, task.batch.input.clone(), &task.batch.masked, OutputOptions::default());
         let (ours, theirs) = (values(teacher.loss.unwrap())[0], f.get("output.teacher_mlm_loss").f32[0]);
         assert!((ours - theirs).abs() < 1e-4, "{backend}: the teacher's MLM loss {ours}, PyTorch {theirs}");
 

@@ -6,7 +6,8 @@
 
 use burn::prelude::*;
 use sesame_bert::{BertForMaskedLM, BertForSpanPreTraining};
-use sesame_layers::{MaskedPositions, MaskedSpans, PretrainedModel};
+use sesame_layers::{PretrainedModel};
+use sesame_train::{MaskedPositions, MaskedSpans};
 use sesame_tests::training::{first_step_failures, Fixed};
 use sesame_tests::{devices, values, Fixture};
 use sesame_train::{pretraining_step, PretrainingBatch, StepOutput};
@@ -27,7 +28,7 @@ fn the_first_step_of_mlm_plus_sbo_matches_pytorch() {
         let loaded = BertForSpanPreTraining::from_pretrained(&f.dir, &train).unwrap();
         assert!(loaded.report.initialized.is_empty() && loaded.report.unused.is_empty(), "{backend}: {}", loaded.report);
         let batch = fixture_batch(&f, &train);
-        let out = sesame_layers::MaskedLmObjective::objective(&loaded.model, batch.input.clone(), &batch.masked, batch.sentence_labels.clone());
+        let out = sesame_train::MaskedLmObjective::objective(&loaded.model, batch.input.clone(), &batch.masked, batch.sentence_labels.clone());
         let sbo = out.span_boundary.expect("the SBO loss");
         for (name, ours) in [("mlm_loss", out.mlm_loss), ("sbo_loss", sbo)] {
             let (ours, theirs) = (values(ours)[0], f.get(&format!("output.{name}")).f32[0]);

@@ -28,7 +28,6 @@ pub mod pretrained;
 pub mod random;
 pub mod scalar_mix;
 pub mod seq2seq;
-pub mod span_boundary;
 pub mod tasks;
 
 pub use activation::Activation;
@@ -50,12 +49,11 @@ pub use heads::{
 pub use hparams::{EarlyExitConfig, EncoderHyperParams};
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;
-pub use span_boundary::{ForSpanPreTraining, SpanBoundaryHead, SpanBoundaryHeadConfig};
 pub use seq2seq::{shift_tokens_right, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
 pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
 
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
-    ForTokenClassification, HeadOutput, MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
+    ForTokenClassification, HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
     ClassifierLayers, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
 };

@@ -269,7 +269,7 @@ where
         let (mut sum, mut count) = (0.0, 0.0);
         for batch in self.data.held_out_batches(&self.device) {
             let masked = batch.masked.targets.clone().not_equal_elem(-100).int().sum();
-            let out = self.teacher.forward_masked(batch.input, &batch.masked, OutputOptions::default());
+            let out = crate::objective::forward_masked(&self.teacher, batch.input, &batch.masked, OutputOptions::default());
             let values = read_back(Tensor::cat(vec![out.loss.expect("loss"), masked.float()], 0), f64::NAN);
             sum += values[0] * values[1];
             count += values[1];
@@ -299,8 +299,8 @@ pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(
     let mask = batch.input.attention_mask.clone();
     let targets = batch.masked.targets.clone();
     let predicted_rows = targets.clone().not_equal_elem(-100);
-    let teacher = teacher.forward_masked(batch.input.clone(), &batch.masked, options);
-    let out = student.forward_masked(batch.input, &batch.masked, options);
+    let teacher = crate::objective::forward_masked(&teacher, batch.input.clone(), &batch.masked, options);
+    let out = crate::objective::forward_masked(&student, batch.input, &batch.masked, options);
     let mlm_loss = out.loss.clone().expect("forward_masked gives the loss");
     let l = loss;
     let mut terms = Vec::new();

@@ -15,7 +15,8 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, ForSpanPreTraining, HasMaskedLmHead, InputLimits, MaskedLmObjective, MaskedPositions, PretrainedModel};
+use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, HasMaskedLmHead, InputLimits, PretrainedModel};
+use crate::{ForSpanPreTraining, MaskedLmObjective, MaskedPositions};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
     PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,

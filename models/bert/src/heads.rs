@@ -17,7 +17,8 @@ pub type BertForPreTraining = ForPreTraining<BertModel>;
 pub type BertForMaskedLM = ForMaskedLM<BertModel>;
 /// MLM + SpanBERT's span-boundary objective; saved as `BertForMaskedLM` with the SBO head
 /// (`cls.pair_target_predictions`) beside it.
-pub type BertForSpanPreTraining = sesame_layers::ForSpanPreTraining<BertModel>;
+#[cfg(feature = "train")]
+pub type BertForSpanPreTraining = sesame_train::ForSpanPreTraining<BertModel>;
 /// Left-to-right language model on the MLM head (HF `BertLMHeadModel`, `is_decoder`).
 pub type BertLMHeadModel = ForCausalLM<BertModel>;
 /// Dropout + linear on the pooled output (HF `BertForSequenceClassification`).

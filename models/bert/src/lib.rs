@@ -36,8 +36,10 @@ pub mod pretraining;
 pub use config::{Bert, BertLikeConfig, BertLikeFamily};
 pub use heads::{
     BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction, BertForPreTraining, BertForQuestionAnswering,
-    BertForSequenceClassification, BertForSpanPreTraining, BertForTokenClassification, BertLMHeadModel,
+    BertForSequenceClassification, BertForTokenClassification, BertLMHeadModel,
 };
+#[cfg(feature = "train")]
+pub use heads::BertForSpanPreTraining;
 pub use model::{BertLikeModel, NextSentenceFamily};
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
 

@@ -20,10 +20,8 @@ use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use sesame_layers::loss::cross_entropy;
 use sesame_layers::random::uniform;
-use sesame_layers::{HasMaskedLmHead, 
-    Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, MaskedPositions, OutputOptions,
-    Pretrained, PretrainedError, PretrainedModel, WeightFiles,
-};
+use sesame_layers::{HasMaskedLmHead, Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, OutputOptions, Pretrained, PretrainedError, PretrainedModel, WeightFiles};
+use sesame_train::{MaskedPositions};
 use sesame_text::{Packing, TokenizerKind};
 use sesame_train::pretraining::{read_back, Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::{Metric, StepOutput};

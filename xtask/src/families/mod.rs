@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use burn::tensor::Device;
-use sesame_layers::{ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForSpanPreTraining, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
+use sesame_layers::{ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
+use sesame_train::{ForSpanPreTraining};
 use sesame_pipelines::EmbedOptions;
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 

@@ -19,15 +19,12 @@ use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, L
 use burn::prelude::*;
 use burn::tensor::module::linear;
 
-use crate::activation::Activation;
-use crate::backbone::{EncoderInput, HasMaskedLmHead, InputLimits};
-use crate::checkpoint::CheckpointSpec;
-use crate::heads::MaskedLmHead;
-use crate::int8;
-use crate::loss::{cross_entropy, IGNORE_INDEX};
-use crate::pretrained::PretrainedModel;
-use crate::tasks::{MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput};
-use crate::encoder::OutputOptions;
+use sesame_layers::heads::{MaskedLmHead, MaskedLmHeadConfig};
+use sesame_layers::int8;
+use sesame_layers::loss::{cross_entropy, IGNORE_INDEX};
+use sesame_layers::{Activation, CheckpointSpec, EncoderInput, HasMaskedLmHead, InputLimits, OutputOptions, PretrainedModel};
+
+use crate::objective::{MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput};
 
 /// Configuration of [`SpanBoundaryHead`]; the defaults are SpanBERT's.
 #[derive(Config, Debug)]
@@ -55,7 +52,7 @@ pub struct SpanBoundaryHeadConfig {
 impl SpanBoundaryHeadConfig {
     /// The head for a model whose MLM head is `lm_head`: the same widths, vocabulary,
     /// activation and epsilon.
-    pub fn for_lm_head(lm_head: &crate::heads::MaskedLmHeadConfig) -> Self {
+    pub fn for_lm_head(lm_head: &MaskedLmHeadConfig) -> Self {
         Self::new(lm_head.d_model, lm_head.d_embedding, lm_head.vocab_size, lm_head.activation).with_layer_norm_eps(lm_head.layer_norm_eps)
     }
 
@@ -174,5 +171,16 @@ impl<B: HasMaskedLmHead> PretrainedModel for ForSpanPreTraining<B> {
         spec
     }
 
-    crate::tasks::hf_form_of_base!();
+    fn hf_form(&self, config: &B::Config) -> Option<(Self, B::Config)> {
+        let (base, config) = self.base.hf_form(config)?;
+        Some((Self { base, ..self.clone() }, config))
+    }
+
+    fn stored_config(config: &B::Config) -> Option<B::Config> {
+        B::stored_config(config)
+    }
+
+    fn from_stored(self, config: &B::Config) -> Self {
+        Self { base: self.base.from_stored(config), ..self }
+    }
 }
