@@ -136,6 +136,11 @@ fn int8_minilm_embeddings_keep_cosine_0_99() {
     }
 }
 
+/// A line of Rust without its trailing comment, trimmed.
+fn code_of(line: &str) -> &str {
+    line.split("//").next().unwrap_or_default().trim()
+}
+
 /// The README's library example is `crates/sesame-pipelines/examples/embed.rs` (every code line
 /// of the README's block is a line of the example), and the example, built by `cargo test` as
 /// every example is, gives sentence-transformers' cosines on the real checkpoint.
@@ -146,9 +151,9 @@ fn the_readme_example_is_the_embed_example_and_gives_sentence_transformers_cosin
     let readme = std::fs::read_to_string(fixtures_dir().join("../README.md")).unwrap();
     let section = readme.split("## In your project").nth(1).expect("README has '## In your project'");
     let block = section.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("a rust block in it");
-    let code: Vec<&str> = block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("//")).collect();
+    let code: Vec<&str> = block.lines().map(code_of).filter(|l| !l.is_empty()).collect();
     assert!(code.len() >= 8, "README block: {block}");
-    let mut lines = example.lines().map(str::trim);
+    let mut lines = example.lines().map(code_of);
     for line in &code {
         assert!(lines.any(|l| l == *line), "README line not in {} (in order): {line}", example_source.display());
     }

@@ -287,6 +287,28 @@ fn a_precompiled_trie_pointing_past_its_end_is_refused_at_load() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// A post-processor special token with fewer ids than tokens (found by fuzzing `tokenizer.json`:
+/// the tokenizers crate loads it, and its encodings then hold fewer ids than tokens, which
+/// panicked in padding) is refused at load, naming the file and the field.
+#[test]
+fn a_post_processor_token_with_ids_and_tokens_of_different_lengths_is_refused_at_load() {
+    let source = fixtures_dir().join("bert/base-fill-mask");
+    let dir = std::env::temp_dir().join(format!("sesame-misaligned-specials-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(source.join("tokenizer_config.json"), dir.join("tokenizer_config.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(source.join("tokenizer.json")).unwrap()).unwrap();
+    // Unchanged, the file loads and pads a batch.
+    std::fs::write(dir.join("tokenizer.json"), json.to_string()).unwrap();
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    let batch = tokenizer.encode(&["a cat", "the whale sank the boat"], 16, true).unwrap();
+    assert_eq!(batch.input_ids.len(), batch.tokens.iter().map(Vec::len).sum::<usize>());
+    json["post_processor"]["special_tokens"]["[CLS]"]["ids"] = serde_json::json!([]);
+    std::fs::write(dir.join("tokenizer.json"), json.to_string()).unwrap();
+    let err = Tokenizer::from_dir(&dir).unwrap_err().to_string();
+    assert!(err.contains("tokenizer.json") && err.contains("post_processor") && err.contains("ids"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A panic on one of rayon's workers (where the tokenizers crate encodes a batch) is caught on
 /// the calling thread, with its message and place, and nothing is printed.
 #[test]

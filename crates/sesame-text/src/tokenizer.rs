@@ -318,7 +318,32 @@ impl Tokenizer {
         inner.with_padding(None);
         let pad_left = config.padding_side == "left";
         let pad_type_id = config.tokenizer_class.as_deref().and_then(TokenizerKind::of_class).map_or(0, TokenizerKind::pad_token_type_id);
-        Ok(Self { inner, special, pad_left, pad_type_id, origin })
+        let tokenizer = Self { inner, special, pad_left, pad_type_id, origin };
+        // A post-processor whose special token has as many ids as tokens is refused here, by
+        // name, rather than at the first text it would misalign.
+        if let Ok(pair) = tokenizer.guarded(|| tokenizer.inner.encode(("a", "b"), true)) {
+            tokenizer.aligned(&pair).map_err(|reason| TokenizerError::Load { path: PathBuf::from(&tokenizer.origin), reason })?;
+        }
+        Ok(tokenizer)
+    }
+
+    /// Whether an encoding's ids, token types, tokens, offsets and word ids line up (the
+    /// tokenizers crate does not check a post-processor's special tokens: one whose `ids` and
+    /// `tokens` differ in number gives encodings whose lists differ in length).
+    fn aligned(&self, e: &tokenizers::Encoding) -> Result<(), String> {
+        let n = e.get_ids().len();
+        let lengths = [("token types", e.get_type_ids().len()), ("tokens", e.get_tokens().len()), ("offsets", e.get_offsets().len()), ("word ids", e.get_word_ids().len())];
+        match lengths.iter().find(|(_, len)| *len != n) {
+            None => Ok(()),
+            Some((what, len)) => Err(format!(
+                "its post-processing gives {n} ids but {len} {what} (a special token of `post_processor` with `ids` and `tokens` of different lengths?)"
+            )),
+        }
+    }
+
+    /// [`Self::aligned`] as an encoding error of this tokenizer.
+    fn check_aligned(&self, e: &tokenizers::Encoding) -> Result<(), TokenizerError> {
+        self.aligned(e).map_err(|reason| self.failed(reason))
     }
 
     /// A failure of this tokenizer on a text, naming its file.
@@ -438,6 +463,7 @@ impl Tokenizer {
             .iter()
             .enumerate()
             .map(|(index, e)| {
+                self.check_aligned(e)?;
                 let len = e.get_ids().len();
                 if len > max_len {
                     return Err(TokenizerError::TooLong { index, len, max: max_len });
@@ -524,6 +550,7 @@ impl Tokenizer {
                     Some(q) => self.guarded(|| self.inner.post_process(q.clone(), Some(second(window)), true))?,
                     None => self.guarded(|| self.inner.post_process(window, None, true))?,
                 };
+                self.check_aligned(&e)?;
                 // Only the windowed sequence's tokens count as content.
                 let sequence: Vec<Option<usize>> = e.get_sequence_ids().into_iter().map(|s| s.filter(|&s| Some(s) == windowed)).collect();
                 let mut c = 0;
@@ -564,6 +591,7 @@ impl Tokenizer {
     /// the tokenizer's word ids), for whole-word and span masking.
     pub fn tokenize(&self, text: &str) -> Result<crate::pretraining::Segment, TokenizerError> {
         let e = self.guarded(|| self.inner.encode(text, false))?;
+        self.check_aligned(&e)?;
         let words = e.get_word_ids();
         let word_start = (0..words.len()).map(|i| i == 0 || words[i].is_none() || words[i] != words[i - 1]).collect();
         Ok(crate::pretraining::Segment { ids: e.get_ids().to_vec(), word_start })
