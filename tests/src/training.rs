@@ -148,3 +148,18 @@ where
     failures.extend(differing(&after, &reference(f, "after."), 1e-4).into_iter().map(|d| format!("after the step, {d}")));
     failures
 }
+
+/// The shipped corpus's first `docs` chapters, a byte-level BPE trained on them, a tiny BART
+/// config for it, and the denoising task over blocks of `max_len` tokens.
+pub fn tiny_bart_task(docs: usize, max_len: usize, batch: usize, noise: sesame_text::DenoisingConfig) -> (sesame_bart::pretraining::Denoising, sesame_text::Tokenizer, sesame_bart::BartConfig) {
+    let corpus = sesame_text::Corpus::read(&crate::fixtures_dir().join("../data/moby-dick.txt")).unwrap();
+    let corpus = sesame_text::Corpus { documents: corpus.documents.into_iter().take(docs).collect() };
+    let (train, held_out) = corpus.split_held_out(0.05);
+    let tokenizer = sesame_text::Tokenizer::train(sesame_bart::pretraining::TOKENIZER, train.sentences(), 800, &sesame_bart::pretraining::TOKENIZER.config()).unwrap();
+    let id = |t: &str| tokenizer.token_to_id(t).unwrap() as usize;
+    let mut config = sesame_bart::BartConfig::preset("tiny", tokenizer.vocab_size(), 64, [id("<s>"), id("<pad>"), id("</s>")]).unwrap();
+    (config.d_model, config.encoder_ffn_dim, config.decoder_ffn_dim, config.encoder_layers, config.decoder_layers) = (64, 128, 128, 1, 1);
+    (config.encoder_attention_heads, config.decoder_attention_heads) = (2, 2);
+    let task = sesame_bart::pretraining::Denoising::new(&train, &held_out, &tokenizer, &config, noise, max_len, batch, 7).unwrap();
+    (task, tokenizer, config)
+}

@@ -2,32 +2,18 @@
 //! `<s> … </s>`, the corrupted source for the encoder, the block itself as the target, the
 //! decoder reading it shifted right after `</s>`), each batch's noise is a function of its
 //! index, and a tiny BART learns to copy what the source still shows and to infill the rest
-//! from context. MASS's batches (one fragment predicted) equal a PyTorch implementation's,
-//! its first step transformers', and a tiny BART learns the fragment.
+//! from context. MASS's batches (one fragment predicted) equal a PyTorch implementation's and
+//! its first step transformers' (that a tiny BART learns the fragment is tested in trainer.rs,
+//! where the tests that seed the process-wide RNG run one at a time).
 
 use burn::prelude::*;
 use sesame_bart::pretraining::{Denoising, DenoisingDataError, TOKENIZER};
 use sesame_bart::{BartConfig, BartForConditionalGeneration};
 use sesame_layers::PretrainedModel;
-use sesame_tests::training::{run_dir, saved_bytes as saved};
-use sesame_tests::{fixtures_dir, Backend};
+use sesame_tests::training::{run_dir, saved_bytes as saved, tiny_bart_task as task};
+use sesame_tests::Backend;
 use sesame_text::{Corpus, DenoisingConfig, Tokenizer};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
-
-/// The shipped corpus's first `docs` chapters, a byte-level BPE trained on them, a tiny BART
-/// config for it, and the denoising task over blocks of `max_len` tokens.
-fn task(docs: usize, max_len: usize, batch: usize, noise: DenoisingConfig) -> (Denoising, Tokenizer, BartConfig) {
-    let corpus = Corpus::read(&fixtures_dir().join("../data/moby-dick.txt")).unwrap();
-    let corpus = Corpus { documents: corpus.documents.into_iter().take(docs).collect() };
-    let (train, held_out) = corpus.split_held_out(0.05);
-    let tokenizer = Tokenizer::train(TOKENIZER, train.sentences(), 800, &TOKENIZER.config()).unwrap();
-    let id = |t: &str| tokenizer.token_to_id(t).unwrap() as usize;
-    let mut config = BartConfig::preset("tiny", tokenizer.vocab_size(), 64, [id("<s>"), id("<pad>"), id("</s>")]).unwrap();
-    (config.d_model, config.encoder_ffn_dim, config.decoder_ffn_dim, config.encoder_layers, config.decoder_layers) = (64, 128, 128, 1, 1);
-    (config.encoder_attention_heads, config.decoder_attention_heads) = (2, 2);
-    let task = Denoising::new(&train, &held_out, &tokenizer, &config, noise, max_len, batch, 7).unwrap();
-    (task, tokenizer, config)
-}
 
 fn ints(t: Tensor<2, Int>) -> Vec<Vec<i64>> {
     let [_, s] = t.dims();
@@ -200,32 +186,3 @@ fn the_first_step_of_mass_matches_pytorch() {
     }
 }
 
-#[test]
-fn mass_batches_predict_one_fragment_and_a_tiny_bart_learns_to_infill_it() {
-    use sesame_text::MassConfig;
-    let (task, _, config) = task(20, 16, 16, DenoisingConfig::default());
-    let task = task.with_mass(MassConfig::default()).unwrap();
-    let batch = task.train_batch(0, &Device::flex());
-    let (labels, source, decoder) = (ints(batch.labels.clone()), ints(batch.input_ids.clone()), ints(batch.decoder_input_ids.clone().expect("MASS gives the decoder's input")));
-    for r in 0..labels.len() {
-        let predicted: Vec<usize> = (0..labels[r].len()).filter(|&i| labels[r][i] != -100).collect();
-        let block_len = source[r].iter().take_while(|&&t| t != 1).count();
-        assert!(!predicted.is_empty() && predicted.windows(2).all(|w| w[1] == w[0] + 1), "row {r}: one contiguous fragment {predicted:?}");
-        let inner = block_len - 2;
-        assert_eq!(predicted.len(), ((inner as f64 * 0.5).round() as usize).clamp(1, inner), "row {r}: half the block");
-        // The decoder reads the fragment shifted right: the token before each predicted one.
-        for &i in &predicted[1..] {
-            assert_eq!(decoder[r][i], labels[r][i - 1], "row {r}, position {i}");
-        }
-    }
-    let device = Backend::Flex.device().unwrap().autodiff();
-    device.seed(5);
-    let model = BartForConditionalGeneration::new_hf(&config, &device);
-    let train = TrainConfig { steps: 600, lr: 3e-3, warmup: 50, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
-    let trainer = Trainer::new(train, run_dir("bart-mass-learn")).with_progress(false);
-    let before = trainer.evaluate(&task, &model, &task.held_out_batches(&device.clone().without_autodiff()));
-    let outcome = trainer.fit(&task, model, false).unwrap();
-    // The loss covers the fragment alone: it ends well below the fragment's unigram loss.
-    let (start, end, unigram) = (before["loss"], outcome.held_out["loss"], outcome.held_out["unigram_loss"]);
-    assert!(end < unigram - 0.3, "held-out fragment loss {start:.3} -> {end:.3}, the fragment's unigram loss {unigram:.3}: {:?}", outcome.held_out);
-}

@@ -486,3 +486,41 @@ fn freeze_fixes_the_embeddings_and_layers_and_leaves_the_pooler_and_head_to_lear
     let expected = [("base.embeddings", false), ("base.encoder", false), ("base.pooler", true), ("head", true)];
     assert_eq!(kinds, expected.into_iter().collect(), "{:?}", flags.1);
 }
+
+/// MASS (in `bart_pretraining.rs` otherwise): its batches predict one fragment of each block, and
+/// a tiny BART learns it. Here, since it trains from weights drawn from the seeded process-wide RNG.
+#[test]
+fn mass_batches_predict_one_fragment_and_a_tiny_bart_learns_to_infill_it() {
+    // It seeds the process-wide RNG and draws its model's initial weights from it.
+    let _serial = serial();
+    use sesame_text::MassConfig;
+    let ints = |t: Tensor<2, Int>| -> Vec<Vec<i64>> {
+        let [_, s] = t.dims();
+        t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap().chunks(s).map(<[i64]>::to_vec).collect()
+    };
+    let (task, _, config) = sesame_tests::training::tiny_bart_task(20, 16, 16, sesame_text::DenoisingConfig::default());
+    let task = task.with_mass(MassConfig::default()).unwrap();
+    let batch = task.train_batch(0, &Device::flex());
+    let (labels, source, decoder) = (ints(batch.labels.clone()), ints(batch.input_ids.clone()), ints(batch.decoder_input_ids.clone().expect("MASS gives the decoder's input")));
+    for r in 0..labels.len() {
+        let predicted: Vec<usize> = (0..labels[r].len()).filter(|&i| labels[r][i] != -100).collect();
+        let block_len = source[r].iter().take_while(|&&t| t != 1).count();
+        assert!(!predicted.is_empty() && predicted.windows(2).all(|w| w[1] == w[0] + 1), "row {r}: one contiguous fragment {predicted:?}");
+        let inner = block_len - 2;
+        assert_eq!(predicted.len(), ((inner as f64 * 0.5).round() as usize).clamp(1, inner), "row {r}: half the block");
+        // The decoder reads the fragment shifted right: the token before each predicted one.
+        for &i in &predicted[1..] {
+            assert_eq!(decoder[r][i], labels[r][i - 1], "row {r}, position {i}");
+        }
+    }
+    let device = Backend::Flex.device().unwrap().autodiff();
+    device.seed(5);
+    let model = sesame_bart::BartForConditionalGeneration::new_hf(&config, &device);
+    let train = TrainConfig { steps: 600, lr: 3e-3, warmup: 50, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
+    let trainer = Trainer::new(train, run_dir("bart-mass-learn")).with_progress(false);
+    let before = trainer.evaluate(&task, &model, &task.held_out_batches(&device.clone().without_autodiff()));
+    let outcome = trainer.fit(&task, model, false).unwrap();
+    // The loss covers the fragment alone: it ends well below the fragment's unigram loss.
+    let (start, end, unigram) = (before["loss"], outcome.held_out["loss"], outcome.held_out["unigram_loss"]);
+    assert!(end < unigram - 0.3, "held-out fragment loss {start:.3} -> {end:.3}, the fragment's unigram loss {unigram:.3}: {:?}", outcome.held_out);
+}
