@@ -319,8 +319,8 @@ impl Tokenizer {
         let pad_left = config.padding_side == "left";
         let pad_type_id = config.tokenizer_class.as_deref().and_then(TokenizerKind::of_class).map_or(0, TokenizerKind::pad_token_type_id);
         let tokenizer = Self { inner, special, pad_left, pad_type_id, origin };
-        // A post-processor whose special token has as many ids as tokens is refused here, by
-        // name, rather than at the first text it would misalign.
+        // A post-processor with a special token whose ids and tokens differ in number is
+        // refused here, by name, rather than at the first text it would misalign.
         if let Ok(pair) = tokenizer.guarded(|| tokenizer.inner.encode(("a", "b"), true)) {
             tokenizer.aligned(&pair).map_err(|reason| TokenizerError::Load { path: PathBuf::from(&tokenizer.origin), reason })?;
         }
