@@ -105,3 +105,53 @@ fn a_quantised_model_saves_loads_back_quantised_and_transformers_loads_it() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether every dense layer of the model in fixture `dir`, loaded as `M`, runs in int8 once
+/// quantised (and none before).
+fn every_dense_layer_quantised<M: PretrainedModel>(dir: &str) -> bool {
+    let device = burn::tensor::Device::flex();
+    let model = M::from_pretrained(&Fixture::open(dir).dir, &device).unwrap_or_else(|e| panic!("{dir}: {e}")).model;
+    assert!(!int8::is_quantized(&model), "{dir}: quantised before quantize");
+    int8::is_quantized(&int8::quantize(model))
+}
+
+/// Every family's dense layers, its heads' included, are `sesame_layers::Linear`, which packs
+/// its int8 weight when the model is quantised: no family can leave a layer in float.
+#[test]
+fn every_dense_layer_of_every_family_and_head_runs_in_int8_once_quantised() {
+    let cases = [
+        ("bert/base-pretraining", every_dense_layer_quantised::<sesame_bert::BertForPreTraining>("bert/base-pretraining")),
+        ("bert/base-qa", every_dense_layer_quantised::<sesame_bert::BertForQuestionAnswering>("bert/base-qa")),
+        ("roberta/base-seqcls-single", every_dense_layer_quantised::<sesame_roberta::RobertaForSequenceClassification>("roberta/base-seqcls-single")),
+        ("albert/base-pretraining", every_dense_layer_quantised::<sesame_albert::AlbertForPreTraining>("albert/base-pretraining")),
+        ("albert/base-multiple-choice", every_dense_layer_quantised::<sesame_albert::AlbertForMultipleChoice>("albert/base-multiple-choice")),
+        ("electra/base-pretraining", every_dense_layer_quantised::<sesame_electra::ElectraForPreTraining>("electra/base-pretraining")),
+        ("electra/wide-masked-lm", every_dense_layer_quantised::<sesame_electra::ElectraForMaskedLM>("electra/wide-masked-lm")),
+        ("electra/base-multiple-choice", every_dense_layer_quantised::<sesame_electra::ElectraForMultipleChoice>("electra/base-multiple-choice")),
+        ("unilm/seq-to-seq", every_dense_layer_quantised::<sesame_unilm::UnilmForMaskedLM>("unilm/seq-to-seq")),
+        ("xlnet/base-seqcls-single", every_dense_layer_quantised::<sesame_xlnet::XlnetForSequenceClassification>("xlnet/base-seqcls-single")),
+        ("xlnet/base-qa-beam", every_dense_layer_quantised::<sesame_xlnet::XlnetForQuestionAnswering>("xlnet/base-qa-beam")),
+        ("xlnet/base-multiple-choice", every_dense_layer_quantised::<sesame_xlnet::XlnetForMultipleChoice>("xlnet/base-multiple-choice")),
+        ("bart/base-conditional-generation", every_dense_layer_quantised::<sesame_bart::BartForConditionalGeneration>("bart/base-conditional-generation")),
+        ("bart/base-seqcls-single", every_dense_layer_quantised::<sesame_bart::BartForSequenceClassification>("bart/base-seqcls-single")),
+        ("bart/base-qa", every_dense_layer_quantised::<sesame_bart::BartForQuestionAnswering>("bart/base-qa")),
+    ];
+    let float: Vec<&str> = cases.iter().filter(|(_, all)| !all).map(|(dir, _)| *dir).collect();
+    assert!(float.is_empty(), "dense layers left in float after quantize: {float:?}");
+}
+
+/// A quantised layer owns its packed int8 weight: a clone shares it, and dropping the last
+/// copy of the model frees it.
+#[test]
+fn a_quantised_model_s_int8_weights_are_freed_with_it() {
+    let device = burn::tensor::Device::flex();
+    let f = Fixture::open("bert/base-model");
+    let quantised = int8::quantize(BertModel::from_pretrained(&f.dir, &device).unwrap().model);
+    let query = &quantised.encoder.layers[0].attention.query;
+    let packed = std::sync::Arc::downgrade(query.int8.packed().expect("the query projection is packed"));
+    let copy = quantised.clone();
+    drop(quantised);
+    assert!(packed.upgrade().is_some(), "a clone keeps the packed weight");
+    drop(copy);
+    assert!(packed.upgrade().is_none(), "dropping the model frees the packed weight");
+}

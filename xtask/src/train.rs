@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, PretrainedModel};
 use sesame_layers::fs::write_atomic;
 use sesame_text::{find_phrases, tokenize_documents, Corpus, DenoisingConfig, Lexicon, MaskLength, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
-use burn::nn::LinearConfig;
+use sesame_layers::LinearConfig;
 use sesame_train::distill::{Distilled, MaskedLmDistillation};
 use sesame_train::pretraining::{Knowledge, Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use sesame_train::{Decay, TrainConfig, Trainer};

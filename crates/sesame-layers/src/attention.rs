@@ -4,7 +4,7 @@
 //! [`AttentionMask`]: a boolean "may not attend" mask plus an optional additive score bias.
 
 use burn::module::Param;
-use burn::nn::{Linear, LinearConfig};
+use crate::linear::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use burn::tensor::module::attention;
@@ -13,7 +13,6 @@ use burn::tensor::DType;
 
 use crate::device::is_libtorch;
 use crate::dropout::{Dropout, DropoutConfig};
-use crate::feed_forward::dense;
 
 /// Which keys each query may see, and an optional additive bias on the attention scores.
 #[derive(Clone, Debug)]
@@ -166,15 +165,12 @@ impl MultiHeadAttention {
         let index = Tensor::<1, Int>::from_data(TensorData::new(columns.clone(), [columns.len()]), &self.query.weight.device());
         // Detached: new leaves, which train on an autodiff device as the weights they replace.
         let keep = |t: Tensor<2>, dim: usize| Param::from_tensor(t.select(dim, index.clone()).detach());
-        let columns_of = |l: Linear| Linear {
-            weight: keep(l.weight.val(), 1),
-            bias: l.bias.map(|b| Param::from_tensor(b.val().select(0, index.clone()).detach())),
-        };
+        let columns_of = |l: Linear| Linear::new(keep(l.weight.val(), 1), l.bias.map(|b| Param::from_tensor(b.val().select(0, index.clone()).detach())));
         Self {
             query: columns_of(self.query),
             key: columns_of(self.key),
             value: columns_of(self.value),
-            output: Linear { weight: keep(self.output.weight.val(), 0), bias: self.output.bias },
+            output: Linear::new(keep(self.output.weight.val(), 0), self.output.bias),
             dropout: self.dropout,
             n_heads: kept.len(),
             head_dim: dh,
@@ -191,16 +187,16 @@ impl MultiHeadAttention {
         mask: &AttentionMask,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>) {
-        let q = self.split(dense(&self.query, x));
-        let k = self.split(dense(&self.key, context.clone()));
-        let v = self.split(dense(&self.value, context));
+        let q = self.split(self.query.forward(x));
+        let k = self.split(self.key.forward(context.clone()));
+        let v = self.split(self.value.forward(context));
         self.attend(q, k, v, mask, return_probs)
     }
 
     /// The keys and values of `context` `[batch, s_k, d]`, computed once for cross-attention
     /// (every decoding step attends to the same encoder output).
     pub fn keys_values(&self, context: Tensor<3>) -> KvCache {
-        KvCache { key: self.split(dense(&self.key, context.clone())), value: self.split(dense(&self.value, context)) }
+        KvCache { key: self.split(self.key.forward(context.clone())), value: self.split(self.value.forward(context)) }
     }
 
     /// Attend from `x` `[rows, s_q, d]` to precomputed keys and values `kv` of `batch` rows,
@@ -214,7 +210,7 @@ impl MultiHeadAttention {
         let g = rows / batch;
         // Row-major `[batch·g, s_q, d]` is `[batch, g·s_q, d]`: a prompt's rows become queries
         // of one row.
-        let q = self.split(dense(&self.query, x.reshape([batch, g * s_q, d])));
+        let q = self.split(self.query.forward(x.reshape([batch, g * s_q, d])));
         let (out, probs) = self.attend(q, kv.key.clone(), kv.value.clone(), mask, return_probs);
         let probs = probs.map(|p| p.reshape([batch, h, g, s_q, s_k]).swap_dims(1, 2).reshape([rows, h, s_q, s_k]));
         (out.reshape([rows, s_q, d]), probs)
@@ -231,9 +227,9 @@ impl MultiHeadAttention {
         past: Option<KvCache>,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>, KvCache) {
-        let q = self.split(dense(&self.query, x.clone()));
-        let mut k = self.split(dense(&self.key, x.clone()));
-        let mut v = self.split(dense(&self.value, x));
+        let q = self.split(self.query.forward(x.clone()));
+        let mut k = self.split(self.key.forward(x.clone()));
+        let mut v = self.split(self.value.forward(x));
         if let Some(past) = past.filter(|p| !p.is_empty()) {
             k = Tensor::cat(vec![past.key, k], 2);
             v = Tensor::cat(vec![past.value, v], 2);
@@ -282,7 +278,7 @@ impl MultiHeadAttention {
             (attention(q, k, v, masked, bias, AttentionModuleOptions::default()), None)
         };
         let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
-        (dense(&self.output, ctx), probs)
+        (self.output.forward(ctx), probs)
     }
 }
 

@@ -3,7 +3,7 @@
 //! sequence heads of [`crate::heads`] read its output through [`SequenceHead`].
 
 use burn::module::ModuleDisplay;
-use burn::nn::LinearConfig;
+use crate::linear::LinearConfig;
 use burn::prelude::*;
 
 use crate::activation::Activation;
@@ -11,7 +11,6 @@ use crate::attention::AttentionMask;
 use crate::checkpoint::{CheckpointSpec, KeyMap};
 use crate::encoder::{EncoderCache, EncoderOutput, OutputOptions};
 use crate::heads::{first_token, ClassificationHead, Classifier, ClassifierConfig, MaskedLmHeadConfig, SequenceSummaryConfig, SummaryClassifier};
-use crate::int8;
 use crate::pretrained::{check_ids, check_shape, InputError, PretrainedModel};
 
 /// One batch of encoder input (HF argument names).
@@ -396,6 +395,6 @@ impl<B: Backbone> SequenceHead<B> for SummaryClassifier {
     }
 
     fn forward(&self, out: &BackboneOutput, _input: &EncoderInput) -> Tensor<2> {
-        int8::linear(&self.classifier, self.sequence_summary.forward(out.last_hidden_state(), None))
+        self.classifier.forward(self.sequence_summary.forward(out.last_hidden_state(), None))
     }
 }

@@ -6,13 +6,12 @@
 //! `tanh(dense_in)` to 128 wide, self-attention with 2 heads, the first token,
 //! `tanh(dense)`, `out_proj`.
 
-use burn::nn::{Linear, LinearConfig};
+use crate::linear::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 
 use crate::attention::{AttentionMask, MultiHeadAttention, MultiHeadAttentionConfig};
 use crate::hparams::EarlyExitConfig;
-use crate::int8;
 
 /// One exit classifier: the logits of a layer's hidden states.
 #[derive(Module, Debug)]
@@ -42,11 +41,11 @@ impl ExitClassifier {
 
     /// Logits `[batch, num_labels]` of a layer's states `hidden` `[batch, seq, hidden]`.
     pub fn forward(&self, hidden: Tensor<3>, mask: &AttentionMask) -> Tensor<2> {
-        let x = int8::linear(&self.dense_in, hidden).tanh();
+        let x = self.dense_in.forward(hidden).tanh();
         let (x, _) = self.attention.forward(x.clone(), x, mask, false);
         let [batch, _, width] = x.dims();
         let first = x.slice([0..batch, 0..1]).reshape([batch, width]);
-        int8::linear(&self.out_proj, int8::linear(&self.dense, first).tanh())
+        self.out_proj.forward(self.dense.forward(first).tanh())
     }
 }
 

@@ -3,12 +3,13 @@
 //! multiple choice), each with its HF loss.
 
 use burn::module::Param;
-use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig};
+
+use crate::linear::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::tanh;
 use burn::tensor::module::linear;
 
-use crate::int8;
 
 use crate::dropout::{Dropout, DropoutConfig};
 use crate::activation::Activation;
@@ -71,9 +72,9 @@ impl MaskedLmHead {
     /// or `[masked, _]` for the gathered positions of [`crate::MaskedPositions`]);
     /// `word_embeddings` `[vocab, d_embedding]` is the tied decoder.
     pub fn forward<const D: usize>(&self, hidden: Tensor<D>, word_embeddings: Tensor<2>) -> Tensor<D> {
-        let x = self.layer_norm.forward(self.activation.forward(int8::linear(&self.dense, hidden)));
+        let x = self.layer_norm.forward(self.activation.forward(self.dense.forward(hidden)));
         match &self.decoder {
-            Some(decoder) => int8::linear(decoder, x),
+            Some(decoder) => decoder.forward(x),
             None => linear(x, word_embeddings.transpose(), Some(self.bias.val())),
         }
     }
@@ -103,7 +104,7 @@ pub struct Pooler {
 impl Pooler {
     /// `[batch, seq, d] -> [batch, d]`.
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<2> {
-        tanh(int8::linear(&self.dense, first_token(hidden)))
+        tanh(self.dense.forward(first_token(hidden)))
     }
 }
 
@@ -147,7 +148,7 @@ pub struct Classifier {
 impl Classifier {
     /// `[..., d] -> [..., num_labels]`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        int8::linear(&self.classifier, self.dropout.forward(x))
+        self.classifier.forward(self.dropout.forward(x))
     }
 }
 
@@ -181,8 +182,8 @@ impl ClassificationHead {
     /// Logits `[batch, num_labels]` of one vector per sequence `[batch, hidden]`.
     pub fn classify(&self, x: Tensor<2>) -> Tensor<2> {
         let x = self.dropout.forward(x);
-        let x = self.dropout.forward(self.activation.forward(int8::linear(&self.dense, x)));
-        int8::linear(&self.out_proj, x)
+        let x = self.dropout.forward(self.activation.forward(self.dense.forward(x)));
+        self.out_proj.forward(x)
     }
 }
 
@@ -281,7 +282,7 @@ impl SequenceSummary {
         };
         x = self.first_dropout.forward(x);
         if let Some(summary) = &self.summary {
-            x = int8::linear(summary, x);
+            x = summary.forward(x);
         }
         if let Some(activation) = self.activation {
             x = activation.forward(x);
@@ -347,7 +348,7 @@ impl QuestionAnsweringHead {
     /// `[batch, seq, d]` -> (start logits `[batch, seq]`, end logits `[batch, seq]`).
     pub fn forward(&self, hidden: Tensor<3>) -> (Tensor<2>, Tensor<2>) {
         let [b, s, _] = hidden.dims();
-        let logits = int8::linear(&self.qa_outputs, hidden);
+        let logits = self.qa_outputs.forward(hidden);
         let start = logits.clone().slice([0..b, 0..s, 0..1]).reshape([b, s]);
         let end = logits.slice([0..b, 0..s, 1..2]).reshape([b, s]);
         (start, end)

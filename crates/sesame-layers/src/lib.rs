@@ -22,6 +22,7 @@ pub mod heads;
 pub mod hparams;
 pub mod init;
 pub mod int8;
+pub mod linear;
 pub mod loss;
 pub mod pooling;
 pub mod pretrained;
@@ -46,6 +47,7 @@ pub use heads::{
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels, SequenceSummary,
     SequenceSummaryConfig, SummaryClassifier, SummaryType,
 };
+pub use linear::{Linear, LinearConfig};
 pub use hparams::{EarlyExitConfig, EncoderHyperParams};
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use burn::nn::Linear;
+use sesame_layers::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::{log_sigmoid, log_softmax};
 use sesame_layers::{EncoderOutput, ForMaskedLM, HasMaskedLmHead, OutputOptions, SequenceClassifier, SequenceLabels};

@@ -15,12 +15,12 @@
 //! model as a masked LM.
 
 use burn::module::Param;
-use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
+use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::module::linear;
 
 use sesame_layers::heads::{MaskedLmHead, MaskedLmHeadConfig};
-use sesame_layers::int8;
 use sesame_layers::loss::{cross_entropy, IGNORE_INDEX};
 use sesame_layers::{Activation, CheckpointSpec, EncoderInput, HasMaskedLmHead, InputLimits, OutputOptions, PretrainedModel};
 
@@ -107,8 +107,8 @@ impl SpanBoundaryHead {
         let hidden = hidden.reshape([b * s, d]);
         let positions = self.position_embeddings.forward(offset.unsqueeze_dim::<2>(0)).squeeze_dim::<2>(0);
         let h0 = Tensor::cat(vec![hidden.clone().select(0, left.clone()), hidden.select(0, right.clone()), positions], 1);
-        let h1 = self.layer_norm1.forward(self.activation.forward(int8::linear(&self.linear1, h0)));
-        let y = self.layer_norm2.forward(self.activation.forward(int8::linear(&self.linear2, h1)));
+        let h1 = self.layer_norm1.forward(self.activation.forward(self.linear1.forward(h0)));
+        let y = self.layer_norm2.forward(self.activation.forward(self.linear2.forward(h1)));
         (linear(y, word_embeddings.transpose(), Some(self.bias.val())), targets)
     }
 }

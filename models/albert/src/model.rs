@@ -2,7 +2,8 @@
 //! hidden size, then `num_hidden_layers` depths, each running its group's layers (or, under
 //! partial sharing, the group's shared sub-block with the depth's own), and the pooler.
 
-use burn::nn::{LayerNorm, Linear, LinearConfig};
+use burn::nn::LayerNorm;
+use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::encoder::run_layers;
@@ -128,7 +129,7 @@ impl AlbertTransformer {
         cache: Option<EncoderCache>,
         options: OutputOptions,
     ) -> sesame_layers::EncoderOutput {
-        let x = sesame_layers::int8::linear(&self.embedding_hidden_mapping_in, embeddings);
+        let x = self.embedding_hidden_mapping_in.forward(embeddings);
         run_layers(self.depths().into_iter().flatten(), x, mask, cache, options)
     }
 }
@@ -204,7 +205,7 @@ impl Backbone for AlbertModel {
 
     fn layer_stack(&self, input: &EncoderInput) -> Option<(Tensor<3>, Vec<Vec<LayerParts<'_>>>)> {
         let x = self.embeddings.forward(input.input_ids.clone(), input.token_type_ids.clone(), input.positions());
-        Some((sesame_layers::int8::linear(&self.encoder.embedding_hidden_mapping_in, x), self.encoder.depths()))
+        Some((self.encoder.embedding_hidden_mapping_in.forward(x), self.encoder.depths()))
     }
 
     fn word_embeddings(&self) -> Tensor<2> {

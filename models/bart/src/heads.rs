@@ -2,7 +2,7 @@
 //! `final_logits_bias`), sequence classification on the last EOS token, extractive QA.
 
 use burn::module::Param;
-use burn::nn::{Linear, LinearConfig};
+use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
 use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
 use sesame_layers::heads::question_answering_loss;
@@ -56,7 +56,7 @@ fn vocabulary_logits(hidden: Tensor<3>, lm_head: Option<&Linear>, table: Tensor<
     let [b, s, d] = hidden.dims();
     let flat = hidden.reshape([b * s, d]);
     let mut logits = match lm_head {
-        Some(head) => sesame_layers::int8::linear(head, flat),
+        Some(head) => head.forward(flat),
         None => flat.matmul(table.transpose()),
     };
     if let Some(bias) = bias {

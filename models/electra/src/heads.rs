@@ -3,7 +3,7 @@
 //! under transformers' names: the generator (`ElectraForMaskedLM`), ELECTRA's two-layer GELU
 //! sequence classifier, token classification, QA, and multiple choice on a sequence summary.
 
-use burn::nn::{Linear, LinearConfig};
+use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
 use sesame_layers::{
     Activation, Backbone, CheckpointSpec, ClassificationHead, EncoderInput, EncoderOutput, ForMaskedLM,
@@ -42,7 +42,7 @@ impl DiscriminatorPredictions {
     /// `[batch, seq, hidden] -> [batch, seq]` logits of "this token was replaced".
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<2> {
         let [b, s, _] = hidden.dims();
-        sesame_layers::int8::linear(&self.dense_prediction, self.activation.forward(sesame_layers::int8::linear(&self.dense, hidden))).reshape([b, s])
+        self.dense_prediction.forward(self.activation.forward(self.dense.forward(hidden))).reshape([b, s])
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use burn::nn::{Linear, LinearConfig};
+use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
 use sesame_bert::checkpoint::encoder_rows;
 use sesame_layers::checkpoint::encoder_ignored;
@@ -80,7 +80,7 @@ pub fn project_and_encode(
     options: OutputOptions,
 ) -> EncoderOutput {
     let x = match project {
-        Some(project) => sesame_layers::int8::linear(project, embeddings),
+        Some(project) => project.forward(embeddings),
         None => embeddings,
     };
     encoder.forward(x, &input.mask(), input.cache, options)
@@ -106,7 +106,7 @@ impl Backbone for ElectraModel {
     fn layer_stack(&self, input: &EncoderInput) -> Option<(Tensor<3>, Vec<Vec<sesame_layers::LayerParts<'_>>>)> {
         let x = self.embed(input);
         let x = match &self.embeddings_project {
-            Some(project) => sesame_layers::int8::linear(project, x),
+            Some(project) => project.forward(x),
             None => x,
         };
         Some((x, self.encoder.layers.iter().map(|l| vec![l.parts()]).collect()))

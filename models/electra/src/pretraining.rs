@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use burn::nn::Linear;
+use sesame_layers::Linear;
 use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use sesame_layers::loss::cross_entropy;

@@ -6,7 +6,8 @@
 //! The classifier, tagger and span head are also the shared task contract ([`TaskModel`]), so
 //! that the pipelines and `finetune` run them as any family's.
 
-use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{LayerNorm, LayerNormConfig};
+use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::{softmax, tanh};
 use sesame_layers::heads::question_answering_loss;
@@ -62,7 +63,7 @@ impl XlnetForSequenceClassification {
     /// Logits `[batch, num_labels]`; the loss of `labels` (whose variant is the problem type).
     pub fn forward(&self, input: XlnetInput, labels: Option<SequenceLabels>, options: OutputOptions) -> XlnetHeadOutput<2> {
         let out = self.transformer.forward(input, options);
-        let logits = sesame_layers::int8::linear(&self.logits_proj, self.sequence_summary.forward(out.last_hidden_state.clone(), None));
+        let logits = self.logits_proj.forward(self.sequence_summary.forward(out.last_hidden_state.clone(), None));
         let loss = labels.map(|l| l.loss(logits.clone()));
         XlnetHeadOutput { logits, loss, transformer: out }
     }
@@ -106,7 +107,7 @@ impl XlnetForMultipleChoice {
     pub fn forward(&self, input: XlnetInput, num_choices: usize, labels: Option<Tensor<1, Int>>, options: OutputOptions) -> XlnetHeadOutput<2> {
         let rows = input.input_ids.dims()[0];
         let out = self.transformer.forward(input, options);
-        let scores = sesame_layers::int8::linear(&self.logits_proj, self.sequence_summary.forward(out.last_hidden_state.clone(), None));
+        let scores = self.logits_proj.forward(self.sequence_summary.forward(out.last_hidden_state.clone(), None));
         let logits = scores.reshape([rows / num_choices, num_choices]);
         let loss = labels.map(|l| cross_entropy(logits.clone(), l));
         XlnetHeadOutput { logits, loss, transformer: out }
@@ -147,7 +148,7 @@ impl XlnetForTokenClassification {
     /// Logits `[batch, seq, num_labels]`; the loss when `labels` `[batch, seq]` (-100 ignored) are given.
     pub fn forward(&self, input: XlnetInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> XlnetHeadOutput<3> {
         let out = self.transformer.forward(input, options);
-        let logits = sesame_layers::int8::linear(&self.classifier, out.last_hidden_state.clone());
+        let logits = self.classifier.forward(out.last_hidden_state.clone());
         let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
         XlnetHeadOutput { logits, loss, transformer: out }
     }
@@ -256,8 +257,8 @@ pub struct PoolerEndLogits {
 impl PoolerEndLogits {
     /// `hidden` and `start_states` `[..., d]` -> end logits `[...]` (the last dimension squeezed).
     fn forward<const D: usize, const E: usize>(&self, hidden: Tensor<D>, start_states: Tensor<D>) -> Tensor<E> {
-        let x = self.layer_norm.forward(tanh(sesame_layers::int8::linear(&self.dense_0, Tensor::cat(vec![hidden, start_states], D - 1))));
-        sesame_layers::int8::linear(&self.dense_1, x).squeeze_dim::<E>(D - 1)
+        let x = self.layer_norm.forward(tanh(self.dense_0.forward(Tensor::cat(vec![hidden, start_states], D - 1))));
+        self.dense_1.forward(x).squeeze_dim::<E>(D - 1)
     }
 }
 
@@ -274,8 +275,8 @@ impl PoolerAnswerClass {
     /// `start_states` `[batch, d]` and the states of `cls_index` (the last position when `None`) -> `[batch]`.
     fn forward(&self, hidden: &Tensor<3>, start_states: Tensor<2>, cls_index: Option<Tensor<1, Int>>) -> Tensor<1> {
         let cls = gather_rows(hidden, cls_index);
-        let x = tanh(sesame_layers::int8::linear(&self.dense_0, Tensor::cat(vec![start_states, cls], 1)));
-        sesame_layers::int8::linear(&self.dense_1, x).squeeze_dim::<1>(1)
+        let x = tanh(self.dense_0.forward(Tensor::cat(vec![start_states, cls], 1)));
+        self.dense_1.forward(x).squeeze_dim::<1>(1)
     }
 }
 
@@ -371,7 +372,7 @@ impl XlnetForQuestionAnswering {
         let out = self.transformer.forward(input, options);
         let hidden = out.last_hidden_state.clone();
         let [b, s, d] = hidden.dims();
-        let start_logits = masked(sesame_layers::int8::linear(&self.start_logits.dense, hidden.clone()).reshape([b, s]), p_mask.as_ref());
+        let start_logits = masked(self.start_logits.dense.forward(hidden.clone()).reshape([b, s]), p_mask.as_ref());
         if let Some(labels) = labels {
             let start_states = gather_rows(&hidden, Some(labels.start_positions.clone())).reshape([b, 1, d]).expand([b, s, d]);
             let end_logits = masked(self.end_logits.forward::<3, 2>(hidden.clone(), start_states), p_mask.as_ref());

@@ -7,12 +7,10 @@
 //!   quantised model is an ordinary model: it saves, loads and runs on every backend, and the
 //!   int8 values and scales are recovered exactly from it (the largest `|q|` of a column is 127).
 //! - **Activations**: quantised when each product runs, symmetric, to `-127..=127`, with a
-//!   scale per row (token) and group of 64 inputs. Coarser scales cost too much: on
-//!   all-MiniLM-L6-v2 over the first 256 sentences of the shipped corpus (short ones are the
-//!   hardest), the smallest cosine of an int8 embedding to the float one was 0.838 with ONNX
-//!   Runtime's defaults (weights per tensor, activations per batch), 0.967 with its weights per
-//!   channel, 0.980 with a scale per row, 0.995 per row and 64 inputs (0.996 per 32).
-//! - **Products**: on host-memory backends (flex, ndarray) [`linear`] multiplies the int8
+//!   scale per row (token) and group of 64 inputs: a scale per tensor or per row loses too
+//!   much on short sentences, whose few tokens vary most in magnitude
+//!   (docs/history/performance.md has the cosines measured).
+//! - **Products**: on host-memory backends (flex, ndarray) [`Linear::forward`] multiplies the int8
 //!   values with 32-bit integer sums per group (AVX-512 VNNI or AVX-VNNI `vpdpbusd`, else
 //!   AVX2, where the CPU has them, portable code elsewhere: the same sums and float steps, so
 //!   the same numbers), adds the groups' sums times their scales in float, then scales by
@@ -22,24 +20,27 @@
 //!   off the sums, as ONNX Runtime and oneDNN do; AVX2, whose pairs are summed in 16 bits, takes
 //!   `|x|` and moves the sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits.
 //!   The form a kernel reads is made in the one pass that quantises `x`. The output is written
-//!   once, not zeroed first; [`linear_activated`] has the kernel apply an activation that runs
+//!   once, not zeroed first; [`Linear::forward_activated`] has the kernel apply an activation that runs
 //!   on the host (either GELU) to each block of it while it is in cache. Other backends
 //!   multiply the quantised weights in floating point.
 //!
-//! The packed int8 weights of a quantised model are kept in a table of the process, by
-//! parameter id, from [`quantize`] on; a model quantised again (or loaded quantised) packs
-//! anew. They take a quarter of the float weights' memory and are not freed with the model.
+//! Each [`Linear`] holds its packed int8 weight ([`Int8Weight`]), a quarter of the float
+//! weight's memory, freed with the model. The x86 kernels are in their own module, `x86`.
+//!
+//! Burn's own quantisation (`Module::quantize_weights`) is not used: it stores the weights
+//! quantised, and on the CPU backends its product dequantises them and multiplies in float,
+//! so it saves memory but not time, and its weights do not save as the plain floats that
+//! transformers loads.
 
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
 use std::mem::MaybeUninit;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::TensorData;
 
-use crate::activation::Activation;
+use crate::linear::Linear;
 
 /// The largest weight magnitude, in int8 units.
 pub const WEIGHT_MAX: f32 = 127.0;
@@ -353,377 +354,52 @@ fn quantize_group(values: &[f32], q: &mut [i8], s: &mut f32) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-    use std::mem::MaybeUninit;
+mod x86;
 
-    use super::{Operand, PackedWeight, ACTIVATION_MAX, GROUP, PANEL};
-
-    /// Rows per tile.
-    const ROWS: usize = 4;
-
-    /// [`super::quantize_rows`] in AVX2: the same values (`vcvtps2dq` rounds ties to even) into
-    /// `xq` `[m, k4]`, or nowhere when `xq` is empty (the offset form's kernels do not read
-    /// them), and their `operand` form into `xa` `[m, k4]`, which the caller fills with the
-    /// form of 0 (it is left as it is where the values are 0 by default).
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xq: &mut [i8], xa: &mut [u8], operand: Operand, scales: &mut [f32]) {
-        let offset = operand == Operand::Offset;
-        let signed = !xq.is_empty();
-        assert!(xa.len() * k == x.len() * k4 && (!signed || xq.len() == xa.len()));
-        let unsigned = |q: i8| if offset { q as u8 ^ 0x80 } else { q.unsigned_abs() };
-        let groups = k4.div_ceil(GROUP).max(1);
-        let sign = _mm256_set1_ps(-0.0);
-        // `vpackssdw` / `vpacksswb` interleave the 128-bit lanes; this puts the bytes back in order.
-        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        for (r, (row, s)) in x.chunks_exact(k.max(1)).zip(scales.chunks_exact_mut(groups)).enumerate() {
-            for (g, (values, s)) in row.chunks(GROUP).zip(s.iter_mut()).enumerate() {
-                let at = r * k4 + g * GROUP;
-                let width = GROUP.min(k4 - g * GROUP);
-                let qa = &mut xa[at..at + width];
-                if values.len() < GROUP {
-                    let mut q = [0i8; GROUP];
-                    let q = &mut q[..width];
-                    super::quantize_group(values, q, s);
-                    for (a, &v) in qa.iter_mut().zip(q.iter()) {
-                        *a = unsigned(v);
-                    }
-                    if signed {
-                        xq[at..at + width].copy_from_slice(q);
-                    }
-                    continue;
-                }
-                let (mut peak, mut nan) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-                for chunk in values.chunks_exact(8) {
-                    // SAFETY: eight floats of the group.
-                    let v = unsafe { _mm256_loadu_ps(chunk.as_ptr()) };
-                    peak = _mm256_max_ps(peak, _mm256_andnot_ps(sign, v));
-                    nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                }
-                let mut lanes = [0.0f32; 8];
-                // SAFETY: eight floats.
-                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), peak) };
-                let peak = lanes.iter().copied().fold(0.0f32, f32::max);
-                *s = if _mm256_movemask_ps(nan) != 0 || !peak.is_finite() { f32::NAN } else { peak / ACTIVATION_MAX };
-                if !(*s > 0.0) {
-                    continue;
-                }
-                let vinv = _mm256_set1_ps(ACTIVATION_MAX / peak);
-                for (c, chunk) in values.chunks_exact(32).enumerate() {
-                    // SAFETY: 32 floats in; 32 bytes out at `at + 32·c`, inside the group of
-                    // `xa` (and of `xq` when it is written).
-                    unsafe {
-                        let p = chunk.as_ptr();
-                        let i = |o: usize| _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(p.add(o)), vinv));
-                        let bytes = _mm256_packs_epi16(_mm256_packs_epi32(i(0), i(8)), _mm256_packs_epi32(i(16), i(24)));
-                        let bytes = _mm256_permutevar8x32_epi32(bytes, order);
-                        if signed {
-                            _mm256_storeu_si256(xq.as_mut_ptr().add(at + 32 * c) as *mut __m256i, bytes);
-                        }
-                        let unsigned = if offset { _mm256_xor_si256(bytes, _mm256_set1_epi8(-128)) } else { _mm256_abs_epi8(bytes) };
-                        _mm256_storeu_si256(qa.as_mut_ptr().add(32 * c) as *mut __m256i, unsigned);
-                    }
-                }
-            }
-        }
-    }
-
-    /// An int8 product `matmul` (with its tile function `tile`) on 256 bits for the CPU features
-    /// `features`, with `dot(acc, a, b)`: `acc` plus, in each 32-bit lane, the four products of
-    /// `a`'s unsigned bytes by `b`'s signed bytes (written as `|acc, a, b| expression`).
-    /// `offset` says which operand `xa` is ([`Operand`]): `q + 128` (the weights as they are,
-    /// `128 · Σw` taken off each group's sums) or `|q|` (`q`'s sign moved onto the weights).
-    macro_rules! kernel {
-        ($matmul:ident, $tile:ident, $features:literal, offset: $offset:literal, |$acc:ident, $a:ident, $b:ident| $dot:expr) => {
-            /// # Safety
-            /// The CPU has the kernel's features; `xq` is `[m, k4]` (read for `|q|` only) and
-            /// `xa` its unsigned form, `row_scales` `[m, groups]`, `bias` padded to whole
-            /// panels, `out` `[m, n]`.
-            #[target_feature(enable = $features)]
-            pub(super) unsafe fn $matmul(w: &PackedWeight, xq: &[i8], xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], out: &mut [MaybeUninit<f32>]) {
-                assert!(xa.len() == m * w.k4 && ($offset || xq.len() == xa.len()) && out.len() == m * w.n && bias.len() == w.scales.len());
-                for panel in 0..w.n.div_ceil(PANEL) {
-                    let mut r = 0;
-                    while r + ROWS <= m {
-                        unsafe { $tile::<ROWS>(w, panel, xq, xa, r, row_scales, bias, out) };
-                        r += ROWS;
-                    }
-                    while r < m {
-                        unsafe { $tile::<1>(w, panel, xq, xa, r, row_scales, bias, out) };
-                        r += 1;
-                    }
-                }
-            }
-
-            /// Rows `r0 .. r0 + R` of the output's columns in `panel`.
-            #[inline]
-            #[target_feature(enable = $features)]
-            unsafe fn $tile<const R: usize>(w: &PackedWeight, panel: usize, xq: &[i8], xa: &[u8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [MaybeUninit<f32>]) {
-                let (k4, n, groups) = (w.k4, w.n, w.groups());
-                let mut sums = [[_mm256_setzero_ps(); 2]; R];
-                let wp = unsafe { w.panels.as_ptr().add(panel * k4 * PANEL) };
-                let (xp, ap) = unsafe { (xq.as_ptr().add(if $offset { 0 } else { r0 * k4 }), xa.as_ptr().add(r0 * k4)) };
-                for group in 0..groups {
-                    let mut acc = [[_mm256_setzero_si256(); 2]; R];
-                    for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
-                        // SAFETY: step `g` of the panel is 64 bytes at `g·64`, inside `k4·16`.
-                        let (w0, w1) = unsafe { (_mm256_loadu_si256(wp.add(g * 64) as *const __m256i), _mm256_loadu_si256(wp.add(g * 64 + 32) as *const __m256i)) };
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            let at = r * k4 + g * 4;
-                            // SAFETY: four bytes of row `r0 + r` of `xa`, inside `[m, k4]`.
-                            let ax = unsafe { _mm256_set1_epi32(std::ptr::read_unaligned(ap.add(at) as *const i32)) };
-                            for (acc, w) in acc.iter_mut().zip([w0, w1]) {
-                                let b = if $offset {
-                                    w
-                                } else {
-                                    // SAFETY: as `xa`'s, in `xq`.
-                                    let x = unsafe { _mm256_set1_epi32(std::ptr::read_unaligned(xp.add(at) as *const i32)) };
-                                    // |x| · (w with x's sign): the products of x and w.
-                                    _mm256_sign_epi8(w, x)
-                                };
-                                let ($acc, $a, $b) = (*acc, ax, b);
-                                *acc = $dot;
-                            }
-                        }
-                    }
-                    if $offset {
-                        // SAFETY: the group's 16 offsets of the panel, inside `[panels][groups][16]`.
-                        let o = unsafe { w.offsets.as_ptr().add((panel * groups + group) * PANEL) };
-                        let offsets = unsafe { [_mm256_loadu_si256(o as *const __m256i), _mm256_loadu_si256(o.add(8) as *const __m256i)] };
-                        for acc in acc.iter_mut() {
-                            for (a, &o) in acc.iter_mut().zip(&offsets) {
-                                *a = _mm256_sub_epi32(*a, o);
-                            }
-                        }
-                    }
-                    // The group's sums times its scale, in float (no FMA: the portable code's rounding).
-                    for (r, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
-                        let scale = _mm256_set1_ps(row_scales[(r0 + r) * groups + group]);
-                        for (sum, &a) in sums.iter_mut().zip(acc) {
-                            *sum = _mm256_add_ps(*sum, _mm256_mul_ps(_mm256_cvtepi32_ps(a), scale));
-                        }
-                    }
-                }
-                let j0 = panel * PANEL;
-                let width = PANEL.min(n - j0);
-                for (r, sums) in sums.iter().enumerate() {
-                    let row = r0 + r;
-                    let mut values = [0.0f32; PANEL];
-                    let to = &mut out[row * n + j0..row * n + j0 + width];
-                    // A whole panel goes straight into the output row, a partial one through `values`.
-                    let dst = if width == PANEL { to.as_mut_ptr().cast::<f32>() } else { values.as_mut_ptr() };
-                    for (h, &sum) in sums.iter().enumerate() {
-                        let j = j0 + h * 8;
-                        // SAFETY: `scales` and `bias` are padded to whole panels; `dst` holds 16 floats.
-                        unsafe {
-                            let v = _mm256_add_ps(_mm256_mul_ps(sum, _mm256_loadu_ps(w.scales.as_ptr().add(j))), _mm256_loadu_ps(bias.as_ptr().add(j)));
-                            _mm256_storeu_ps(dst.add(h * 8), v);
-                        }
-                    }
-                    if width < PANEL {
-                        for (to, &v) in to.iter_mut().zip(&values) {
-                            to.write(v);
-                        }
-                    }
-                }
-            }
-        };
-    }
-
-    // `vpmaddubsw` sums pairs in 16 bits, saturating; with `|x|, |w| <= 127` a pair is at most
-    // 2·127·127, so it never does, and `vpmaddwd` by ones adds the pairs into 32 bits.
-    kernel!(matmul_avx2, tile_avx2, "avx2", offset: false, |acc, a, b| _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))));
-    // `vpdpbusd`: the four products into each 32-bit lane at once, without a 16-bit step, so
-    // `(q + 128) · w` (at most 4·255·127) cannot saturate.
-    kernel!(matmul_avx_vnni, tile_avx_vnni, "avx2,avxvnni", offset: true, |acc, a, b| _mm256_dpbusd_avx_epi32(acc, a, b));
-
-    /// The AVX-512 VNNI product: a step of a panel (4 inputs × 16 columns, 64 bytes) is one
-    /// register, a tile is [`ROWS`] rows × [`PANELS`] panels, the operand `q + 128`.
-    pub(super) mod avx512 {
-        use std::arch::x86_64::*;
-        use std::mem::MaybeUninit;
-
-        use super::super::{PackedWeight, ACTIVATION_MAX, GROUP, PANEL};
-
-        /// Rows per tile.
-        const ROWS: usize = 4;
-        /// Panels per tile.
-        const PANELS: usize = 3;
-
-        /// [`super::super::quantize_rows`] on 512 bits, into the offset form only: `q + 128`
-        /// of each quantised value into `xa` `[m, k4]`, every byte of it written (128 for the
-        /// padding and for groups quantised to 0), the scales into `scales` `[m, groups]`. The
-        /// same values (`vcvtps2dq` rounds ties to even, `vpmovsdb` saturates as the portable
-        /// code clamps, which it never needs).
-        ///
-        /// # Safety
-        /// The CPU has AVX-512 F.
-        #[target_feature(enable = "avx512f")]
-        pub(in super::super) unsafe fn quantize_rows(x: &[f32], k: usize, k4: usize, xa: &mut [MaybeUninit<u8>], scales: &mut [f32]) {
-            let groups = k4.div_ceil(GROUP).max(1);
-            assert!(xa.len() * k == x.len() * k4 && scales.len() * k >= x.len() * groups);
-            let offset = _mm_set1_epi8(-128);
-            for (r, (row, s)) in x.chunks_exact(k.max(1)).zip(scales.chunks_exact_mut(groups)).enumerate() {
-                for (g, (values, s)) in row.chunks(GROUP).zip(s.iter_mut()).enumerate() {
-                    let at = r * k4 + g * GROUP;
-                    let qa = &mut xa[at..at + GROUP.min(k4 - g * GROUP)];
-                    if values.len() < GROUP {
-                        let mut q = [0i8; GROUP];
-                        super::super::quantize_group(values, &mut q[..qa.len()], s);
-                        for (a, &v) in qa.iter_mut().zip(&q) {
-                            a.write(v as u8 ^ 0x80);
-                        }
-                        continue;
-                    }
-                    // SAFETY: 64 floats of the group, 16 at a time.
-                    let v: [__m512; 4] = std::array::from_fn(|i| unsafe { _mm512_loadu_ps(values.as_ptr().add(16 * i)) });
-                    let peak = v.iter().fold(_mm512_setzero_ps(), |peak, &v| _mm512_max_ps(peak, _mm512_abs_ps(v)));
-                    let nan = v.iter().fold(0, |nan, &v| nan | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v));
-                    let peak = _mm512_reduce_max_ps(peak);
-                    *s = if nan != 0 || !peak.is_finite() { f32::NAN } else { peak / ACTIVATION_MAX };
-                    let dst = qa.as_mut_ptr().cast::<__m128i>();
-                    if !(*s > 0.0) {
-                        for i in 0..4 {
-                            // SAFETY: 16 bytes of the group's 64 in `xa`.
-                            unsafe { _mm_storeu_si128(dst.add(i), offset) };
-                        }
-                        continue;
-                    }
-                    let inv = _mm512_set1_ps(ACTIVATION_MAX / peak);
-                    for (i, &v) in v.iter().enumerate() {
-                        let bytes = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v, inv)));
-                        // SAFETY: as above.
-                        unsafe { _mm_storeu_si128(dst.add(i), _mm_xor_si128(bytes, offset)) };
-                    }
-                }
-            }
-        }
-
-        /// # Safety
-        /// The CPU has AVX-512 F and VNNI; `xa` is `[m, k4]`, `q + 128` of the quantised rows,
-        /// `row_scales` `[m, groups]`, `bias` padded to whole panels, `out` `[m, n]`.
-        #[target_feature(enable = "avx512f,avx512vnni")]
-        pub(in super::super) unsafe fn matmul(w: &PackedWeight, xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], then: Option<fn(&mut [f32])>, out: &mut [MaybeUninit<f32>]) {
-            assert!(xa.len() == m * w.k4 && out.len() == m * w.n && bias.len() == w.scales.len());
-            let panels = w.n.div_ceil(PANEL);
-            let mut p = 0;
-            while p + PANELS <= panels {
-                unsafe { panel_rows::<PANELS>(w, p, xa, m, row_scales, bias, then, out) };
-                p += PANELS;
-            }
-            while p < panels {
-                unsafe { panel_rows::<1>(w, p, xa, m, row_scales, bias, then, out) };
-                p += 1;
-            }
-        }
-
-        /// Every row of the `P` panels from `p0`.
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512vnni")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn panel_rows<const P: usize>(w: &PackedWeight, p0: usize, xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], then: Option<fn(&mut [f32])>, out: &mut [MaybeUninit<f32>]) {
-            let mut r = 0;
-            while r + ROWS <= m {
-                unsafe { tile::<ROWS, P>(w, p0, xa, r, row_scales, bias, out) };
-                r += ROWS;
-            }
-            while r < m {
-                unsafe { tile::<1, P>(w, p0, xa, r, row_scales, bias, out) };
-                r += 1;
-            }
-            // Once the panels' columns of every row are written, not after each tile: a load
-            // of values just stored by the tile's masked 512-bit stores waits for them to
-            // retire (GELU after each tile ran at half the speed of a pass over the output).
-            if let Some(then) = then {
-                let (j0, n) = (p0 * PANEL, w.n);
-                for r in 0..m {
-                    // SAFETY: the panels' columns of row `r`, written above.
-                    then(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().add(r * n + j0).cast::<f32>(), (P * PANEL).min(n - j0)) });
-                }
-            }
-        }
-
-        /// Rows `r0 .. r0 + R` of the output's columns in panels `p0 .. p0 + P`.
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512vnni")]
-        unsafe fn tile<const R: usize, const P: usize>(w: &PackedWeight, p0: usize, xa: &[u8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [MaybeUninit<f32>]) {
-            let (k4, n, groups) = (w.k4, w.n, w.groups());
-            let mut sums = [[_mm512_setzero_ps(); P]; R];
-            // SAFETY: panels `p0 .. p0 + P` exist (the caller's loop) and row `r0 + R - 1` of `xa`.
-            let wp: [*const i8; P] = std::array::from_fn(|p| unsafe { w.panels.as_ptr().add((p0 + p) * k4 * PANEL) });
-            let ap = unsafe { xa.as_ptr().add(r0 * k4) };
-            for group in 0..groups {
-                let mut acc = [[_mm512_setzero_si512(); P]; R];
-                for g in group * GROUP / 4..((group + 1) * GROUP / 4).min(k4 / 4) {
-                    // SAFETY: step `g` of each panel is 64 bytes at `g·64`, inside `k4·16`.
-                    let ws: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_si512(wp[p].add(g * 64) as *const _) });
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        // SAFETY: four bytes of row `r0 + r` of `xa`, inside `[m, k4]`.
-                        let a = unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(ap.add(r * k4 + g * 4) as *const i32)) };
-                        for (acc, &w) in acc.iter_mut().zip(&ws) {
-                            *acc = _mm512_dpbusd_epi32(*acc, a, w);
-                        }
-                    }
-                }
-                // `128 · Σw` off each sum, then the group's sums times its scale, in float (no
-                // FMA: the portable code's rounding).
-                // SAFETY: the group's 16 offsets of each panel, inside `[panels][groups][16]`.
-                let offsets: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_si512(w.offsets.as_ptr().add(((p0 + p) * groups + group) * PANEL) as *const _) });
-                for (r, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
-                    let scale = _mm512_set1_ps(row_scales[(r0 + r) * groups + group]);
-                    for ((sum, &a), &o) in sums.iter_mut().zip(acc).zip(&offsets) {
-                        *sum = _mm512_add_ps(*sum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a, o)), scale));
-                    }
-                }
-            }
-            for (r, sums) in sums.iter().enumerate() {
-                for (p, &sum) in sums.iter().enumerate() {
-                    let j0 = (p0 + p) * PANEL;
-                    let width = PANEL.min(n - j0);
-                    // SAFETY: `scales` and `bias` are padded to whole panels; the store writes
-                    // the panel's `width` columns of row `r0 + r`, inside `[m, n]`.
-                    unsafe {
-                        let v = _mm512_add_ps(_mm512_mul_ps(sum, _mm512_loadu_ps(w.scales.as_ptr().add(j0))), _mm512_loadu_ps(bias.as_ptr().add(j0)));
-                        let to = out.as_mut_ptr().add((r0 + r) * n + j0).cast::<f32>();
-                        _mm512_mask_storeu_ps(to, ((1u32 << width) - 1) as __mmask16, v);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The packed weights of quantised models, by parameter id.
-fn table() -> &'static RwLock<HashMap<ParamId, Arc<PackedWeight>>> {
-    static TABLE: OnceLock<RwLock<HashMap<ParamId, Arc<PackedWeight>>>> = OnceLock::new();
-    TABLE.get_or_init(Default::default)
-}
-
-fn packed(id: &ParamId) -> Option<Arc<PackedWeight>> {
-    table().read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+thread_local! {
+    /// The weight [`Quantizer`] packed last, until the [`Int8Weight`] beside it takes it: a
+    /// module is mapped field by field, a `Linear`'s `weight` just before its `int8`.
+    static PACKED: RefCell<Option<(ParamId, Arc<PackedWeight>)>> = const { RefCell::new(None) };
+    /// Counts the [`Int8Weight`]s holding a packed weight that a visitor passes.
+    static SEEN: Cell<usize> = const { Cell::new(0) };
 }
 
 /// `model` with every `Linear` weight quantised to int8 (per output channel, symmetric) under
-/// a new parameter id: the original model is left as it was. On flex and ndarray its products
-/// then run in int8 ([`linear`]). Quantising a quantised model gives the same weights.
+/// a new parameter id, and packed into the layer's [`Int8Weight`]: the original model is left
+/// as it was. On flex and ndarray its products then run in int8
+/// ([`crate::linear::Linear::forward`]). Quantising a quantised model gives the same weights.
 pub fn quantize<M: Module>(model: M) -> M {
-    model.map(&mut Quantizer::default())
+    PACKED.with(|p| p.borrow_mut().take());
+    let model = model.map(&mut Quantizer::default());
+    PACKED.with(|p| p.borrow_mut().take());
+    model
 }
 
-/// Whether `model` holds a weight quantised by [`quantize`] in this process.
+/// Whether every `Linear` weight of `model` (and at least one) has its int8 form, as
+/// [`quantize`] leaves a model whose dense layers are all [`Linear`]s. Burn's own `Linear` has
+/// no int8 form: a model holding one is not quantised, though `quantize` snaps its weight.
 pub fn is_quantized<M: Module>(model: &M) -> bool {
-    struct Find(bool);
-    impl ModuleVisitor for Find {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0 |= D == 2 && packed(&param.id).is_some();
+    #[derive(Default)]
+    struct Count {
+        path: crate::checkpoint::ModulePath,
+        linear_weights: usize,
+    }
+    impl ModuleVisitor for Count {
+        fn enter_module(&mut self, name: &str, container_type: &str) {
+            self.path.enter(name, container_type);
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.exit();
+        }
+        fn visit_float<const D: usize>(&mut self, _param: &Param<Tensor<D>>) {
+            self.linear_weights += usize::from(D == 2 && self.path.is_linear_weight());
         }
     }
-    let mut find = Find(false);
-    model.visit(&mut find);
-    find.0
+    let mut count = Count::default();
+    SEEN.with(|s| s.set(0));
+    model.visit(&mut count);
+    let packed = SEEN.with(|s| s.replace(0));
+    packed > 0 && packed == count.linear_weights
 }
 
 /// Whether the model directory `dir` was saved quantised ([`CONFIG_KEY`] in its config.json).
@@ -757,72 +433,99 @@ impl ModuleMapper for Quantizer {
         };
         let (packed, snapped) = PackedWeight::quantize(&values, k, n);
         let id = ParamId::new();
-        table().write().unwrap_or_else(|e| e.into_inner()).insert(id, Arc::new(packed));
+        PACKED.with(|p| *p.borrow_mut() = Some((id, Arc::new(packed))));
         let data = TensorData::new(snapped, [k, n]).convert_dtype(dtype);
         Param::initialized(id, Tensor::from_data(data, &device))
     }
 }
 
-/// `linear` applied to `x` `[.., d_in]`, giving `[.., d_out]`: an int8 product when the weight
-/// was quantised by [`quantize`] and its values are host memory without gradients to track,
-/// `linear.forward` otherwise.
-pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
-    match int8_weight(linear, &x) {
-        Some(weight) => match int8_forward(linear, &weight, x, None) {
-            Ok(y) => y,
-            Err(x) => linear.forward(Tensor::from_data(x, &linear.weight.device())),
-        },
-        None => linear.forward(x),
-    }
-}
+/// The int8 form of a [`Linear`]'s weight, once [`quantize`]d: the packed values and the id of
+/// the weight they were packed from (a layer whose weight has since been replaced multiplies
+/// in float). Shared by clones, freed with the last of them, never saved: a quantised model
+/// saves its weights as the floats they stand for, and loading it quantises it again.
+#[derive(Clone, Debug, Default)]
+pub struct Int8Weight(Option<(ParamId, Arc<PackedWeight>)>);
 
-/// `activation(linear(x))`, as [`linear`] then `activation.forward`, with the same numbers;
-/// where the product runs in int8 and the activation on the host, the product applies it to
-/// each tile of its output as it writes it, while the values are in cache (a pass over the
-/// whole output less: BERT's GELU took 5% of its int8 forward pass).
-pub fn linear_activated<const D: usize>(linear: &Linear, x: Tensor<D>, activation: Activation) -> Tensor<D> {
-    if let (Some(weight), Some(then)) = (int8_weight(linear, &x), activation.in_place_on_host(&x.device(), x.dtype())) {
-        return match int8_forward(linear, &weight, x, Some(then)) {
-            Ok(y) => y,
-            Err(x) => activation.forward(linear.forward(Tensor::from_data(x, &linear.weight.device()))),
+impl Int8Weight {
+    /// The packed weight, once quantised.
+    pub fn packed(&self) -> Option<&Arc<PackedWeight>> {
+        self.0.as_ref().map(|(_, packed)| packed)
+    }
+
+    /// `x` `[m, d_input]` times `linear`'s weight plus its bias in int8, each piece of the
+    /// output passed through `then`; `x` back when it cannot run in int8 here (no packed
+    /// weight for this weight, a device other than host memory, gradients to track).
+    pub(crate) fn forward(&self, linear: &Linear, x: Tensor<2>, then: Option<fn(&mut [f32])>) -> Result<Tensor<2>, Tensor<2>> {
+        let Some((id, weight)) = &self.0 else { return Err(x) };
+        let usable = *id == linear.weight.id
+            && crate::device::is_host_memory(&x.device())
+            && !x.is_require_grad()
+            && !linear.weight.val().is_require_grad()
+            && x.dims()[1] == weight.k;
+        if !usable {
+            return Err(x);
+        }
+        let (device, dtype, [m, _]) = (x.device(), x.dtype(), x.dims());
+        let data = x.into_data();
+        let back = |data: &TensorData| Tensor::from_data(data.clone(), &device);
+        let values = match data.as_slice::<f32>() {
+            Ok(values) => std::borrow::Cow::Borrowed(values),
+            Err(_) => std::borrow::Cow::Owned(data.clone().convert::<f32>().try_into_vec::<f32>().map_err(|_| back(&data))?),
         };
+        let bias = match &linear.bias {
+            Some(b) => Some(b.val().into_data().convert::<f32>().try_into_vec::<f32>().map_err(|_| back(&data))?),
+            None => None,
+        };
+        let y = weight.matmul_then(&values, m, bias.as_deref(), then);
+        Ok(Tensor::from_data(TensorData::new(y, [m, weight.n]).convert_dtype(dtype), &device))
     }
-    activation.forward(self::linear(linear, x))
 }
 
-/// The packed weight of `linear` when `x` can multiply it in int8.
-fn int8_weight<const D: usize>(linear: &Linear, x: &Tensor<D>) -> Option<Arc<PackedWeight>> {
-    let weight = packed(&linear.weight.id)?;
-    let usable = crate::device::is_host_memory(&x.device())
-        && !x.is_require_grad()
-        && !linear.weight.val().is_require_grad()
-        && x.dims()[D - 1] == weight.k;
-    usable.then_some(weight)
+impl Module for Int8Weight {
+    fn visit<V: ModuleVisitor>(&self, _visitor: &mut V) {
+        if self.0.is_some() {
+            SEEN.with(|s| s.set(s.get() + 1));
+        }
+    }
+    /// Takes the weight [`quantize`] has just packed beside it, if any.
+    fn map<M: ModuleMapper>(self, _mapper: &mut M) -> Self {
+        match PACKED.with(|p| p.borrow_mut().take()) {
+            Some(packed) => Int8Weight(Some(packed)),
+            None => self,
+        }
+    }
+    fn to_device(self, _device: &Device) -> Self {
+        self
+    }
+    fn fork(self, _device: &Device) -> Self {
+        self
+    }
+    fn collect_devices(&self, devices: burn::module::Devices) -> burn::module::Devices {
+        devices
+    }
+    fn materialize(self) -> Self {
+        self
+    }
+    fn valid(&self) -> Self {
+        self.clone()
+    }
+    fn train(self) -> Self {
+        self
+    }
 }
 
-/// `x · weight + bias` in int8, each piece of it passed through `then`; the values of `x` back
-/// where they cannot be read as f32.
-fn int8_forward<const D: usize>(linear: &Linear, weight: &PackedWeight, x: Tensor<D>, then: Option<fn(&mut [f32])>) -> Result<Tensor<D>, TensorData> {
-    let (device, dtype, dims) = (x.device(), x.dtype(), x.dims());
-    let m = dims[..D - 1].iter().product::<usize>();
-    let data = x.into_data();
-    let values = match data.as_slice::<f32>() {
-        Ok(values) => std::borrow::Cow::Borrowed(values),
-        Err(_) => std::borrow::Cow::Owned(data.clone().convert::<f32>().try_into_vec::<f32>().map_err(|_| data.clone())?),
-    };
-    let bias = match &linear.bias {
-        Some(b) => Some(b.val().into_data().convert::<f32>().try_into_vec::<f32>().map_err(|_| data.clone())?),
-        None => None,
-    };
-    let y = weight.matmul_then(&values, m, bias.as_deref(), then);
-    let mut out_dims = dims;
-    out_dims[D - 1] = weight.n;
-    Ok(Tensor::from_data(TensorData::new(y, out_dims.to_vec()).convert_dtype(dtype), &device))
+impl burn::module::ModuleDisplayDefault for Int8Weight {
+    fn content(&self, content: burn::module::Content) -> Option<burn::module::Content> {
+        content.add_formatted(&if self.0.is_some() { "int8" } else { "float" }).optional()
+    }
 }
+
+impl burn::module::ModuleDisplay for Int8Weight {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activation::Activation;
 
     /// What `write` puts into `len` values, which start as NaN (so one left unwritten shows).
     fn written(len: usize, write: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f32> {
@@ -933,11 +636,11 @@ mod tests {
     #[test]
     fn an_activation_in_the_product_gives_the_numbers_of_one_after_it() {
         let device = Device::flex();
-        let linear = quantize(burn::nn::LinearConfig::new(70, 150).init(&device));
+        let linear = quantize(crate::linear::LinearConfig::new(70, 150).init(&device));
         let x = Tensor::<3>::random([2, 9, 70], burn::tensor::Distribution::Normal(0.0, 2.0), &device);
         for activation in [Activation::Gelu, Activation::GeluNew, Activation::Relu] {
-            let fused = crate::feed_forward::dense_activated(&linear, x.clone(), activation).into_data();
-            let after = activation.forward(crate::feed_forward::dense(&linear, x.clone())).into_data();
+            let fused = linear.forward_activated(x.clone(), activation).into_data();
+            let after = activation.forward(linear.forward(x.clone())).into_data();
             assert_eq!(fused.as_slice::<f32>().unwrap(), after.as_slice::<f32>().unwrap(), "{activation:?}");
         }
         assert!(Activation::Gelu.in_place_on_host(&device, burn::tensor::DType::F32).is_some(), "GELU is applied inside the product on flex");
