@@ -336,3 +336,26 @@ fn electra_samples_and_dropout_do_not_depend_on_the_thread_count() {
     assert_eq!(first, second, "held-out metrics on 1 and 2 threads");
     assert_eq!(second, third, "held-out metrics of two evaluations");
 }
+
+/// The strategies ELECTRA's and UniLM's recipes bring with them, and the names their runs
+/// record: ELECTRA's replaces 85% of 15% by the mask token and none by a random token; UniLM's
+/// cloze draws one word 80% of the time, a bigram or trigram 10% each.
+#[test]
+fn electra_and_unilm_recipes_bring_their_own_masking() {
+    use rand::SeedableRng;
+    let electra = <sesame_electra::Electra as PretrainingFamily>::masking();
+    assert_eq!(format!("{electra:?}"), "Electra", "the name a run records");
+    let config = electra.strategy(&Default::default()).config();
+    assert_eq!((config.probability, config.mask_fraction, config.random_fraction), (0.15, 0.85, 0.0));
+
+    let unilm = <sesame_unilm::Unilm as PretrainingFamily>::masking();
+    assert_eq!(format!("{unilm:?}"), "Unilm", "the name a run records");
+    assert!(!unilm.reads_phrases() && !unilm.reads_entities());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    let mut lengths = [0usize; 4];
+    for _ in 0..20_000 {
+        lengths[sesame_unilm::UnilmMasking::default().span_length(&mut rng)] += 1;
+    }
+    let share = |n: usize| lengths[n] as f64 / 20_000.0;
+    assert!(lengths[0] == 0 && (share(1) - 0.8).abs() < 0.01 && (share(2) - 0.1).abs() < 0.01 && (share(3) - 0.1).abs() < 0.01, "span lengths {lengths:?}");
+}

@@ -8,7 +8,7 @@ use sesame_layers::fs::write_atomic;
 use sesame_text::{find_phrases, tokenize_documents, Corpus, DenoisingConfig, Lexicon, MaskLength, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
 use sesame_layers::LinearConfig;
 use sesame_train::distill::{Distilled, MaskedLmDistillation};
-use sesame_train::pretraining::{Knowledge, Layout, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
+use sesame_train::pretraining::{Knowledge, Layout, Masking, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use sesame_train::{Decay, TrainConfig, Trainer};
 
 /// A pre-training objective in place of the family's own (`--objective`).
@@ -583,7 +583,7 @@ where
 /// `train` for a family pre-trained by the shared masked-LM task.
 pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     refuse_other_corruptions(&args, F::NAME)?;
-    let masking = args.masking.unwrap_or_else(F::masking);
+    let masking = args.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(&args)?;
     let spec = RunSpec::new(&args, masking_spec(&args, masking)?, format!("{layout:?}"));
@@ -612,7 +612,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
 
 /// What the run records of `masking` (resuming with other phrases or entities is refused),
 /// after checking that `--phrases` and `--entities` go with it.
-fn masking_spec(args: &TrainArgs, masking: MaskingKind) -> Result<String, String> {
+fn masking_spec(args: &TrainArgs, masking: Masking) -> Result<String, String> {
     if args.phrases.is_some() && !masking.reads_phrases() {
         return Err(format!("--phrases is read by --masking phrase or ernie, not {}", flag_name(masking)));
     }
@@ -632,14 +632,17 @@ fn masking_spec(args: &TrainArgs, masking: MaskingKind) -> Result<String, String
 }
 
 /// `masking` as `--masking` spells it.
-fn flag_name(masking: MaskingKind) -> String {
-    clap::ValueEnum::to_possible_value(&masking).map_or_else(|| format!("{masking:?}"), |v| v.get_name().to_string())
+fn flag_name(masking: Masking) -> String {
+    match masking {
+        Masking::Shared(kind) => clap::ValueEnum::to_possible_value(&kind).map_or_else(|| format!("{kind:?}"), |v| v.get_name().to_string()),
+        Masking::Family { name, .. } => name.to_lowercase(),
+    }
 }
 
 /// The units ERNIE's knowledge masking masks whole under `masking`: `--phrases` (or the
 /// collocations of `train_text`, listed in `out/phrases.txt`) and `--entities`, over the
 /// micro-batches of `steps` steps.
-fn knowledge(args: &TrainArgs, masking: MaskingKind, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
+fn knowledge(args: &TrainArgs, masking: Masking, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
     let mut knowledge = Knowledge { batches: steps * args.grad_accum, ..Knowledge::default() };
     if masking.reads_phrases() {
         let phrases = match &args.phrases {
@@ -696,7 +699,7 @@ where
 {
     refuse_other_corruptions(&args, F::NAME)?;
     let teacher_dir = args.teacher.as_ref().expect("train --teacher");
-    let masking = args.masking.unwrap_or_else(F::masking);
+    let masking = args.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<SingleSequenceRecipe<F, B>>(&args)?;
     let fresh_student = args.config.is_some() || args.preset.is_some();

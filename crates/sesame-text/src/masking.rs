@@ -262,39 +262,10 @@ impl MaskingStrategy for NgramMasking {
     }
 }
 
-/// UniLM's cloze masking (Dong et al. 2019, section 2.3): 80% of the time one word, 20% of the
-/// time a bigram or a trigram (equally likely), one 80/10/10 decision per span.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct UnilmMasking {
-    /// Fractions.
-    pub config: MaskingConfig,
-}
-
-impl UnilmMasking {
-    /// Draw a span length: 1 with p 0.8, 2 and 3 with p 0.1 each.
-    pub fn span_length(&self, rng: &mut StdRng) -> usize {
-        match rng.random::<f64>() {
-            u if u < 0.8 => 1,
-            u if u < 0.9 => 2,
-            _ => 3,
-        }
-    }
-}
-
-impl MaskingStrategy for UnilmMasking {
-    fn choose(&self, input: MaskingInput<'_>, budget: usize, rng: &mut StdRng) -> Vec<Vec<usize>> {
-        choose_spans(input, budget, rng, |rng| self.span_length(rng))
-    }
-
-    fn config(&self) -> MaskingConfig {
-        self.config
-    }
-}
-
 /// Non-overlapping spans of whole words, of lengths drawn by `span_length`, starting at random
 /// words, until `budget` tokens are covered (a span that would overshoot is skipped unless it
-/// is the first).
-fn choose_spans(
+/// is the first): the choice of every span strategy, for a [`MaskingStrategy::choose`].
+pub fn choose_spans(
     input: MaskingInput<'_>,
     budget: usize,
     rng: &mut StdRng,

@@ -25,7 +25,7 @@ pub use adamw::FusedAdamW;
 pub use backend::{Backend, BackendNotCompiled};
 pub use metrics::{Metric, MetricTotals};
 pub use objective::{forward_masked, MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput};
-pub use pretraining::{pretraining_step, read_back, DataError, Layout, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily, PretrainingModel};
+pub use pretraining::{pretraining_step, read_back, DataError, Layout, Masking, MaskingKind, Pretraining, PretrainingBatch, PretrainingFamily, PretrainingModel};
 pub use schedule::{Decay, LrSchedule};
 pub use span_boundary::{ForSpanPreTraining, SpanBoundaryHead, SpanBoundaryHeadConfig};
 pub use trainer::{is_cpu, run_micro_batches, Best, BoxError, CarriedState, LrGroup, StepOutput, TrainConfig, TrainError, TrainOutcome, TrainTask, Trainer};

@@ -18,8 +18,8 @@ use rand::SeedableRng;
 use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, HasMaskedLmHead, InputLimits, PretrainedModel};
 use crate::{ForSpanPreTraining, MaskedLmObjective, MaskedPositions};
 use sesame_text::{
-    collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingConfig, MaskingStrategy, NgramMasking, Packing,
-    PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind, UnilmMasking,
+    collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingStrategy, NgramMasking, Packing,
+    PairConfig, SentenceTask, SequenceFormat, SpanMasking, TokenMasking, Tokenizer, TokenizerError, TokenizerKind,
     WholeWordMasking, ErnieMasking, Lexicon, UnitMasking,
 };
 
@@ -97,11 +97,6 @@ pub enum MaskingKind {
     Span,
     /// ALBERT's n-grams of whole words, n <= 3 with p(n) proportional to 1/n.
     Ngram,
-    /// ELECTRA's: tokens chosen independently, 85% replaced by the mask token, 15% kept, none
-    /// by a random token (google-research/electra, `pretrain_helpers.mask`).
-    Electra,
-    /// UniLM's cloze: one word 80% of the time, a bigram or trigram 20%, 80/10/10.
-    Unilm,
     /// ERNIE's phrase-level masking: phrases (and the other words) masked whole.
     Phrase,
     /// ERNIE's entity-level masking: entities (and the other words) masked whole.
@@ -145,10 +140,57 @@ impl MaskingKind {
             MaskingKind::WholeWord => Arc::new(WholeWordMasking::default()),
             MaskingKind::Span => Arc::new(SpanMasking::default()),
             MaskingKind::Ngram => Arc::new(NgramMasking::default()),
-            MaskingKind::Unilm => Arc::new(UnilmMasking::default()),
-            MaskingKind::Electra => Arc::new(TokenMasking {
-                config: MaskingConfig { probability: 0.15, mask_fraction: 0.85, random_fraction: 0.0 },
-            }),
+        }
+    }
+}
+
+/// The masking of a run: a shared strategy ([`MaskingKind`], what `--masking` names), or a
+/// family's own, which its [`PretrainingFamily::masking`] gives (ELECTRA's, UniLM's).
+#[derive(Clone, Copy)]
+pub enum Masking {
+    /// A shared strategy.
+    Shared(MaskingKind),
+    /// A family's own strategy: its name, recorded in the run, and how to build it.
+    Family {
+        /// The name (`Electra`).
+        name: &'static str,
+        /// The strategy with its paper's settings.
+        strategy: fn() -> Arc<dyn MaskingStrategy>,
+    },
+}
+
+impl From<MaskingKind> for Masking {
+    fn from(kind: MaskingKind) -> Self {
+        Masking::Shared(kind)
+    }
+}
+
+impl std::fmt::Debug for Masking {
+    /// The shared strategy's name (`Token`), or the family's.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Masking::Shared(kind) => write!(f, "{kind:?}"),
+            Masking::Family { name, .. } => f.write_str(name),
+        }
+    }
+}
+
+impl Masking {
+    /// Whether it masks phrases whole (reads [`Knowledge::phrases`]).
+    pub fn reads_phrases(self) -> bool {
+        matches!(self, Masking::Shared(kind) if kind.reads_phrases())
+    }
+
+    /// Whether it masks entities whole (reads [`Knowledge::entities`]).
+    pub fn reads_entities(self) -> bool {
+        matches!(self, Masking::Shared(kind) if kind.reads_entities())
+    }
+
+    /// The strategy; a shared one reads `knowledge` as [`MaskingKind::strategy`] does.
+    pub fn strategy(self, knowledge: &Knowledge) -> Arc<dyn MaskingStrategy> {
+        match self {
+            Masking::Shared(kind) => kind.strategy(knowledge),
+            Masking::Family { strategy, .. } => strategy(),
         }
     }
 }
@@ -202,8 +244,8 @@ pub trait PretrainingFamily {
     const NAME: &'static str;
     /// The data layout (pairs with NSP/SOP, or packed sequences).
     fn layout() -> Layout;
-    /// The masking strategy.
-    fn masking() -> MaskingKind;
+    /// The masking strategy when the run names none.
+    fn masking() -> Masking;
     /// The tokenizer trained when none is given.
     fn tokenizer() -> TokenizerKind;
     /// A fresh model configuration of size `preset` (`tiny`, `mini`, `small`, `base`, with the
@@ -232,8 +274,8 @@ where
         Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
     }
 
-    fn masking() -> MaskingKind {
-        MaskingKind::Span
+    fn masking() -> Masking {
+        MaskingKind::Span.into()
     }
 
     fn tokenizer() -> TokenizerKind {
@@ -264,7 +306,7 @@ where
         Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
     }
 
-    fn masking() -> MaskingKind {
+    fn masking() -> Masking {
         F::masking()
     }
 

@@ -5,7 +5,7 @@
 
 use sesame_layers::ConfigError;
 use sesame_text::{PairConfig, SentenceTask, TokenizerKind};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
+use sesame_train::pretraining::{Layout, Masking, MaskingKind, Pretraining, PretrainingFamily};
 
 use crate::{Albert, AlbertConfig, AlbertForPreTraining};
 
@@ -20,8 +20,8 @@ impl PretrainingFamily for Albert {
         Layout::Pairs(PairConfig { task: SentenceTask::SentenceOrder, ..PairConfig::default() })
     }
 
-    fn masking() -> MaskingKind {
-        MaskingKind::Ngram
+    fn masking() -> Masking {
+        MaskingKind::Ngram.into()
     }
 
     fn tokenizer() -> TokenizerKind {

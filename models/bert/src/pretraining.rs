@@ -5,7 +5,7 @@
 
 use sesame_layers::ConfigError;
 use sesame_text::{PairConfig, TokenizerKind};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily, SpanBoundaryRecipe};
+use sesame_train::pretraining::{Layout, Masking, MaskingKind, Pretraining, PretrainingFamily, SpanBoundaryRecipe};
 
 pub use sesame_train::pretraining::{pretraining_step, DataError, PretrainingBatch};
 
@@ -26,8 +26,8 @@ impl PretrainingFamily for Bert {
         Layout::Pairs(PairConfig::default())
     }
 
-    fn masking() -> MaskingKind {
-        MaskingKind::Token
+    fn masking() -> Masking {
+        MaskingKind::Token.into()
     }
 
     fn tokenizer() -> TokenizerKind {

@@ -14,6 +14,7 @@
 //! - the discriminator's loss covers every non-padding token.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use sesame_layers::Linear;
 use burn::prelude::*;
@@ -22,8 +23,8 @@ use sesame_layers::loss::cross_entropy;
 use sesame_layers::random::uniform;
 use sesame_layers::{HasMaskedLmHead, Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, OutputOptions, Pretrained, PretrainedError, PretrainedModel, WeightFiles};
 use sesame_train::{MaskedPositions};
-use sesame_text::{Packing, TokenizerKind};
-use sesame_train::pretraining::{read_back, Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
+use sesame_text::{MaskingConfig, Packing, TokenMasking, TokenizerKind};
+use sesame_train::pretraining::{read_back, Layout, Masking, PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::{Metric, StepOutput};
 
 use crate::config::{Electra, ElectraConfig};
@@ -320,8 +321,13 @@ impl PretrainingFamily for Electra {
         Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
     }
 
-    fn masking() -> MaskingKind {
-        MaskingKind::Electra
+    /// ELECTRA's: tokens chosen independently, 85% replaced by the mask token, 15% kept, none
+    /// by a random token (google-research/electra, `pretrain_helpers.mask`).
+    fn masking() -> Masking {
+        Masking::Family {
+            name: "Electra",
+            strategy: || Arc::new(TokenMasking { config: MaskingConfig { probability: 0.15, mask_fraction: 0.85, random_fraction: 0.0 } }),
+        }
     }
 
     fn tokenizer() -> TokenizerKind {

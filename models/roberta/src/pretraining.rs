@@ -6,7 +6,7 @@
 
 use sesame_layers::ConfigError;
 use sesame_text::{Packing, TokenizerKind};
-use sesame_train::pretraining::{Layout, MaskingKind, Pretraining, PretrainingFamily};
+use sesame_train::pretraining::{Layout, Masking, MaskingKind, Pretraining, PretrainingFamily};
 
 use crate::{Roberta, RobertaConfig, RobertaForMaskedLM};
 
@@ -21,8 +21,8 @@ impl PretrainingFamily for Roberta {
         Layout::Packed { packing: Packing::FullSentences, max_seq_len: 512 }
     }
 
-    fn masking() -> MaskingKind {
-        MaskingKind::Token
+    fn masking() -> Masking {
+        MaskingKind::Token.into()
     }
 
     fn tokenizer() -> TokenizerKind {

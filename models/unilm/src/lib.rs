@@ -44,4 +44,4 @@ pub use heads::{
 };
 pub use model::{UnilmMask, UnilmModel};
 #[cfg(feature = "train")]
-pub use pretraining::{Objective, UnilmPreTraining};
+pub use pretraining::{Objective, UnilmMasking, UnilmPreTraining};

@@ -7,19 +7,51 @@
 //! or trigram 20%, replaced 80/10/10. Sentence pairs as BERT's, WordPiece.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use burn::prelude::*;
+use rand::rngs::StdRng;
+use rand::Rng;
 use sesame_layers::{
     Backbone, CheckpointError, CheckpointSpec, ConfigError, InputLimits, Pretrained, PretrainedError, PretrainedModel,
     WeightFiles,
 };
-use sesame_text::{PairConfig, TokenizerKind};
-use sesame_train::pretraining::{pretraining_step, Layout, MaskingKind, PretrainingBatch, PretrainingFamily, PretrainingModel};
+use sesame_text::{choose_spans, MaskingConfig, MaskingInput, MaskingStrategy, PairConfig, TokenizerKind};
+use sesame_train::pretraining::{pretraining_step, Layout, Masking, PretrainingBatch, PretrainingFamily, PretrainingModel};
 use sesame_train::{Metric, StepOutput};
 
 use crate::config::{Unilm, UnilmConfig};
 use crate::heads::UnilmForPreTraining;
 use crate::model::{UnilmMask, UnilmModel};
+
+/// UniLM's cloze masking (section 2.3): 80% of the time one word, 20% of the time a bigram or
+/// a trigram (equally likely), one 80/10/10 decision per span.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UnilmMasking {
+    /// Fractions.
+    pub config: MaskingConfig,
+}
+
+impl UnilmMasking {
+    /// Draw a span length: 1 with p 0.8, 2 and 3 with p 0.1 each.
+    pub fn span_length(&self, rng: &mut StdRng) -> usize {
+        match rng.random::<f64>() {
+            u if u < 0.8 => 1,
+            u if u < 0.9 => 2,
+            _ => 3,
+        }
+    }
+}
+
+impl MaskingStrategy for UnilmMasking {
+    fn choose(&self, input: MaskingInput<'_>, budget: usize, rng: &mut StdRng) -> Vec<Vec<usize>> {
+        choose_spans(input, budget, rng, |rng| self.span_length(rng))
+    }
+
+    fn config(&self) -> MaskingConfig {
+        self.config
+    }
+}
 
 /// The language model one batch trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -176,8 +208,8 @@ impl PretrainingFamily for Unilm {
         Layout::Pairs(PairConfig::default())
     }
 
-    fn masking() -> MaskingKind {
-        MaskingKind::Unilm
+    fn masking() -> Masking {
+        Masking::Family { name: "Unilm", strategy: || Arc::new(UnilmMasking::default()) }
     }
 
     fn tokenizer() -> TokenizerKind {
