@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use sesame_bert::*;
-use sesame_layers::{Backbone, CheckpointError, ConfigError, HfConfig, InputError, OutputOptions, PretrainedError, PretrainedModel};
+use sesame_layers::{CheckpointError, ConfigError, HfConfig, InputError, OutputOptions, PretrainedError, PretrainedModel};
 use sesame_tests::{devices, parity, Checker, Fixture, TOLERANCE};
 
 /// A scratch copy of a fixture directory that a test may break.
@@ -255,7 +255,7 @@ fn bad_model_input_is_a_typed_error() {
     let f = Fixture::open("bert/base-model");
     let device = devices()[0].1.clone();
     let config = BertModel::from_pretrained(&f.dir, &device).unwrap().config;
-    let limits = BertModel::input_limits(&config);
+    let limits = config.input_limits();
     let ids = |rows: Vec<Vec<i64>>| {
         let (b, s) = (rows.len(), rows.first().map_or(0, |r| r.len()));
         burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(burn::tensor::TensorData::new(rows.concat(), [b, s]), &device)

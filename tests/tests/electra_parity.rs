@@ -4,9 +4,10 @@
 //! first-token GELU summary and a mean tanh summary, two and three token types.
 
 use sesame_electra::*;
-use sesame_layers::{Backbone, ClassificationHead, PretrainedModel, SummaryClassifier};
+use sesame_layers::{ClassificationHead, PretrainedModel, SummaryClassifier};
 use sesame_tests::parity::{self, check_encoder, check_loss, each, input};
 use sesame_tests::{devices, Fixture, TOLERANCE};
+use sesame_layers::HfConfig as _;
 
 const SHAPES: [&str; 2] = ["base", "wide"];
 
@@ -67,7 +68,7 @@ fn checkpoints_load_without_missing_or_unused_tensors() {
     assert!(loaded.model.embeddings_project.is_none());
     let base = ElectraModel::from_pretrained(&Fixture::open("electra/base-model").dir, &device).unwrap();
     assert!(base.model.embeddings_project.is_some());
-    assert_eq!(ElectraModel::input_limits(&base.config).max_len, 16);
+    assert_eq!(base.config.input_limits().max_len, 16);
 }
 
 #[test]

@@ -3,10 +3,11 @@
 //! it), one and two token types, a tied and an untied decoder.
 
 use burn::prelude::*;
-use sesame_layers::{Backbone, ClassificationHead, InputError, OutputOptions, PretrainedModel};
+use sesame_layers::{ClassificationHead, InputError, OutputOptions, PretrainedModel};
 use sesame_roberta::*;
 use sesame_tests::parity;
 use sesame_tests::{devices, Fixture};
+use sesame_layers::HfConfig as _;
 
 const SHAPES: [&str; 2] = ["base", "wide"];
 
@@ -46,7 +47,7 @@ fn the_longest_input_leaves_room_for_the_padding_offset() {
     let f = Fixture::open("roberta/wide-model");
     let (_, device) = devices().remove(0);
     let loaded = RobertaModel::from_pretrained(&f.dir, &device).unwrap();
-    let limits = RobertaModel::input_limits(&loaded.config);
+    let limits = loaded.config.input_limits();
     assert_eq!((limits.positions, limits.max_len), (30, 25));
     let ids = |n: usize| Tensor::<2, Int>::from_data(TensorData::new(vec![7i64; n], [1, n]), &device);
     assert_eq!(RobertaInput::new(ids(25)).validate(&limits), Ok(()));

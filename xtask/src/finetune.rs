@@ -307,7 +307,7 @@ pub(crate) fn batching(args: &FinetuneArgs) -> Batching {
 pub(crate) fn load_start<M: TaskModel>(args: &FinetuneArgs) -> Result<(Tokenizer, M::Config, usize), String> {
     let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
     let config = <M::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
-    let limits = M::input_limits(&config);
+    let limits = config.input_limits();
     let seq_len = match args.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,

@@ -10,6 +10,7 @@ use sesame_layers::{
     Backbone, EncoderInput, HasMaskedLmHead, HasSentenceHead, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, InputError, NamedOutput, OutputOptions, PreTrainingLabels, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
 };
+use sesame_layers::HfConfig as _;
 
 /// What to run, on what, and where the outputs go.
 #[derive(clap::Args, Debug)]
@@ -346,9 +347,9 @@ impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == <Self as ExtraHeads<B>>::classes()[0]).then(|| {
             let (m, c) = load::<ForPreTraining<B>>(args, device)?;
-            input.validate(&B::input_limits(&c)).map_err(bad_input(head))?;
+            input.validate(&c.input_limits()).map_err(bad_input(head))?;
             let [b, s] = input.input_ids.dims();
-            let mlm = inputs.labels::<2>("labels", [b, s], B::input_limits(&c).vocab_size, true, device)?;
+            let mlm = inputs.labels::<2>("labels", [b, s], c.input_limits().vocab_size, true, device)?;
             let labels = match (mlm, inputs.labels::<1>(B::LABELS, [b], 2, true, device)?) {
                 (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
                 (None, None) => None,
@@ -358,8 +359,6 @@ impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
         })
     }
 }
-
-
 
 /// `forward` for an encoder family with base model `B`, sequence classifier `S` and
 /// multiple-choice scorer `C`: its base model, masked LM, sequence and token classification,
@@ -377,9 +376,9 @@ where
     let choices = if head == class("ForMultipleChoice") { Some(inputs.flatten_choices()?) } else { None };
     let input = inputs.encoder(device)?;
     let o = options(args);
-    let check = |config: &B::Config| input.validate(&B::input_limits(config)).map_err(bad_input(&head));
+    let check = |config: &B::Config| input.validate(&config.input_limits()).map_err(bad_input(&head));
     let [b, s] = input.input_ids.dims();
-    let vocab = |config: &B::Config| B::input_limits(config).vocab_size;
+    let vocab = |config: &B::Config| config.input_limits().vocab_size;
     let num_labels = |config: &B::Config| B::classifier_sizes(config).num_labels;
     let outputs = if let Some(outputs) = H::run(&head, args, &input, &inputs, device) {
         outputs?

@@ -10,6 +10,7 @@ use sesame_pipelines::{embed, fill_masks, sentence_transformers_max_seq_length, 
 use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
+use sesame_layers::HfConfig as _;
 
 mod bench;
 mod finetune;
@@ -573,7 +574,7 @@ fn speed(s: &str) -> Result<f64, String> {
 pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String> {
     check_architecture(dir, &M::architecture(), "token-classification")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
-    let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 4);
+    let stride = stride.unwrap_or(loaded.config.input_limits().max_len / 4);
     run_texts(texts, |chunk| {
         let out = sesame_pipelines::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
         if !out.iter().flatten().all(|s| s.score.is_finite()) {
@@ -595,7 +596,7 @@ pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
 ) -> Result<String, String> {
     check_architecture(dir, &M::architecture(), "question-answering")?;
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
-    let stride = stride.unwrap_or(M::input_limits(&loaded.config).max_len / 3);
+    let stride = stride.unwrap_or(loaded.config.input_limits().max_len / 3);
     let mut done = 0;
     run_texts(texts, |chunk| {
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();

@@ -76,7 +76,7 @@ where
         _ => ProblemType::SingleLabelClassification,
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { classes };
-    let limits = M::<B, S>::input_limits(&config);
+    let limits = config.input_limits();
     let seq_len = match args.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,

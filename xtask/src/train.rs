@@ -593,7 +593,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
     let train_device = device.autodiff();
     let pad = tokenizer.special_tokens().pad.1 as usize;
     let (model, config) = run_model::<F::Model>(&args, out, &train_device, || preset_model(&train_device, F::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), pad)))?;
-    let limits = F::Model::input_limits(&config);
+    let limits = config.input_limits();
     if args.seq_len > limits.max_len {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
     }
@@ -717,7 +717,7 @@ where
     let teacher_sizes = B::classifier_sizes(&teacher_config);
     let teacher_tokenizer = Tokenizer::from_dir(teacher_dir).map_err(|e| format!("--teacher: {e}"))?;
     let pad = teacher_tokenizer.special_tokens().pad.1 as usize;
-    let teacher_limits = B::input_limits(&teacher_config);
+    let teacher_limits = teacher_config.input_limits();
 
     // The student's configuration, checked against the teacher before the run starts: the
     // teacher's with some of its layers (the student made of them now), or that of --config
@@ -735,7 +735,7 @@ where
     };
     let sizes = B::classifier_sizes(&config);
     let loss = args.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
-    let limits = B::input_limits(&config);
+    let limits = config.input_limits();
     if limits.vocab_size != teacher_limits.vocab_size {
         return Err(format!("the student's vocab_size is {}, the teacher's {}: the soft targets need the same vocabulary", limits.vocab_size, teacher_limits.vocab_size));
     }
@@ -811,7 +811,6 @@ pub(crate) fn refuse_masked_lm_flags(args: &TrainArgs, instead: &str) -> Result<
         None => Ok(()),
     }
 }
-
 
 /// Options of `cargo xtask export`.
 #[derive(clap::Args, Debug)]

@@ -5,7 +5,8 @@
 use burn::prelude::*;
 
 use sesame_layers::attention::row_index;
-use sesame_layers::backbone::{EncoderInput, HasMaskedLmHead, InputLimits};
+use sesame_layers::backbone::{EncoderInput, HasMaskedLmHead};
+use sesame_layers::{HfConfig, InputLimits};
 use sesame_layers::decoder::DecoderCache;
 use sesame_layers::encoder::{EncoderCache, OutputOptions};
 use sesame_layers::pretrained::InputError;
@@ -61,7 +62,7 @@ impl<B: HasMaskedLmHead> CausalLM for ForCausalLM<B> {
     type Cache = EncoderCache;
 
     fn causal_limits(config: &B::Config) -> InputLimits {
-        B::input_limits(config)
+        config.input_limits()
     }
 
     fn empty_cache(&self) -> EncoderCache {

@@ -11,7 +11,7 @@ use crate::attention::AttentionMask;
 use crate::checkpoint::{CheckpointSpec, KeyMap};
 use crate::encoder::{EncoderCache, EncoderOutput, OutputOptions};
 use crate::heads::{first_token, ClassificationHead, Classifier, ClassifierConfig, MaskedLmHeadConfig, SequenceSummaryConfig, SummaryClassifier};
-use crate::pretrained::{check_ids, check_shape, InputError, PretrainedModel};
+use crate::pretrained::{check_ids, check_shape, InputError, InputLimits, PretrainedModel};
 
 /// One batch of encoder input (HF argument names).
 #[derive(Clone, Debug)]
@@ -148,19 +148,6 @@ impl EncoderInput {
     }
 }
 
-/// What input a model accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InputLimits {
-    /// Token ids lie in `0..vocab_size`.
-    pub vocab_size: usize,
-    /// Token type ids lie in `0..type_vocab_size`.
-    pub type_vocab_size: usize,
-    /// Explicit position ids lie in `0..positions`.
-    pub positions: usize,
-    /// The longest sequence (`positions`, less RoBERTa's offset).
-    pub max_len: usize,
-}
-
 /// What a [`Backbone`] returns.
 #[derive(Clone, Debug)]
 pub struct BackboneOutput {
@@ -226,9 +213,6 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
 
     /// The input word-embedding table `[vocab, embedding]` (what an LM decoder is tied to).
     fn word_embeddings(&self) -> Tensor<2>;
-
-    /// What input the model accepts.
-    fn input_limits(config: &Self::Config) -> InputLimits;
 
     /// The sizes of the fine-tuning heads.
     fn classifier_sizes(config: &Self::Config) -> ClassifierSizes;

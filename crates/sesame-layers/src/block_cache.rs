@@ -5,10 +5,8 @@
 //! gradient several times, every 9.4 MB feed-forward gradient, the optimizer's copies. The
 //! system allocator returns blocks of that size to the kernel when they are freed (glibc maps
 //! anything over 32 MB on its own and trims or deletes its 64 MB thread heaps), so each step
-//! page-faults all of them back in, zeroed: about 290 000 faults and 1.2 GB of page clearing
-//! per BERT-base step, about 15% of `perf`'s samples in the kernel, three quarters of that in
-//! the TLB shootdowns of copy-on-write faults on pages that were read (as the zero page) before
-//! they were written.
+//! page-faults all of them back in, zeroed, and the kernel's page clearing and TLB shootdowns
+//! take a share of the step (docs/history/performance.md has the profile).
 //!
 //! [`BlockCache`] wraps [`System`]: a freed block of at least [`BlockCache::MIN_BLOCK`] bytes is
 //! kept, and an allocation of the same size and alignment takes it back, already mapped.
@@ -16,8 +14,8 @@
 //! exceed the most the program has had in large blocks in use at once (the oldest go back to
 //! the system first), so memory stays within twice the program's own peak: a training step,
 //! which uses the same sizes each step, finds them again, and a pipeline whose batches change
-//! shape keeps no more than its largest batch used (unbounded, `embed` over 6000 sentences
-//! kept 3 GB of blocks that no later batch had the size of). A byte budget and a count of
+//! shape keeps no more than its largest batch used (unbounded, a long `embed` would keep
+//! blocks of sizes no later batch asks for). A byte budget and a count of
 //! blocks cap it besides. A binary opts in:
 //!
 //! ```ignore

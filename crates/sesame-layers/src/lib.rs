@@ -33,7 +33,7 @@ pub mod tasks;
 
 pub use activation::Activation;
 pub use attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
-pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler, HasSentenceHead, InputLimits, SequenceHead};
+pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler, HasSentenceHead, SequenceHead};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use dropout::{Dropout, DropoutConfig};
@@ -52,7 +52,7 @@ pub use hparams::{EarlyExitConfig, EncoderHyperParams};
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;
 pub use seq2seq::{shift_tokens_right, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
-pub use pretrained::{HfConfig, InputError, Pretrained, PretrainedError, PretrainedModel};
+pub use pretrained::{HfConfig, InputError, InputLimits, Pretrained, PretrainedError, PretrainedModel};
 
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,

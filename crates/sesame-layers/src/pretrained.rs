@@ -19,6 +19,19 @@ pub enum PretrainedError {
     Checkpoint(#[from] CheckpointError),
 }
 
+/// What input a model accepts (its configuration's [`HfConfig::input_limits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputLimits {
+    /// Token ids lie in `0..vocab_size`.
+    pub vocab_size: usize,
+    /// Token type ids lie in `0..type_vocab_size`.
+    pub type_vocab_size: usize,
+    /// Explicit position ids lie in `0..positions`.
+    pub positions: usize,
+    /// The longest sequence (`positions`, less RoBERTa's offset).
+    pub max_len: usize,
+}
+
 /// A family's configuration, read from and written to HF `config.json`.
 pub trait HfConfig: Sized + Clone {
     /// Read and check `dir/config.json`.
@@ -29,6 +42,9 @@ pub trait HfConfig: Sized + Clone {
     fn initializer_range(&self) -> f64 {
         0.02
     }
+    /// The vocabulary, type and length limits of a model's inputs under this configuration
+    /// (what its task heads and the pipelines take; a generator may read longer).
+    fn input_limits(&self) -> InputLimits;
     /// The label names, ids and problem type of classification heads.
     fn labels(&self) -> &crate::hparams::LabelConfig;
     /// The same, to change (a fine-tuning run sets its own labels).

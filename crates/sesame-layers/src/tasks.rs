@@ -6,7 +6,7 @@
 use burn::prelude::*;
 
 use crate::attention::causal_restriction;
-use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasSentenceHead, InputLimits, SequenceHead};
+use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasSentenceHead, SequenceHead};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
@@ -570,9 +570,6 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     /// feature extraction keeps fixed.
     const BASE: &'static str;
 
-    /// What input the model accepts under `config`.
-    fn input_limits(config: &Self::Config) -> InputLimits;
-
     /// The device the model lives on.
     fn device(&self) -> Device;
 
@@ -654,10 +651,6 @@ pub trait SpanExtractor: TaskModel {
 macro_rules! task_model_of_base {
     () => {
         const BASE: &'static str = "base";
-
-        fn input_limits(config: &B::Config) -> InputLimits {
-            B::input_limits(config)
-        }
 
         fn device(&self) -> Device {
             self.base.device()

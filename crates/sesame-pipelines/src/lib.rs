@@ -6,7 +6,8 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, EncodedText, TokenWindow, Tokenizer, TokenizerError, Words};
 
-use sesame_layers::backbone::{Backbone, EncoderInput, HasMaskedLmHead, InputLimits};
+use sesame_layers::backbone::{Backbone, EncoderInput, HasMaskedLmHead};
+use sesame_layers::InputLimits;
 use sesame_layers::config::{read_json_config, ConfigError};
 use sesame_layers::device::default_threads;
 use sesame_layers::encoder::OutputOptions;
@@ -112,7 +113,7 @@ pub fn fill_masks<B: HasMaskedLmHead>(
 ) -> Result<Vec<Vec<Vec<Prediction>>>, PipelineError> {
     let mask_id = tokenizer.mask_token_id()? as i64;
     let device = model.base.device();
-    let limits = B::input_limits(config);
+    let limits = config.input_limits();
     let encoded = tokenizer.encode_each(texts, limits.max_len, false)?;
     by_length(&encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
@@ -294,7 +295,7 @@ pub fn embed<B: Backbone>(
     options: EmbedOptions,
 ) -> Result<Vec<Vec<f32>>, PipelineError> {
     let device = model.device();
-    let limits = B::input_limits(config);
+    let limits = config.input_limits();
     let max_len = options.max_tokens.map_or(limits.max_len, |n| n.clamp(1, limits.max_len));
     let encoded = tokenizer.encode_each(texts, max_len, true)?;
     by_length(&encoded, options.batch_size, &device, |rows| {
@@ -358,7 +359,7 @@ pub enum Classification {
 /// batches of similar length, each truncated to the model's length; results in input order.
 pub fn classify<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
     let device = model.device();
-    let limits = M::input_limits(config);
+    let limits = config.input_limits();
     let labels = config.labels();
     let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
     by_length(&encoded, batch_size, &device, |rows| {
@@ -392,7 +393,7 @@ pub fn classify_early<M: SequenceClassifier>(model: &M, config: &M::Config, toke
         _ => {}
     }
     let device = model.device();
-    let limits = M::input_limits(config);
+    let limits = config.input_limits();
     let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
     by_length(&encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
@@ -463,7 +464,7 @@ pub struct TaggedSpan {
 /// order; `batch_size` windows run at a time, batched by length.
 pub fn tag<M: TokenTagger>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, stride: usize) -> Result<Vec<Vec<TaggedSpan>>, PipelineError> {
     let device = model.device();
-    let limits = M::input_limits(config);
+    let limits = config.input_limits();
     let labels = config.labels();
     let name = |i: usize| labels.name(i);
     let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
@@ -660,7 +661,7 @@ pub fn answer<M: SpanExtractor>(
         }
     }
     let device = model.device();
-    let limits = M::input_limits(config);
+    let limits = config.input_limits();
     let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;
     let scores = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| {
         let (start_logits, end_logits, _) = model.spans(input, None);

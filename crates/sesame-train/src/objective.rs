@@ -5,7 +5,7 @@
 
 use burn::prelude::*;
 use sesame_layers::loss::{cross_entropy, IGNORE_INDEX};
-use sesame_layers::{EncoderInput, ForMaskedLM, ForPreTraining, HasMaskedLmHead, HasSentenceHead, HeadOutput, InputLimits, OutputOptions, PretrainedModel};
+use sesame_layers::{EncoderInput, ForMaskedLM, ForPreTraining, HasMaskedLmHead, HasSentenceHead, HeadOutput, OutputOptions, PretrainedModel};
 
 /// Vocabulary logits of the `masked` positions only `[masked, vocab]`, with their MLM loss
 /// and the encoder's outputs asked for in `options`: the pre-training objective's forward
@@ -145,8 +145,6 @@ pub trait MaskedLmObjective: PretrainedModel {
     /// loss from full logits, as HF does.
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, sentence: Tensor<1, Int>) -> ObjectiveOutput;
 
-    /// The vocabulary, type and length limits of inputs.
-    fn input_limits(config: &Self::Config) -> InputLimits;
 }
 
 impl<B: HasSentenceHead> MaskedLmObjective for ForPreTraining<B> {
@@ -167,9 +165,6 @@ impl<B: HasSentenceHead> MaskedLmObjective for ForPreTraining<B> {
         }
     }
 
-    fn input_limits(config: &B::Config) -> InputLimits {
-        B::input_limits(config)
-    }
 }
 
 impl<B: HasMaskedLmHead> MaskedLmObjective for ForMaskedLM<B> {
@@ -181,8 +176,5 @@ impl<B: HasMaskedLmHead> MaskedLmObjective for ForMaskedLM<B> {
         ObjectiveOutput { loss: loss.clone(), mlm_loss: loss, prediction_logits: out.logits, sentence: None, span_boundary: None }
     }
 
-    fn input_limits(config: &B::Config) -> InputLimits {
-        B::input_limits(config)
-    }
 }
 

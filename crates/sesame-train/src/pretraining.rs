@@ -15,7 +15,7 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, HasMaskedLmHead, InputLimits, PretrainedModel};
+use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, HasMaskedLmHead, PretrainedModel};
 use crate::{ForSpanPreTraining, MaskedLmObjective, MaskedPositions};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingStrategy, NgramMasking, Packing,
@@ -207,9 +207,6 @@ pub trait PretrainingModel: PretrainedModel {
     /// carry them.
     const READS_SPANS: bool = false;
 
-    /// The vocabulary, type and length limits of inputs.
-    fn input_limits(config: &Self::Config) -> InputLimits;
-
     /// Loss and metrics of one batch; `sentence_metric` names the sentence task's metrics
     /// (`nsp`, `sop`).
     fn pretraining_step(&self, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput;
@@ -226,10 +223,6 @@ pub trait PretrainingModel: PretrainedModel {
 impl<M: MaskedLmObjective> PretrainingModel for M {
     const SENTENCE_TASK: bool = M::SENTENCE_TASK;
     const READS_SPANS: bool = M::READS_SPANS;
-
-    fn input_limits(config: &Self::Config) -> InputLimits {
-        <M as MaskedLmObjective>::input_limits(config)
-    }
 
     fn pretraining_step(&self, batch: PretrainingBatch, sentence_metric: Option<&str>) -> StepOutput {
         pretraining_step(self, batch, sentence_metric)

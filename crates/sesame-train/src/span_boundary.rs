@@ -22,7 +22,7 @@ use burn::tensor::module::linear;
 
 use sesame_layers::heads::{MaskedLmHead, MaskedLmHeadConfig};
 use sesame_layers::loss::{cross_entropy, IGNORE_INDEX};
-use sesame_layers::{Activation, CheckpointSpec, EncoderInput, HasMaskedLmHead, InputLimits, OutputOptions, PretrainedModel};
+use sesame_layers::{Activation, CheckpointSpec, EncoderInput, HasMaskedLmHead, OutputOptions, PretrainedModel};
 
 use crate::objective::{MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput};
 
@@ -148,9 +148,6 @@ impl<B: HasMaskedLmHead> MaskedLmObjective for ForSpanPreTraining<B> {
         ObjectiveOutput { loss: mlm_loss.clone() + span_loss.clone(), mlm_loss, prediction_logits, sentence: None, span_boundary: Some(span_loss) }
     }
 
-    fn input_limits(config: &B::Config) -> InputLimits {
-        B::input_limits(config)
-    }
 }
 
 impl<B: HasMaskedLmHead> PretrainedModel for ForSpanPreTraining<B> {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
-use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig};
+use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, InputLimits};
 
 /// The ALBERT family marker: HF names and defaults.
 #[derive(Clone, Copy, Debug, Default)]
@@ -135,6 +135,15 @@ impl AlbertConfig {
 }
 
 impl HfConfig for AlbertConfig {
+    fn input_limits(&self) -> InputLimits {
+        InputLimits {
+            vocab_size: self.vocab_size,
+            type_vocab_size: self.type_vocab_size,
+            positions: self.max_position_embeddings,
+            max_len: self.max_position_embeddings,
+        }
+    }
+
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
         &self.hparams.labels
     }

@@ -9,7 +9,7 @@ use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
     Activation, AttentionMask, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, EncoderCache,
-    EncoderInput, EncoderLayer, FeedForward, ClassifierSizes, HasMaskedLmHead, HasPooler, HasSentenceHead, InputLimits, KeyMap, LayerParts, MaskedLmHeadConfig,
+    EncoderInput, EncoderLayer, FeedForward, ClassifierSizes, HasMaskedLmHead, HasPooler, HasSentenceHead, KeyMap, LayerParts, MaskedLmHeadConfig,
     MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 
@@ -239,15 +239,6 @@ impl Backbone for AlbertModel {
         let depth_layers = layers.iter().map(|&d| self.encoder.depth_layers[d].clone()).collect();
         *config = kept;
         Ok(Self { encoder: AlbertTransformer { schedule, depth_layers, ..self.encoder }, ..self })
-    }
-
-    fn input_limits(config: &AlbertConfig) -> InputLimits {
-        InputLimits {
-            vocab_size: config.vocab_size,
-            type_vocab_size: config.type_vocab_size,
-            positions: config.max_position_embeddings,
-            max_len: config.max_position_embeddings,
-        }
     }
 
     fn classifier_sizes(config: &AlbertConfig) -> ClassifierSizes {

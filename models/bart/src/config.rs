@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
 use sesame_layers::hparams::LabelConfig;
-use sesame_layers::{Activation, ConfigError, HfConfig};
+use sesame_layers::{Activation, ConfigError, HfConfig, InputLimits};
 
 /// HF `model_type` values BART reads.
 pub const MODEL_TYPES: &[&str] = &["bart"];
@@ -247,6 +247,11 @@ impl BartConfig {
 }
 
 impl HfConfig for BartConfig {
+    /// Ids of its vocabulary, up to its learned positions; no segment ids.
+    fn input_limits(&self) -> InputLimits {
+        InputLimits { vocab_size: self.vocab_size, type_vocab_size: 0, positions: self.max_position_embeddings, max_len: self.max_position_embeddings }
+    }
+
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
         &self.labels
     }

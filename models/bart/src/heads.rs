@@ -12,6 +12,7 @@ use sesame_layers::{
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqQuestionAnsweringOutput,
     SequenceClassifier, SequenceLabels, SpanExtractor, TaskModel,
 };
+use sesame_layers::HfConfig as _;
 
 use crate::checkpoint::spec;
 use crate::config::BartConfig;
@@ -214,11 +215,6 @@ impl PretrainedModel for BartForQuestionAnswering {
     }
 }
 
-/// What BART reads: ids of its vocabulary, up to its learned positions; no segment ids.
-fn input_limits(config: &BartConfig) -> InputLimits {
-    InputLimits { vocab_size: config.vocab_size, type_vocab_size: 0, positions: config.max_position_embeddings, max_len: config.max_position_embeddings }
-}
-
 /// The task models as the pipelines and `finetune` run them, from padded token ids: the
 /// encoder reads the text, the decoder the text shifted right (as HF's heads do without
 /// `decoder_input_ids`); segment ids are not read.
@@ -233,10 +229,6 @@ macro_rules! task_model {
     ($model:ty) => {
         impl TaskModel for $model {
             const BASE: &'static str = "model";
-
-            fn input_limits(config: &BartConfig) -> InputLimits {
-                input_limits(config)
-            }
 
             fn device(&self) -> Device {
                 self.model.shared.weight.device()
@@ -378,7 +370,7 @@ impl CausalLM for BartForCausalLM {
     type Cache = DecoderCache;
 
     fn causal_limits(config: &BartConfig) -> InputLimits {
-        input_limits(config)
+        config.input_limits()
     }
 
     fn empty_cache(&self) -> DecoderCache {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{family_json, read_family_config, with_defaults};
-use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig};
+use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, InputLimits};
 
 /// What sets one BERT-shaped family apart: config defaults, `model_type`, HF names of the
 /// heads, and how position ids are made.
@@ -156,6 +156,15 @@ impl<F: BertLikeFamily> BertLikeConfig<F> {
 }
 
 impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
+    fn input_limits(&self) -> InputLimits {
+        InputLimits {
+            vocab_size: self.vocab_size,
+            type_vocab_size: self.type_vocab_size,
+            positions: self.max_position_embeddings,
+            max_len: self.max_position_embeddings - self.position_offset(),
+        }
+    }
+
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
         &self.hparams.labels
     }

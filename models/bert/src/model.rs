@@ -8,7 +8,7 @@ use burn::module::Param;
 use burn::prelude::*;
 use sesame_layers::{
     Activation, Backbone, ConfigError, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler,
-    HasSentenceHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
+    HasSentenceHead, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{Embeddings, Encoder, LayerParts};
@@ -130,15 +130,6 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
 
     fn word_embeddings(&self) -> Tensor<2> {
         self.word_embeddings()
-    }
-
-    fn input_limits(config: &Self::Config) -> InputLimits {
-        InputLimits {
-            vocab_size: config.vocab_size,
-            type_vocab_size: config.type_vocab_size,
-            positions: config.max_position_embeddings,
-            max_len: config.max_position_embeddings - config.position_offset(),
-        }
     }
 
     fn classifier_sizes(config: &Self::Config) -> ClassifierSizes {

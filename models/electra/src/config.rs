@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
-use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, SequenceSummaryConfig, SummaryType};
+use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, InputLimits, SequenceSummaryConfig, SummaryType};
 
 /// The ELECTRA family marker (the registry and the pre-training recipe are keyed on it).
 #[derive(Clone, Copy, Debug, Default)]
@@ -158,6 +158,15 @@ impl ElectraConfig {
 }
 
 impl HfConfig for ElectraConfig {
+    fn input_limits(&self) -> InputLimits {
+        InputLimits {
+            vocab_size: self.vocab_size,
+            type_vocab_size: self.type_vocab_size,
+            positions: self.max_position_embeddings,
+            max_len: self.max_position_embeddings,
+        }
+    }
+
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
         &self.hparams.labels
     }

@@ -9,7 +9,7 @@ use sesame_bert::checkpoint::encoder_rows;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{
     Activation, Backbone, BackboneOutput, CheckpointSpec, ConfigError, Embeddings, Encoder, EncoderInput, EncoderOutput, ClassifierSizes,
-    HasMaskedLmHead, InputLimits, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
+    HasMaskedLmHead, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
 };
 
 use crate::checkpoint::{ELECTRA_HEAD_ROWS, ELECTRA_TIED_DECODER};
@@ -136,15 +136,6 @@ impl Backbone for ElectraModel {
 
     fn word_embeddings(&self) -> Tensor<2> {
         self.embeddings.word_embeddings.weight.val()
-    }
-
-    fn input_limits(config: &ElectraConfig) -> InputLimits {
-        InputLimits {
-            vocab_size: config.vocab_size,
-            type_vocab_size: config.type_vocab_size,
-            positions: config.max_position_embeddings,
-            max_len: config.max_position_embeddings,
-        }
     }
 
     fn classifier_sizes(config: &ElectraConfig) -> ClassifierSizes {

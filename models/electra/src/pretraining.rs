@@ -230,10 +230,6 @@ impl PretrainedModel for ElectraPreTrainingPair {
 impl PretrainingModel for ElectraPreTrainingPair {
     const SENTENCE_TASK: bool = false;
 
-    fn input_limits(config: &ElectraConfig) -> sesame_layers::InputLimits {
-        ElectraModel::input_limits(config)
-    }
-
     fn export(&self, config: &ElectraConfig, dir: &Path) -> Result<Vec<std::path::PathBuf>, sesame_layers::CheckpointError> {
         self.save_pretrained(config, dir)?;
         Ok(vec![dir.to_path_buf(), dir.join("generator")])

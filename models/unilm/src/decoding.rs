@@ -15,10 +15,11 @@ use sesame_generate::Decoder;
 use sesame_layers::attention::row_index;
 use sesame_generate::decoding::last_logits;
 use sesame_layers::{Backbone, EncoderCache, EncoderInput, InputError, InputLimits, OutputOptions};
+use sesame_layers::HfConfig as _;
 
 use crate::config::{token_types, UnilmConfig};
 use crate::heads::UnilmForMaskedLM;
-use crate::model::{UnilmMask, UnilmModel};
+use crate::model::UnilmMask;
 
 /// Decodes targets for source rows with a [`UnilmForMaskedLM`] under the seq-to-seq mask.
 /// Sources of different lengths are padded after their `[SEP]`; targets start after the
@@ -37,7 +38,7 @@ impl<'a> UnilmSeq2SeqDecoder<'a> {
     /// Decode after `sources` (`[CLS] S [SEP]` ids, one per row) with the cloze head's
     /// `mask_token_id` as the placeholder of the next token.
     pub fn new(model: &'a UnilmForMaskedLM, config: &UnilmConfig, sources: Vec<Vec<u32>>, mask_token_id: u32) -> Result<Self, InputError> {
-        let limits = UnilmModel::input_limits(config);
+        let limits = config.input_limits();
         if sources.is_empty() {
             return Err(InputError::EmptyBatch);
         }

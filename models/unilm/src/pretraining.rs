@@ -13,7 +13,7 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::Rng;
 use sesame_layers::{
-    Backbone, CheckpointError, CheckpointSpec, ConfigError, InputLimits, Pretrained, PretrainedError, PretrainedModel,
+    CheckpointError, CheckpointSpec, ConfigError, Pretrained, PretrainedError, PretrainedModel,
     WeightFiles,
 };
 use sesame_text::{choose_spans, MaskingConfig, MaskingInput, MaskingStrategy, PairConfig, TokenizerKind};
@@ -22,7 +22,7 @@ use sesame_train::{Metric, StepOutput};
 
 use crate::config::{Unilm, UnilmConfig};
 use crate::heads::UnilmForPreTraining;
-use crate::model::{UnilmMask, UnilmModel};
+use crate::model::UnilmMask;
 
 /// UniLM's cloze masking (section 2.3): 80% of the time one word, 20% of the time a bigram or
 /// a trigram (equally likely), one 80/10/10 decision per span.
@@ -160,10 +160,6 @@ impl PretrainedModel for UnilmPreTraining {
 
 impl PretrainingModel for UnilmPreTraining {
     const SENTENCE_TASK: bool = true;
-
-    fn input_limits(config: &UnilmConfig) -> InputLimits {
-        UnilmModel::input_limits(config)
-    }
 
     /// The batch under its objective; BERT's cloze (+ NSP under the bidirectional LM) loss and
     /// metrics, and the cloze loss per objective (`{objective}_mlm_loss`). Evaluating (no

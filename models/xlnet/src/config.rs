@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
 use sesame_layers::hparams::LabelConfig;
-use sesame_layers::{Activation, ConfigError, HfConfig, SequenceSummaryConfig, SummaryType};
+use sesame_layers::{Activation, ConfigError, HfConfig, InputLimits, SequenceSummaryConfig, SummaryType};
 
 /// HF `model_type` values XLNet reads.
 pub const MODEL_TYPES: &[&str] = &["xlnet"];
@@ -204,7 +204,17 @@ impl XlnetConfig {
     }
 }
 
+/// XLNet has no position table; the task pipelines cut texts into windows of its pre-training
+/// length, 512 tokens (`finetune`'s `--seq-len` may not exceed it either).
+pub const TASK_MAX_LEN: usize = 512;
+
 impl HfConfig for XlnetConfig {
+    /// What the task heads read: segment ids 0 and 1, `<cls>`'s 2 and padding's 3 (HF
+    /// `pad_token_type_id`), windows of [`TASK_MAX_LEN`] tokens (generation reads longer).
+    fn input_limits(&self) -> InputLimits {
+        InputLimits { vocab_size: self.vocab_size, type_vocab_size: 4, positions: TASK_MAX_LEN, max_len: TASK_MAX_LEN }
+    }
+
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {
         &self.labels
     }

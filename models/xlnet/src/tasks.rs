@@ -13,7 +13,7 @@ use burn::tensor::activation::{softmax, tanh};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::{binary_cross_entropy_with_logits, cross_entropy, per_token_cross_entropy};
 use sesame_layers::{
-    CheckpointSpec, ClassifierLayers, EncoderInput, EncoderOutput, InputLimits, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig,
+    CheckpointSpec, ClassifierLayers, EncoderInput, EncoderOutput, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig,
     SequenceClassifier, SequenceLabels, SequenceSummary, SpanExtractor, TaskModel, TokenTagger,
 };
 
@@ -451,20 +451,11 @@ fn task_input(input: EncoderInput) -> XlnetInput {
     }
 }
 
-/// XLNet has no position table; the task pipelines cut texts into windows of its pre-training
-/// length, 512 tokens (`finetune`'s `--seq-len` may not exceed it either).
-const TASK_MAX_LEN: usize = 512;
-
 /// The [`TaskModel`] items of a head model over `transformer`.
 macro_rules! task_model {
     ($model:ty) => {
         impl TaskModel for $model {
             const BASE: &'static str = "transformer";
-
-            fn input_limits(config: &XlnetConfig) -> InputLimits {
-                // Segment ids 0 and 1, `<cls>`'s 2 and padding's 3 (HF `pad_token_type_id`).
-                InputLimits { vocab_size: config.vocab_size, type_vocab_size: 4, positions: TASK_MAX_LEN, max_len: TASK_MAX_LEN }
-            }
 
             fn device(&self) -> Device {
                 self.transformer.word_embedding.weight.device()

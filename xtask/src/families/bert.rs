@@ -6,7 +6,8 @@ use sesame_bert::{Bert, BertLikeFamily, BertModel};
 use sesame_layers::{Classifier};
 
 use sesame_bert::BertForNextSentencePrediction;
-use sesame_layers::{Backbone, EncoderInput, NamedOutput};
+use sesame_layers::{EncoderInput, NamedOutput};
+use sesame_layers::HfConfig as _;
 use super::FamilyEntry;
 use crate::forward::*;
 
@@ -28,7 +29,7 @@ impl ExtraHeads<BertModel> for BertHeads {
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == "BertForNextSentencePrediction").then(|| {
             let (m, c) = load::<BertForNextSentencePrediction>(args, device)?;
-            input.validate(&BertModel::input_limits(&c)).map_err(bad_input(head))?;
+            input.validate(&c.input_limits()).map_err(bad_input(head))?;
             let labels = inputs.labels::<1>("labels", [input.input_ids.dims()[0]], 2, true, device)?;
             Ok(m.forward(input.clone(), labels, options(args)).named())
         })

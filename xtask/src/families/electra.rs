@@ -6,7 +6,8 @@ use sesame_electra::{Electra, ElectraModel};
 use sesame_layers::{ClassificationHead, SummaryClassifier};
 
 use sesame_electra::ElectraForPreTraining;
-use sesame_layers::{Backbone, EncoderInput, NamedOutput};
+use sesame_layers::{EncoderInput, NamedOutput};
+use sesame_layers::HfConfig as _;
 use super::FamilyEntry;
 use crate::forward::*;
 
@@ -28,7 +29,7 @@ impl ExtraHeads<ElectraModel> for ElectraHeads {
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == "ElectraForPreTraining").then(|| {
             let (m, c) = load::<ElectraForPreTraining>(args, device)?;
-            input.validate(&ElectraModel::input_limits(&c)).map_err(bad_input(head))?;
+            input.validate(&c.input_limits()).map_err(bad_input(head))?;
             // 1 = replaced, 0 = original (a binary cross-entropy: nothing is ignored).
             let labels = inputs.labels::<2>("labels", input.input_ids.dims(), 2, false, device)?;
             let out = m.forward(input.clone(), labels, options(args));

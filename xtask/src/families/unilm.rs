@@ -5,8 +5,9 @@ use burn::prelude::*;
 use sesame_layers::Classifier;
 use sesame_unilm::{Unilm, UnilmModel};
 
-use sesame_layers::{Backbone, PretrainedModel};
+use sesame_layers::PretrainedModel;
 use sesame_generate::generate_streaming;
+use sesame_layers::HfConfig as _;
 use super::FamilyEntry;
 use crate::forward::PreTraining;
 use crate::generate::*;
@@ -23,7 +24,7 @@ pub const ENTRY: FamilyEntry = FamilyEntry::masked_lm::<Unilm, UnilmModel, Class
 /// checkpoint (`UnilmSeq2SeqDecoder`), sources batched and padded after their `[SEP]`, targets
 /// from nothing.
 pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    use sesame_unilm::{UnilmForMaskedLM, UnilmModel, UnilmSeq2SeqDecoder};
+    use sesame_unilm::{UnilmForMaskedLM, UnilmSeq2SeqDecoder};
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
@@ -34,7 +35,7 @@ pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String
     };
     let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
     let loaded = lm_head_loaded(dir, crate::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
-    let limits = UnilmModel::input_limits(&loaded.config);
+    let limits = loaded.config.input_limits();
     let config = settings(dir, args, (limits.max_len, limits.vocab_size), sep)?;
     let (per_input, repeat) = rows_per_input(&config);
     loop {
