@@ -2,11 +2,14 @@
 //! checkpoint keys) that runs its product in int8 by itself once the model is quantised
 //! ([`crate::int8::quantize`]), so no family has to ask for it.
 
-use burn::module::Param;
+use std::sync::Arc;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::prelude::*;
+use burn::tensor::TensorData;
 
 use crate::activation::Activation;
-use crate::int8::Int8Weight;
+use crate::int8::{self, PackedWeight};
 
 /// Configuration of [`Linear`].
 #[derive(Config, Debug)]
@@ -79,5 +82,109 @@ impl Linear {
         let mut out = dims;
         out[D - 1] = y.dims()[1];
         y.reshape(out)
+    }
+}
+
+/// The int8 form of a [`Linear`]'s weight, once the model is quantised ([`int8::quantize`]):
+/// the packed values and the id of the weight they were packed from (a layer whose weight has
+/// since been replaced multiplies in float). Shared by clones, freed with the last of them, never saved: a quantised model
+/// saves its weights as the floats they stand for, and loading it quantises it again.
+#[derive(Clone, Debug, Default)]
+pub struct Int8Weight(Option<(ParamId, Arc<PackedWeight>)>);
+
+impl Int8Weight {
+    /// The packed weight, once quantised.
+    pub fn packed(&self) -> Option<&Arc<PackedWeight>> {
+        self.0.as_ref().map(|(_, packed)| packed)
+    }
+
+    /// `x` `[m, d_input]` times `linear`'s weight plus its bias in int8, each piece of the
+    /// output passed through `then`; `x` back when it cannot run in int8 here (no packed
+    /// weight for this weight, a device other than host memory, gradients to track).
+    pub(crate) fn forward(&self, linear: &Linear, x: Tensor<2>, then: Option<fn(&mut [f32])>) -> Result<Tensor<2>, Tensor<2>> {
+        let Some((id, weight)) = &self.0 else { return Err(x) };
+        let usable = *id == linear.weight.id
+            && crate::device::is_host_memory(&x.device())
+            && !x.is_require_grad()
+            && !linear.weight.val().is_require_grad()
+            && x.dims()[1] == weight.k;
+        if !usable {
+            return Err(x);
+        }
+        let (device, dtype, [m, _]) = (x.device(), x.dtype(), x.dims());
+        let data = x.into_data();
+        let back = |data: &TensorData| Tensor::from_data(data.clone(), &device);
+        let values = match data.as_slice::<f32>() {
+            Ok(values) => std::borrow::Cow::Borrowed(values),
+            Err(_) => std::borrow::Cow::Owned(data.clone().convert::<f32>().try_into_vec::<f32>().map_err(|_| back(&data))?),
+        };
+        let bias = match &linear.bias {
+            Some(b) => Some(b.val().into_data().convert::<f32>().try_into_vec::<f32>().map_err(|_| back(&data))?),
+            None => None,
+        };
+        let y = weight.matmul_then(&values, m, bias.as_deref(), then);
+        Ok(Tensor::from_data(TensorData::new(y, [m, weight.n]).convert_dtype(dtype), &device))
+    }
+}
+
+impl Module for Int8Weight {
+    fn visit<V: ModuleVisitor>(&self, _visitor: &mut V) {
+        if self.0.is_some() {
+            int8::seen_packed();
+        }
+    }
+    /// Takes the weight `quantize` has just packed beside it, if any.
+    fn map<M: ModuleMapper>(self, _mapper: &mut M) -> Self {
+        match int8::take_packed() {
+            Some(packed) => Int8Weight(Some(packed)),
+            None => self,
+        }
+    }
+    fn to_device(self, _device: &Device) -> Self {
+        self
+    }
+    fn fork(self, _device: &Device) -> Self {
+        self
+    }
+    fn collect_devices(&self, devices: burn::module::Devices) -> burn::module::Devices {
+        devices
+    }
+    fn materialize(self) -> Self {
+        self
+    }
+    fn valid(&self) -> Self {
+        self.clone()
+    }
+    fn train(self) -> Self {
+        self
+    }
+}
+
+impl burn::module::ModuleDisplayDefault for Int8Weight {
+    fn content(&self, content: burn::module::Content) -> Option<burn::module::Content> {
+        content.add_formatted(&if self.0.is_some() { "int8" } else { "float" }).optional()
+    }
+}
+
+impl burn::module::ModuleDisplay for Int8Weight {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An activation applied by the int8 product gives the numbers of the product, then the
+    /// activation, on flex: both GELUs, applied inside the kernel, and an activation it does
+    /// not take (ReLU).
+    #[test]
+    fn an_activation_in_the_product_gives_the_numbers_of_one_after_it() {
+        let device = Device::flex();
+        let linear = int8::quantize(LinearConfig::new(70, 150).init(&device));
+        let x = Tensor::<3>::random([2, 9, 70], burn::tensor::Distribution::Normal(0.0, 2.0), &device);
+        for activation in [Activation::Gelu, Activation::GeluNew, Activation::Relu] {
+            let fused = linear.forward_activated(x.clone(), activation).into_data();
+            let after = activation.forward(linear.forward(x.clone())).into_data();
+            assert_eq!(fused.as_slice::<f32>().unwrap(), after.as_slice::<f32>().unwrap(), "{activation:?}");
+        }
+        assert!(Activation::Gelu.in_place_on_host(&device, burn::tensor::DType::F32).is_some(), "GELU is applied inside the product on flex");
     }
 }

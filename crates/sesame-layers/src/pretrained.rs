@@ -32,6 +32,14 @@ pub struct InputLimits {
     pub max_len: usize,
 }
 
+impl InputLimits {
+    /// An encoder with a learned table of `positions` position embeddings, of which the first
+    /// `offset` are never a token's (RoBERTa's padding offset; 0 elsewhere).
+    pub fn learned_positions(vocab_size: usize, type_vocab_size: usize, positions: usize, offset: usize) -> Self {
+        InputLimits { vocab_size, type_vocab_size, positions, max_len: positions.saturating_sub(offset) }
+    }
+}
+
 /// A family's configuration, read from and written to HF `config.json`.
 pub trait HfConfig: Sized + Clone {
     /// Read and check `dir/config.json`.

@@ -136,12 +136,7 @@ impl AlbertConfig {
 
 impl HfConfig for AlbertConfig {
     fn input_limits(&self) -> InputLimits {
-        InputLimits {
-            vocab_size: self.vocab_size,
-            type_vocab_size: self.type_vocab_size,
-            positions: self.max_position_embeddings,
-            max_len: self.max_position_embeddings,
-        }
+        InputLimits::learned_positions(self.vocab_size, self.type_vocab_size, self.max_position_embeddings, 0)
     }
 
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {

@@ -249,7 +249,7 @@ impl BartConfig {
 impl HfConfig for BartConfig {
     /// Ids of its vocabulary, up to its learned positions; no segment ids.
     fn input_limits(&self) -> InputLimits {
-        InputLimits { vocab_size: self.vocab_size, type_vocab_size: 0, positions: self.max_position_embeddings, max_len: self.max_position_embeddings }
+        InputLimits::learned_positions(self.vocab_size, 0, self.max_position_embeddings, 0)
     }
 
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {

@@ -157,12 +157,7 @@ impl<F: BertLikeFamily> BertLikeConfig<F> {
 
 impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
     fn input_limits(&self) -> InputLimits {
-        InputLimits {
-            vocab_size: self.vocab_size,
-            type_vocab_size: self.type_vocab_size,
-            positions: self.max_position_embeddings,
-            max_len: self.max_position_embeddings - self.position_offset(),
-        }
+        InputLimits::learned_positions(self.vocab_size, self.type_vocab_size, self.max_position_embeddings, self.position_offset())
     }
 
     fn labels(&self) -> &sesame_layers::hparams::LabelConfig {

@@ -10,7 +10,7 @@
 //!   scale per row (token) and group of 64 inputs: a scale per tensor or per row loses too
 //!   much on short sentences, whose few tokens vary most in magnitude
 //!   (docs/history/performance.md has the cosines measured).
-//! - **Products**: on host-memory backends (flex, ndarray) [`Linear::forward`] multiplies the int8
+//! - **Products**: on host-memory backends (flex, ndarray) `Linear::forward` multiplies the int8
 //!   values with 32-bit integer sums per group (AVX-512 VNNI or AVX-VNNI `vpdpbusd`, else
 //!   AVX2, where the CPU has them, portable code elsewhere: the same sums and float steps, so
 //!   the same numbers), adds the groups' sums times their scales in float, then scales by
@@ -20,11 +20,11 @@
 //!   off the sums, as ONNX Runtime and oneDNN do; AVX2, whose pairs are summed in 16 bits, takes
 //!   `|x|` and moves the sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits.
 //!   The form a kernel reads is made in the one pass that quantises `x`. The output is written
-//!   once, not zeroed first; [`Linear::forward_activated`] has the kernel apply an activation that runs
+//!   once, not zeroed first; `Linear::forward_activated` has the kernel apply an activation that runs
 //!   on the host (either GELU) to each block of it while it is in cache. Other backends
 //!   multiply the quantised weights in floating point.
 //!
-//! Each [`Linear`] holds its packed int8 weight ([`Int8Weight`]), a quarter of the float
+//! Each `Linear` holds its packed int8 weight (`Int8Weight`), a quarter of the float
 //! weight's memory, freed with the model. The x86 kernels are in their own module, `x86`.
 //!
 //! Burn's own quantisation (`Module::quantize_weights`) is not used: it stores the weights
@@ -40,7 +40,6 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::prelude::*;
 use burn::tensor::TensorData;
 
-use crate::linear::Linear;
 
 /// The largest weight magnitude, in int8 units.
 pub const WEIGHT_MAX: f32 = 127.0;
@@ -357,17 +356,17 @@ fn quantize_group(values: &[f32], q: &mut [i8], s: &mut f32) {
 mod x86;
 
 thread_local! {
-    /// The weight [`Quantizer`] packed last, until the [`Int8Weight`] beside it takes it: a
+    /// The weight [`Quantizer`] packed last, until the `Int8Weight` beside it takes it: a
     /// module is mapped field by field, a `Linear`'s `weight` just before its `int8`.
     static PACKED: RefCell<Option<(ParamId, Arc<PackedWeight>)>> = const { RefCell::new(None) };
-    /// Counts the [`Int8Weight`]s holding a packed weight that a visitor passes.
+    /// Counts the `Int8Weight`s holding a packed weight that a visitor passes.
     static SEEN: Cell<usize> = const { Cell::new(0) };
 }
 
 /// `model` with every `Linear` weight quantised to int8 (per output channel, symmetric) under
-/// a new parameter id, and packed into the layer's [`Int8Weight`]: the original model is left
+/// a new parameter id, and packed into the layer's `Int8Weight`: the original model is left
 /// as it was. On flex and ndarray its products then run in int8
-/// ([`crate::linear::Linear::forward`]). Quantising a quantised model gives the same weights.
+/// (`Linear::forward`). Quantising a quantised model gives the same weights.
 pub fn quantize<M: Module>(model: M) -> M {
     PACKED.with(|p| p.borrow_mut().take());
     let model = model.map(&mut Quantizer::default());
@@ -376,7 +375,7 @@ pub fn quantize<M: Module>(model: M) -> M {
 }
 
 /// Whether every `Linear` weight of `model` (and at least one) has its int8 form, as
-/// [`quantize`] leaves a model whose dense layers are all [`Linear`]s. Burn's own `Linear` has
+/// [`quantize`] leaves a model whose dense layers are all Sesame's `Linear`s. Burn's own `Linear` has
 /// no int8 form: a model holding one is not quantised, though `quantize` snaps its weight.
 pub fn is_quantized<M: Module>(model: &M) -> bool {
     #[derive(Default)]
@@ -439,93 +438,20 @@ impl ModuleMapper for Quantizer {
     }
 }
 
-/// The int8 form of a [`Linear`]'s weight, once [`quantize`]d: the packed values and the id of
-/// the weight they were packed from (a layer whose weight has since been replaced multiplies
-/// in float). Shared by clones, freed with the last of them, never saved: a quantised model
-/// saves its weights as the floats they stand for, and loading it quantises it again.
-#[derive(Clone, Debug, Default)]
-pub struct Int8Weight(Option<(ParamId, Arc<PackedWeight>)>);
-
-impl Int8Weight {
-    /// The packed weight, once quantised.
-    pub fn packed(&self) -> Option<&Arc<PackedWeight>> {
-        self.0.as_ref().map(|(_, packed)| packed)
-    }
-
-    /// `x` `[m, d_input]` times `linear`'s weight plus its bias in int8, each piece of the
-    /// output passed through `then`; `x` back when it cannot run in int8 here (no packed
-    /// weight for this weight, a device other than host memory, gradients to track).
-    pub(crate) fn forward(&self, linear: &Linear, x: Tensor<2>, then: Option<fn(&mut [f32])>) -> Result<Tensor<2>, Tensor<2>> {
-        let Some((id, weight)) = &self.0 else { return Err(x) };
-        let usable = *id == linear.weight.id
-            && crate::device::is_host_memory(&x.device())
-            && !x.is_require_grad()
-            && !linear.weight.val().is_require_grad()
-            && x.dims()[1] == weight.k;
-        if !usable {
-            return Err(x);
-        }
-        let (device, dtype, [m, _]) = (x.device(), x.dtype(), x.dims());
-        let data = x.into_data();
-        let back = |data: &TensorData| Tensor::from_data(data.clone(), &device);
-        let values = match data.as_slice::<f32>() {
-            Ok(values) => std::borrow::Cow::Borrowed(values),
-            Err(_) => std::borrow::Cow::Owned(data.clone().convert::<f32>().try_into_vec::<f32>().map_err(|_| back(&data))?),
-        };
-        let bias = match &linear.bias {
-            Some(b) => Some(b.val().into_data().convert::<f32>().try_into_vec::<f32>().map_err(|_| back(&data))?),
-            None => None,
-        };
-        let y = weight.matmul_then(&values, m, bias.as_deref(), then);
-        Ok(Tensor::from_data(TensorData::new(y, [m, weight.n]).convert_dtype(dtype), &device))
-    }
+/// The weight [`quantize`] packed last, taken by the layer it belongs to (its `int8` field,
+/// mapped just after its `weight`).
+pub(crate) fn take_packed() -> Option<(ParamId, Arc<PackedWeight>)> {
+    PACKED.with(|p| p.borrow_mut().take())
 }
 
-impl Module for Int8Weight {
-    fn visit<V: ModuleVisitor>(&self, _visitor: &mut V) {
-        if self.0.is_some() {
-            SEEN.with(|s| s.set(s.get() + 1));
-        }
-    }
-    /// Takes the weight [`quantize`] has just packed beside it, if any.
-    fn map<M: ModuleMapper>(self, _mapper: &mut M) -> Self {
-        match PACKED.with(|p| p.borrow_mut().take()) {
-            Some(packed) => Int8Weight(Some(packed)),
-            None => self,
-        }
-    }
-    fn to_device(self, _device: &Device) -> Self {
-        self
-    }
-    fn fork(self, _device: &Device) -> Self {
-        self
-    }
-    fn collect_devices(&self, devices: burn::module::Devices) -> burn::module::Devices {
-        devices
-    }
-    fn materialize(self) -> Self {
-        self
-    }
-    fn valid(&self) -> Self {
-        self.clone()
-    }
-    fn train(self) -> Self {
-        self
-    }
+/// Count one packed weight passed by the visitor of [`is_quantized`].
+pub(crate) fn seen_packed() {
+    SEEN.with(|s| s.set(s.get() + 1));
 }
-
-impl burn::module::ModuleDisplayDefault for Int8Weight {
-    fn content(&self, content: burn::module::Content) -> Option<burn::module::Content> {
-        content.add_formatted(&if self.0.is_some() { "int8" } else { "float" }).optional()
-    }
-}
-
-impl burn::module::ModuleDisplay for Int8Weight {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activation::Activation;
 
     /// What `write` puts into `len` values, which start as NaN (so one left unwritten shows).
     fn written(len: usize, write: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f32> {
@@ -628,22 +554,6 @@ mod tests {
         let split = packed.matmul_then(&x, m, Some(&bias), Some(then));
         let alone = crate::device::on_one_thread(|| packed.matmul_then(&x, m, Some(&bias), Some(then)));
         assert!(split == after && alone == after, "split and unsplit products apply it once");
-    }
-
-    /// An activation applied by the int8 product gives the numbers of the product, then the
-    /// activation, on flex: both GELUs, applied inside the kernel, and an activation it does
-    /// not take (ReLU).
-    #[test]
-    fn an_activation_in_the_product_gives_the_numbers_of_one_after_it() {
-        let device = Device::flex();
-        let linear = quantize(crate::linear::LinearConfig::new(70, 150).init(&device));
-        let x = Tensor::<3>::random([2, 9, 70], burn::tensor::Distribution::Normal(0.0, 2.0), &device);
-        for activation in [Activation::Gelu, Activation::GeluNew, Activation::Relu] {
-            let fused = linear.forward_activated(x.clone(), activation).into_data();
-            let after = activation.forward(linear.forward(x.clone())).into_data();
-            assert_eq!(fused.as_slice::<f32>().unwrap(), after.as_slice::<f32>().unwrap(), "{activation:?}");
-        }
-        assert!(Activation::Gelu.in_place_on_host(&device, burn::tensor::DType::F32).is_some(), "GELU is applied inside the product on flex");
     }
 
     /// The largest magnitudes do not saturate: `127 · 127` products summed in pairs, of every
