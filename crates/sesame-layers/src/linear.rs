@@ -55,10 +55,7 @@ impl Linear {
     /// per batch row). In int8 when the weight is quantised and `x` is host memory without
     /// gradients to track.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        self.on_rows(x, |x| match self.int8.forward(self, x, None) {
-            Ok(y) => y,
-            Err(x) => burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val())),
-        })
+        self.on_rows(x, |x| self.int8.forward(self, x, None).unwrap_or_else(|x| self.float_product(x)))
     }
 
     /// `activation(self.forward(x))`, with the same numbers; where the product runs in int8
@@ -68,10 +65,12 @@ impl Linear {
         let Some(then) = activation.in_place_on_host(&x.device(), x.dtype()) else {
             return activation.forward(self.forward(x));
         };
-        self.on_rows(x, |x| match self.int8.forward(self, x, Some(then)) {
-            Ok(y) => y,
-            Err(x) => activation.forward(burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val()))),
-        })
+        self.on_rows(x, |x| self.int8.forward(self, x, Some(then)).unwrap_or_else(|x| activation.forward(self.float_product(x))))
+    }
+
+    /// `x · weight + bias` in float, `x` `[rows, d_input]`.
+    fn float_product(&self, x: Tensor<2>) -> Tensor<2> {
+        burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val()))
     }
 
     /// `f` applied to `x` `[.., d_input]` as `[rows, d_input]`, giving `[.., d_output]`.
@@ -87,8 +86,9 @@ impl Linear {
 
 /// The int8 form of a [`Linear`]'s weight, once the model is quantised ([`int8::quantize`]):
 /// the packed values and the id of the weight they were packed from (a layer whose weight has
-/// since been replaced multiplies in float). Shared by clones, freed with the last of them, never saved: a quantised model
-/// saves its weights as the floats they stand for, and loading it quantises it again.
+/// since been replaced multiplies in float). Shared by clones, freed with the last of them,
+/// never saved: a quantised model saves its weights as the floats they stand for, and loading
+/// it quantises it again.
 #[derive(Clone, Debug, Default)]
 pub struct Int8Weight(Option<(ParamId, Arc<PackedWeight>)>);
 

@@ -20,8 +20,8 @@
 //!   off the sums, as ONNX Runtime and oneDNN do; AVX2, whose pairs are summed in 16 bits, takes
 //!   `|x|` and moves the sign of `x` onto the weight (`vpsignb`), so no pair sum exceeds 16 bits.
 //!   The form a kernel reads is made in the one pass that quantises `x`. The output is written
-//!   once, not zeroed first; `Linear::forward_activated` has the kernel apply an activation that runs
-//!   on the host (either GELU) to each block of it while it is in cache. Other backends
+//!   once, not zeroed first; `Linear::forward_activated` has the kernel apply an activation
+//!   that runs on the host (either GELU) to each block of it while it is in cache. Other backends
 //!   multiply the quantised weights in floating point.
 //!
 //! Each `Linear` holds its packed int8 weight (`Int8Weight`), a quarter of the float
@@ -39,7 +39,6 @@ use std::sync::Arc;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::prelude::*;
 use burn::tensor::TensorData;
-
 
 /// The largest weight magnitude, in int8 units.
 pub const WEIGHT_MAX: f32 = 127.0;
@@ -368,15 +367,16 @@ thread_local! {
 /// as it was. On flex and ndarray its products then run in int8
 /// (`Linear::forward`). Quantising a quantised model gives the same weights.
 pub fn quantize<M: Module>(model: M) -> M {
-    PACKED.with(|p| p.borrow_mut().take());
+    take_packed();
     let model = model.map(&mut Quantizer::default());
-    PACKED.with(|p| p.borrow_mut().take());
+    take_packed();
     model
 }
 
 /// Whether every `Linear` weight of `model` (and at least one) has its int8 form, as
-/// [`quantize`] leaves a model whose dense layers are all Sesame's `Linear`s. Burn's own `Linear` has
-/// no int8 form: a model holding one is not quantised, though `quantize` snaps its weight.
+/// [`quantize`] leaves a model whose dense layers are all Sesame's `Linear`s. Burn's own
+/// `Linear` has no int8 form: a model holding one is not quantised, though `quantize` snaps its
+/// weight.
 pub fn is_quantized<M: Module>(model: &M) -> bool {
     #[derive(Default)]
     struct Count {
