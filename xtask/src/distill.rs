@@ -1,18 +1,13 @@
-//! `cargo xtask distill`: a fine-tuned sequence classifier (the teacher, `--model`) teaches a
-//! student of the same family with fewer layers, initialised from every other layer of the
-//! teacher as DistilBERT was (`sesame_train::distill`: soft targets at a temperature, the
-//! labels, and TinyBERT's hidden-state and attention losses, each weighted by a flag). The run
-//! is a `finetune` run (progress, evaluations, checkpoints, `--resume`, the best student by
-//! `--metric`), and the student is exported in HF layout. A masked LM distils in a pre-training
-//! run, `cargo xtask train FAMILY --teacher DIR` (`crate::train::train_distilled`), with the
-//! same [`StudentArgs`].
+//! `cargo xtask distill`: the flags of a distillation job, parsed into the library's options
+//! for [`sesame_train::distill::distill_classifier`] (a fine-tuned sequence classifier, the
+//! teacher `--model`, teaches a student of the same family with fewer layers). A masked LM
+//! distils in a pre-training run, `cargo xtask train FAMILY --teacher DIR`
+//! (`crate::train::train_distilled`), with the same [`StudentArgs`].
 use burn::tensor::Device;
-use sesame_layers::{HfConfig, SequenceClassifier};
-use sesame_text::labelled::ProblemType;
-use sesame_train::distill::{ClassifierDistillation, DistillLoss};
-use sesame_train::finetune::{metric_names, SequenceClassification};
+use sesame_layers::SequenceClassifier;
+use sesame_train::distill::StudentOptions;
 
-use crate::finetune::{batching, best_metric, default_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, FinetuneArgs, Run};
+use crate::finetune::{printed, FinetuneArgs};
 
 /// Options of `cargo xtask distill`: `finetune`'s (`--model` is the teacher) and the student's.
 #[derive(clap::Args, Debug)]
@@ -63,12 +58,6 @@ pub struct StudentArgs {
     pub layer_map: Option<String>,
 }
 
-/// The defaults of the weights `[soft, hard, cos]` of `distill` (a classifier).
-pub const CLASSIFIER_WEIGHTS: [f64; 3] = [1.0, 0.5, 0.0];
-/// The defaults of the weights `[soft, hard, cos]` of `train --teacher`: DistilBERT's
-/// `alpha_ce`, `alpha_mlm` and `alpha_cos` (its README's command).
-pub const MASKED_LM_WEIGHTS: [f64; 3] = [5.0, 2.0, 1.0];
-
 impl StudentArgs {
     /// Whether any option is given (refused without a teacher).
     pub fn any(&self) -> bool {
@@ -76,36 +65,18 @@ impl StudentArgs {
         self.student_layers.is_some() || self.layer_map.is_some() || weights.iter().any(Option::is_some)
     }
 
-    /// The teacher's layers (0-based) a student of `--student-layers` (default: half) starts
-    /// from, of a teacher of `teacher` layers.
-    pub fn kept_layers(&self, teacher: usize) -> Result<Vec<usize>, String> {
-        let student = self.student_layers.unwrap_or((teacher / 2).max(1));
-        if student >= teacher {
-            return Err(format!("--student-layers {student}: the teacher has {teacher}; a student has fewer"));
+    /// The library's options of these flags.
+    pub fn options(&self) -> StudentOptions {
+        StudentOptions {
+            student_layers: self.student_layers,
+            temperature: self.temperature,
+            alpha_soft: self.alpha_soft,
+            alpha_hard: self.alpha_hard,
+            alpha_cos: self.alpha_cos,
+            alpha_hidden: self.alpha_hidden,
+            alpha_attention: self.alpha_attention,
+            layer_map: self.layer_map.clone(),
         }
-        Ok((0..student).map(|i| i * teacher / student).collect())
-    }
-
-    /// The loss of a student of `student` layers and a teacher of `teacher`, the weights not
-    /// given taken from `defaults` (`[soft, hard, cos]`).
-    pub fn loss(&self, defaults: [f64; 3], student: usize, teacher: usize) -> Result<DistillLoss, String> {
-        let layer_map = match &self.layer_map {
-            None => DistillLoss::uniform_map(student, teacher),
-            Some(text) => parse_layer_map(text, student, teacher)?,
-        };
-        let loss = DistillLoss {
-            temperature: self.temperature.unwrap_or(2.0),
-            soft: self.alpha_soft.unwrap_or(defaults[0]),
-            hard: self.alpha_hard.unwrap_or(defaults[1]),
-            cosine: self.alpha_cos.unwrap_or(defaults[2]),
-            hidden: self.alpha_hidden.unwrap_or(0.0),
-            attention: self.alpha_attention.unwrap_or(0.0),
-            layer_map,
-        };
-        if loss.soft + loss.hard + loss.cosine + loss.hidden + loss.attention <= 0.0 {
-            return Err("every --alpha-* is 0; nothing to learn".into());
-        }
-        Ok(loss)
     }
 }
 
@@ -123,64 +94,11 @@ fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `distill` of a family whose sequence classifier is `M`.
+/// `distill` of a family whose sequence classifier is `M`: the library's run, printed as one
+/// JSON line.
 pub fn distill<M: SequenceClassifier>(args: &DistillArgs, device: Device) -> Result<String, String> {
-    let run = &args.run;
-    for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay"), (run.init.is_some(), "--init")] {
-        if set {
-            return Err(format!("distill: {flag} is for `finetune`; the student trains whole"));
-        }
+    if args.run.init.is_some() {
+        return Err("distill: --init is for `finetune`; the student trains whole".into());
     }
-    let data = read_data(run)?;
-    let metric = best_metric(run, data.problem.hf_name(), metric_names(data.problem), default_metric(data.problem))?;
-    let (tokenizer, config, seq_len) = load_start::<M>(run)?;
-    let problems = [ProblemType::SingleLabelClassification, ProblemType::MultiLabelClassification, ProblemType::Regression];
-    let (train, eval, classes) = sets_of_the_model("distill", run, &data, &tokenizer, config.labels(), seq_len, &problems)?;
-
-    // The teacher: fixed, without dropout, on the training device.
-    let train_device = device.clone().autodiff();
-    let loaded = M::from_pretrained(&run.model, &train_device).map_err(|e| e.to_string())?;
-    if !loaded.report.initialized.is_empty() {
-        return Err(format!("distill: {} is not a fine-tuned classifier ({}); fine-tune it first", run.model.display(), loaded.report));
-    }
-    let teacher_layers = M::num_layers(&config);
-    let kept = args.student.kept_layers(teacher_layers)?;
-    let loss = args.student.loss(CLASSIFIER_WEIGHTS, kept.len(), teacher_layers).map_err(|e| format!("distill: {e}"))?;
-    if loss.attention > 0.0 && !M::pruned_heads(&config).is_empty() {
-        return Err("--alpha-attention: the teacher has pruned heads; the attention maps of mapped layers must have the same heads".into());
-    }
-    let teacher = sesame_train::pruning::without_dropout(loaded.model).no_grad();
-    let student_layers = kept.len();
-    let what = format!(
-        "{} training rows, {} evaluation rows, {} {}; a student of {student_layers} layers (the teacher's {}) from {teacher_layers}; loss {}",
-        train.len(), eval.len(), data.problem.hf_name(), if classes.is_empty() { String::new() } else { format!("over {} classes", classes.len()) },
-        kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "),
-        serde_json::to_string(&loss).expect("JSON"),
-    );
-    let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len().max(1), batching(run));
-    let task = ClassifierDistillation::new(rows, teacher, loss);
-    let per_epoch = task.batches_per_epoch();
-    let runner = Run { args: run, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &classes };
-    let prepare = |model: M, config: &mut M::Config, _: &sesame_layers::LoadReport| model.keep_layers(config, &kept).map_err(|e| format!("distill: {e}"));
-    runner.fit_and_export_with(&task, config, prepare, |model, device| {
-        let predictions = held_out_predictions(&task, model, device);
-        Ok(per_class(task.report(&predictions)))
-    })
-}
-
-/// `1:2,2:4,3:6`: every student layer `1..=student` once, each to a teacher layer in
-/// `1..=teacher`.
-fn parse_layer_map(text: &str, student: usize, teacher: usize) -> Result<Vec<usize>, String> {
-    let mut map = vec![0; student];
-    for pair in text.split(',') {
-        let parsed = pair.split_once(':').and_then(|(s, t)| Some((s.trim().parse::<usize>().ok()?, t.trim().parse::<usize>().ok()?)));
-        match parsed {
-            Some((s, t)) if (1..=student).contains(&s) && (1..=teacher).contains(&t) && map[s - 1] == 0 => map[s - 1] = t,
-            _ => return Err(format!("--layer-map {text}: `{pair}` is not STUDENT:TEACHER with a student layer in 1..={student} (each once) and a teacher layer in 1..={teacher}")),
-        }
-    }
-    if let Some(missing) = map.iter().position(|&t| t == 0) {
-        return Err(format!("--layer-map {text}: student layer {} has no teacher layer", missing + 1));
-    }
-    Ok(map)
+    sesame_train::distill::distill_classifier::<M>(&args.run.options(), &args.student.options(), device).map(|done| printed(&done))
 }

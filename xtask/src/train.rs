@@ -727,14 +727,14 @@ where
         None if fresh_student => (None, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad).map_err(err)?),
         None => {
             let mut config = teacher_config.clone();
-            let kept = args.student.kept_layers(teacher_sizes.layers)?;
+            let kept = args.student.options().kept_layers(teacher_sizes.layers)?;
             eprintln!("the student starts from the teacher's layers {}", kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "));
             let student = loaded.model.clone().keep_layers(&mut config, &kept).map_err(err)?;
             (Some(student), config)
         }
     };
     let sizes = B::classifier_sizes(&config);
-    let loss = args.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
+    let loss = args.student.options().loss(sesame_train::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
     let limits = config.input_limits();
     if limits.vocab_size != teacher_limits.vocab_size {
         return Err(format!("the student's vocab_size is {}, the teacher's {}: the soft targets need the same vocabulary", limits.vocab_size, teacher_limits.vocab_size));

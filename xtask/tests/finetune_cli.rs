@@ -57,6 +57,37 @@ fn args(dir: &Path, extra: &[&str]) -> Vec<String> {
     base.into_iter().chain(extra.iter().map(|s| s.to_string())).collect()
 }
 
+/// The library's fine-tuning call (sesame-train's example `finetune`, built by `cargo test` as
+/// every example is) learns the task, and the CLI with the same settings is that call: the
+/// same held-out metrics and the same exported weights.
+#[test]
+fn the_library_example_fine_tunes_a_classifier_as_the_cli_does() {
+    let dir = scratch("library");
+    write_csv(&dir.join("train.csv"), 0..160, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1048, animal);
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/finetune
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(format!("finetune{}", std::env::consts::EXE_SUFFIX));
+    assert!(example.is_file(), "{} is not built (cargo test builds the workspace's examples)", example.display());
+    let (train, eval) = (dir.join("train.csv").display().to_string(), dir.join("eval.csv").display().to_string());
+    let library = dir.join("library");
+    let out = Command::new(&example).args([&model_dir().display().to_string(), &train, &eval, &library.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}: {}", example.display(), String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout).to_string();
+    let accuracy: f64 = printed.split_whitespace().nth(1).and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no accuracy in {printed}"));
+    assert!(accuracy >= 0.9, "held-out accuracy {accuracy}: {printed}");
+
+    let cli = dir.join("cli");
+    let done = finetune(&[
+        "--model", &model_dir().display().to_string(), "--train", &train, "--eval", &eval, "--steps", "60", "--eval-every", "10",
+        "--batch-size", "16", "--lr", "3e-3", "--quiet", "--out", &cli.display().to_string(),
+    ].map(String::from))
+    .unwrap();
+    assert_eq!(format!("{:.4}", done["metrics"]["accuracy"].as_f64().unwrap()), format!("{accuracy:.4}"), "{done}\n{printed}");
+    let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
+    assert!(weights(&library) == weights(&cli), "the library's and the CLI's exports differ");
+}
+
 #[test]
 fn a_classifier_learns_resumes_after_a_stop_to_the_same_model_and_transformers_loads_it() {
     let dir = scratch("single");

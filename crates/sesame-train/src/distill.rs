@@ -18,6 +18,9 @@ use crate::finetune::{ClassificationBatch, SequenceClassification};
 use crate::pretraining::{masked_lm_counts, masked_lm_metrics, read_back, Pretraining, PretrainingBatch};
 use crate::{Metric, StepOutput, TrainTask};
 
+mod run;
+pub use run::{distill_classifier, StudentOptions, CLASSIFIER_WEIGHTS, MASKED_LM_WEIGHTS};
+
 /// The weight of each term of the loss, and the temperature.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DistillLoss {

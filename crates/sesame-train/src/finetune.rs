@@ -1,6 +1,8 @@
-//! Fine-tuning on users' labelled text: sequence classification (one class, any set of
-//! classes, or a number per text or pair of texts) as a [`TrainTask`] for the shared trainer,
-//! scored on the held-out set with the metrics the field reports (`sesame-metrics`).
+//! Fine-tuning on users' labelled text. [`finetune`] is the whole job in one call (data,
+//! training, evaluation, export); the parts are here too: sequence classification (one class,
+//! any set of classes, or a number per text or pair of texts) as a [`TrainTask`] for the
+//! shared trainer, scored on the held-out set with the metrics the field reports
+//! (`sesame-metrics`), and tagging and question answering in their modules.
 //!
 //! Data as transformers' `run_classification.py` and `Trainer` take it: texts truncated to the
 //! maximum length, batches padded to their longest row, the training rows shuffled anew every
@@ -25,8 +27,10 @@ use crate::{Metric, StepOutput, TrainTask};
 
 mod early_exit;
 mod qa;
+pub(crate) mod run;
 mod tagging;
 pub use early_exit::{exit_curve, freeze_all_but_exits, EarlyExitDistillation, ExitPoint};
+pub use run::{finetune, finetune_without_tagger, save_model, ColumnNames, FeatureLayer, FinetuneOptions, FinetuneTask, Finetuned, Init};
 pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, QA_METRICS};
 pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, ENTITY_METRICS, WORD_METRICS};
 

@@ -14,6 +14,9 @@ use burn::module::{Flag, Module, ModuleMapper, Param};
 use burn::optim::GradientsParams;
 use sesame_layers::Encoder;
 
+mod run;
+pub use run::{prune_classifier, BeforeAfter, Evaluated, PruneOptions, Pruned};
+
 /// `module` with dropout off and gradients still tracked (importance is measured as the model
 /// predicts, `model.eval()` in the authors' code).
 pub fn without_dropout<M: Module>(module: M) -> M {

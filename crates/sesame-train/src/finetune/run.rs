@@ -1,0 +1,843 @@
+//! One call per fine-tuning job: [`finetune`] reads the user's labelled files, starts from a
+//! checkpoint directory (or fresh weights of its architecture), trains with the shared
+//! [`Trainer`], keeps the best evaluation by a metric, and exports that model in HF layout
+//! with its label names and tokenizer. `cargo xtask finetune` parses its flags into
+//! [`FinetuneOptions`] and calls it.
+//!
+//! ```no_run
+//! # fn run() -> Result<(), String> {
+//! use sesame_bert::{BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification};
+//! use sesame_train::finetune::{finetune, FinetuneOptions};
+//!
+//! let options = FinetuneOptions { epochs: 5.0, lr: 1e-4, ..FinetuneOptions::new("bert-tiny", "train.csv", "test.csv", "runs/sst") };
+//! let result = finetune::<BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering>(&options, burn::tensor::Device::flex())?;
+//! println!("accuracy {:.3}; the model is in {}", result.metrics["accuracy"], result.model.display());
+//! # Ok(()) }
+//! ```
+//!
+//! Errors are one line each, naming the file, the row or the option (as the CLI's flag:
+//! `--seq-len` for [`FinetuneOptions::seq_len`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::Device;
+use serde::Serialize;
+use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
+use sesame_pipelines::AnswerOptions;
+use sesame_text::labelled::{self, Columns, ProblemType, Target};
+use sesame_text::tagged::{self, TagFields};
+use sesame_text::{Tokenizer, TokenizerConfig};
+
+use super::{layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use crate::{TrainConfig, TrainTask, Trainer};
+
+/// What to learn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum FinetuneTask {
+    /// Sequence classification; the labels say which kind (`run_classification.py`'s rule):
+    /// strings or integers are classes, floats a regression target, lists sets of classes.
+    #[default]
+    Classify,
+    /// Multi-label classification (a list of classes per row, or one class).
+    Multilabel,
+    /// Regression on a number per row.
+    Regress,
+    /// Token classification (named entities, parts of speech): a tag per word, from CoNLL
+    /// files or JSON lines with `tokens` and `tags`.
+    Tag,
+    /// Extractive question answering: SQuAD's JSON (v1.1, or v2.0 with unanswerable
+    /// questions) or JSON lines with `question`, `context` and `answers`.
+    Qa,
+}
+
+/// Where fine-tuning starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum Init {
+    /// The weights of the checkpoint.
+    #[default]
+    Pretrained,
+    /// Fresh weights of the checkpoint's architecture (its config.json and tokenizer), drawn
+    /// from the seed as transformers initialises a new model: the baseline that shows what
+    /// pre-training brings.
+    Random,
+}
+
+/// Where the head reads its features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatureLayer {
+    /// One encoder layer, 1-based, or negative from the top (-1: the top).
+    Layer(i64),
+    /// ELMo's scalar mix of the embeddings and every layer.
+    Mix,
+}
+
+/// Where a labelled file keeps its texts and labels; `None` takes the default.
+#[derive(Clone, Debug, Default)]
+pub struct ColumnNames {
+    /// Column (field) of the text [default: text; tokens for tagging].
+    pub text: Option<String>,
+    /// Column (field) of the second text of sentence pairs.
+    pub pair: Option<String>,
+    /// Column (field) of the label [default: label; tags for tagging].
+    pub label: Option<String>,
+}
+
+impl ColumnNames {
+    /// The columns of a classification file, defaults filled in.
+    pub fn columns(&self) -> Columns {
+        let defaults = Columns::default();
+        Columns { text: self.text.clone().unwrap_or(defaults.text), pair: self.pair.clone(), label: self.label.clone().unwrap_or(defaults.label) }
+    }
+
+    /// The second texts of `rows`, when the file has pairs.
+    pub fn pairs<'a>(&self, rows: &'a [labelled::LabelledRow]) -> Option<Vec<&'a str>> {
+        self.pair.as_ref().map(|_| rows.iter().map(|r| r.pair.as_deref().unwrap_or_default()).collect())
+    }
+}
+
+/// A fine-tuning job: the checkpoint, the data, the run directory and the optimisation. Build
+/// it with [`FinetuneOptions::new`] and change the fields that differ from the defaults
+/// (transformers' `Trainer`'s, as the CLI's).
+#[derive(Clone, Debug)]
+pub struct FinetuneOptions {
+    /// The HF checkpoint to start from (config.json, weights, tokenizer files).
+    pub model: PathBuf,
+    /// Where to start: the checkpoint's weights or fresh ones.
+    pub init: Init,
+    /// What to learn.
+    pub task: FinetuneTask,
+    /// Training rows: CSV or TSV with a header, JSON lines; CoNLL for tagging; SQuAD's JSON for QA.
+    pub train: PathBuf,
+    /// Evaluation rows, in the same form.
+    pub eval: PathBuf,
+    /// Run directory: checkpoints in `run/`, `eval_results.json`, the exported model in `model/`.
+    pub out: PathBuf,
+    /// The columns of the rows.
+    pub columns: ColumnNames,
+    /// Passes over the training rows (a fraction allowed), unless `steps` is given.
+    pub epochs: f64,
+    /// Optimizer steps, instead of `epochs`.
+    pub steps: Option<u64>,
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// Batches per optimizer step (gradients averaged).
+    pub grad_accum: u64,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Tokens per row at most, special tokens included [default: 128 (384 for QA), or the
+    /// model's positions if fewer].
+    pub seq_len: Option<usize>,
+    /// Tokens shared by consecutive windows of a longer sentence or context (tagging, QA)
+    /// [default: a quarter of `seq_len`; a third for QA].
+    pub stride: Option<usize>,
+    /// Longest answer in tokens (QA).
+    pub max_answer_len: usize,
+    /// Start and end candidates per window (QA).
+    pub n_best: usize,
+    /// How far "no answer" must score ahead of the best span to win (QA with unanswerable questions).
+    pub null_threshold: f32,
+    /// Warm-up steps (then linear decay to 0).
+    pub warmup: u64,
+    /// AdamW weight decay (not on biases and LayerNorm).
+    pub weight_decay: f64,
+    /// Global gradient-norm clip (0: none).
+    pub max_grad_norm: f64,
+    /// Layer-wise learning-rate decay in (0, 1] (ELECTRA's recipe).
+    pub layer_lr_decay: Option<f64>,
+    /// Evaluate and checkpoint every N steps [default: every epoch].
+    pub eval_every: Option<u64>,
+    /// The held-out metric that picks the exported model [default: accuracy; f1_micro for
+    /// multi-label; mse for regression; f1 for entity tags and QA].
+    pub metric: Option<String>,
+    /// Stop after this many evaluations without a better metric (0: never).
+    pub patience: u64,
+    /// Keep the embeddings and encoder layers fixed; train the head alone.
+    pub freeze: bool,
+    /// Read the features from one encoder layer (the layers above it are dropped) or ELMo's mix.
+    pub feature_layer: Option<FeatureLayer>,
+    /// FastBERT's early exit: `model` is a fine-tuned classifier, kept fixed, whose head
+    /// teaches a classifier after every layer below the top.
+    pub early_exit: bool,
+    /// Random seed (head initialisation, shuffling, dropout).
+    pub seed: u64,
+    /// Continue the run in `out` from its latest checkpoint.
+    pub resume: bool,
+    /// Micro-batches each batch is split into (at most `batch_size`); the dropout masks follow it.
+    pub micro_batches: usize,
+    /// Micro-batches trained at once on a CPU backend [default: its cores].
+    pub threads: Option<usize>,
+    /// Stop after this step without a final checkpoint or export (simulates a kill).
+    pub stop_after: Option<u64>,
+    /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines.
+    pub progress: bool,
+}
+
+impl FinetuneOptions {
+    /// Fine-tune `model` on `train`, evaluate on `eval`, write the run to `out`; every other
+    /// option at its default.
+    pub fn new(model: impl Into<PathBuf>, train: impl Into<PathBuf>, eval: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        Self {
+            model: model.into(),
+            init: Init::Pretrained,
+            task: FinetuneTask::Classify,
+            train: train.into(),
+            eval: eval.into(),
+            out: out.into(),
+            columns: ColumnNames::default(),
+            epochs: 3.0,
+            steps: None,
+            batch_size: 8,
+            grad_accum: 1,
+            lr: 5e-5,
+            seq_len: None,
+            stride: None,
+            max_answer_len: 30,
+            n_best: 20,
+            null_threshold: 0.0,
+            warmup: 0,
+            weight_decay: 0.0,
+            max_grad_norm: 1.0,
+            layer_lr_decay: None,
+            eval_every: None,
+            metric: None,
+            patience: 0,
+            freeze: false,
+            feature_layer: None,
+            early_exit: false,
+            seed: 42,
+            resume: false,
+            micro_batches: 1,
+            threads: None,
+            stop_after: None,
+            progress: false,
+        }
+    }
+
+    /// The options a run cannot start with, as one line naming the option.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let positive = |value: u64, flag: &str| if value == 0 { Err(format!("{flag} 0: must be at least 1")) } else { Ok(()) };
+        if !(self.epochs > 0.0 && self.epochs.is_finite()) {
+            return Err(format!("--epochs {}: not a number of passes (a finite number > 0)", self.epochs));
+        }
+        positive(self.batch_size as u64, "--batch-size")?;
+        positive(self.grad_accum, "--grad-accum")?;
+        positive(self.micro_batches as u64, "--micro-batches")?;
+        positive(self.max_answer_len as u64, "--max-answer-len")?;
+        positive(self.n_best as u64, "--n-best")?;
+        if let Some(steps) = self.steps {
+            positive(steps, "--steps")?;
+        }
+        if let Some(every) = self.eval_every {
+            positive(every, "--eval-every")?;
+        }
+        if let Some(n) = self.seq_len.filter(|&n| n < 4) {
+            return Err(format!("--seq-len {n}: too short for a row (4 tokens at least)"));
+        }
+        for (value, flag) in [(self.lr, "--lr"), (self.weight_decay, "--weight-decay"), (self.max_grad_norm, "--max-grad-norm")] {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(format!("{flag} {value}: not a finite number >= 0"));
+            }
+        }
+        if !self.null_threshold.is_finite() {
+            return Err(format!("--null-threshold {}: not a finite number", self.null_threshold));
+        }
+        if let Some(d) = self.layer_lr_decay.filter(|d| !(*d > 0.0 && *d <= 1.0)) {
+            return Err(format!("--layer-lr-decay {d}: not a factor in (0, 1]"));
+        }
+        if self.early_exit && (self.freeze || self.feature_layer.is_some() || self.layer_lr_decay.is_some()) {
+            return Err("--early-exit trains exit classifiers on a fixed model: --freeze, --feature-layer and --layer-lr-decay do not apply".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a fine-tuning run gives: the exported model and its held-out scores.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finetuned {
+    /// Every held-out metric of the exported model's evaluation.
+    pub metrics: BTreeMap<String, f64>,
+    /// The metric that picked it.
+    pub metric: String,
+    /// The step it was taken at.
+    pub step: u64,
+    /// The run's steps.
+    pub steps: u64,
+    /// Seconds this process trained, its evaluations included (transformers' `train_runtime`).
+    pub train_seconds: f64,
+    /// Seconds of held-out evaluations.
+    pub eval_seconds: f64,
+    /// Seconds of writing checkpoints.
+    pub checkpoint_seconds: f64,
+    /// The exported model: an HF directory with its tokenizer (`out/model`).
+    pub model: PathBuf,
+    /// The step `stop_after` ended the run at, without a final checkpoint or export.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_after: Option<u64>,
+}
+
+/// The labelled data of a run, read and checked before any model is loaded.
+pub(crate) struct FinetuneData {
+    pub(crate) problem: ProblemType,
+    /// Class names (none for regression).
+    classes: Vec<String>,
+    /// The training rows and their targets.
+    train: (Vec<labelled::LabelledRow>, Vec<Target>),
+    /// The evaluation rows and their targets.
+    eval: (Vec<labelled::LabelledRow>, Vec<Target>),
+}
+
+/// Read `--train` and `--eval`: the label kind from the training file (or `--task`), the
+/// classes from the training file, every evaluation label checked against them.
+pub(crate) fn read_data(args: &FinetuneOptions) -> Result<FinetuneData, String> {
+    let columns = args.columns.columns();
+    let train = labelled::read_rows(&args.train, &columns).map_err(|e| e.to_string())?;
+    let eval = labelled::read_rows(&args.eval, &columns).map_err(|e| e.to_string())?;
+    let found = labelled::problem_type(&args.train, &train).map_err(|e| e.to_string())?;
+    labelled::problem_type(&args.eval, &eval).map_err(|e| e.to_string())?;
+    let problem = match (args.task, found) {
+        (FinetuneTask::Classify, found) => found,
+        (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
+        (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
+        (FinetuneTask::Regress, ProblemType::SingleLabelClassification) if train.iter().all(|r| matches!(r.label, labelled::RawLabel::Integer(_))) => ProblemType::Regression,
+        // `finetune` reads tagged and question files elsewhere: only `distill` comes here with them.
+        (task @ (FinetuneTask::Tag | FinetuneTask::Qa), _) => {
+            let task = if task == FinetuneTask::Tag { "tag" } else { "qa" };
+            return Err(format!("distill --task {task}: distill teaches sequence classifiers (--task classify, multilabel or regress); taggers and QA models are not distilled yet"));
+        }
+        (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
+    };
+    let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };
+    if problem == ProblemType::SingleLabelClassification && classes.len() < 2 {
+        return Err(format!("{}: a classifier needs at least two classes; the labels hold {classes:?}", args.train.display()));
+    }
+    let train_targets = labelled::targets(&args.train, &train, problem, &classes).map_err(|e| e.to_string())?;
+    let eval_targets = labelled::targets(&args.eval, &eval, problem, &classes).map_err(|e| e.to_string())?;
+    Ok(FinetuneData { problem, train: (train, train_targets), eval: (eval, eval_targets), classes })
+}
+
+/// The metric that picks the exported model (`--metric`, else `default`, checked against
+/// `names`), and whether larger is better.
+pub(crate) fn best_metric(args: &FinetuneOptions, what: &str, names: &[&str], default: &str) -> Result<(String, bool), String> {
+    let name = args.metric.clone().unwrap_or_else(|| default.to_string());
+    if !names.contains(&name.as_str()) {
+        return Err(format!("--metric {name}: {what} reports {}", names.join(", ")));
+    }
+    let lower_is_better = name.ends_with("loss") || name == "mse" || name == "mae";
+    Ok((name, !lower_is_better))
+}
+
+/// `finetune` of a family whose sequence classifier is `C`, token classifier `T` and
+/// extractive-QA model `Q`: the task of `--task`.
+pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    args.check()?;
+    match args.task {
+        FinetuneTask::Tag => finetune_tagger::<T>(args, device),
+        FinetuneTask::Qa => finetune_qa::<Q>(args, device),
+        _ => finetune_classifier::<C>(args, device),
+    }
+}
+
+/// `finetune` of a family with a sequence classifier `C` and an extractive-QA model `Q` but no
+/// token classifier (BART: transformers has no `BartForTokenClassification`).
+pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    args.check()?;
+    match args.task {
+        FinetuneTask::Tag => Err(format!("--task tag: {} models have no token-classification head (transformers has none for them either)", C::architecture().trim_end_matches("ForSequenceClassification"))),
+        FinetuneTask::Qa => finetune_qa::<Q>(args, device),
+        _ => finetune_classifier::<C>(args, device),
+    }
+}
+
+/// How the training rows are cut: `--batch-size` rows a batch, split into `--micro-batches`.
+pub(crate) fn batching(args: &FinetuneOptions) -> Batching {
+    Batching { batch_size: args.batch_size, parts: args.micro_batches.min(args.batch_size).max(1), seed: args.seed }
+}
+
+/// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
+pub(crate) fn load_start<M: TaskModel>(args: &FinetuneOptions) -> Result<(Tokenizer, M::Config, usize), String> {
+    let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let config = <M::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
+    let limits = config.input_limits();
+    let seq_len = match args.seq_len {
+        Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
+        Some(n) => n,
+        None => (if args.task == FinetuneTask::Qa { 384 } else { 128 }).min(limits.max_len),
+    };
+    Ok((tokenizer, config, seq_len))
+}
+
+/// The held-out metric that picks the model exported when `--metric` is not given.
+pub(crate) fn default_metric(problem: ProblemType) -> &'static str {
+    match problem {
+        ProblemType::SingleLabelClassification => "accuracy",
+        ProblemType::MultiLabelClassification => "f1_micro",
+        ProblemType::Regression => "mse",
+    }
+}
+
+/// `finetune --task classify|multilabel|regress`.
+fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let data = read_data(args)?;
+    let default = default_metric(data.problem);
+    if args.early_exit {
+        return early_exit::<M>(args, data, device);
+    }
+    let metric = best_metric(args, data.problem.hf_name(), metric_names(data.problem), default)?;
+    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
+    set_labels(config.labels_mut(), &data.classes, data.problem.hf_name());
+    let encode = |(rows, targets): (Vec<labelled::LabelledRow>, Vec<Target>), path: &Path| {
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let pairs = args.columns.pairs(&rows);
+        LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
+    let rows = format!("{} training rows, {} evaluation rows", train.len(), eval.len());
+    let num_labels = data.classes.len().max(1);
+    let task = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args));
+    let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
+    run.fit_and_export(&task, config, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        Ok(per_class(task.report(&predictions)))
+    })
+}
+
+/// `finetune --early-exit`: FastBERT's self-distillation of exit classifiers added to the
+/// fine-tuned classifier `--model`, its own labels kept.
+fn early_exit<M: SequenceClassifier>(args: &FinetuneOptions, data: FinetuneData, device: Device) -> Result<Finetuned, String> {
+    let name = M::architecture();
+    if args.init == Init::Random {
+        return Err("--init random: --early-exit distils the fine-tuned classifier --model into exit classifiers; its weights are needed".into());
+    }
+    if !M::EARLY_EXIT {
+        return Err(format!("--early-exit: {name} cannot stop early (exit classifiers need an encoder run a layer at a time: BERT, RoBERTa, ALBERT, ELECTRA, UniLM)"));
+    }
+    if args.metric.as_deref().is_some_and(|m| m != "loss") {
+        return Err("--early-exit: the exported classifiers are those of the lowest held-out distillation loss (--metric loss)".into());
+    }
+    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
+    let labels = config.labels().clone();
+    if labels.early_exit.is_some() {
+        return Err(format!("--early-exit: {} already has exit classifiers (config `sesame_early_exit`); start from the classifier without them", args.model.display()));
+    }
+    if let Some(layers) = config.clone().num_hidden_layers_mut().map(|n| *n).filter(|&n| n < 2) {
+        return Err(format!("--early-exit: {} has {layers} layer; exit classifiers go below the top layer", args.model.display()));
+    }
+    let (train, eval, classes) = sets_of_the_model("--early-exit", args, &data, &tokenizer, &labels, seq_len, &[ProblemType::SingleLabelClassification])?;
+    let what = format!("{} training rows (their labels unread), {} evaluation rows, {} classes; exit classifiers after layers below the top, distilled from the head", train.len(), eval.len(), classes.len());
+    config.labels_mut().early_exit = Some(sesame_layers::EarlyExitConfig::default());
+    let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(args));
+    let task = EarlyExitDistillation::new(rows);
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
+    // Fine steps near 0, where most rows already stop low.
+    let speeds: Vec<f64> = [0.0, 0.01, 0.02, 0.05].into_iter().chain((1..=10).map(|i| i as f64 / 10.0)).collect();
+    let prepare = |model: M, _: &mut M::Config, loaded: &sesame_layers::LoadReport| {
+        if !args.resume && loaded.initialized.iter().any(|name| !name.contains("early_exit.")) {
+            return Err(format!("--early-exit: {} is not a fine-tuned classifier (its head is not in the weights); fine-tune it first", args.model.display()));
+        }
+        // The backbone and head are the teacher: fixed, and without dropout, so that the
+        // targets are what the model predicts.
+        Ok(super::freeze_all_but_exits(crate::pruning::without_dropout(model)))
+    };
+    run.fit_and_export_with(&task, config, prepare, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        let mut fields = per_class(serde_json::Value::Null);
+        if let Some(curve) = task.curve(&predictions, &speeds) {
+            let path = args.out.join("speed_curve.svg");
+            let line = curve.iter().map(|p| (p.mean_layers, p.accuracy)).collect();
+            let svg = crate::plots::xy_svg("early exit: held-out accuracy against layers run (--speed 0 to 1)", "mean layers run", "accuracy", &[("exit".into(), line)])
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            sesame_layers::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            fields.insert("speed_curve".into(), serde_json::to_value(curve).expect("JSON"));
+        }
+        Ok(fields)
+    })
+}
+
+/// The rows of `data` labelled with the classes of the fine-tuned classifier whose labels are
+/// `labels` (not the files' order), encoded: the training and evaluation sets, and the classes
+/// (none for regression). The data and the model must be of one of `problems`; `what` names
+/// the command or flag in errors.
+pub(crate) fn sets_of_the_model(
+    what: &str,
+    args: &FinetuneOptions,
+    data: &FinetuneData,
+    tokenizer: &Tokenizer,
+    labels: &sesame_layers::hparams::LabelConfig,
+    seq_len: usize,
+    problems: &[ProblemType],
+) -> Result<(LabelledSet, LabelledSet, Vec<String>), String> {
+    if !problems.contains(&data.problem) {
+        let needed: Vec<&str> = problems.iter().map(|p| p.hf_name()).collect();
+        return Err(format!("{what}: the labels of {} are for {}; {} is needed", args.train.display(), data.problem.hf_name(), needed.join(" or ")));
+    }
+    let problem = data.problem.hf_name();
+    let fine_tuned = match data.problem {
+        ProblemType::Regression => labels.problem_type.as_deref() == Some(problem),
+        _ => labels.problem_type.as_deref().is_none_or(|p| p == problem) && labels.id2label.is_some(),
+    };
+    if !fine_tuned {
+        let kind = match data.problem {
+            ProblemType::SingleLabelClassification => "single-label classifier",
+            ProblemType::MultiLabelClassification => "multi-label classifier",
+            ProblemType::Regression => "regression model",
+        };
+        let problem_type = labels.problem_type.as_deref().map_or("no problem_type".to_string(), |p| format!("problem_type {p}"));
+        let id2label = if labels.id2label.is_some() { "an id2label" } else { "no id2label" };
+        return Err(format!("{what}: {} is not a fine-tuned {kind} (its config.json has {problem_type} and {id2label}); fine-tune it first", args.model.display()));
+    }
+    let classes: Vec<String> = match data.problem {
+        ProblemType::Regression => Vec::new(),
+        _ => (0..labels.count(2)).map(|i| labels.name(i)).collect(),
+    };
+    let encode = |rows: &[labelled::LabelledRow], path: &Path| {
+        let targets = labelled::targets(path, rows, data.problem, &classes).map_err(|e| e.to_string())?;
+        let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
+        let pairs = args.columns.pairs(rows);
+        LabelledSet::encode(tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    Ok((encode(&data.train.0, &args.train)?, encode(&data.eval.0, &args.eval)?, classes))
+}
+
+/// `finetune --task tag`.
+fn finetune_tagger<M: TokenTagger>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let fields = TagFields {
+        tokens: args.columns.text.clone().unwrap_or_else(|| TagFields::default().tokens),
+        tags: args.columns.label.clone().unwrap_or_else(|| TagFields::default().tags),
+    };
+    let train = tagged::read_sentences(&args.train, &fields).map_err(|e| e.to_string())?;
+    let eval = tagged::read_sentences(&args.eval, &fields).map_err(|e| e.to_string())?;
+    let names = tagged::tag_names(&train);
+    if names.len() < 2 {
+        return Err(format!("{}: a tagger needs at least two tags; the sentences hold {names:?}", args.train.display()));
+    }
+    let train_tags = tagged::tag_ids(&args.train, &train, &names).map_err(|e| e.to_string())?;
+    let eval_tags = tagged::tag_ids(&args.eval, &eval, &names).map_err(|e| e.to_string())?;
+    let entities = tagged::are_entity_tags(&names);
+    let metric = if entities {
+        best_metric(args, "token classification with entity tags", ENTITY_METRICS, "f1")?
+    } else {
+        best_metric(args, "token classification with word classes", WORD_METRICS, "accuracy")?
+    };
+    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
+    let stride = args.stride.unwrap_or(seq_len / 4);
+    set_labels(config.labels_mut(), &names, "token_classification");
+    config.labels_mut().problem_type = None;
+    let encode = |sentences: &[tagged::TaggedSentence], tags: Vec<Vec<usize>>, path: &Path| {
+        let words: Vec<Vec<&str>> = sentences.iter().map(|s| s.tokens.iter().map(String::as_str).collect()).collect();
+        TaggedSet::encode(&tokenizer, &words, tags, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()))
+    };
+    let (train_set, eval_set) = (encode(&train, train_tags, &args.train)?, encode(&eval, eval_tags, &args.eval)?);
+    let what = format!(
+        "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
+        train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
+    );
+    let task = TokenClassification::<M>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args));
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
+    run.fit_and_export(&task, config, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        Ok(per_class(task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))))
+    })
+}
+
+/// `finetune --task qa`.
+fn finetune_qa<M: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let train = sesame_text::squad::read_questions(&args.train).map_err(|e| e.to_string())?;
+    let eval = sesame_text::squad::read_questions(&args.eval).map_err(|e| e.to_string())?;
+    let metric = best_metric(args, "question answering", QA_METRICS, "f1")?;
+    let (tokenizer, config, seq_len) = load_start::<M>(args)?;
+    let stride = args.stride.unwrap_or(seq_len / 3);
+    // SQuAD 2.0: questions without an answer allow "no answer" (run_qa's --version_2_with_negative).
+    let allow_no_answer = train.iter().chain(&eval).any(|x| x.answers.is_empty());
+    let options = AnswerOptions { n_best: args.n_best, max_answer_len: args.max_answer_len, allow_no_answer, null_threshold: args.null_threshold };
+    let (train_questions, eval_questions) = (train.len(), eval.len());
+    let encode = |examples, path: &Path| QaSet::encode(&tokenizer, examples, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()));
+    let (train_set, eval_set) = (encode(train, &args.train)?, encode(eval, &args.eval)?);
+    let what = format!(
+        "{train_questions} training questions in {} windows, {eval_questions} evaluation questions in {} windows{}",
+        train_set.len(), eval_set.len(), if allow_no_answer { ", unanswerable questions allowed (SQuAD 2.0)" } else { "" }
+    );
+    let task = QuestionAnswering::<M>::new(train_set, eval_set, tokenizer.clone(), options, batching(args));
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
+    run.fit_and_export(&task, config, |model, device| {
+        let predictions = held_out_predictions(&task, model, device);
+        let ids = task.eval_examples().iter().map(|x| x.id.clone());
+        Ok(per_class(task.answers(&predictions).map_or(serde_json::Value::Null, |answers| serde_json::json!({ "answers": ids.zip(answers.iter().map(|a| serde_json::to_value(a).expect("JSON"))).collect::<serde_json::Map<_, _>>() }))))
+    })
+}
+
+/// What every fine-tuning run shares once its task is built.
+pub(crate) struct Run<'a> {
+    pub(crate) args: &'a FinetuneOptions,
+    pub(crate) device: Device,
+    pub(crate) tokenizer: &'a Tokenizer,
+    /// The metric that picks the exported model, and whether larger is better.
+    pub(crate) metric: (String, bool),
+    /// Batches per epoch.
+    pub(crate) per_epoch: u64,
+    /// The data, for the log.
+    pub(crate) what: String,
+    /// HF's name of the task (`problem_type`, or `token_classification`).
+    pub(crate) task_name: &'a str,
+    /// Class or tag names.
+    pub(crate) labels: &'a [String],
+}
+
+impl Run<'_> {
+    /// Train `task`'s model from the checkpoint (with `config`, labels set), keep the best by
+    /// the metric, export it with the tokenizer, and write `eval_results.json` with the fields
+    /// `report` gives of the exported model (`per_class`, early exit's `speed_curve`).
+    fn fit_and_export<T, M>(self, task: &T, config: M::Config, report: impl Fn(&M, &Device) -> Result<Report, String>) -> Result<Finetuned, String>
+    where
+        T: TrainTask<Model = M> + Sync,
+        T::Batch: Sync,
+        M: TaskModel,
+    {
+        self.fit_and_export_with(task, config, |model, _, _| Ok(model), report)
+    }
+
+    /// [`Self::fit_and_export`] of the model `prepare` makes of the loaded checkpoint (given
+    /// its config and load report): early exit's fixed classifier, distillation's student.
+    pub(crate) fn fit_and_export_with<T, M>(
+        self,
+        task: &T,
+        config: M::Config,
+        prepare: impl FnOnce(M, &mut M::Config, &sesame_layers::LoadReport) -> Result<M, String>,
+        report: impl Fn(&M, &Device) -> Result<Report, String>,
+    ) -> Result<Finetuned, String>
+    where
+        T: TrainTask<Model = M> + Sync,
+        T::Batch: Sync,
+        M: TaskModel,
+    {
+        let args = self.args;
+        let per_epoch = self.per_epoch.div_ceil(args.grad_accum);
+        // Each of the --grad-accum batches of a step runs as its micro-batches.
+        let parts = batching(args).parts as u64;
+        let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
+        let every = args.eval_every.unwrap_or(per_epoch).min(steps);
+        let out = &args.out;
+        let run = out.join("run");
+        let has_run = run.join("checkpoints").join("latest").is_file();
+        if has_run && !args.resume {
+            return Err(format!("--out {} already holds a run: continue it with --resume, or choose another --out", out.display()));
+        }
+        if args.resume && !has_run {
+            return Err(format!("--resume: {} holds no checkpoint to continue", run.display()));
+        }
+        let train_device = self.device.clone().autodiff();
+        // The new head is drawn from the seed, as every other random choice of the run.
+        train_device.seed(args.seed);
+        let mut config = config;
+        let kept = match args.feature_layer {
+            Some(FeatureLayer::Layer(layer)) => Some(keep_layers(&mut config, layer)?),
+            Some(FeatureLayer::Mix) => {
+                mix_layers::<M>(&mut config)?;
+                None
+            }
+            None => None,
+        };
+        let mut loaded = match args.init {
+            Init::Random => {
+                let report = sesame_layers::LoadReport { initialized: vec!["every tensor (--init random)".into()], ..Default::default() };
+                sesame_layers::Pretrained { model: M::new_hf(&config, &train_device), config, report }
+            }
+            Init::Pretrained => {
+                let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
+                M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?
+            }
+        };
+        if let Some((kept, total)) = kept {
+            loaded.report.unused.retain(|name| !in_layer_above(name, kept));
+            eprintln!("--feature-layer: the features of layer {kept} of {total}; the {} above it are dropped", total - kept);
+        }
+        if !loaded.report.initialized.is_empty() || !loaded.report.unused.is_empty() {
+            eprintln!("note: {}", loaded.report);
+        }
+        let (mut model, mut config) = (loaded.model, loaded.config);
+        model = prepare(model, &mut config, &loaded.report)?;
+        if args.freeze {
+            // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
+            // learns from fixed features.
+            model = super::freeze_base(model);
+        }
+        eprintln!(
+            "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, evaluated every {every}",
+            M::architecture(), self.what, args.grad_accum, args.batch_size
+        );
+        let (metric, greater_is_better) = self.metric;
+        let train_config = TrainConfig {
+            steps,
+            grad_accum: args.grad_accum * parts,
+            lr: args.lr,
+            warmup: args.warmup.min(steps),
+            weight_decay: args.weight_decay,
+            epsilon: 1e-8,
+            max_grad_norm: args.max_grad_norm,
+            seed: args.seed,
+            log_every: every.clamp(1, 10),
+            eval_every: every,
+            checkpoint_every: every,
+            best_metric: Some(metric.clone()),
+            greater_is_better: Some(greater_is_better),
+            patience: args.patience,
+            ..TrainConfig::default()
+        };
+        let mut train_config = train_config;
+        if let Some(decay) = args.layer_lr_decay {
+            train_config.lr_groups = layer_lr_decay(&model, decay);
+            if train_config.lr_groups.is_empty() {
+                return Err(format!("--layer-lr-decay {decay}: {} has no single stack of encoder layers to decay over", M::architecture()));
+            }
+            let layers = train_config.lr_groups.len();
+            eprintln!("layer-wise learning-rate decay {decay}: {layers} groups, the lowest at --lr x {:.3e}", train_config.lr_groups.iter().map(|g| g.factor).fold(1.0, f64::min));
+        }
+        let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&self.device));
+        let mut trainer = Trainer::new(train_config, &run).with_progress(args.progress).with_threads(threads);
+        if let Some(step) = args.stop_after {
+            trainer = trainer.with_stop_after(step);
+        }
+        let started = std::time::Instant::now();
+        let outcome = trainer.fit(task, model, args.resume).map_err(|e| e.to_string())?;
+        // As transformers' `train_runtime`: the steps of this process, its evaluations included.
+        let train_seconds = started.elapsed().as_secs_f64();
+        if args.stop_after.is_some() {
+            return Ok(Finetuned { metrics: BTreeMap::new(), metric, step: args.stop_after.unwrap_or(0), steps, train_seconds, eval_seconds: outcome.eval_seconds, checkpoint_seconds: outcome.checkpoint_seconds, model: out.join("model"), stopped_after: args.stop_after });
+        }
+        // The model exported: the best by --metric (its evaluation is the one reported).
+        let (model, metrics, step) = match &outcome.best {
+            Some(best) => (outcome.model.try_load_file(trainer.best_model()).map_err(|e| format!("{}: {e}", trainer.best_model().display()))?, best.metrics.clone(), best.step),
+            None => (outcome.model, outcome.held_out.clone(), steps),
+        };
+        let model = model.valid();
+        let export = out.join("model");
+        save_model(&model, &config, &export, &args.model, self.tokenizer)?;
+        let mut results = serde_json::json!({
+            "task": self.task_name,
+            "labels": self.labels,
+            "metric": metric,
+            "step": step,
+            "stopped_early": outcome.stopped_early,
+            "train_seconds": train_seconds,
+            "eval_seconds": outcome.eval_seconds,
+            "checkpoint_seconds": outcome.checkpoint_seconds,
+            "metrics": metrics,
+            "model": export,
+        });
+        results.as_object_mut().expect("an object").extend(report(&model, &self.device)?);
+        sesame_layers::fs::write_atomic(&out.join("eval_results.json"), serde_json::to_string_pretty(&results).expect("JSON").as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", out.join("eval_results.json").display()))?;
+        if let Some(matrix) = results["per_class"].get("confusion_matrix").and_then(|m| serde_json::from_value::<Vec<Vec<u64>>>(m.clone()).ok()) {
+            let path = out.join("confusion_matrix.svg");
+            let svg = crate::plots::confusion_matrix_svg(self.labels, &matrix).map_err(|e| format!("{}: {e}", path.display()))?;
+            sesame_layers::fs::write_atomic(&path, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        eprintln!("exported the model (step {step}, {metric} {:.4}) and tokenizer to {}", metrics.get(&metric).copied().unwrap_or(f64::NAN), export.display());
+        Ok(Finetuned { metrics, metric, step, steps, train_seconds, eval_seconds: outcome.eval_seconds, checkpoint_seconds: outcome.checkpoint_seconds, model: export, stopped_after: None })
+    }
+}
+
+/// Fields of `eval_results.json` that a task reports of its exported model.
+pub(crate) type Report = serde_json::Map<String, serde_json::Value>;
+
+/// A report of `details` per class (or per tag, per question).
+pub(crate) fn per_class(details: serde_json::Value) -> Report {
+    Report::from_iter([("per_class".to_string(), details)])
+}
+
+/// Keep the encoder layers of `config` up to `--feature-layer` `layer` (1-based, or negative
+/// from the top): the layers kept, of how many.
+fn keep_layers<C: HfConfig>(config: &mut C, layer: i64) -> Result<(usize, usize), String> {
+    let Some(layers) = config.num_hidden_layers_mut() else {
+        return Err(format!("--feature-layer {layer}: this model's layers cannot be cut (one stack of layers, ALBERT with one group, is needed)"));
+    };
+    let total = *layers;
+    let kept = match layer {
+        1.. if layer as usize <= total => layer as usize,
+        ..=-1 if layer.unsigned_abs() as usize <= total => total + 1 - layer.unsigned_abs() as usize,
+        _ => return Err(format!("--feature-layer {layer}: the model has {total} layers (1..={total}, or -{total}..=-1 from the top)")),
+    };
+    *layers = kept;
+    Ok((kept, total))
+}
+
+/// Give the head of `config` ELMo's scalar mix over the embeddings and every layer.
+fn mix_layers<M: TaskModel>(config: &mut M::Config) -> Result<(), String> {
+    if !M::SCALAR_MIX {
+        return Err(format!("--feature-layer mix: {}'s head reads one layer (the mix is for the encoder families' classifiers and taggers)", M::architecture()));
+    }
+    let Some(&mut layers) = config.num_hidden_layers_mut() else {
+        return Err("--feature-layer mix: this model's layers cannot be counted (one stack of layers, ALBERT with one group, is needed)".into());
+    };
+    config.labels_mut().scalar_mix = Some(layers + 1);
+    eprintln!("--feature-layer mix: the head reads ELMo's scalar mix of the embeddings and {layers} layers");
+    Ok(())
+}
+
+/// Whether the tensor `name` (`bert.encoder.layer.7.output.dense.weight`) belongs to a layer at
+/// or above index `kept` (0-based), one that `--feature-layer` dropped.
+fn in_layer_above(name: &str, kept: usize) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.windows(2).any(|w| matches!(w[0], "layer" | "layers") && w[1].parse::<usize>().is_ok_and(|i| i >= kept))
+}
+
+/// What every held-out batch of `task` predicts with `model` (inference, no autodiff).
+pub(crate) fn held_out_predictions<T: TrainTask>(task: &T, model: &T::Model, device: &Device) -> Vec<burn::tensor::TensorData> {
+    let inference = model.clone().fork(device);
+    task.held_out_batches(device).into_iter().filter_map(|b| task.step(&inference, b).predictions).collect()
+}
+
+/// Label names, ids and problem type as transformers writes them into config.json.
+fn set_labels(labels: &mut sesame_layers::hparams::LabelConfig, classes: &[String], problem: &str) {
+    let names: Vec<String> = if classes.is_empty() { vec!["LABEL_0".into()] } else { classes.to_vec() };
+    labels.id2label = Some(names.iter().enumerate().map(|(i, n)| (i.to_string(), n.clone())).collect());
+    labels.label2id = Some(names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect());
+    labels.num_labels = None;
+    labels.problem_type = Some(problem.to_string());
+}
+
+/// Save `model` with `config` and the tokenizer of `source` in `dir` (written beside, then
+/// moved into place).
+pub fn save_model<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, source: &Path, tokenizer: &Tokenizer) -> Result<(), String> {
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    model.save_pretrained(config, &tmp).map_err(|e| e.to_string())?;
+    let tok_config = TokenizerConfig::of_dir(source).map_err(|e| e.to_string())?;
+    tokenizer.save(&tmp, &tok_config).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_a_run_cannot_start_with_get_one_line_naming_the_option() {
+        let base = FinetuneOptions::new("model", "train.csv", "eval.csv", "out");
+        assert_eq!(base.check(), Ok(()));
+        let cases: [(fn(&mut FinetuneOptions), &str); 7] = [
+            (|o| o.epochs = 0.0, "--epochs 0"),
+            (|o| o.epochs = f64::NAN, "--epochs NaN"),
+            (|o| o.batch_size = 0, "--batch-size 0"),
+            (|o| o.steps = Some(0), "--steps 0"),
+            (|o| o.lr = -1e-3, "--lr -0.001"),
+            (|o| o.layer_lr_decay = Some(1.5), "--layer-lr-decay 1.5"),
+            (|o| { o.early_exit = true; o.freeze = true }, "--early-exit"),
+        ];
+        for (change, named) in cases {
+            let mut options = base.clone();
+            change(&mut options);
+            let error = options.check().unwrap_err();
+            assert!(error.starts_with(named) && !error.contains('\n'), "{named}: {error}");
+        }
+    }
+}
