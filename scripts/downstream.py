@@ -15,8 +15,8 @@ highest mean over the seeds), as mean ± half the range of the seeds, and the ga
 difference of the means. The model exported by each run is the best of its evaluations on the
 test file (finetune's `--metric`), for both sides alike. A family whose export is missing is
 pre-trained first with `cargo xtask train FAMILY` (the main job); the variants `bert-ernie`
-(ERNIE's masking with data/moby-dick-entities.txt), `bert-mlm` (BERT's masked LM on packed
-single sequences, without NSP) and `bart-mass` (MASS) likewise.
+(ERNIE's masking with data/moby-dick-entities.txt), `bert-mlm` and `albert-mlm` (the masked LM
+on packed single sequences, without the sentence task) and `bart-mass` (MASS) likewise.
 
     python3 scripts/downstream.py --families bert,electra --tasks pos,genre --seeds 1,2,3
     python3 scripts/downstream.py --lrs 3e-4,1e-3,3e-3     # every family and task, a sweep
@@ -42,6 +42,7 @@ FAMILIES = ["bert", "roberta", "albert", "electra", "unilm", "xlnet", "bart"]
 VARIANTS = {
     "bert-ernie": ["train", "bert", "--masking", "ernie", "--entities", "data/moby-dick-entities.txt", "--out", "runs/bert-ernie"],
     "bert-mlm": ["train", "bert", "--objective", "mlm", "--out", "runs/bert-mlm"],
+    "albert-mlm": ["train", "albert", "--objective", "mlm", "--out", "runs/albert-mlm"],
     "bart-mass": ["train", "bart", "--objective", "mass", "--out", "runs/bart-mass"],
 }
 # Families without a token-classification head in transformers (and Sesame).

@@ -18,6 +18,7 @@ mod electra_pretraining;
 mod export;
 mod family_pretraining;
 mod fill_mask;
+mod generation_pipeline;
 mod generation_processors;
 mod generation_search;
 mod int8;

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use sesame_generate::config::EarlyStoppingValue;
-use sesame_generate::{generate_streaming, GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
-use sesame_generate::decoding::{CausalDecoder, CausalLM, Seq2SeqDecoder, Seq2SeqLM};
+use sesame_generate::{GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
+use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
+use sesame_pipelines::generate::{continue_ids, generate_ids, open_prompt, rows_per_input};
 use sesame_layers::{ForCausalLM, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
 
@@ -367,15 +368,6 @@ impl TokenStreamer for LineStreamer<'_> {
     }
 }
 
-/// Rows per input the search returns, and how many times to give each prompt (sampling).
-pub(crate) fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
-    let n = config.num_return_sequences.unwrap_or(1);
-    match config.num_beams.unwrap_or(1) > 1 {
-        true => (n, 1),
-        false => (n, n),
-    }
-}
-
 pub(crate) fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<usize>) -> String {
     match e {
         GenerateError::Settings(e) => flag_error(&e.to_string()),
@@ -394,7 +386,6 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
         format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display())
     })?;
-    let pad = config.pad_id();
     let (per_input, repeat) = rows_per_input(&config);
     loop {
         let first = inputs.read();
@@ -402,16 +393,8 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
         if batch.is_empty() {
             break;
         }
-        let rows: Vec<&Vec<u32>> = batch.iter().flat_map(|s| std::iter::repeat_n(s, repeat)).collect();
-        let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-        let ids: Vec<i64> = rows.iter().flat_map(|r| r.iter().map(|&t| i64::from(t)).chain(std::iter::repeat(i64::from(pad))).take(width)).collect();
-        let mask: Vec<i64> = rows.iter().flat_map(|r| (0..width).map(|j| i64::from(j < r.len()))).collect();
-        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), width]), device);
-        let mask = Tensor::<2, Int>::from_data(TensorData::new(mask, [rows.len(), width]), device);
-        let range = first..first + batch.len();
-        let decoder = Seq2SeqDecoder::new(&model, ids, Some(mask)).map_err(|e| format!("inputs {}..={}: {e}", range.start + 1, range.end))?;
         let mut streamer = LineStreamer::new(args, first, repeat, tokenizer.as_ref());
-        let out = generate_streaming(&decoder, &vec![vec![start]; rows.len()], &config, args.seed, &mut streamer).map_err(|e| search_error(e, range));
+        let out = generate_ids(&model, &batch, start, &config, args.seed, &mut streamer, device).map_err(|e| search_error(e, first..first + batch.len()));
         print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), batch.len())?;
     }
     Ok(())
@@ -443,21 +426,16 @@ where
     let loaded = lm_head_loaded(dir, crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let limits = <M as CausalLM>::causal_limits(&loaded.config);
     let config = settings(dir, args, (limits.max_len, limits.vocab_size), None)?;
-    let closing: Vec<u32> = tokenizer.iter().flat_map(|t| [&t.special_tokens().sep, &t.special_tokens().cls].into_iter().filter_map(|s| t.token_to_id(s))).collect();
     let (per_input, repeat) = rows_per_input(&config);
     loop {
         let i = inputs.read();
         let input = inputs.next_batch(1)?;
         let Some(mut prompt) = encode(&input, i, (tokenizer.as_ref(), missing.as_ref()), limits.max_len)?.pop() else { break };
-        // A prompt's tokens as the tokenizer frames them, less the closing special tokens
-        // ([SEP], </s>; XLNet's <sep> <cls>) that would end it: generation continues the text.
-        while matches!(input[0], Input::Text(_)) && prompt.len() > 1 && prompt.last().is_some_and(|t| closing.contains(t)) {
-            prompt.pop();
+        if let (Input::Text(_), Some(tokenizer)) = (&input[0], &tokenizer) {
+            prompt = open_prompt(tokenizer, prompt);
         }
-        let decoder = CausalDecoder::new(&loaded.model, &loaded.config);
-        let rows = vec![prompt.clone(); repeat];
         let mut streamer = LineStreamer::new(args, i, repeat, tokenizer.as_ref());
-        let out = generate_streaming(&decoder, &rows, &config, args.seed, &mut streamer).map_err(|e| search_error(e, i..i + 1));
+        let out = continue_ids(&loaded.model, &loaded.config, &prompt, &config, args.seed, &mut streamer).map_err(|e| search_error(e, i..i + 1));
         print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), 1)?;
     }
     Ok(())

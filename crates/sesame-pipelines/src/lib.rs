@@ -1,6 +1,9 @@
 //! Ready-made tasks on text for every family: fill-mask, sentence embeddings, text
-//! classification, token classification (entities with their character spans) and extractive
-//! question answering.
+//! classification, token classification (entities with their character spans), extractive
+//! question answering, and generation ([`generate`]).
+
+pub mod generate;
+pub use generate::{continue_prompts, generate, GeneratedText};
 
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
@@ -66,6 +69,32 @@ pub enum PipelineError {
     /// The backend, or a crate under it, panicked while running a batch.
     #[error("running the model failed: {0}")]
     Panicked(sesame_layers::contain::Panic),
+    /// An input of `generate` has more tokens than the model has positions.
+    #[error("input {index}: {tokens} tokens exceed the model's {max_len} positions (shorten it)")]
+    TooLong {
+        /// Its position in the call's inputs, from 1.
+        index: usize,
+        /// Its tokens.
+        tokens: usize,
+        /// The model's positions.
+        max_len: usize,
+    },
+    /// A generation setting transformers refuses.
+    #[error(transparent)]
+    Settings(sesame_generate::ProcessorError),
+    /// The generation settings name no decoder start for an encoder-decoder.
+    #[error("no decoder start: neither decoder_start_token_id nor bos_token_id is set")]
+    NoDecoderStart,
+    /// The model refused a batch of `generate`'s inputs.
+    #[error("inputs {first}..={last}: {reason}")]
+    Generation {
+        /// The batch's first input, from 1.
+        first: usize,
+        /// Its last.
+        last: usize,
+        /// What the model said.
+        reason: InputError,
+    },
 }
 
 /// One fill-mask candidate.

@@ -11,6 +11,7 @@ use sesame_layers::HfConfig as _;
 use super::FamilyEntry;
 use crate::forward::PreTraining;
 use crate::generate::*;
+use sesame_pipelines::generate::rows_per_input;
 
 /// `unilm`: four language models mixed per batch. Its exports are BERT checkpoints
 /// (`model_type: bert`, read by the `bert` entry).
