@@ -25,6 +25,9 @@ use sesame_text::{
 
 use crate::{Metric, StepOutput, TrainTask};
 
+pub mod run;
+pub use run::{pretrain, pretrain_distilled, Objective, PackingKind, PretrainOptions, Pretrained};
+
 /// Why pre-training data could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
@@ -119,6 +122,19 @@ pub struct Knowledge {
 }
 
 impl MaskingKind {
+    /// The name on the command line (`--masking whole-word`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MaskingKind::Token => "token",
+            MaskingKind::WholeWord => "whole-word",
+            MaskingKind::Span => "span",
+            MaskingKind::Ngram => "ngram",
+            MaskingKind::Phrase => "phrase",
+            MaskingKind::Entity => "entity",
+            MaskingKind::Ernie => "ernie",
+        }
+    }
+
     /// Whether it masks phrases whole (reads [`Knowledge::phrases`]).
     pub fn reads_phrases(self) -> bool {
         matches!(self, MaskingKind::Phrase | MaskingKind::Ernie)

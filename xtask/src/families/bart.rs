@@ -64,7 +64,9 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
     use sesame_text::MassConfig;
     use sesame_bart::{BartConfig, BartForConditionalGeneration};
-    refuse_masked_lm_flags(&args, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
+    let options = args.options();
+    options.check()?;
+    refuse_masked_lm_flags(&options, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
     if args.permutation.any() {
         return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
     }
@@ -77,20 +79,20 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     };
     let steps = args.steps.unwrap_or(BART_STEPS);
     let corruption = mass.map_or_else(|| format!("{noise:?}"), |m| format!("MASS {m:?}"));
-    let spec = RunSpec::new(&args, corruption.clone(), "sentence blocks (complete_doc)".into());
-    let out = &open_run(&args, NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&args)?;
-    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
+    let spec = RunSpec::new(&options, corruption.clone(), "sentence blocks (complete_doc)".into());
+    let out = &open_run(&options, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&options)?;
+    let (tokenizer, tok_config) = run_tokenizer(&options, out, TOKENIZER, &train_text)?;
     let train_device = device.autodiff();
     let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
     let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
-    let (model, config) = run_model::<BartForConditionalGeneration>(&args, out, &train_device, || {
+    let (model, config) = run_model::<BartForConditionalGeneration>(&options, out, &train_device, || {
         preset_model(&train_device, BartConfig::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), ids))
     })?;
     if args.seq_len > config.max_position_embeddings {
         return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
     }
-    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
+    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&options, e))?;
     if let Some(mass) = mass {
         task = task.with_mass(mass).map_err(err)?;
     }
@@ -99,10 +101,11 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
         BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
         steps, args.grad_accum, args.batch_size
     );
-    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+    fit_and_export(&options, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
         model.save_pretrained(&config, dir)?;
         Ok(vec![dir.to_path_buf()])
     })
+    .map(|done| printed(&done))
 }
 
 /// Load a checkpoint of a BART run (config from the run) and save it in HF layout.

@@ -54,7 +54,9 @@ const XLNET_STEPS: u64 = 1500;
 pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
     use sesame_xlnet::pretraining::{PermutationConfig, PermutationLm, NAME, TOKENIZER};
     use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
-    refuse_masked_lm_flags(&args, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
+    let options = args.options();
+    options.check()?;
+    refuse_masked_lm_flags(&options, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
     if args.noise.any() {
         return Err("--mask, --insert, --rotate, … set BART's noise; XLNet's permutation LM is set by --reuse-len, --num-predict, …".into());
     }
@@ -84,29 +86,30 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
     })?;
     let mem_len = p.mem_len.unwrap_or(2 * permutation.reuse_len);
     let steps = args.steps.unwrap_or(XLNET_STEPS);
-    let spec = RunSpec::new(&args, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
-    let out = &open_run(&args, NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&args)?;
-    let (tokenizer, tok_config) = run_tokenizer(&args, out, TOKENIZER, &train_text)?;
+    let spec = RunSpec::new(&options, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
+    let out = &open_run(&options, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(&options)?;
+    let (tokenizer, tok_config) = run_tokenizer(&options, out, TOKENIZER, &train_text)?;
     let train_device = device.autodiff();
     let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
     let ids = [tokenizer.special_tokens().pad.1 as usize, special("<s>")?, special("</s>")?];
-    let (model, config) = run_model::<XlnetLmHeadModel>(&args, out, &train_device, || {
+    let (model, config) = run_model::<XlnetLmHeadModel>(&options, out, &train_device, || {
         preset_model(&train_device, XlnetConfig::preset(args.preset(), tokenizer.vocab_size(), &permutation, mem_len, ids))
     })?;
     if config.bi_data != permutation.bi_data {
         return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
     }
-    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(|e| corpus_err(&args, e))?;
+    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(|e| corpus_err(&options, e))?;
     eprintln!(
         "model: {}, {} parameters; {} windows of {} tokens per pass ({} reused, {} predicted, memory {mem_len}); {} steps of {} x {}",
         XlnetLmHeadModel::architecture(), burn::module::Module::num_params(&model), task.num_train_windows(), permutation.seq_len,
         permutation.reuse_len, permutation.num_predict, steps, args.grad_accum, args.batch_size
     );
-    fit_and_export(&args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+    fit_and_export(&options, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
         model.save_pretrained(&config.for_inference(), dir)?;
         Ok(vec![dir.to_path_buf()])
     })
+    .map(|done| printed(&done))
 }
 
 /// `export` of an XLNet run: the language model in HF layout (`bi_data` and `reuse_len`, which

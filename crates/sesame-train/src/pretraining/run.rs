@@ -1,0 +1,758 @@
+//! One call for pre-training: [`pretrain`] builds a run directory from a corpus (the
+//! tokenizer trained on it or given, the model fresh from a preset, a config.json or a
+//! checkpoint), trains the family's objective with the shared [`Trainer`] (checkpoints, exact
+//! resume, metrics and plots), and exports the model in HF layout. [`pretrain_distilled`]
+//! distils a masked LM into a smaller student the same way. `cargo xtask train` parses its
+//! flags into [`PretrainOptions`] and calls these; BART's and XLNet's runs are made of the
+//! same steps ([`open_run`], [`read_corpus`], [`run_tokenizer`], [`run_model`],
+//! [`fit_and_export`]).
+//!
+//! ```no_run
+//! # fn run() -> Result<(), String> {
+//! use sesame_train::pretraining::{pretrain, PretrainOptions};
+//!
+//! let options = PretrainOptions { steps: Some(4000), ..PretrainOptions::new("bert", "data/moby-dick.txt") };
+//! let run = pretrain::<sesame_bert::Bert>(&options, burn::tensor::Device::flex())?;
+//! println!("held-out MLM loss {:.3}; the model is in {}", run.held_out["mlm_loss"], run.export.display());
+//! # Ok(()) }
+//! ```
+//!
+//! Errors are one line each, naming the file or the option (as the CLI's flag).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sesame_layers::fs::write_atomic;
+use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, LinearConfig, PretrainedModel};
+use sesame_text::{find_phrases, tokenize_documents, Corpus, Lexicon, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
+
+use super::{Knowledge, Layout, Masking, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
+use crate::distill::{Distilled, MaskedLmDistillation, StudentOptions};
+use crate::{Decay, TrainConfig, Trainer};
+
+/// A pre-training objective in place of the family's own (`--objective`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// SpanBERT: span masking (geometric span lengths, p = 0.2, at most 10 words), masked LM +
+    /// the span-boundary objective, single sequences without a sentence task.
+    Span,
+    /// Masked LM alone on single sequences, with the family's masking (or --masking): the
+    /// baseline without a sentence task or SBO of SpanBERT's and RoBERTa's ablations.
+    Mlm,
+    /// MASS (BART): one fragment of each block (--mass-fraction of it) masked in the source,
+    /// the decoder predicting it alone.
+    Mass,
+}
+
+impl Objective {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Span => "span",
+            Objective::Mlm => "mlm",
+            Objective::Mass => "mass",
+        }
+    }
+}
+
+/// RoBERTa's input packing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum PackingKind {
+    /// FULL-SENTENCES: sequences may cross document boundaries.
+    Full,
+    /// DOC-SENTENCES: sequences stay inside one document.
+    Doc,
+}
+
+/// A pre-training job: the corpus, the model, the optimisation and the run directory. Build it
+/// with [`PretrainOptions::new`] and change what differs from the defaults (the CLI's).
+#[derive(Clone, Debug)]
+pub struct PretrainOptions {
+    /// The family's name: the run's default directory `runs/FAMILY` and its record.
+    pub family: String,
+    /// Text file or directory of .txt files (documents separated by blank lines).
+    pub corpus: PathBuf,
+    /// An existing tokenizer directory; trained on the corpus if absent.
+    pub tokenizer: Option<PathBuf>,
+    /// Vocabulary size when training a tokenizer.
+    pub vocab_size: usize,
+    /// Model size preset: tiny, mini, small or base [default: tiny].
+    pub preset: Option<String>,
+    /// A config.json to use instead of a preset.
+    pub config: Option<PathBuf>,
+    /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
+    pub init_from: Option<PathBuf>,
+    /// Distil this masked LM of the family (kept fixed) into a smaller student ([`pretrain_distilled`]).
+    pub teacher: Option<PathBuf>,
+    /// The student of `teacher` and the weights of the loss's terms.
+    pub student: StudentOptions,
+    /// Optimizer steps [default: 4000 for the masked-LM families].
+    pub steps: Option<u64>,
+    /// Sequences per micro-batch.
+    pub batch_size: usize,
+    /// Maximum sequence length, special tokens included (at least 8).
+    pub seq_len: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Warm-up steps [default: 10% of the steps].
+    pub warmup: Option<u64>,
+    /// Decay after warm-up.
+    pub decay: Decay,
+    /// Micro-batches per optimizer step, gradients averaged.
+    pub grad_accum: u64,
+    /// Micro-batches of a step trained at once on a CPU backend [default: its cores].
+    pub threads: Option<usize>,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// Global gradient-norm clip (0: off).
+    pub max_grad_norm: f64,
+    /// The objective in place of the family's own, recorded in the run (the caller picks the
+    /// recipe type that trains it).
+    pub objective: Option<Objective>,
+    /// Masking strategy [default: the family's].
+    pub masking: Option<MaskingKind>,
+    /// Phrases to mask whole under phrase or ernie masking, one per line [default: the corpus's collocations].
+    pub phrases: Option<PathBuf>,
+    /// Entities to mask whole under entity or ernie masking, one surface form per line.
+    pub entities: Option<PathBuf>,
+    /// How packed families fill sequences [default: full sentences].
+    pub packing: Option<PackingKind>,
+    /// Static masking with N masks per example [default: dynamic].
+    pub static_masks: Option<u32>,
+    /// Random seed: tokenizer, initial weights, batches, masks, dropout.
+    pub seed: u64,
+    /// Fraction of documents held out for evaluation, in [0, 1) (at least one document).
+    pub held_out: f64,
+    /// Log every N steps.
+    pub log_every: u64,
+    /// Evaluate every N steps.
+    pub eval_every: u64,
+    /// Checkpoint every N steps.
+    pub checkpoint_every: u64,
+    /// Run directory [default: runs/FAMILY, runs/FAMILY-OBJECTIVE, runs/FAMILY-distill].
+    pub out: Option<PathBuf>,
+    /// Continue the run in `out` from its latest checkpoint.
+    pub resume: bool,
+    /// Delete what `out` holds and start a new run there.
+    pub overwrite: bool,
+    /// Stop after this step without a final checkpoint or export (simulates a kill).
+    pub stop_after: Option<u64>,
+    /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines.
+    pub progress: bool,
+}
+
+impl PretrainOptions {
+    /// Pre-train `family` on `corpus`; every other option at its default (the main job's).
+    pub fn new(family: impl Into<String>, corpus: impl Into<PathBuf>) -> Self {
+        Self {
+            family: family.into(),
+            corpus: corpus.into(),
+            tokenizer: None,
+            vocab_size: 2000,
+            preset: None,
+            config: None,
+            init_from: None,
+            teacher: None,
+            student: StudentOptions::default(),
+            steps: None,
+            batch_size: 32,
+            seq_len: 16,
+            lr: 1e-3,
+            warmup: None,
+            decay: Decay::Linear,
+            grad_accum: 4,
+            threads: None,
+            weight_decay: 0.01,
+            max_grad_norm: 1.0,
+            objective: None,
+            masking: None,
+            phrases: None,
+            entities: None,
+            packing: None,
+            static_masks: None,
+            seed: 42,
+            held_out: 0.02,
+            log_every: 10,
+            eval_every: 100,
+            checkpoint_every: 100,
+            out: None,
+            resume: false,
+            overwrite: false,
+            stop_after: None,
+            progress: false,
+        }
+    }
+
+    /// `preset`, or `tiny`.
+    pub fn preset(&self) -> &str {
+        self.preset.as_deref().unwrap_or("tiny")
+    }
+
+    /// The options a run cannot start with, as one line naming the option.
+    pub fn check(&self) -> Result<(), String> {
+        for (value, flag) in [(self.batch_size as u64, "--batch-size"), (self.grad_accum, "--grad-accum"), (self.vocab_size as u64, "--vocab-size"), (self.log_every, "--log-every"), (self.eval_every, "--eval-every"), (self.checkpoint_every, "--checkpoint-every")] {
+            if value == 0 {
+                return Err(format!("{flag} 0: must be at least 1"));
+            }
+        }
+        if self.steps == Some(0) {
+            return Err("--steps 0: must be at least 1".into());
+        }
+        if self.seq_len < 8 {
+            return Err(format!("--seq-len {}: at least 8 (a pair of segments needs room for words)", self.seq_len));
+        }
+        if !(0.0..1.0).contains(&self.held_out) {
+            return Err(format!("--held-out {}: not a fraction in [0, 1)", self.held_out));
+        }
+        for (value, flag) in [(self.lr, "--lr"), (self.weight_decay, "--weight-decay"), (self.max_grad_norm, "--max-grad-norm")] {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(format!("{flag} {value}: not a finite number >= 0"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a pre-training run gives.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Pretrained {
+    /// The run directory.
+    pub run: PathBuf,
+    /// The exported model, in HF layout with its tokenizer (`RUN/export`).
+    pub export: PathBuf,
+    /// The step the run started from (0, or the resumed checkpoint's).
+    pub resumed_from: u64,
+    /// The held-out metrics at the end.
+    pub held_out: std::collections::BTreeMap<String, f64>,
+    /// The step `stop_after` ended the run at, without a final checkpoint or export.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_after: Option<u64>,
+}
+
+/// A checkpoint exported by [`export_checkpoint`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Exported {
+    /// The checkpoint's directory.
+    pub checkpoint: PathBuf,
+    /// Where its model went.
+    pub export: PathBuf,
+}
+
+pub fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// An error making the training examples of `--corpus`, naming it.
+pub fn corpus_err(args: &PretrainOptions, e: impl std::fmt::Display) -> String {
+    format!("--corpus {}: {e}", args.corpus.display())
+}
+
+/// Settings that must stay the same when a run is resumed.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+pub struct RunSpec {
+    pub family: String,
+    corpus: PathBuf,
+    seq_len: usize,
+    batch_size: usize,
+    /// The masking strategy (BART: its noise).
+    masking: String,
+    layout: String,
+    #[serde(default)]
+    static_masks: Option<u32>,
+    /// `--objective`, when not the family's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<Objective>,
+    /// The teacher of a distillation run (`--teacher`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher: Option<TeacherSpec>,
+    seed: u64,
+    held_out: f64,
+}
+
+/// The teacher of a distillation run and what the run trains beside the student.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+pub struct TeacherSpec {
+    /// `--teacher`.
+    dir: PathBuf,
+    /// The student's and the loss's flags.
+    student: String,
+    /// The shape `[student width, teacher width]` of the hidden states' projection, when the
+    /// widths differ and a term reads the hidden states.
+    projection: Option<[usize; 2]>,
+}
+
+impl RunSpec {
+    /// The data settings of `args`, with the family's masking (or noise) and layout.
+    pub fn new(args: &PretrainOptions, masking: String, layout: String) -> Self {
+        Self {
+            family: args.family.clone(),
+            corpus: args.corpus.clone(),
+            seq_len: args.seq_len,
+            batch_size: args.batch_size,
+            masking,
+            layout,
+            static_masks: args.static_masks,
+            objective: args.objective,
+            teacher: None,
+            seed: args.seed,
+            held_out: args.held_out,
+        }
+    }
+
+    /// The settings of the run in `dir` (its `run.json`).
+    pub fn read(dir: &Path) -> Result<Self, String> {
+        let path = dir.join("run.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{} is not a run of `cargo xtask train`: {e}", dir.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("cannot read {}: {e} (a run of an older Sesame; start a new one)", path.display()))
+    }
+}
+
+/// The family's data layout with the command line's choices.
+fn layout<F: PretrainingFamily>(args: &PretrainOptions) -> Result<Layout, String> {
+    let layout = F::layout().with_max_seq_len(args.seq_len);
+    match (layout, args.packing) {
+        (layout, None) => Ok(layout),
+        (Layout::Packed { max_seq_len, .. }, Some(kind)) => {
+            let packing = if kind == PackingKind::Full { Packing::FullSentences } else { Packing::DocSentences };
+            Ok(Layout::Packed { packing, max_seq_len })
+        }
+        (Layout::Pairs(_), Some(_)) => Err(format!("--packing is for packed single sequences; {} trains on sentence pairs", F::NAME)),
+    }
+}
+
+/// `--out`, or `runs/<family>`: refused when it holds a run and neither `--resume` nor
+/// `--overwrite` is given, emptied with `--overwrite`; `spec` written to its `run.json`, or
+/// on `--resume` compared with the one there.
+pub fn open_run(args: &PretrainOptions, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
+    let name = match args.objective {
+        _ if args.teacher.is_some() => format!("{family}-distill"),
+        Some(objective) => format!("{family}-{}", objective.name()),
+        None => family.to_string(),
+    };
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(name));
+    let holds_something = std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_something && !args.resume {
+        if !args.overwrite {
+            return Err(format!(
+                "--out {} already holds a run: continue it with --resume, or start anew with --overwrite",
+                out.display()
+            ));
+        }
+        std::fs::remove_dir_all(&out).map_err(|e| format!("--overwrite: cannot remove {}: {e}", out.display()))?;
+    }
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let spec_path = out.join("run.json");
+    if args.resume {
+        let saved = RunSpec::read(&out).map_err(|e| format!("--resume: {e}"))?;
+        if saved != *spec {
+            return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
+        }
+    } else {
+        write_atomic(&spec_path, serde_json::to_string_pretty(spec).expect("JSON").as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", spec_path.display()))?;
+    }
+    Ok(out)
+}
+
+/// The corpus split into training and held-out documents.
+pub fn read_corpus(args: &PretrainOptions) -> Result<(Corpus, Corpus), String> {
+    let corpus = Corpus::read(&args.corpus).map_err(err)?;
+    let (train_text, held_out_text) = corpus.split_held_out(args.held_out);
+    eprintln!("corpus: {} documents, {} sentences ({} held-out documents)", train_text.documents.len(), train_text.num_sentences(), held_out_text.documents.len());
+    Ok((train_text, held_out_text))
+}
+
+/// The run's tokenizer: its own copy (so that `--resume` sees the same one), the one of
+/// `--init-from`, `--teacher` or `--tokenizer`, or one of `kind` trained on the corpus; saved in the run.
+pub fn run_tokenizer(args: &PretrainOptions, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
+    let run_tokenizer = out.join("tokenizer");
+    let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
+        (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::of_dir(&run_tokenizer).map_err(err)?)
+    } else if let Some(dir) = args.init_from.as_ref().or(args.teacher.as_ref()).or(args.tokenizer.as_ref()) {
+        (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::of_dir(dir).map_err(err)?)
+    } else {
+        eprintln!("training a {kind:?} tokenizer ({} tokens) on the corpus", args.vocab_size);
+        let tok_config = kind.config();
+        (Tokenizer::train(kind, train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
+    };
+    tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
+    Ok((tokenizer, tok_config))
+}
+
+/// The model trained and its configuration, on the autodiff `device`: the run's own on
+/// `--resume`, `--init-from`'s checkpoint, `--config`'s, or what `fresh` makes (a model of
+/// `--preset`; a distillation's student); the configuration is saved in the run.
+pub fn run_model<M: PretrainedModel>(
+    args: &PretrainOptions,
+    out: &Path,
+    device: &burn::tensor::Device,
+    fresh: impl FnOnce() -> Result<(M, M::Config), String>,
+) -> Result<(M, M::Config), String> {
+    // A fresh model's initial weights come from the run's seed, so `--seed` reproduces a run.
+    device.seed(args.seed);
+    let saved_config = out.join("config.json");
+    let (model, config) = match (&args.init_from, &args.config) {
+        // A resumed run keeps the model configuration it started with.
+        _ if args.resume && saved_config.is_file() => {
+            let config = M::Config::from_dir(out).map_err(err)?;
+            (M::init(&config, device), config)
+        }
+        (Some(dir), _) => {
+            let loaded = M::from_pretrained(dir, device).map_err(err)?;
+            eprintln!("initialised from {}: {}", dir.display(), loaded.report);
+            (loaded.model, loaded.config)
+        }
+        (None, Some(path)) => {
+            let config = read_config::<M::Config>(path)?;
+            (M::new_hf(&config, device), config)
+        }
+        (None, None) => fresh()?,
+    };
+    let json = serde_json::to_string_pretty(&config.to_json(&M::architecture())).expect("JSON");
+    write_atomic(&saved_config, json.as_bytes()).map_err(|e| format!("cannot write {}: {e}", saved_config.display()))?;
+    Ok((model, config))
+}
+
+/// The configuration of `--config` (a config.json).
+fn read_config<C: HfConfig>(path: &Path) -> Result<C, String> {
+    if !path.file_name().is_some_and(|n| n == "config.json") {
+        return Err(format!("--config must name a config.json, got {}", path.display()));
+    }
+    C::from_dir(path.parent().unwrap_or(Path::new("."))).map_err(err)
+}
+
+/// A fresh model of the preset `config`.
+pub fn preset_model<M: PretrainedModel>(device: &burn::tensor::Device, config: Result<M::Config, sesame_layers::ConfigError>) -> Result<(M, M::Config), String> {
+    let config = config.map_err(err)?;
+    Ok((M::new_hf(&config, device), config))
+}
+
+/// Default `--steps` of the masked-LM families.
+const MASKED_LM_STEPS: u64 = 4000;
+
+/// The trainer of `args` in `out`, on `device`'s threads, for `steps` steps.
+fn trainer(args: &PretrainOptions, steps: u64, out: &Path, device: &burn::tensor::Device) -> Trainer {
+    let train_config = TrainConfig {
+        steps,
+        grad_accum: args.grad_accum,
+        lr: args.lr,
+        warmup: args.warmup.unwrap_or(steps / 10),
+        decay: args.decay,
+        weight_decay: args.weight_decay,
+        max_grad_norm: args.max_grad_norm,
+        seed: args.seed,
+        log_every: args.log_every,
+        eval_every: args.eval_every,
+        checkpoint_every: args.checkpoint_every,
+        ..TrainConfig::default()
+    };
+    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(device));
+    let trainer = Trainer::new(train_config, out).with_progress(args.progress).with_threads(threads);
+    match args.stop_after {
+        Some(step) => trainer.with_stop_after(step),
+        None => trainer,
+    }
+}
+
+/// Train `model` on `task`, export it with `export` (which returns the model directories
+/// written, each of which gets the tokenizer), and summarise the run as JSON.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_and_export<T>(
+    args: &PretrainOptions,
+    steps: u64,
+    out: &Path,
+    task: &T,
+    model: T::Model,
+    device: &burn::tensor::Device,
+    tokenizer: (&Tokenizer, &TokenizerConfig),
+    export: impl FnOnce(&T::Model, &Path) -> Result<Vec<PathBuf>, sesame_layers::CheckpointError>,
+) -> Result<Pretrained, String>
+where
+    T: crate::TrainTask + Sync,
+    T::Model: Send + Sync,
+    T::Batch: Sync,
+{
+    let outcome = trainer(args, steps, out, device).fit(task, model, args.resume).map_err(err)?;
+    if args.stop_after.is_some() {
+        return Ok(Pretrained { run: out.to_path_buf(), export: out.join("export"), resumed_from: outcome.resumed_from, held_out: outcome.held_out, stopped_after: args.stop_after });
+    }
+    let export_dir = out.join("export");
+    for dir in export(&burn::module::Module::valid(&outcome.model), &export_dir).map_err(err)? {
+        tokenizer.0.save(&dir, tokenizer.1).map_err(err)?;
+    }
+    eprintln!("exported the model and tokenizer to {}", export_dir.display());
+    Ok(Pretrained { run: out.to_path_buf(), export: export_dir, resumed_from: outcome.resumed_from, held_out: outcome.held_out, stopped_after: None })
+}
+
+/// Pre-train a model of `F` with its objective (or `args.objective`'s recipe, chosen by the
+/// caller as `F`), on `args.corpus`, into the run directory: checkpoints, metrics, plots, and
+/// the export in HF layout.
+pub fn pretrain<F: PretrainingFamily>(args: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String> {
+    args.check()?;
+    let masking = args.masking.map(Masking::from).unwrap_or_else(F::masking);
+    let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
+    let layout = layout::<F>(args)?;
+    let spec = RunSpec::new(args, masking_spec(args, masking)?, format!("{layout:?}"));
+    let out = &open_run(args, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(args)?;
+    let (tokenizer, tok_config) = run_tokenizer(args, out, F::tokenizer(), &train_text)?;
+    let train_device = device.autodiff();
+    let pad = tokenizer.special_tokens().pad.1 as usize;
+    let (model, config) = run_model::<F::Model>(args, out, &train_device, || preset_model(&train_device, F::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), pad)))?;
+    let limits = config.input_limits();
+    if args.seq_len > limits.max_len {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
+    }
+    let strategy = masking.strategy(&knowledge(args, masking, &train_text, &tokenizer, steps, out)?);
+    let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, args.batch_size, args.seed)
+        .map_err(|e| corpus_err(args, e))?
+        .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
+    eprintln!(
+        "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking, {}); {} steps of {} x {}",
+        F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
+        args.static_masks.map_or("dynamic".to_string(), |n| format!("{n} static masks per example")),
+        steps, args.grad_accum, args.batch_size
+    );
+    fit_and_export(args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
+}
+
+/// What the run records of `masking` (resuming with other phrases or entities is refused),
+/// after checking that `--phrases` and `--entities` go with it.
+fn masking_spec(args: &PretrainOptions, masking: Masking) -> Result<String, String> {
+    if args.phrases.is_some() && !masking.reads_phrases() {
+        return Err(format!("--phrases is read by --masking phrase or ernie, not {}", flag_name(masking)));
+    }
+    if args.entities.is_some() && !masking.reads_entities() {
+        return Err(format!("--entities is read by --masking entity or ernie, not {}", flag_name(masking)));
+    }
+    if masking.reads_entities() && args.entities.is_none() {
+        return Err(format!("--masking {}: give the entities to mask whole with --entities FILE (one surface form per line)", flag_name(masking)));
+    }
+    let mut spec = format!("{masking:?}");
+    for (flag, file) in [("phrases", &args.phrases), ("entities", &args.entities)] {
+        if let Some(file) = file {
+            spec.push_str(&format!(" {flag}={}", file.display()));
+        }
+    }
+    Ok(spec)
+}
+
+/// `masking` as `--masking` spells it.
+fn flag_name(masking: Masking) -> String {
+    match masking {
+        Masking::Shared(kind) => kind.name().to_string(),
+        Masking::Family { name, .. } => name.to_lowercase(),
+    }
+}
+
+/// The units ERNIE's knowledge masking masks whole under `masking`: `--phrases` (or the
+/// collocations of `train_text`, listed in `out/phrases.txt`) and `--entities`, over the
+/// micro-batches of `steps` steps.
+fn knowledge(args: &PretrainOptions, masking: Masking, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
+    let mut knowledge = Knowledge { batches: steps * args.grad_accum, ..Knowledge::default() };
+    if masking.reads_phrases() {
+        let phrases = match &args.phrases {
+            Some(file) => Lexicon::read(file, tokenizer).map_err(|e| format!("--phrases {e}"))?,
+            None => {
+                let sentences: Vec<Segment> = tokenize_documents(train_text, tokenizer).map_err(|e| corpus_err(args, e))?.into_iter().flatten().collect();
+                let config = PhraseConfig::default();
+                let text = WordText::new(tokenizer);
+                let found = find_phrases(&sentences, &text, config);
+                if found.is_empty() {
+                    return Err(corpus_err(args, format!("no phrase found for --masking {} (no pair of words seen together more than {} times with a word2phrase score over {}); give them with --phrases FILE", flag_name(masking), config.min_count, config.threshold)));
+                }
+                let list: String = found.iter().map(|p| p.join(" ") + "\n").collect();
+                let path = out.join("phrases.txt");
+                write_atomic(&path, list.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                eprintln!("the phrases found in --corpus are in {} (edit it and pass it with --phrases to choose them)", path.display());
+                Lexicon::new(found, text)
+            }
+        };
+        let examples: Vec<String> = phrases.entries().iter().take(6).map(|p| p.join(" ")).collect();
+        eprintln!("phrases masked whole: {} ({}, …)", phrases.len(), examples.join(", "));
+        knowledge.phrases = Arc::new(phrases);
+    }
+    if let Some(file) = args.entities.as_ref().filter(|_| masking.reads_entities()) {
+        let entities = Lexicon::read(file, tokenizer).map_err(|e| format!("--entities {e}"))?;
+        eprintln!("entities masked whole: {}", entities.len());
+        knowledge.entities = Arc::new(entities);
+    }
+    Ok(knowledge)
+}
+
+/// `train FAMILY --teacher DIR`: a masked-LM student of family `F` (base model `B`) distilled
+/// from the fixed teacher `DIR` ([`MaskedLmDistillation`]) on masked single sequences of full
+/// sentences, with `F`'s masking (or `--masking`); the student starts from the teacher's
+/// layers (`--student-layers`, DistilBERT's every other one by default) or fresh
+/// (`--preset`, `--config`), and is exported as the family's masked LM.
+pub fn pretrain_distilled<F, B>(args: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String>
+where
+    F: PretrainingFamily,
+    B: HasMaskedLmHead,
+    F::Model: PretrainedModel<Config = B::Config>,
+    ForMaskedLM<B>: Send + Sync,
+{
+    args.check()?;
+    let teacher_dir = args.teacher.as_ref().expect("train --teacher");
+    let masking = args.masking.map(Masking::from).unwrap_or_else(F::masking);
+    let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
+    let layout = layout::<SingleSequenceRecipe<F, B>>(args)?;
+    let fresh_student = args.config.is_some() || args.preset.is_some();
+    if fresh_student && args.student.student_layers.is_some() {
+        return Err("--student-layers takes the teacher's layers; a --preset or --config student has its own".into());
+    }
+
+    // The teacher: fixed, without dropout, on the training device.
+    let train_device = device.autodiff();
+    let loaded = ForMaskedLM::<B>::from_pretrained(teacher_dir, &train_device).map_err(|e| format!("--teacher: {e}"))?;
+    if !loaded.report.initialized.is_empty() {
+        return Err(format!("--teacher {} is not a masked LM of {}: {}", teacher_dir.display(), F::NAME, loaded.report));
+    }
+    let teacher_config = loaded.config;
+    let teacher_sizes = B::classifier_sizes(&teacher_config);
+    let teacher_tokenizer = Tokenizer::from_dir(teacher_dir).map_err(|e| format!("--teacher: {e}"))?;
+    let pad = teacher_tokenizer.special_tokens().pad.1 as usize;
+    let teacher_limits = teacher_config.input_limits();
+
+    // The student's configuration, checked against the teacher before the run starts: the
+    // teacher's with some of its layers (the student made of them now), or that of --config
+    // or --preset (the fresh model drawn by `run_model`, from the seed).
+    let (kept_student, config) = match &args.config {
+        Some(path) => (None, read_config::<B::Config>(path)?),
+        None if fresh_student => (None, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad).map_err(err)?),
+        None => {
+            let mut config = teacher_config.clone();
+            let kept = args.student.kept_layers(teacher_sizes.layers)?;
+            eprintln!("the student starts from the teacher's layers {}", kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "));
+            let student = loaded.model.clone().keep_layers(&mut config, &kept).map_err(err)?;
+            (Some(student), config)
+        }
+    };
+    let sizes = B::classifier_sizes(&config);
+    let loss = args.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
+    let limits = config.input_limits();
+    if limits.vocab_size != teacher_limits.vocab_size {
+        return Err(format!("the student's vocab_size is {}, the teacher's {}: the soft targets need the same vocabulary", limits.vocab_size, teacher_limits.vocab_size));
+    }
+    // A student of another width learns the hidden states through a projection (TinyBERT's).
+    let projection = ((loss.cosine > 0.0 || loss.hidden > 0.0) && sizes.hidden_size != teacher_sizes.hidden_size).then_some([sizes.hidden_size, teacher_sizes.hidden_size]);
+    if loss.attention > 0.0 && (attention_heads(&config) != attention_heads(&teacher_config) || !B::pruned_heads(&teacher_config).is_empty()) {
+        return Err("--alpha-attention: the student's and teacher's mapped layers must have the same heads".into());
+    }
+    for (who, max_len) in [("student", limits.max_len), ("teacher", teacher_limits.max_len)] {
+        if args.seq_len > max_len {
+            return Err(format!("--seq-len {} exceeds the {who}'s {max_len} positions", args.seq_len));
+        }
+    }
+
+    let mut spec = RunSpec::new(args, masking_spec(args, masking)?, format!("{layout:?}"));
+    spec.objective = Some(Objective::Mlm);
+    spec.teacher = Some(TeacherSpec { dir: teacher_dir.clone(), student: format!("{:?}", args.student), projection });
+    let out = &open_run(args, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(args)?;
+    let (tokenizer, tok_config) = run_tokenizer(args, out, F::tokenizer(), &train_text)?;
+    // On --resume, the run's own configuration (its checkpoint is loaded by the trainer).
+    let (student, config) = run_model::<ForMaskedLM<B>>(args, out, &train_device, || match kept_student {
+        Some(student) => Ok((student, config)),
+        None => preset_model(&train_device, Ok(config)),
+    })?;
+    let student = Distilled { student, projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(&train_device)) };
+    let teacher = burn::module::Module::no_grad(crate::pruning::without_dropout(loaded.model));
+    let strategy = masking.strategy(&knowledge(args, masking, &train_text, &tokenizer, steps, out)?);
+    let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, args.batch_size, args.seed)
+        .map_err(|e| corpus_err(args, e))?
+        .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
+    eprintln!(
+        "student: {}, {} layers, {} parameters (teacher: {} layers, {} parameters){}; {} training examples ({layout:?}, {masking:?} masking); loss {}; {} steps of {} x {}",
+        ForMaskedLM::<B>::architecture(), sizes.layers, burn::module::Module::num_params(&student.student), teacher_sizes.layers, burn::module::Module::num_params(&teacher),
+        projection.map_or(String::new(), |[from, to]| format!(", hidden states projected {from} -> {to}")),
+        data.num_train_examples(), serde_json::to_string(&loss).expect("JSON"), steps, args.grad_accum, args.batch_size
+    );
+    let task = MaskedLmDistillation::new(data, teacher, loss, train_device.clone());
+    fit_and_export(args, steps, out, &task, student, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.student.save_pretrained(&config, dir)?;
+        Ok(vec![dir.to_path_buf()])
+    })
+}
+
+/// `export` of a distillation run of `train FAMILY --teacher` (student `ForMaskedLM<B>`): the
+/// student alone, in HF layout.
+pub fn export_distilled<B: HasMaskedLmHead>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+    let config = B::Config::from_dir(run).map_err(err)?;
+    let projection = RunSpec::read(run)?.teacher.and_then(|t| t.projection);
+    let init = Distilled { student: ForMaskedLM::<B>::init(&config, device), projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(device)) };
+    let model = burn::module::Module::try_load_file(init, checkpoint).map_err(err)?;
+    model.student.save_pretrained(&config, out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
+}
+
+/// `num_attention_heads` of a configuration, as its config.json says.
+fn attention_heads<C: HfConfig>(config: &C) -> Option<u64> {
+    config.to_json("").get("num_attention_heads").and_then(serde_json::Value::as_u64)
+}
+
+/// Refuse the masked-LM families' data flags for a family whose corruption is its own
+/// (`instead`: how that family's is set).
+pub fn refuse_masked_lm_flags(args: &PretrainOptions, instead: &str) -> Result<(), String> {
+    let given = [
+        (args.masking.is_some(), "--masking"),
+        (args.phrases.is_some(), "--phrases"),
+        (args.entities.is_some(), "--entities"),
+        (args.packing.is_some(), "--packing"),
+        (args.static_masks.is_some(), "--static-masks"),
+    ];
+    match given.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(format!("{flag} is for the masked-LM families; {instead}")),
+        None => Ok(()),
+    }
+}
+
+/// Save the model of a training checkpoint (`run`, `checkpoint`) in HF layout at `out`;
+/// returns the model directories written.
+pub type ExportFn = fn(&Path, &Path, &Path, &burn::tensor::Device) -> Result<Vec<PathBuf>, String>;
+
+/// Load a checkpoint of `F`'s model (config from the run) and save it in HF layout.
+pub fn export_model<F: PretrainingFamily>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+    let config = <F::Model as PretrainedModel>::Config::from_dir(run).map_err(err)?;
+    let model = burn::module::Module::try_load_file(F::Model::init(&config, device), checkpoint).map_err(err)?;
+    model.export(&config, out).map_err(err)
+}
+
+/// Export the checkpoint of `step` (default: the latest) of the run `run` to HF layout
+/// (config.json, model.safetensors, tokenizer files) in `out` (default: RUN/export-step-N),
+/// with the export `export_of` gives for the run (its family's, for its objective).
+pub fn export_checkpoint(run: &Path, step: Option<u64>, out: Option<PathBuf>, device: burn::tensor::Device, export_of: fn(&RunSpec) -> Result<ExportFn, String>) -> Result<Exported, String> {
+    let checkpoints = run.join("checkpoints");
+    let name = match step {
+        Some(step) => format!("step-{step:08}"),
+        None => std::fs::read_to_string(checkpoints.join("latest"))
+            .map_err(|e| format!("no checkpoint in {}: {e}", run.display()))?
+            .trim()
+            .to_string(),
+    };
+    // `latest` names a checkpoint of this run (`step-NNNNNNNN`), never a path elsewhere.
+    let is_step = name.strip_prefix("step-").is_some_and(|n| n.len() == 8 && n.bytes().all(|b| b.is_ascii_digit()));
+    if !is_step {
+        return Err(format!("{}: `{name}` is not a checkpoint of this run (expected step-NNNNNNNN)", checkpoints.join("latest").display()));
+    }
+    let checkpoint = checkpoints.join(&name);
+    if !checkpoint.join("model.bpk").is_file() {
+        return Err(format!("no checkpoint {} (see {})", name, checkpoints.display()));
+    }
+    let spec = RunSpec::read(run)?;
+    let out = out.unwrap_or_else(|| run.join(format!("export-{name}")));
+    let checkpoint_file = checkpoint.join("model.bpk");
+    let export = export_of(&spec)?;
+    let written = export(run, &checkpoint_file, &out, &device)?;
+    let tokenizer_dir = run.join("tokenizer");
+    let tokenizer = Tokenizer::from_dir(&tokenizer_dir).map_err(err)?;
+    let tok_config = TokenizerConfig::of_dir(&tokenizer_dir).map_err(err)?;
+    for dir in written {
+        tokenizer.save(&dir, &tok_config).map_err(err)?;
+    }
+    Ok(Exported { checkpoint, export: out })
+}
+
