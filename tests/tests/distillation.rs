@@ -5,7 +5,7 @@
 
 use burn::prelude::*;
 use sesame_bert::BertForMaskedLM;
-use sesame_layers::{OutputOptions, PretrainedModel};
+use sesame_layers::{HfConfig as _, OutputOptions, PretrainedModel};
 use sesame_tests::training::first_step_failures;
 use sesame_tests::{devices, values, Fixture};
 use sesame_train::distill::{masked_lm_distillation_step, DistillLoss};
@@ -155,7 +155,7 @@ fn xlnet_and_bart_classifiers_give_distillation_their_layers_and_keep_their_teac
             let teacher = loaded.model.classify_layers(input(&f, &device), all);
             compare(&mut check, &f, &teacher, &[""]);
             let mut config = loaded.config.clone();
-            let layers = XlnetForSequenceClassification::num_layers(&config);
+            let layers = config.num_layers();
             let student = loaded.model.keep_layers(&mut config, &[0, layers - 1]).unwrap();
             assert_eq!((config.n_layer, student.transformer.layer.len()), (2, 2), "{backend}: {shape}");
             let out = student.classify_layers(input(&f, &device), all);

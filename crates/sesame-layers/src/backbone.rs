@@ -261,12 +261,6 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
         Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{} layers cannot be picked one by one", Self::CLASS) })
     }
 
-    /// The heads pruned from each layer by `config` (HF `pruned_heads`), numbered as in the
-    /// unpruned layers.
-    fn pruned_heads(_config: &Self::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
-        Default::default()
-    }
-
     /// The model without `heads` (layer -> heads, numbered as in the unpruned layers, as HF's
     /// `prune_heads` takes them), `config` recording them in `pruned_heads`, which saving
     /// writes and loading rebuilds the layers from. Families whose heads cannot be pruned

@@ -64,6 +64,14 @@ pub trait HfConfig: Sized + Clone {
     fn num_hidden_layers_mut(&mut self) -> Option<&mut usize> {
         None
     }
+    /// The depth of the stack a student's layers are picked from (an encoder-decoder: of each
+    /// of its stacks).
+    fn num_layers(&self) -> usize;
+    /// The heads pruned from each layer (HF `pruned_heads`), numbered as in the unpruned
+    /// layers; none for families that cannot prune.
+    fn pruned_heads(&self) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
+        Default::default()
+    }
 }
 
 /// A model loaded from an HF directory, with its config and what loading did.

@@ -576,18 +576,8 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     /// Whether the head can read a mix of every layer (`sesame_scalar_mix` in the config).
     const SCALAR_MIX: bool = false;
 
-    /// The depth of the stack [`Self::keep_layers`] picks from (an encoder-decoder: of each
-    /// of its two stacks).
-    fn num_layers(config: &Self::Config) -> usize;
-
-    /// The heads pruned from each layer by `config` (HF `pruned_heads`), numbered as in the
-    /// unpruned layers; none for families that cannot prune.
-    fn pruned_heads(_config: &Self::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
-        Default::default()
-    }
-
-    /// The model with only the layers `layers` (0-based, increasing) of its stack (an
-    /// encoder-decoder: of each stack), `config` saying so ([`Backbone::keep_layers`]): a
+    /// The model with only the layers `layers` (0-based, increasing, of the config's
+    /// `num_layers`; an encoder-decoder: of each stack), `config` saying so ([`Backbone::keep_layers`]): a
     /// student initialised from its teacher's layers. Refused where the layers cannot be picked.
     fn keep_layers(self, _config: &mut Self::Config, _layers: &[usize]) -> Result<Self, crate::ConfigError> {
         Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{}'s layers cannot be picked one by one", Self::architecture()) })
@@ -654,14 +644,6 @@ macro_rules! task_model_of_base {
 
         fn device(&self) -> Device {
             self.base.device()
-        }
-
-        fn num_layers(config: &B::Config) -> usize {
-            B::classifier_sizes(config).layers
-        }
-
-        fn pruned_heads(config: &B::Config) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
-            B::pruned_heads(config)
         }
     };
 }

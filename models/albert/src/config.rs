@@ -152,6 +152,10 @@ impl HfConfig for AlbertConfig {
         (self.num_hidden_groups == 1).then_some(&mut self.hparams.num_hidden_layers)
     }
 
+    fn num_layers(&self) -> usize {
+        self.hparams.num_hidden_layers
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, Albert::MODEL_TYPES, Albert::defaults())?;
         config.validate()?;

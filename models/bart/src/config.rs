@@ -247,6 +247,11 @@ impl BartConfig {
 }
 
 impl HfConfig for BartConfig {
+    /// Of the encoder; the decoder's must be the same for a student's layers to be picked.
+    fn num_layers(&self) -> usize {
+        self.encoder_layers
+    }
+
     /// Ids of its vocabulary, up to its learned positions; no segment ids.
     fn input_limits(&self) -> InputLimits {
         InputLimits::learned_positions(self.vocab_size, 0, self.max_position_embeddings, 0)

@@ -234,11 +234,6 @@ macro_rules! task_model {
                 self.model.shared.weight.device()
             }
 
-            /// Of the encoder; the decoder's must be the same for its layers to be picked.
-            fn num_layers(config: &BartConfig) -> usize {
-                config.encoder_layers
-            }
-
             fn keep_layers(self, config: &mut BartConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
                 Ok(Self { model: self.model.keep_layers(config, layers)?, ..self })
             }

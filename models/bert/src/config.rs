@@ -172,6 +172,14 @@ impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
         Some(&mut self.hparams.num_hidden_layers)
     }
 
+    fn num_layers(&self) -> usize {
+        self.hparams.num_hidden_layers
+    }
+
+    fn pruned_heads(&self) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
+        self.hparams.pruned()
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let mut config: Self = read_family_config(dir, F::MODEL_TYPES, F::defaults())?;
         config.validate()?;

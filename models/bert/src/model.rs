@@ -115,10 +115,6 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
         Ok(Self { encoder, ..self })
     }
 
-    fn pruned_heads(config: &Self::Config) -> BTreeMap<usize, BTreeSet<usize>> {
-        config.pruned()
-    }
-
     fn prune_heads(self, config: &mut Self::Config, heads: &BTreeMap<usize, BTreeSet<usize>>) -> Result<Self, ConfigError> {
         let mut pruned = config.clone();
         pruned.hparams = config.hparams.with_pruned(heads);

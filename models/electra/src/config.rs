@@ -174,6 +174,14 @@ impl HfConfig for ElectraConfig {
         Some(&mut self.hparams.num_hidden_layers)
     }
 
+    fn num_layers(&self) -> usize {
+        self.hparams.num_hidden_layers
+    }
+
+    fn pruned_heads(&self) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
+        self.hparams.pruned()
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, defaults())?;
         config.validate()?;

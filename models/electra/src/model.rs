@@ -121,10 +121,6 @@ impl Backbone for ElectraModel {
         Ok(Self { encoder, ..self })
     }
 
-    fn pruned_heads(config: &ElectraConfig) -> BTreeMap<usize, BTreeSet<usize>> {
-        config.pruned()
-    }
-
     fn prune_heads(self, config: &mut ElectraConfig, heads: &BTreeMap<usize, BTreeSet<usize>>) -> Result<Self, ConfigError> {
         let mut pruned = config.clone();
         pruned.hparams = config.hparams.with_pruned(heads);

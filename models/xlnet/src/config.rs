@@ -227,6 +227,10 @@ impl HfConfig for XlnetConfig {
         Some(&mut self.n_layer)
     }
 
+    fn num_layers(&self) -> usize {
+        self.n_layer
+    }
+
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         let config: Self = read_family_config(dir, MODEL_TYPES, serde_json::json!({}))?;
         config.validate()?;

@@ -461,10 +461,6 @@ macro_rules! task_model {
                 self.transformer.word_embedding.weight.device()
             }
 
-            fn num_layers(config: &XlnetConfig) -> usize {
-                config.n_layer
-            }
-
             fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
                 Ok(Self { transformer: self.transformer.keep_layers(config, layers)?, ..self })
             }

@@ -110,10 +110,10 @@ pub fn distill_classifier<M: SequenceClassifier>(run: &FinetuneOptions, student:
     if !loaded.report.initialized.is_empty() {
         return Err(format!("distill: {} is not a fine-tuned classifier ({}); fine-tune it first", run.model.display(), loaded.report));
     }
-    let teacher_layers = M::num_layers(&config);
+    let teacher_layers = config.num_layers();
     let kept = student.kept_layers(teacher_layers)?;
     let loss = student.loss(CLASSIFIER_WEIGHTS, kept.len(), teacher_layers).map_err(|e| format!("distill: {e}"))?;
-    if loss.attention > 0.0 && !M::pruned_heads(&config).is_empty() {
+    if loss.attention > 0.0 && !config.pruned_heads().is_empty() {
         return Err("--alpha-attention: the teacher has pruned heads; the attention maps of mapped layers must have the same heads".into());
     }
     let teacher = crate::pruning::without_dropout(loaded.model).no_grad();

@@ -639,7 +639,7 @@ where
     }
     // A student of another width learns the hidden states through a projection (TinyBERT's).
     let projection = ((loss.cosine > 0.0 || loss.hidden > 0.0) && sizes.hidden_size != teacher_sizes.hidden_size).then_some([sizes.hidden_size, teacher_sizes.hidden_size]);
-    if loss.attention > 0.0 && (attention_heads(&config) != attention_heads(&teacher_config) || !B::pruned_heads(&teacher_config).is_empty()) {
+    if loss.attention > 0.0 && (attention_heads(&config) != attention_heads(&teacher_config) || !teacher_config.pruned_heads().is_empty()) {
         return Err("--alpha-attention: the student's and teacher's mapped layers must have the same heads".into());
     }
     for (who, max_len) in [("student", limits.max_len), ("teacher", teacher_limits.max_len)] {

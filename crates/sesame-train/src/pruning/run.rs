@@ -152,7 +152,7 @@ where
     }
     let importance = importance.normalized();
     let chosen = importance.least_important(args.heads);
-    let unpruned = unpruned_numbers(&chosen, &B::pruned_heads(&config), &importance);
+    let unpruned = unpruned_numbers(&chosen, &config.pruned_heads(), &importance);
     let threads = sesame_layers::device::default_threads(&device);
     let trainer = Trainer::new(TrainConfig::default(), std::env::temp_dir()).with_progress(false).with_threads(threads);
     let before = trainer.evaluate(eval_task, &model, &eval_batches);
