@@ -756,3 +756,28 @@ pub fn export_checkpoint(run: &Path, step: Option<u64>, out: Option<PathBuf>, de
     Ok(Exported { checkpoint, export: out })
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_a_run_cannot_start_with_get_one_line_naming_the_option() {
+        let base = PretrainOptions::new("bert", "data/moby-dick.txt");
+        assert_eq!(base.check(), Ok(()));
+        let cases: [(fn(&mut PretrainOptions), &str); 6] = [
+            (|o| o.batch_size = 0, "--batch-size 0"),
+            (|o| o.steps = Some(0), "--steps 0"),
+            (|o| o.seq_len = 4, "--seq-len 4"),
+            (|o| o.held_out = 1.0, "--held-out 1"),
+            (|o| o.lr = f64::INFINITY, "--lr inf"),
+            (|o| o.eval_every = 0, "--eval-every 0"),
+        ];
+        for (change, named) in cases {
+            let mut options = base.clone();
+            change(&mut options);
+            let error = options.check().unwrap_err();
+            assert!(error.starts_with(named) && !error.contains('\n'), "{named}: {error}");
+        }
+    }
+}
