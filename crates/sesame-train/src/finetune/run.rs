@@ -292,13 +292,13 @@ pub(crate) struct FinetuneData {
 
 /// Read `--train` and `--eval`: the label kind from the training file (or `--task`), the
 /// classes from the training file, every evaluation label checked against them.
-pub(crate) fn read_data(args: &FinetuneOptions) -> Result<FinetuneData, String> {
-    let columns = args.columns.columns();
-    let train = labelled::read_rows(&args.train, &columns).map_err(|e| e.to_string())?;
-    let eval = labelled::read_rows(&args.eval, &columns).map_err(|e| e.to_string())?;
-    let found = labelled::problem_type(&args.train, &train).map_err(|e| e.to_string())?;
-    labelled::problem_type(&args.eval, &eval).map_err(|e| e.to_string())?;
-    let problem = match (args.task, found) {
+pub(crate) fn read_data(job: &FinetuneOptions) -> Result<FinetuneData, String> {
+    let columns = job.columns.columns();
+    let train = labelled::read_rows(&job.train, &columns).map_err(|e| e.to_string())?;
+    let eval = labelled::read_rows(&job.eval, &columns).map_err(|e| e.to_string())?;
+    let found = labelled::problem_type(&job.train, &train).map_err(|e| e.to_string())?;
+    labelled::problem_type(&job.eval, &eval).map_err(|e| e.to_string())?;
+    let problem = match (job.task, found) {
         (FinetuneTask::Classify, found) => found,
         (FinetuneTask::Multilabel, ProblemType::MultiLabelClassification | ProblemType::SingleLabelClassification) => ProblemType::MultiLabelClassification,
         (FinetuneTask::Regress, ProblemType::Regression) => ProblemType::Regression,
@@ -308,21 +308,21 @@ pub(crate) fn read_data(args: &FinetuneOptions) -> Result<FinetuneData, String> 
             let task = if task == FinetuneTask::Tag { "tag" } else { "qa" };
             return Err(format!("distill --task {task}: distill teaches sequence classifiers (--task classify, multilabel or regress); taggers and QA models are not distilled yet"));
         }
-        (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", args.train.display(), found.hf_name()).to_lowercase()),
+        (task, found) => return Err(format!("--task {task:?}: the labels of {} are for {}", job.train.display(), found.hf_name()).to_lowercase()),
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { labelled::class_names(&train) };
     if problem == ProblemType::SingleLabelClassification && classes.len() < 2 {
-        return Err(format!("{}: a classifier needs at least two classes; the labels hold {classes:?}", args.train.display()));
+        return Err(format!("{}: a classifier needs at least two classes; the labels hold {classes:?}", job.train.display()));
     }
-    let train_targets = labelled::targets(&args.train, &train, problem, &classes).map_err(|e| e.to_string())?;
-    let eval_targets = labelled::targets(&args.eval, &eval, problem, &classes).map_err(|e| e.to_string())?;
+    let train_targets = labelled::targets(&job.train, &train, problem, &classes).map_err(|e| e.to_string())?;
+    let eval_targets = labelled::targets(&job.eval, &eval, problem, &classes).map_err(|e| e.to_string())?;
     Ok(FinetuneData { problem, train: (train, train_targets), eval: (eval, eval_targets), classes })
 }
 
 /// The metric that picks the exported model (`--metric`, else `default`, checked against
 /// `names`), and whether larger is better.
-pub(crate) fn best_metric(args: &FinetuneOptions, what: &str, names: &[&str], default: &str) -> Result<(String, bool), String> {
-    let name = args.metric.clone().unwrap_or_else(|| default.to_string());
+pub(crate) fn best_metric(job: &FinetuneOptions, what: &str, names: &[&str], default: &str) -> Result<(String, bool), String> {
+    let name = job.metric.clone().unwrap_or_else(|| default.to_string());
     if !names.contains(&name.as_str()) {
         return Err(format!("--metric {name}: {what} reports {}", names.join(", ")));
     }
@@ -332,40 +332,40 @@ pub(crate) fn best_metric(args: &FinetuneOptions, what: &str, names: &[&str], de
 
 /// `finetune` of a family whose sequence classifier is `C`, token classifier `T` and
 /// extractive-QA model `Q`: the task of `--task`.
-pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
-    args.check()?;
-    match args.task {
-        FinetuneTask::Tag => finetune_tagger::<T>(args, device),
-        FinetuneTask::Qa => finetune_qa::<Q>(args, device),
-        _ => finetune_classifier::<C>(args, device),
+pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    job.check()?;
+    match job.task {
+        FinetuneTask::Tag => finetune_tagger::<T>(job, device),
+        FinetuneTask::Qa => finetune_qa::<Q>(job, device),
+        _ => finetune_classifier::<C>(job, device),
     }
 }
 
 /// `finetune` of a family with a sequence classifier `C` and an extractive-QA model `Q` but no
 /// token classifier (BART: transformers has no `BartForTokenClassification`).
-pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
-    args.check()?;
-    match args.task {
+pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    job.check()?;
+    match job.task {
         FinetuneTask::Tag => Err(format!("--task tag: {} models have no token-classification head (transformers has none for them either)", C::architecture().trim_end_matches("ForSequenceClassification"))),
-        FinetuneTask::Qa => finetune_qa::<Q>(args, device),
-        _ => finetune_classifier::<C>(args, device),
+        FinetuneTask::Qa => finetune_qa::<Q>(job, device),
+        _ => finetune_classifier::<C>(job, device),
     }
 }
 
 /// How the training rows are cut: `--batch-size` rows a batch, split into `--micro-batches`.
-pub(crate) fn batching(args: &FinetuneOptions) -> Batching {
-    Batching { batch_size: args.batch_size, parts: args.micro_batches.min(args.batch_size).max(1), seed: args.seed }
+pub(crate) fn batching(job: &FinetuneOptions) -> Batching {
+    Batching { batch_size: job.batch_size, parts: job.micro_batches.min(job.batch_size).max(1), seed: job.seed }
 }
 
 /// The checkpoint's tokenizer and config, and the window length of `--seq-len`.
-pub(crate) fn load_start<M: TaskModel>(args: &FinetuneOptions) -> Result<(Tokenizer, M::Config, usize), String> {
-    let tokenizer = Tokenizer::from_dir(&args.model).map_err(|e| format!("{}: {e}", args.model.display()))?;
-    let config = <M::Config as HfConfig>::from_dir(&args.model).map_err(|e| e.to_string())?;
+pub(crate) fn load_start<M: TaskModel>(job: &FinetuneOptions) -> Result<(Tokenizer, M::Config, usize), String> {
+    let tokenizer = Tokenizer::from_dir(&job.model).map_err(|e| format!("{}: {e}", job.model.display()))?;
+    let config = <M::Config as HfConfig>::from_dir(&job.model).map_err(|e| e.to_string())?;
     let limits = config.input_limits();
-    let seq_len = match args.seq_len {
+    let seq_len = match job.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,
-        None => (if args.task == FinetuneTask::Qa { 384 } else { 128 }).min(limits.max_len),
+        None => (if job.task == FinetuneTask::Qa { 384 } else { 128 }).min(limits.max_len),
     };
     Ok((tokenizer, config, seq_len))
 }
@@ -380,27 +380,27 @@ pub(crate) fn default_metric(problem: ProblemType) -> &'static str {
 }
 
 /// `finetune --task classify|multilabel|regress`.
-fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
-    let data = read_data(args)?;
+fn finetune_classifier<M: SequenceClassifier>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let data = read_data(job)?;
     let default = default_metric(data.problem);
-    if args.early_exit {
-        return early_exit::<M>(args, data, device);
+    if job.early_exit {
+        return early_exit::<M>(job, data, device);
     }
-    let metric = best_metric(args, data.problem.hf_name(), metric_names(data.problem), default)?;
-    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
+    let metric = best_metric(job, data.problem.hf_name(), metric_names(data.problem), default)?;
+    let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
     set_labels(config.labels_mut(), &data.classes, data.problem.hf_name());
     let encode = |(rows, targets): (Vec<labelled::LabelledRow>, Vec<Target>), path: &Path| {
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-        let pairs = args.columns.pairs(&rows);
+        let pairs = job.columns.pairs(&rows);
         LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
     };
-    let (train, eval) = (encode(data.train, &args.train)?, encode(data.eval, &args.eval)?);
+    let (train, eval) = (encode(data.train, &job.train)?, encode(data.eval, &job.eval)?);
     let rows = format!("{} training rows, {} evaluation rows", train.len(), eval.len());
     let num_labels = data.classes.len().max(1);
-    let task = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(args));
+    let task = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(job));
     let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
     let per_epoch = task.batches_per_epoch();
-    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         Ok(per_class(task.report(&predictions)))
@@ -409,37 +409,37 @@ fn finetune_classifier<M: SequenceClassifier>(args: &FinetuneOptions, device: De
 
 /// `finetune --early-exit`: FastBERT's self-distillation of exit classifiers added to the
 /// fine-tuned classifier `--model`, its own labels kept.
-fn early_exit<M: SequenceClassifier>(args: &FinetuneOptions, data: FinetuneData, device: Device) -> Result<Finetuned, String> {
+fn early_exit<M: SequenceClassifier>(job: &FinetuneOptions, data: FinetuneData, device: Device) -> Result<Finetuned, String> {
     let name = M::architecture();
-    if args.init == Init::Random {
+    if job.init == Init::Random {
         return Err("--init random: --early-exit distils the fine-tuned classifier --model into exit classifiers; its weights are needed".into());
     }
     if !M::EARLY_EXIT {
         return Err(format!("--early-exit: {name} cannot stop early (exit classifiers need an encoder run a layer at a time: BERT, RoBERTa, ALBERT, ELECTRA, UniLM)"));
     }
-    if args.metric.as_deref().is_some_and(|m| m != "loss") {
+    if job.metric.as_deref().is_some_and(|m| m != "loss") {
         return Err("--early-exit: the exported classifiers are those of the lowest held-out distillation loss (--metric loss)".into());
     }
-    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
+    let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
     let labels = config.labels().clone();
     if labels.early_exit.is_some() {
-        return Err(format!("--early-exit: {} already has exit classifiers (config `sesame_early_exit`); start from the classifier without them", args.model.display()));
+        return Err(format!("--early-exit: {} already has exit classifiers (config `sesame_early_exit`); start from the classifier without them", job.model.display()));
     }
     if let Some(layers) = config.clone().num_hidden_layers_mut().map(|n| *n).filter(|&n| n < 2) {
-        return Err(format!("--early-exit: {} has {layers} layer; exit classifiers go below the top layer", args.model.display()));
+        return Err(format!("--early-exit: {} has {layers} layer; exit classifiers go below the top layer", job.model.display()));
     }
-    let (train, eval, classes) = sets_of_the_model("--early-exit", args, &data, &tokenizer, &labels, seq_len, &[ProblemType::SingleLabelClassification])?;
+    let (train, eval, classes) = sets_of_the_model("--early-exit", job, &data, &tokenizer, &labels, seq_len, &[ProblemType::SingleLabelClassification])?;
     let what = format!("{} training rows (their labels unread), {} evaluation rows, {} classes; exit classifiers after layers below the top, distilled from the head", train.len(), eval.len(), classes.len());
     config.labels_mut().early_exit = Some(sesame_layers::EarlyExitConfig::default());
-    let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(args));
+    let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(job));
     let task = EarlyExitDistillation::new(rows);
     let per_epoch = task.batches_per_epoch();
-    let run = Run { args, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
+    let run = Run { job, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
     // Fine steps near 0, where most rows already stop low.
     let speeds: Vec<f64> = [0.0, 0.01, 0.02, 0.05].into_iter().chain((1..=10).map(|i| i as f64 / 10.0)).collect();
     let prepare = |model: M, _: &mut M::Config, loaded: &sesame_layers::LoadReport| {
-        if !args.resume && loaded.initialized.iter().any(|name| !name.contains("early_exit.")) {
-            return Err(format!("--early-exit: {} is not a fine-tuned classifier (its head is not in the weights); fine-tune it first", args.model.display()));
+        if !job.resume && loaded.initialized.iter().any(|name| !name.contains("early_exit.")) {
+            return Err(format!("--early-exit: {} is not a fine-tuned classifier (its head is not in the weights); fine-tune it first", job.model.display()));
         }
         // The backbone and head are the teacher: fixed, and without dropout, so that the
         // targets are what the model predicts.
@@ -449,7 +449,7 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneOptions, data: FinetuneData,
         let predictions = held_out_predictions(&task, model, device);
         let mut fields = per_class(serde_json::Value::Null);
         if let Some(curve) = task.curve(&predictions, &speeds) {
-            let path = args.out.join("speed_curve.svg");
+            let path = job.out.join("speed_curve.svg");
             let line = curve.iter().map(|p| (p.mean_layers, p.accuracy)).collect();
             let svg = crate::plots::xy_svg("early exit: held-out accuracy against layers run (--speed 0 to 1)", "mean layers run", "accuracy", &[("exit".into(), line)])
                 .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -466,7 +466,7 @@ fn early_exit<M: SequenceClassifier>(args: &FinetuneOptions, data: FinetuneData,
 /// the command or flag in errors.
 pub(crate) fn sets_of_the_model(
     what: &str,
-    args: &FinetuneOptions,
+    job: &FinetuneOptions,
     data: &FinetuneData,
     tokenizer: &Tokenizer,
     labels: &sesame_layers::hparams::LabelConfig,
@@ -475,7 +475,7 @@ pub(crate) fn sets_of_the_model(
 ) -> Result<(LabelledSet, LabelledSet, Vec<String>), String> {
     if !problems.contains(&data.problem) {
         let needed: Vec<&str> = problems.iter().map(|p| p.hf_name()).collect();
-        return Err(format!("{what}: the labels of {} are for {}; {} is needed", args.train.display(), data.problem.hf_name(), needed.join(" or ")));
+        return Err(format!("{what}: the labels of {} are for {}; {} is needed", job.train.display(), data.problem.hf_name(), needed.join(" or ")));
     }
     let problem = data.problem.hf_name();
     let fine_tuned = match data.problem {
@@ -490,7 +490,7 @@ pub(crate) fn sets_of_the_model(
         };
         let problem_type = labels.problem_type.as_deref().map_or("no problem_type".to_string(), |p| format!("problem_type {p}"));
         let id2label = if labels.id2label.is_some() { "an id2label" } else { "no id2label" };
-        return Err(format!("{what}: {} is not a fine-tuned {kind} (its config.json has {problem_type} and {id2label}); fine-tune it first", args.model.display()));
+        return Err(format!("{what}: {} is not a fine-tuned {kind} (its config.json has {problem_type} and {id2label}); fine-tune it first", job.model.display()));
     }
     let classes: Vec<String> = match data.problem {
         ProblemType::Regression => Vec::new(),
@@ -499,48 +499,48 @@ pub(crate) fn sets_of_the_model(
     let encode = |rows: &[labelled::LabelledRow], path: &Path| {
         let targets = labelled::targets(path, rows, data.problem, &classes).map_err(|e| e.to_string())?;
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-        let pairs = args.columns.pairs(rows);
+        let pairs = job.columns.pairs(rows);
         LabelledSet::encode(tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))
     };
-    Ok((encode(&data.train.0, &args.train)?, encode(&data.eval.0, &args.eval)?, classes))
+    Ok((encode(&data.train.0, &job.train)?, encode(&data.eval.0, &job.eval)?, classes))
 }
 
 /// `finetune --task tag`.
-fn finetune_tagger<M: TokenTagger>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+fn finetune_tagger<M: TokenTagger>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let fields = TagFields {
-        tokens: args.columns.text.clone().unwrap_or_else(|| TagFields::default().tokens),
-        tags: args.columns.label.clone().unwrap_or_else(|| TagFields::default().tags),
+        tokens: job.columns.text.clone().unwrap_or_else(|| TagFields::default().tokens),
+        tags: job.columns.label.clone().unwrap_or_else(|| TagFields::default().tags),
     };
-    let train = tagged::read_sentences(&args.train, &fields).map_err(|e| e.to_string())?;
-    let eval = tagged::read_sentences(&args.eval, &fields).map_err(|e| e.to_string())?;
+    let train = tagged::read_sentences(&job.train, &fields).map_err(|e| e.to_string())?;
+    let eval = tagged::read_sentences(&job.eval, &fields).map_err(|e| e.to_string())?;
     let names = tagged::tag_names(&train);
     if names.len() < 2 {
-        return Err(format!("{}: a tagger needs at least two tags; the sentences hold {names:?}", args.train.display()));
+        return Err(format!("{}: a tagger needs at least two tags; the sentences hold {names:?}", job.train.display()));
     }
-    let train_tags = tagged::tag_ids(&args.train, &train, &names).map_err(|e| e.to_string())?;
-    let eval_tags = tagged::tag_ids(&args.eval, &eval, &names).map_err(|e| e.to_string())?;
+    let train_tags = tagged::tag_ids(&job.train, &train, &names).map_err(|e| e.to_string())?;
+    let eval_tags = tagged::tag_ids(&job.eval, &eval, &names).map_err(|e| e.to_string())?;
     let entities = tagged::are_entity_tags(&names);
     let metric = if entities {
-        best_metric(args, "token classification with entity tags", ENTITY_METRICS, "f1")?
+        best_metric(job, "token classification with entity tags", ENTITY_METRICS, "f1")?
     } else {
-        best_metric(args, "token classification with word classes", WORD_METRICS, "accuracy")?
+        best_metric(job, "token classification with word classes", WORD_METRICS, "accuracy")?
     };
-    let (tokenizer, mut config, seq_len) = load_start::<M>(args)?;
-    let stride = args.stride.unwrap_or(seq_len / 4);
+    let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
+    let stride = job.stride.unwrap_or(seq_len / 4);
     set_labels(config.labels_mut(), &names, "token_classification");
     config.labels_mut().problem_type = None;
     let encode = |sentences: &[tagged::TaggedSentence], tags: Vec<Vec<usize>>, path: &Path| {
         let words: Vec<Vec<&str>> = sentences.iter().map(|s| s.tokens.iter().map(String::as_str).collect()).collect();
         TaggedSet::encode(&tokenizer, &words, tags, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()))
     };
-    let (train_set, eval_set) = (encode(&train, train_tags, &args.train)?, encode(&eval, eval_tags, &args.eval)?);
+    let (train_set, eval_set) = (encode(&train, train_tags, &job.train)?, encode(&eval, eval_tags, &job.eval)?);
     let what = format!(
         "{} training sentences in {} windows, {} evaluation sentences in {} windows, {} tags",
         train.len(), train_set.len(), eval.len(), eval_set.len(), names.len()
     );
-    let task = TokenClassification::<M>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(args));
+    let task = TokenClassification::<M>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(job));
     let per_epoch = task.batches_per_epoch();
-    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         Ok(per_class(task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))))
@@ -548,25 +548,25 @@ fn finetune_tagger<M: TokenTagger>(args: &FinetuneOptions, device: Device) -> Re
 }
 
 /// `finetune --task qa`.
-fn finetune_qa<M: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
-    let train = sesame_text::squad::read_questions(&args.train).map_err(|e| e.to_string())?;
-    let eval = sesame_text::squad::read_questions(&args.eval).map_err(|e| e.to_string())?;
-    let metric = best_metric(args, "question answering", QA_METRICS, "f1")?;
-    let (tokenizer, config, seq_len) = load_start::<M>(args)?;
-    let stride = args.stride.unwrap_or(seq_len / 3);
+fn finetune_qa<M: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let train = sesame_text::squad::read_questions(&job.train).map_err(|e| e.to_string())?;
+    let eval = sesame_text::squad::read_questions(&job.eval).map_err(|e| e.to_string())?;
+    let metric = best_metric(job, "question answering", QA_METRICS, "f1")?;
+    let (tokenizer, config, seq_len) = load_start::<M>(job)?;
+    let stride = job.stride.unwrap_or(seq_len / 3);
     // SQuAD 2.0: questions without an answer allow "no answer" (run_qa's --version_2_with_negative).
     let allow_no_answer = train.iter().chain(&eval).any(|x| x.answers.is_empty());
-    let options = AnswerOptions { n_best: args.n_best, max_answer_len: args.max_answer_len, allow_no_answer, null_threshold: args.null_threshold };
+    let options = AnswerOptions { n_best: job.n_best, max_answer_len: job.max_answer_len, allow_no_answer, null_threshold: job.null_threshold };
     let (train_questions, eval_questions) = (train.len(), eval.len());
     let encode = |examples, path: &Path| QaSet::encode(&tokenizer, examples, seq_len, stride).map_err(|e| format!("{}: {e} (--seq-len {seq_len}, --stride {stride})", path.display()));
-    let (train_set, eval_set) = (encode(train, &args.train)?, encode(eval, &args.eval)?);
+    let (train_set, eval_set) = (encode(train, &job.train)?, encode(eval, &job.eval)?);
     let what = format!(
         "{train_questions} training questions in {} windows, {eval_questions} evaluation questions in {} windows{}",
         train_set.len(), eval_set.len(), if allow_no_answer { ", unanswerable questions allowed (SQuAD 2.0)" } else { "" }
     );
-    let task = QuestionAnswering::<M>::new(train_set, eval_set, tokenizer.clone(), options, batching(args));
+    let task = QuestionAnswering::<M>::new(train_set, eval_set, tokenizer.clone(), options, batching(job));
     let per_epoch = task.batches_per_epoch();
-    let run = Run { args, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         let ids = task.eval_examples().iter().map(|x| x.id.clone());
@@ -576,7 +576,7 @@ fn finetune_qa<M: SpanExtractor>(args: &FinetuneOptions, device: Device) -> Resu
 
 /// What every fine-tuning run shares once its task is built.
 pub(crate) struct Run<'a> {
-    pub(crate) args: &'a FinetuneOptions,
+    pub(crate) job: &'a FinetuneOptions,
     pub(crate) device: Device,
     pub(crate) tokenizer: &'a Tokenizer,
     /// The metric that picks the exported model, and whether larger is better.
@@ -618,26 +618,26 @@ impl Run<'_> {
         T::Batch: Sync,
         M: TaskModel,
     {
-        let args = self.args;
-        let per_epoch = self.per_epoch.div_ceil(args.grad_accum);
+        let job = self.job;
+        let per_epoch = self.per_epoch.div_ceil(job.grad_accum);
         // Each of the --grad-accum batches of a step runs as its micro-batches.
-        let parts = batching(args).parts as u64;
-        let steps = args.steps.unwrap_or_else(|| ((args.epochs * per_epoch as f64).ceil() as u64).max(1));
-        let every = args.eval_every.unwrap_or(per_epoch).min(steps);
-        let out = &args.out;
+        let parts = batching(job).parts as u64;
+        let steps = job.steps.unwrap_or_else(|| ((job.epochs * per_epoch as f64).ceil() as u64).max(1));
+        let every = job.eval_every.unwrap_or(per_epoch).min(steps);
+        let out = &job.out;
         let run = out.join("run");
         let has_run = run.join("checkpoints").join("latest").is_file();
-        if has_run && !args.resume {
+        if has_run && !job.resume {
             return Err(format!("--out {} already holds a run: continue it with --resume, or choose another --out", out.display()));
         }
-        if args.resume && !has_run {
+        if job.resume && !has_run {
             return Err(format!("--resume: {} holds no checkpoint to continue", run.display()));
         }
         let train_device = self.device.clone().autodiff();
         // The new head is drawn from the seed, as every other random choice of the run.
-        train_device.seed(args.seed);
+        train_device.seed(job.seed);
         let mut config = config;
-        let kept = match args.feature_layer {
+        let kept = match job.feature_layer {
             Some(FeatureLayer::Layer(layer)) => Some(keep_layers(&mut config, layer)?),
             Some(FeatureLayer::Mix) => {
                 mix_layers::<M>(&mut config)?;
@@ -645,13 +645,13 @@ impl Run<'_> {
             }
             None => None,
         };
-        let mut loaded = match args.init {
+        let mut loaded = match job.init {
             Init::Random => {
                 let report = sesame_layers::LoadReport { initialized: vec!["every tensor (--init random)".into()], ..Default::default() };
                 sesame_layers::Pretrained { model: M::new_hf(&config, &train_device), config, report }
             }
             Init::Pretrained => {
-                let files = WeightFiles::find(&args.model).map_err(|e| e.to_string())?;
+                let files = WeightFiles::find(&job.model).map_err(|e| e.to_string())?;
                 M::from_weights(config, &files, &train_device).map_err(|e| e.to_string())?
             }
         };
@@ -664,35 +664,35 @@ impl Run<'_> {
         }
         let (mut model, mut config) = (loaded.model, loaded.config);
         model = prepare(model, &mut config, &loaded.report)?;
-        if args.freeze {
+        if job.freeze {
             // No gradient reaches the embeddings and encoder layers: the head (and a pooler)
             // learns from fixed features.
             model = super::freeze_base(model);
         }
         eprintln!(
             "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, evaluated every {every}",
-            M::architecture(), self.what, args.grad_accum, args.batch_size
+            M::architecture(), self.what, job.grad_accum, job.batch_size
         );
         let (metric, greater_is_better) = self.metric;
         let train_config = TrainConfig {
             steps,
-            grad_accum: args.grad_accum * parts,
-            lr: args.lr,
-            warmup: args.warmup.min(steps),
-            weight_decay: args.weight_decay,
+            grad_accum: job.grad_accum * parts,
+            lr: job.lr,
+            warmup: job.warmup.min(steps),
+            weight_decay: job.weight_decay,
             epsilon: 1e-8,
-            max_grad_norm: args.max_grad_norm,
-            seed: args.seed,
+            max_grad_norm: job.max_grad_norm,
+            seed: job.seed,
             log_every: every.clamp(1, 10),
             eval_every: every,
             checkpoint_every: every,
             best_metric: Some(metric.clone()),
             greater_is_better: Some(greater_is_better),
-            patience: args.patience,
+            patience: job.patience,
             ..TrainConfig::default()
         };
         let mut train_config = train_config;
-        if let Some(decay) = args.layer_lr_decay {
+        if let Some(decay) = job.layer_lr_decay {
             train_config.lr_groups = layer_lr_decay(&model, decay);
             if train_config.lr_groups.is_empty() {
                 return Err(format!("--layer-lr-decay {decay}: {} has no single stack of encoder layers to decay over", M::architecture()));
@@ -700,17 +700,17 @@ impl Run<'_> {
             let layers = train_config.lr_groups.len();
             eprintln!("layer-wise learning-rate decay {decay}: {layers} groups, the lowest at --lr x {:.3e}", train_config.lr_groups.iter().map(|g| g.factor).fold(1.0, f64::min));
         }
-        let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&self.device));
-        let mut trainer = Trainer::new(train_config, &run).with_progress(args.progress).with_threads(threads);
-        if let Some(step) = args.stop_after {
+        let threads = job.threads.unwrap_or_else(|| sesame_layers::device::default_threads(&self.device));
+        let mut trainer = Trainer::new(train_config, &run).with_progress(job.progress).with_threads(threads);
+        if let Some(step) = job.stop_after {
             trainer = trainer.with_stop_after(step);
         }
         let started = std::time::Instant::now();
-        let outcome = trainer.fit(task, model, args.resume).map_err(|e| e.to_string())?;
+        let outcome = trainer.fit(task, model, job.resume).map_err(|e| e.to_string())?;
         // As transformers' `train_runtime`: the steps of this process, its evaluations included.
         let train_seconds = started.elapsed().as_secs_f64();
-        if args.stop_after.is_some() {
-            return Ok(Finetuned { metrics: BTreeMap::new(), metric, step: args.stop_after.unwrap_or(0), steps, train_seconds, eval_seconds: outcome.eval_seconds, checkpoint_seconds: outcome.checkpoint_seconds, model: out.join("model"), stopped_after: args.stop_after });
+        if job.stop_after.is_some() {
+            return Ok(Finetuned { metrics: BTreeMap::new(), metric, step: job.stop_after.unwrap_or(0), steps, train_seconds, eval_seconds: outcome.eval_seconds, checkpoint_seconds: outcome.checkpoint_seconds, model: out.join("model"), stopped_after: job.stop_after });
         }
         // The model exported: the best by --metric (its evaluation is the one reported).
         let (model, metrics, step) = match &outcome.best {
@@ -719,7 +719,7 @@ impl Run<'_> {
         };
         let model = model.valid();
         let export = out.join("model");
-        save_model(&model, &config, &export, &args.model, self.tokenizer)?;
+        save_model(&model, &config, &export, &job.model, self.tokenizer)?;
         let mut results = serde_json::json!({
             "task": self.task_name,
             "labels": self.labels,

@@ -246,8 +246,8 @@ pub fn err(e: impl std::fmt::Display) -> String {
 }
 
 /// An error making the training examples of `--corpus`, naming it.
-pub fn corpus_err(args: &PretrainOptions, e: impl std::fmt::Display) -> String {
-    format!("--corpus {}: {e}", args.corpus.display())
+pub fn corpus_err(job: &PretrainOptions, e: impl std::fmt::Display) -> String {
+    format!("--corpus {}: {e}", job.corpus.display())
 }
 
 /// Settings that must stay the same when a run is resumed.
@@ -285,20 +285,20 @@ pub struct TeacherSpec {
 }
 
 impl RunSpec {
-    /// The data settings of `args`, with the family's masking (or noise) and layout.
-    pub fn new(args: &PretrainOptions, masking: String, layout: String) -> Self {
+    /// The data settings of `job`, with the family's masking (or noise) and layout.
+    pub fn new(job: &PretrainOptions, masking: String, layout: String) -> Self {
         Self {
-            family: args.family.clone(),
-            corpus: args.corpus.clone(),
-            seq_len: args.seq_len,
-            batch_size: args.batch_size,
+            family: job.family.clone(),
+            corpus: job.corpus.clone(),
+            seq_len: job.seq_len,
+            batch_size: job.batch_size,
             masking,
             layout,
-            static_masks: args.static_masks,
-            objective: args.objective,
+            static_masks: job.static_masks,
+            objective: job.objective,
             teacher: None,
-            seed: args.seed,
-            held_out: args.held_out,
+            seed: job.seed,
+            held_out: job.held_out,
         }
     }
 
@@ -311,9 +311,9 @@ impl RunSpec {
 }
 
 /// The family's data layout with the command line's choices.
-fn layout<F: PretrainingFamily>(args: &PretrainOptions) -> Result<Layout, String> {
-    let layout = F::layout().with_max_seq_len(args.seq_len);
-    match (layout, args.packing) {
+fn layout<F: PretrainingFamily>(job: &PretrainOptions) -> Result<Layout, String> {
+    let layout = F::layout().with_max_seq_len(job.seq_len);
+    match (layout, job.packing) {
         (layout, None) => Ok(layout),
         (Layout::Packed { max_seq_len, .. }, Some(kind)) => {
             let packing = if kind == PackingKind::Full { Packing::FullSentences } else { Packing::DocSentences };
@@ -326,16 +326,16 @@ fn layout<F: PretrainingFamily>(args: &PretrainOptions) -> Result<Layout, String
 /// `--out`, or `runs/<family>`: refused when it holds a run and neither `--resume` nor
 /// `--overwrite` is given, emptied with `--overwrite`; `spec` written to its `run.json`, or
 /// on `--resume` compared with the one there.
-pub fn open_run(args: &PretrainOptions, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
-    let name = match args.objective {
-        _ if args.teacher.is_some() => format!("{family}-distill"),
+pub fn open_run(job: &PretrainOptions, family: &str, spec: &RunSpec) -> Result<PathBuf, String> {
+    let name = match job.objective {
+        _ if job.teacher.is_some() => format!("{family}-distill"),
         Some(objective) => format!("{family}-{}", objective.name()),
         None => family.to_string(),
     };
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(name));
+    let out = job.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(name));
     let holds_something = std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some());
-    if holds_something && !args.resume {
-        if !args.overwrite {
+    if holds_something && !job.resume {
+        if !job.overwrite {
             return Err(format!(
                 "--out {} already holds a run: continue it with --resume, or start anew with --overwrite",
                 out.display()
@@ -345,7 +345,7 @@ pub fn open_run(args: &PretrainOptions, family: &str, spec: &RunSpec) -> Result<
     }
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let spec_path = out.join("run.json");
-    if args.resume {
+    if job.resume {
         let saved = RunSpec::read(&out).map_err(|e| format!("--resume: {e}"))?;
         if saved != *spec {
             return Err(format!("--resume with different data settings than the run in {}: was {saved:?}, now {spec:?}", out.display()));
@@ -358,25 +358,25 @@ pub fn open_run(args: &PretrainOptions, family: &str, spec: &RunSpec) -> Result<
 }
 
 /// The corpus split into training and held-out documents.
-pub fn read_corpus(args: &PretrainOptions) -> Result<(Corpus, Corpus), String> {
-    let corpus = Corpus::read(&args.corpus).map_err(err)?;
-    let (train_text, held_out_text) = corpus.split_held_out(args.held_out);
+pub fn read_corpus(job: &PretrainOptions) -> Result<(Corpus, Corpus), String> {
+    let corpus = Corpus::read(&job.corpus).map_err(err)?;
+    let (train_text, held_out_text) = corpus.split_held_out(job.held_out);
     eprintln!("corpus: {} documents, {} sentences ({} held-out documents)", train_text.documents.len(), train_text.num_sentences(), held_out_text.documents.len());
     Ok((train_text, held_out_text))
 }
 
 /// The run's tokenizer: its own copy (so that `--resume` sees the same one), the one of
 /// `--init-from`, `--teacher` or `--tokenizer`, or one of `kind` trained on the corpus; saved in the run.
-pub fn run_tokenizer(args: &PretrainOptions, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
+pub fn run_tokenizer(job: &PretrainOptions, out: &Path, kind: TokenizerKind, train_text: &Corpus) -> Result<(Tokenizer, TokenizerConfig), String> {
     let run_tokenizer = out.join("tokenizer");
-    let (tokenizer, tok_config) = if args.resume && run_tokenizer.is_dir() {
+    let (tokenizer, tok_config) = if job.resume && run_tokenizer.is_dir() {
         (Tokenizer::from_dir(&run_tokenizer).map_err(err)?, TokenizerConfig::of_dir(&run_tokenizer).map_err(err)?)
-    } else if let Some(dir) = args.init_from.as_ref().or(args.teacher.as_ref()).or(args.tokenizer.as_ref()) {
+    } else if let Some(dir) = job.init_from.as_ref().or(job.teacher.as_ref()).or(job.tokenizer.as_ref()) {
         (Tokenizer::from_dir(dir).map_err(err)?, TokenizerConfig::of_dir(dir).map_err(err)?)
     } else {
-        eprintln!("training a {kind:?} tokenizer ({} tokens) on the corpus", args.vocab_size);
+        eprintln!("training a {kind:?} tokenizer ({} tokens) on the corpus", job.vocab_size);
         let tok_config = kind.config();
-        (Tokenizer::train(kind, train_text.sentences(), args.vocab_size, &tok_config).map_err(err)?, tok_config)
+        (Tokenizer::train(kind, train_text.sentences(), job.vocab_size, &tok_config).map_err(err)?, tok_config)
     };
     tokenizer.save(&run_tokenizer, &tok_config).map_err(err)?;
     Ok((tokenizer, tok_config))
@@ -386,17 +386,17 @@ pub fn run_tokenizer(args: &PretrainOptions, out: &Path, kind: TokenizerKind, tr
 /// `--resume`, `--init-from`'s checkpoint, `--config`'s, or what `fresh` makes (a model of
 /// `--preset`; a distillation's student); the configuration is saved in the run.
 pub fn run_model<M: PretrainedModel>(
-    args: &PretrainOptions,
+    job: &PretrainOptions,
     out: &Path,
     device: &burn::tensor::Device,
     fresh: impl FnOnce() -> Result<(M, M::Config), String>,
 ) -> Result<(M, M::Config), String> {
     // A fresh model's initial weights come from the run's seed, so `--seed` reproduces a run.
-    device.seed(args.seed);
+    device.seed(job.seed);
     let saved_config = out.join("config.json");
-    let (model, config) = match (&args.init_from, &args.config) {
+    let (model, config) = match (&job.init_from, &job.config) {
         // A resumed run keeps the model configuration it started with.
-        _ if args.resume && saved_config.is_file() => {
+        _ if job.resume && saved_config.is_file() => {
             let config = M::Config::from_dir(out).map_err(err)?;
             (M::init(&config, device), config)
         }
@@ -433,25 +433,25 @@ pub fn preset_model<M: PretrainedModel>(device: &burn::tensor::Device, config: R
 /// Default `--steps` of the masked-LM families.
 const MASKED_LM_STEPS: u64 = 4000;
 
-/// The trainer of `args` in `out`, on `device`'s threads, for `steps` steps.
-fn trainer(args: &PretrainOptions, steps: u64, out: &Path, device: &burn::tensor::Device) -> Trainer {
+/// The trainer of `job` in `out`, on `device`'s threads, for `steps` steps.
+fn trainer(job: &PretrainOptions, steps: u64, out: &Path, device: &burn::tensor::Device) -> Trainer {
     let train_config = TrainConfig {
         steps,
-        grad_accum: args.grad_accum,
-        lr: args.lr,
-        warmup: args.warmup.unwrap_or(steps / 10),
-        decay: args.decay,
-        weight_decay: args.weight_decay,
-        max_grad_norm: args.max_grad_norm,
-        seed: args.seed,
-        log_every: args.log_every,
-        eval_every: args.eval_every,
-        checkpoint_every: args.checkpoint_every,
+        grad_accum: job.grad_accum,
+        lr: job.lr,
+        warmup: job.warmup.unwrap_or(steps / 10),
+        decay: job.decay,
+        weight_decay: job.weight_decay,
+        max_grad_norm: job.max_grad_norm,
+        seed: job.seed,
+        log_every: job.log_every,
+        eval_every: job.eval_every,
+        checkpoint_every: job.checkpoint_every,
         ..TrainConfig::default()
     };
-    let threads = args.threads.unwrap_or_else(|| sesame_layers::device::default_threads(device));
-    let trainer = Trainer::new(train_config, out).with_progress(args.progress).with_threads(threads);
-    match args.stop_after {
+    let threads = job.threads.unwrap_or_else(|| sesame_layers::device::default_threads(device));
+    let trainer = Trainer::new(train_config, out).with_progress(job.progress).with_threads(threads);
+    match job.stop_after {
         Some(step) => trainer.with_stop_after(step),
         None => trainer,
     }
@@ -461,7 +461,7 @@ fn trainer(args: &PretrainOptions, steps: u64, out: &Path, device: &burn::tensor
 /// written, each of which gets the tokenizer), and summarise the run as JSON.
 #[allow(clippy::too_many_arguments)]
 pub fn fit_and_export<T>(
-    args: &PretrainOptions,
+    job: &PretrainOptions,
     steps: u64,
     out: &Path,
     task: &T,
@@ -475,9 +475,9 @@ where
     T::Model: Send + Sync,
     T::Batch: Sync,
 {
-    let outcome = trainer(args, steps, out, device).fit(task, model, args.resume).map_err(err)?;
-    if args.stop_after.is_some() {
-        return Ok(Pretrained { run: out.to_path_buf(), export: out.join("export"), resumed_from: outcome.resumed_from, held_out: outcome.held_out, stopped_after: args.stop_after });
+    let outcome = trainer(job, steps, out, device).fit(task, model, job.resume).map_err(err)?;
+    if job.stop_after.is_some() {
+        return Ok(Pretrained { run: out.to_path_buf(), export: out.join("export"), resumed_from: outcome.resumed_from, held_out: outcome.held_out, stopped_after: job.stop_after });
     }
     let export_dir = out.join("export");
     for dir in export(&burn::module::Module::valid(&outcome.model), &export_dir).map_err(err)? {
@@ -487,52 +487,52 @@ where
     Ok(Pretrained { run: out.to_path_buf(), export: export_dir, resumed_from: outcome.resumed_from, held_out: outcome.held_out, stopped_after: None })
 }
 
-/// Pre-train a model of `F` with its objective (or `args.objective`'s recipe, chosen by the
-/// caller as `F`), on `args.corpus`, into the run directory: checkpoints, metrics, plots, and
+/// Pre-train a model of `F` with its objective (or `job.objective`'s recipe, chosen by the
+/// caller as `F`), on `job.corpus`, into the run directory: checkpoints, metrics, plots, and
 /// the export in HF layout.
-pub fn pretrain<F: PretrainingFamily>(args: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String> {
-    args.check()?;
-    let masking = args.masking.map(Masking::from).unwrap_or_else(F::masking);
-    let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
-    let layout = layout::<F>(args)?;
-    let spec = RunSpec::new(args, masking_spec(args, masking)?, format!("{layout:?}"));
-    let out = &open_run(args, F::NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(args)?;
-    let (tokenizer, tok_config) = run_tokenizer(args, out, F::tokenizer(), &train_text)?;
+pub fn pretrain<F: PretrainingFamily>(job: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String> {
+    job.check()?;
+    let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
+    let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
+    let layout = layout::<F>(job)?;
+    let spec = RunSpec::new(job, masking_spec(job, masking)?, format!("{layout:?}"));
+    let out = &open_run(job, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(job)?;
+    let (tokenizer, tok_config) = run_tokenizer(job, out, F::tokenizer(), &train_text)?;
     let train_device = device.autodiff();
     let pad = tokenizer.special_tokens().pad.1 as usize;
-    let (model, config) = run_model::<F::Model>(args, out, &train_device, || preset_model(&train_device, F::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), pad)))?;
+    let (model, config) = run_model::<F::Model>(job, out, &train_device, || preset_model(&train_device, F::preset(job.preset(), tokenizer.vocab_size(), job.seq_len.max(64), pad)))?;
     let limits = config.input_limits();
-    if args.seq_len > limits.max_len {
-        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, limits.max_len));
+    if job.seq_len > limits.max_len {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", job.seq_len, limits.max_len));
     }
-    let strategy = masking.strategy(&knowledge(args, masking, &train_text, &tokenizer, steps, out)?);
-    let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, args.batch_size, args.seed)
-        .map_err(|e| corpus_err(args, e))?
-        .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
+    let strategy = masking.strategy(&knowledge(job, masking, &train_text, &tokenizer, steps, out)?);
+    let task = Pretraining::<F::Model>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, job.batch_size, job.seed)
+        .map_err(|e| corpus_err(job, e))?
+        .with_static_masks(job.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
         "model: {}, {} parameters; {} training examples ({layout:?}, {masking:?} masking, {}); {} steps of {} x {}",
         F::Model::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
-        args.static_masks.map_or("dynamic".to_string(), |n| format!("{n} static masks per example")),
-        steps, args.grad_accum, args.batch_size
+        job.static_masks.map_or("dynamic".to_string(), |n| format!("{n} static masks per example")),
+        steps, job.grad_accum, job.batch_size
     );
-    fit_and_export(args, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
+    fit_and_export(job, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| model.export(&config, dir))
 }
 
 /// What the run records of `masking` (resuming with other phrases or entities is refused),
 /// after checking that `--phrases` and `--entities` go with it.
-fn masking_spec(args: &PretrainOptions, masking: Masking) -> Result<String, String> {
-    if args.phrases.is_some() && !masking.reads_phrases() {
+fn masking_spec(job: &PretrainOptions, masking: Masking) -> Result<String, String> {
+    if job.phrases.is_some() && !masking.reads_phrases() {
         return Err(format!("--phrases is read by --masking phrase or ernie, not {}", flag_name(masking)));
     }
-    if args.entities.is_some() && !masking.reads_entities() {
+    if job.entities.is_some() && !masking.reads_entities() {
         return Err(format!("--entities is read by --masking entity or ernie, not {}", flag_name(masking)));
     }
-    if masking.reads_entities() && args.entities.is_none() {
+    if masking.reads_entities() && job.entities.is_none() {
         return Err(format!("--masking {}: give the entities to mask whole with --entities FILE (one surface form per line)", flag_name(masking)));
     }
     let mut spec = format!("{masking:?}");
-    for (flag, file) in [("phrases", &args.phrases), ("entities", &args.entities)] {
+    for (flag, file) in [("phrases", &job.phrases), ("entities", &job.entities)] {
         if let Some(file) = file {
             spec.push_str(&format!(" {flag}={}", file.display()));
         }
@@ -551,18 +551,18 @@ fn flag_name(masking: Masking) -> String {
 /// The units ERNIE's knowledge masking masks whole under `masking`: `--phrases` (or the
 /// collocations of `train_text`, listed in `out/phrases.txt`) and `--entities`, over the
 /// micro-batches of `steps` steps.
-fn knowledge(args: &PretrainOptions, masking: Masking, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
-    let mut knowledge = Knowledge { batches: steps * args.grad_accum, ..Knowledge::default() };
+fn knowledge(job: &PretrainOptions, masking: Masking, train_text: &Corpus, tokenizer: &Tokenizer, steps: u64, out: &Path) -> Result<Knowledge, String> {
+    let mut knowledge = Knowledge { batches: steps * job.grad_accum, ..Knowledge::default() };
     if masking.reads_phrases() {
-        let phrases = match &args.phrases {
+        let phrases = match &job.phrases {
             Some(file) => Lexicon::read(file, tokenizer).map_err(|e| format!("--phrases {e}"))?,
             None => {
-                let sentences: Vec<Segment> = tokenize_documents(train_text, tokenizer).map_err(|e| corpus_err(args, e))?.into_iter().flatten().collect();
+                let sentences: Vec<Segment> = tokenize_documents(train_text, tokenizer).map_err(|e| corpus_err(job, e))?.into_iter().flatten().collect();
                 let config = PhraseConfig::default();
                 let text = WordText::new(tokenizer);
                 let found = find_phrases(&sentences, &text, config);
                 if found.is_empty() {
-                    return Err(corpus_err(args, format!("no phrase found for --masking {} (no pair of words seen together more than {} times with a word2phrase score over {}); give them with --phrases FILE", flag_name(masking), config.min_count, config.threshold)));
+                    return Err(corpus_err(job, format!("no phrase found for --masking {} (no pair of words seen together more than {} times with a word2phrase score over {}); give them with --phrases FILE", flag_name(masking), config.min_count, config.threshold)));
                 }
                 let list: String = found.iter().map(|p| p.join(" ") + "\n").collect();
                 let path = out.join("phrases.txt");
@@ -575,7 +575,7 @@ fn knowledge(args: &PretrainOptions, masking: Masking, train_text: &Corpus, toke
         eprintln!("phrases masked whole: {} ({}, …)", phrases.len(), examples.join(", "));
         knowledge.phrases = Arc::new(phrases);
     }
-    if let Some(file) = args.entities.as_ref().filter(|_| masking.reads_entities()) {
+    if let Some(file) = job.entities.as_ref().filter(|_| masking.reads_entities()) {
         let entities = Lexicon::read(file, tokenizer).map_err(|e| format!("--entities {e}"))?;
         eprintln!("entities masked whole: {}", entities.len());
         knowledge.entities = Arc::new(entities);
@@ -588,20 +588,20 @@ fn knowledge(args: &PretrainOptions, masking: Masking, train_text: &Corpus, toke
 /// sentences, with `F`'s masking (or `--masking`); the student starts from the teacher's
 /// layers (`--student-layers`, DistilBERT's every other one by default) or fresh
 /// (`--preset`, `--config`), and is exported as the family's masked LM.
-pub fn pretrain_distilled<F, B>(args: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String>
+pub fn pretrain_distilled<F, B>(job: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String>
 where
     F: PretrainingFamily,
     B: HasMaskedLmHead,
     F::Model: PretrainedModel<Config = B::Config>,
     ForMaskedLM<B>: Send + Sync,
 {
-    args.check()?;
-    let teacher_dir = args.teacher.as_ref().expect("train --teacher");
-    let masking = args.masking.map(Masking::from).unwrap_or_else(F::masking);
-    let steps = args.steps.unwrap_or(MASKED_LM_STEPS);
-    let layout = layout::<SingleSequenceRecipe<F, B>>(args)?;
-    let fresh_student = args.config.is_some() || args.preset.is_some();
-    if fresh_student && args.student.student_layers.is_some() {
+    job.check()?;
+    let teacher_dir = job.teacher.as_ref().expect("train --teacher");
+    let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
+    let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
+    let layout = layout::<SingleSequenceRecipe<F, B>>(job)?;
+    let fresh_student = job.config.is_some() || job.preset.is_some();
+    if fresh_student && job.student.student_layers.is_some() {
         return Err("--student-layers takes the teacher's layers; a --preset or --config student has its own".into());
     }
 
@@ -620,19 +620,19 @@ where
     // The student's configuration, checked against the teacher before the run starts: the
     // teacher's with some of its layers (the student made of them now), or that of --config
     // or --preset (the fresh model drawn by `run_model`, from the seed).
-    let (kept_student, config) = match &args.config {
+    let (kept_student, config) = match &job.config {
         Some(path) => (None, read_config::<B::Config>(path)?),
-        None if fresh_student => (None, F::preset(args.preset(), teacher_limits.vocab_size, args.seq_len.max(64), pad).map_err(err)?),
+        None if fresh_student => (None, F::preset(job.preset(), teacher_limits.vocab_size, job.seq_len.max(64), pad).map_err(err)?),
         None => {
             let mut config = teacher_config.clone();
-            let kept = args.student.kept_layers(teacher_sizes.layers)?;
+            let kept = job.student.kept_layers(teacher_sizes.layers)?;
             eprintln!("the student starts from the teacher's layers {}", kept.iter().map(|l| (l + 1).to_string()).collect::<Vec<_>>().join(", "));
             let student = loaded.model.clone().keep_layers(&mut config, &kept).map_err(err)?;
             (Some(student), config)
         }
     };
     let sizes = B::classifier_sizes(&config);
-    let loss = args.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
+    let loss = job.student.loss(crate::distill::MASKED_LM_WEIGHTS, sizes.layers, teacher_sizes.layers)?;
     let limits = config.input_limits();
     if limits.vocab_size != teacher_limits.vocab_size {
         return Err(format!("the student's vocab_size is {}, the teacher's {}: the soft targets need the same vocabulary", limits.vocab_size, teacher_limits.vocab_size));
@@ -643,36 +643,36 @@ where
         return Err("--alpha-attention: the student's and teacher's mapped layers must have the same heads".into());
     }
     for (who, max_len) in [("student", limits.max_len), ("teacher", teacher_limits.max_len)] {
-        if args.seq_len > max_len {
-            return Err(format!("--seq-len {} exceeds the {who}'s {max_len} positions", args.seq_len));
+        if job.seq_len > max_len {
+            return Err(format!("--seq-len {} exceeds the {who}'s {max_len} positions", job.seq_len));
         }
     }
 
-    let mut spec = RunSpec::new(args, masking_spec(args, masking)?, format!("{layout:?}"));
+    let mut spec = RunSpec::new(job, masking_spec(job, masking)?, format!("{layout:?}"));
     spec.objective = Some(Objective::Mlm);
-    spec.teacher = Some(TeacherSpec { dir: teacher_dir.clone(), student: format!("{:?}", args.student), projection });
-    let out = &open_run(args, F::NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(args)?;
-    let (tokenizer, tok_config) = run_tokenizer(args, out, F::tokenizer(), &train_text)?;
+    spec.teacher = Some(TeacherSpec { dir: teacher_dir.clone(), student: format!("{:?}", job.student), projection });
+    let out = &open_run(job, F::NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(job)?;
+    let (tokenizer, tok_config) = run_tokenizer(job, out, F::tokenizer(), &train_text)?;
     // On --resume, the run's own configuration (its checkpoint is loaded by the trainer).
-    let (student, config) = run_model::<ForMaskedLM<B>>(args, out, &train_device, || match kept_student {
+    let (student, config) = run_model::<ForMaskedLM<B>>(job, out, &train_device, || match kept_student {
         Some(student) => Ok((student, config)),
         None => preset_model(&train_device, Ok(config)),
     })?;
     let student = Distilled { student, projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(&train_device)) };
     let teacher = burn::module::Module::no_grad(crate::pruning::without_dropout(loaded.model));
-    let strategy = masking.strategy(&knowledge(args, masking, &train_text, &tokenizer, steps, out)?);
-    let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, args.batch_size, args.seed)
-        .map_err(|e| corpus_err(args, e))?
-        .with_static_masks(args.static_masks.and_then(std::num::NonZeroU32::new));
+    let strategy = masking.strategy(&knowledge(job, masking, &train_text, &tokenizer, steps, out)?);
+    let data = Pretraining::<ForMaskedLM<B>>::new(&train_text, &held_out_text, &tokenizer, limits.vocab_size, layout, strategy, job.batch_size, job.seed)
+        .map_err(|e| corpus_err(job, e))?
+        .with_static_masks(job.static_masks.and_then(std::num::NonZeroU32::new));
     eprintln!(
         "student: {}, {} layers, {} parameters (teacher: {} layers, {} parameters){}; {} training examples ({layout:?}, {masking:?} masking); loss {}; {} steps of {} x {}",
         ForMaskedLM::<B>::architecture(), sizes.layers, burn::module::Module::num_params(&student.student), teacher_sizes.layers, burn::module::Module::num_params(&teacher),
         projection.map_or(String::new(), |[from, to]| format!(", hidden states projected {from} -> {to}")),
-        data.num_train_examples(), serde_json::to_string(&loss).expect("JSON"), steps, args.grad_accum, args.batch_size
+        data.num_train_examples(), serde_json::to_string(&loss).expect("JSON"), steps, job.grad_accum, job.batch_size
     );
     let task = MaskedLmDistillation::new(data, teacher, loss, train_device.clone());
-    fit_and_export(args, steps, out, &task, student, &train_device, (&tokenizer, &tok_config), |model, dir| {
+    fit_and_export(job, steps, out, &task, student, &train_device, (&tokenizer, &tok_config), |model, dir| {
         model.student.save_pretrained(&config, dir)?;
         Ok(vec![dir.to_path_buf()])
     })
@@ -696,13 +696,13 @@ fn attention_heads<C: HfConfig>(config: &C) -> Option<u64> {
 
 /// Refuse the masked-LM families' data flags for a family whose corruption is its own
 /// (`instead`: how that family's is set).
-pub fn refuse_masked_lm_flags(args: &PretrainOptions, instead: &str) -> Result<(), String> {
+pub fn refuse_masked_lm_flags(job: &PretrainOptions, instead: &str) -> Result<(), String> {
     let given = [
-        (args.masking.is_some(), "--masking"),
-        (args.phrases.is_some(), "--phrases"),
-        (args.entities.is_some(), "--entities"),
-        (args.packing.is_some(), "--packing"),
-        (args.static_masks.is_some(), "--static-masks"),
+        (job.masking.is_some(), "--masking"),
+        (job.phrases.is_some(), "--phrases"),
+        (job.entities.is_some(), "--entities"),
+        (job.packing.is_some(), "--packing"),
+        (job.static_masks.is_some(), "--static-masks"),
     ];
     match given.iter().find(|(given, _)| *given) {
         Some((_, flag)) => Err(format!("{flag} is for the masked-LM families; {instead}")),

@@ -83,21 +83,21 @@ pub struct Evaluated {
     pub after: BTreeMap<String, f64>,
 }
 
-/// Prune the fine-tuned classifier `args.model`, a `ForSequenceClassification<B, S>`.
-pub fn prune_classifier<B: Backbone, S: SequenceHead<B>>(args: &PruneOptions, device: Device) -> Result<Pruned, String>
+/// Prune the fine-tuned classifier `job.model`, a `ForSequenceClassification<B, S>`.
+pub fn prune_classifier<B: Backbone, S: SequenceHead<B>>(job: &PruneOptions, device: Device) -> Result<Pruned, String>
 where
     ForSequenceClassification<B, S>: TaskModel<Config = B::Config> + sesame_layers::SequenceClassifier,
 {
     type M<B, S> = ForSequenceClassification<B, S>;
-    for (value, flag) in [(args.heads, "--heads"), (args.batch_size, "--batch-size")] {
+    for (value, flag) in [(job.heads, "--heads"), (job.batch_size, "--batch-size")] {
         if value == 0 {
             return Err(format!("{flag} 0: must be at least 1"));
         }
     }
-    if let Some(n) = args.seq_len.filter(|&n| n < 2) {
+    if let Some(n) = job.seq_len.filter(|&n| n < 2) {
         return Err(format!("--seq-len {n}: too short for a row (2 tokens at least)"));
     }
-    let model_dir = &args.model;
+    let model_dir = &job.model;
     let tokenizer = Tokenizer::from_dir(model_dir).map_err(|e| format!("{}: {e}", model_dir.display()))?;
     let train_device = device.clone().autodiff();
     let loaded = M::<B, S>::from_pretrained(model_dir, &train_device).map_err(|e| e.to_string())?;
@@ -120,25 +120,25 @@ where
     };
     let classes = if problem == ProblemType::Regression { Vec::new() } else { classes };
     let limits = config.input_limits();
-    let seq_len = match args.seq_len {
+    let seq_len = match job.seq_len {
         Some(n) if n > limits.max_len => return Err(format!("--seq-len {n} exceeds the model's {} positions", limits.max_len)),
         Some(n) => n,
         None => 128.min(limits.max_len),
     };
     // A file's rows as a task whose held-out batches are all of them.
     let read = |path: &PathBuf| -> Result<(SequenceClassification<M<B, S>>, usize), String> {
-        let rows = labelled::read_rows(path, &args.columns.columns()).map_err(|e| e.to_string())?;
+        let rows = labelled::read_rows(path, &job.columns.columns()).map_err(|e| e.to_string())?;
         let targets = labelled::targets(path, &rows, problem, &classes).map_err(|e| e.to_string())?;
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
-        let pairs = args.columns.pairs(&rows);
+        let pairs = job.columns.pairs(&rows);
         let set = LabelledSet::encode(&tokenizer, &texts, pairs.as_deref(), targets, seq_len).map_err(|e| format!("{}: {e}", path.display()))?;
-        let batching = Batching { batch_size: args.batch_size, parts: 1, seed: 0 };
+        let batching = Batching { batch_size: job.batch_size, parts: 1, seed: 0 };
         Ok((SequenceClassification::new(set.clone(), set, tokenizer.clone(), problem, classes.len().max(1), batching), rows.len()))
     };
-    let (task, rows) = read(&args.data)?;
+    let (task, rows) = read(&job.data)?;
     let batches = task.held_out_batches(&train_device);
     // Without --eval, the rows read above are the evaluation rows too.
-    let eval = args.eval.as_ref().map(read).transpose()?;
+    let eval = job.eval.as_ref().map(read).transpose()?;
     let (eval_task, eval_rows) = eval.as_ref().map_or((&task, rows), |(t, n)| (t, *n));
     let eval_batches = eval_task.held_out_batches(&device);
 
@@ -151,7 +151,7 @@ where
         importance.add(encoder(), &grads);
     }
     let importance = importance.normalized();
-    let chosen = importance.least_important(args.heads);
+    let chosen = importance.least_important(job.heads);
     let unpruned = unpruned_numbers(&chosen, &config.pruned_heads(), &importance);
     let threads = sesame_layers::device::default_threads(&device);
     let trainer = Trainer::new(TrainConfig::default(), std::env::temp_dir()).with_progress(false).with_threads(threads);
@@ -161,11 +161,11 @@ where
     let mut model = model;
     model.base = model.base.clone().prune_heads(&mut config, &unpruned).map_err(|e| e.to_string())?;
     let after = trainer.evaluate(eval_task, &model, &eval_batches);
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-pruned", model_dir.display())));
+    let out = job.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-pruned", model_dir.display())));
     save_model(&model.valid(), &config, &out, model_dir, &tokenizer)?;
     let removed: usize = chosen.values().map(BTreeSet::len).sum();
-    if removed < args.heads {
-        eprintln!("note: --heads {}: {removed} heads pruned; every layer keeps one", args.heads);
+    if removed < job.heads {
+        eprintln!("note: --heads {}: {removed} heads pruned; every layer keeps one", job.heads);
     }
     let layers: BTreeMap<String, Vec<usize>> = unpruned.iter().map(|(l, h)| (l.to_string(), h.iter().copied().collect())).collect();
     let params_after = model.num_params();
