@@ -164,9 +164,13 @@ impl Default for PairConfig {
 /// ALBERT do: fill a chunk up to a target length (sometimes shorter), split it at a random
 /// sentence boundary into A and B, and truncate the pair to fit, removing tokens at random
 /// from the front or back of the longer segment. With `negative_prob`, NSP replaces B by text
-/// from another document and SOP swaps A and B. (Where a chunk is one sentence, SOP splits it
-/// at a random word; ALBERT's script falls back to a random next sentence there, which would
-/// mix NSP into SOP.)
+/// from another document and SOP swaps A and B.
+///
+/// A chunk of one sentence is split at a random word into A and B, for both tasks. The
+/// scripts give it a random next sentence instead: for SOP that would mix NSP in (ALBERT's
+/// script), and for NSP (BERT's) it makes every such chunk a negative. At their 128 and 512
+/// tokens few chunks are one sentence; at 16 nearly all are, the labels would be about 90%
+/// negative, and the `[CLS]` would learn a constant.
 pub fn sentence_pairs(documents: &[Vec<Segment>], config: PairConfig, rng: &mut StdRng) -> Vec<PairExample> {
     let max_tokens = config.max_seq_len.saturating_sub(3).max(2);
     let mut out = Vec::new();
@@ -183,11 +187,17 @@ pub fn sentence_pairs(documents: &[Vec<Segment>], config: PairConfig, rng: &mut 
                 let mut a = Segment::default();
                 chunk[..a_end].iter().for_each(|s| a.extend(s));
                 let mut b = Segment::default();
+                // One sentence: B continues A within it (see above).
+                if chunk.len() == 1 {
+                    a.split_at_word(&mut b, rng);
+                }
                 let other_docs = documents.len() > 1;
                 let nsp = config.task == SentenceTask::NextSentence;
-                let random_next = nsp && other_docs && (chunk.len() == 1 || rng.random::<f64>() < config.negative_prob);
+                let has_next = chunk.len() >= 2 || b.len() > 0;
+                let random_next = nsp && other_docs && (!has_next || rng.random::<f64>() < config.negative_prob);
                 let mut swapped = false;
                 if random_next {
+                    b = Segment::default();
                     let target_b = target.saturating_sub(a.len()).max(1);
                     let mut other = rng.random_range(0..documents.len());
                     for _ in 0..10 {
@@ -210,9 +220,6 @@ pub fn sentence_pairs(documents: &[Vec<Segment>], config: PairConfig, rng: &mut 
                     i -= chunk.len() - a_end;
                 } else {
                     chunk[a_end..].iter().for_each(|s| b.extend(s));
-                    if !nsp && b.len() == 0 {
-                        a.split_at_word(&mut b, rng);
-                    }
                     if !nsp && rng.random::<f64>() < config.negative_prob {
                         std::mem::swap(&mut a, &mut b);
                         swapped = true;
@@ -285,6 +292,36 @@ mod tests {
         assert!((0.4..0.6).contains(&random), "random-next fraction {random}");
         let short = all.iter().filter(|p| p.a.len() + p.b.len() < 20).count();
         assert!(short > 0, "short-sequence sampling produces some short pairs");
+    }
+
+    #[test]
+    fn short_pairs_of_long_sentences_are_half_next_sentences_from_within_the_sentence() {
+        // Sentences of 14 to 22 tokens against a 13-token target: every chunk is one sentence,
+        // which BERT's script would make a random next sentence every time.
+        let docs: Vec<Vec<Segment>> = (0..8)
+            .map(|d| {
+                (0..12)
+                    .map(|s| {
+                        let n = 14 + (d + s) % 9;
+                        Segment { ids: (0..n).map(|k| (10000 * d + 100 * s + k) as u32).collect(), word_start: vec![true; n] }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut rng = StdRng::seed_from_u64(7);
+        let config = PairConfig { max_seq_len: 16, ..Default::default() };
+        let all: Vec<PairExample> = (0..20).flat_map(|_| sentence_pairs(&docs, config, &mut rng)).collect();
+        assert!(all.len() > 500);
+        let sentence = |id: u32| id / 100;
+        let mut within = 0;
+        for p in all.iter().filter(|p| !p.is_negative) {
+            assert!(p.a.len() + p.b.len() <= 13, "too long");
+            assert!(p.a.ids.last() < p.b.ids.first(), "B continues A: {p:?}");
+            within += (sentence(p.a.ids[0]) == sentence(p.b.ids[0])) as usize;
+        }
+        let random = all.iter().filter(|p| p.is_negative).count() as f64 / all.len() as f64;
+        assert!((0.4..0.6).contains(&random), "random-next fraction {random}");
+        assert_eq!(within, all.iter().filter(|p| !p.is_negative).count(), "every next sentence continues A's own sentence");
     }
 
     #[test]
