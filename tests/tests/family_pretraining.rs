@@ -13,7 +13,7 @@ use sesame_bert::BertConfig;
 use sesame_roberta::{Roberta, RobertaConfig};
 use sesame_tests::training::run_dir;
 use sesame_tests::{fixtures_dir, Backend};
-use sesame_text::{Corpus, Example, Packing, Tokenizer};
+use sesame_text::{Corpus, Example, Packing, PairConfig, Tokenizer};
 use sesame_train::pretraining::{Layout, Pretraining, PretrainingFamily};
 use sesame_train::{TrainConfig, TrainTask, Trainer};
 
@@ -151,6 +151,23 @@ fn doc_sentences_batches_grow_where_documents_end_short() {
     let fresh_ids = fresh.train_batch(later, &device).input.input_ids.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
     assert_eq!(fresh_ids, ids(later));
     assert_ne!(ids(later), ids(2), "the second epoch is shuffled anew");
+}
+
+#[test]
+fn the_training_text_is_paired_dupe_factor_times_and_the_held_out_text_once() {
+    // Google's dupe_factor: each pairing has its own splits, lengths, truncations and
+    // negatives; paired once, a short-sequence run sees the same pairs every epoch.
+    let once = PairConfig { max_seq_len: 16, dupe_factor: 1, ..PairConfig::default() };
+    let (one, _) = task_with::<sesame_bert::Bert>(6, 400, Layout::Pairs(once), 1);
+    let (ten, _) = task_with::<sesame_bert::Bert>(6, 400, Layout::Pairs(PairConfig { dupe_factor: 10, ..once }), 1);
+    let n = one.num_train_examples();
+    let ratio = ten.num_train_examples() as f64 / n as f64;
+    assert!((ratio - 10.0).abs() < 1.0, "{} examples paired 10 times, {n} once", ten.num_train_examples());
+    let device = Device::flex();
+    let held_out = |t: &Pretraining<_>| t.held_out_batches(&device).iter().map(|b| b.input.input_ids.dims()[0]).sum::<usize>();
+    assert_eq!(held_out(&ten), held_out(&one), "the held-out text is paired once");
+    let distinct: std::collections::HashSet<String> = ten.train_examples().iter().map(|e| format!("{e:?}")).collect();
+    assert!(distinct.len() > 5 * n, "{} distinct pairs of {} (one pairing: {n})", distinct.len(), ten.num_train_examples());
 }
 
 /// Every example of epoch `epoch` of a task of batch size 1, as (original ids, masked ids,

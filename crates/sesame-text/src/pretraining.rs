@@ -152,11 +152,15 @@ pub struct PairConfig {
     pub negative_prob: f64,
     /// NSP or SOP.
     pub task: SentenceTask,
+    /// How many times the training text is paired, each time with other splits, lengths and
+    /// negatives (Google's `dupe_factor`: 10). Built once, a pairing is seen every epoch, and a
+    /// small model learns its negatives by heart.
+    pub dupe_factor: usize,
 }
 
 impl Default for PairConfig {
     fn default() -> Self {
-        Self { max_seq_len: 128, short_seq_prob: 0.1, negative_prob: 0.5, task: SentenceTask::NextSentence }
+        Self { max_seq_len: 128, short_seq_prob: 0.1, negative_prob: 0.5, task: SentenceTask::NextSentence, dupe_factor: 10 }
     }
 }
 

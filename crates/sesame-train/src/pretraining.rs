@@ -37,7 +37,7 @@ pub enum DataError {
     /// Too little text.
     #[error("the corpus yields {examples} training example(s), fewer than one batch of {batch_size}; add text or lower --batch-size")]
     TooSmall {
-        /// Examples built.
+        /// Examples built (of sentence pairs, one pairing's).
         examples: usize,
         /// Batch size.
         batch_size: usize,
@@ -452,9 +452,14 @@ impl<M> std::fmt::Debug for Pretraining<M> {
     }
 }
 
-fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, rng: &mut StdRng) -> Vec<Example> {
+/// The examples of `documents`: `dupe_factor` pairings of the text for training
+/// (`held_out`: one).
+fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, held_out: bool, rng: &mut StdRng) -> Vec<Example> {
     match layout {
-        Layout::Pairs(pairs) => sentence_pairs(documents, pairs, rng).into_iter().map(Example::Pair).collect(),
+        Layout::Pairs(pairs) => {
+            let pairings = if held_out { 1 } else { pairs.dupe_factor.max(1) };
+            (0..pairings).flat_map(|_| sentence_pairs(documents, pairs, rng)).map(Example::Pair).collect()
+        }
         Layout::Packed { packing, max_seq_len } => pack_sentences(documents, max_seq_len, packing).into_iter().map(Example::Packed).collect(),
     }
 }
@@ -489,10 +494,15 @@ impl<M: PretrainingModel> Pretraining<M> {
         let mut rng = StdRng::seed_from_u64(seed);
         let train = tokenize_documents(train, tokenizer)?;
         let unigram_nll = Arc::new(unigram_nll(&train, tokenizer.vocab_size()));
-        let train = examples(&train, layout, &mut rng);
-        let held_out = examples(&tokenize_documents(held_out, tokenizer)?, layout, &mut rng);
-        if train.len() < batch_size.max(1) {
-            return Err(DataError::TooSmall { examples: train.len(), batch_size });
+        let train = examples(&train, layout, false, &mut rng);
+        let held_out = examples(&tokenize_documents(held_out, tokenizer)?, layout, true, &mut rng);
+        // One batch needs that many examples of distinct text, not of repeated pairings.
+        let distinct = match layout {
+            Layout::Pairs(pairs) => train.len() / pairs.dupe_factor.max(1),
+            Layout::Packed { .. } => train.len(),
+        };
+        if distinct < batch_size.max(1) {
+            return Err(DataError::TooSmall { examples: distinct, batch_size });
         }
         let sentence_metric = if M::SENTENCE_TASK { layout.sentence_metric() } else { None };
         let token_budget = match layout {
