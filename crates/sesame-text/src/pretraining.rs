@@ -259,12 +259,17 @@ mod tests {
     use rand::SeedableRng;
 
     fn docs() -> Vec<Vec<Segment>> {
-        // Document d, sentence s holds ids 10000*d + 100*s + k.
+        docs_of_lengths(3)
+    }
+
+    /// 8 documents of 12 sentences, `shortest` to `shortest + 8` tokens long; document d,
+    /// sentence s holds ids 10000*d + 100*s + k.
+    fn docs_of_lengths(shortest: usize) -> Vec<Vec<Segment>> {
         (0..8)
             .map(|d| {
                 (0..12)
                     .map(|s| {
-                        let n = 3 + (d + s) % 9;
+                        let n = shortest + (d + s) % 9;
                         Segment { ids: (0..n).map(|k| (10000 * d + 100 * s + k) as u32).collect(), word_start: vec![true; n] }
                     })
                     .collect()
@@ -302,16 +307,7 @@ mod tests {
     fn short_pairs_of_long_sentences_are_half_next_sentences_from_within_the_sentence() {
         // Sentences of 14 to 22 tokens against a 13-token target: every chunk is one sentence,
         // which BERT's script would make a random next sentence every time.
-        let docs: Vec<Vec<Segment>> = (0..8)
-            .map(|d| {
-                (0..12)
-                    .map(|s| {
-                        let n = 14 + (d + s) % 9;
-                        Segment { ids: (0..n).map(|k| (10000 * d + 100 * s + k) as u32).collect(), word_start: vec![true; n] }
-                    })
-                    .collect()
-            })
-            .collect();
+        let docs = docs_of_lengths(14);
         let mut rng = StdRng::seed_from_u64(7);
         let config = PairConfig { max_seq_len: 16, ..Default::default() };
         let all: Vec<PairExample> = (0..20).flat_map(|_| sentence_pairs(&docs, config, &mut rng)).collect();
