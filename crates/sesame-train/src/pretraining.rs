@@ -452,14 +452,10 @@ impl<M> std::fmt::Debug for Pretraining<M> {
     }
 }
 
-/// The examples of `documents`: `dupe_factor` pairings of the text for training
-/// (`held_out`: one).
-fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, held_out: bool, rng: &mut StdRng) -> Vec<Example> {
+/// The examples of `documents`; sentence pairs are drawn `pairings` times.
+fn examples(documents: &[Vec<sesame_text::Segment>], layout: Layout, pairings: usize, rng: &mut StdRng) -> Vec<Example> {
     match layout {
-        Layout::Pairs(pairs) => {
-            let pairings = if held_out { 1 } else { pairs.dupe_factor.max(1) };
-            (0..pairings).flat_map(|_| sentence_pairs(documents, pairs, rng)).map(Example::Pair).collect()
-        }
+        Layout::Pairs(pairs) => (0..pairings).flat_map(|_| sentence_pairs(documents, pairs, rng)).map(Example::Pair).collect(),
         Layout::Packed { packing, max_seq_len } => pack_sentences(documents, max_seq_len, packing).into_iter().map(Example::Packed).collect(),
     }
 }
@@ -494,13 +490,15 @@ impl<M: PretrainingModel> Pretraining<M> {
         let mut rng = StdRng::seed_from_u64(seed);
         let train = tokenize_documents(train, tokenizer)?;
         let unigram_nll = Arc::new(unigram_nll(&train, tokenizer.vocab_size()));
-        let train = examples(&train, layout, false, &mut rng);
-        let held_out = examples(&tokenize_documents(held_out, tokenizer)?, layout, true, &mut rng);
-        // One batch needs that many examples of distinct text, not of repeated pairings.
-        let distinct = match layout {
-            Layout::Pairs(pairs) => train.len() / pairs.dupe_factor.max(1),
-            Layout::Packed { .. } => train.len(),
+        // The training text is paired `dupe_factor` times, the held-out text once.
+        let pairings = match layout {
+            Layout::Pairs(pairs) => pairs.dupe_factor.max(1),
+            Layout::Packed { .. } => 1,
         };
+        let train = examples(&train, layout, pairings, &mut rng);
+        let held_out = examples(&tokenize_documents(held_out, tokenizer)?, layout, 1, &mut rng);
+        // One batch needs that many examples of distinct text, not of repeated pairings.
+        let distinct = train.len() / pairings;
         if distinct < batch_size.max(1) {
             return Err(DataError::TooSmall { examples: distinct, batch_size });
         }
