@@ -22,8 +22,8 @@ on packed single sequences, without the sentence task) and `bart-mass` (MASS) li
     python3 scripts/downstream.py --lrs 3e-4,1e-3,3e-3     # every family and task, a sweep
     python3 scripts/downstream.py --families bert-ernie,bart-mass   # ERNIE's masking, MASS
 
-Writes OUT/results.jsonl (one line per fine-tuning run; a rerun skips the runs it holds) and
-OUT/table.md. XTASK (a built xtask binary) is used instead of `cargo xtask` when set.
+Writes OUT/results.jsonl (one line per fine-tuning run; a rerun skips the runs it holds),
+OUT/pretraining.jsonl (the steps and wall time of each pre-training it ran) and OUT/table.md. XTASK (a built xtask binary) is used instead of `cargo xtask` when set.
 """
 import argparse
 import csv
@@ -125,7 +125,12 @@ def main():
         if not os.path.isfile(os.path.join(export, "config.json")):
             command = VARIANTS.get(family, ["train", family])
             print(f"pre-training {family} (cargo xtask {' '.join(command)})", flush=True)
+            start = time.time()
             xtask(command + ["--quiet"], os.path.join(args.out, f"train-{family}.log"))
+            with open(os.path.join(ROOT, "runs", family, "train_config.json")) as f:
+                steps = json.load(f)["steps"]
+            with open(os.path.join(args.out, "pretraining.jsonl"), "a") as f:
+                f.write(json.dumps({"family": family, "steps": steps, "seconds": round(time.time() - start, 1)}) + "\n")
         for task, (train, test, flags) in tasks.items():
             if task == "pos" and family.split("-")[0] in NO_TAGGER:
                 continue
@@ -151,7 +156,13 @@ def main():
 
 
 def write_table(args, done):
-    lines = ["| family | task | pre-trained | random init | gain | best lr (pre-trained / random) |", "| --- | --- | --- | --- | --- | --- |"]
+    pretraining = {}
+    path = os.path.join(args.out, "pretraining.jsonl")
+    if os.path.isfile(path):
+        for line in open(path):
+            r = json.loads(line)
+            pretraining[r["family"]] = f"{r['steps']} steps, {r['seconds'] / 60:.1f} min"
+    lines = ["| family | task | pre-training | pre-trained | random init | gain | best lr (pre-trained / random) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for family in args.families:
         for task in args.tasks:
             sides = {}
@@ -164,7 +175,7 @@ def write_table(args, done):
                     sides[init] = (statistics.mean(v), (max(v) - min(v)) / 2, lr)
             if len(sides) == 2:
                 (p, ps, plr), (r, rs, rlr) = sides["pretrained"], sides["random"]
-                lines.append(f"| {family} | {task} | {p:.4f} ± {ps:.4f} | {r:.4f} ± {rs:.4f} | {p - r:+.4f} | {plr} / {rlr} |")
+                lines.append(f"| {family} | {task} | {pretraining.get(family, '—')} | {p:.4f} ± {ps:.4f} | {r:.4f} ± {rs:.4f} | {p - r:+.4f} | {plr} / {rlr} |")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(table)
