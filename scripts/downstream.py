@@ -23,13 +23,18 @@ on packed single sequences, without the sentence task) and `bart-mass` (MASS) li
     python3 scripts/downstream.py --families bert-ernie,bart-mass   # ERNIE's masking, MASS
 
 Writes OUT/results.jsonl (one line per fine-tuning run; a rerun skips the runs it holds),
-OUT/pretraining.jsonl (the steps and wall time of each pre-training it ran) and OUT/table.md. XTASK (a built xtask binary) is used instead of `cargo xtask` when set.
+OUT/pretraining.jsonl (the steps and wall time of each pre-training it ran) and OUT/table.md,
+with a bag-of-words reference for each classification task (naive Bayes on words, and the
+largest class). XTASK (a built xtask binary) is used instead of `cargo xtask` when set.
 """
 import argparse
+import collections
 import csv
 import json
+import math
 import os
 import random
+import re
 import shlex
 import statistics
 import subprocess
@@ -152,10 +157,31 @@ def main():
                         with open(results_path, "a") as f:
                             f.write(json.dumps(row) + "\n")
                         done[key] = row
-    write_table(args, done)
+    write_table(args, done, tasks)
 
 
-def write_table(args, done):
+def bag_of_words(train, test):
+    """Test accuracy of multinomial naive Bayes on lower-cased words (add-one smoothing), and of
+    the largest class: the references a classifier's scores are read against."""
+    def rows(path):
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            return [(re.findall(r"[a-z']+", r["text"].lower()), r["label"]) for r in reader]
+    train, test = rows(train), rows(test)
+    classes = collections.Counter(label for _, label in train)
+    words = {c: collections.Counter() for c in classes}
+    for text, label in train:
+        words[label].update(text)
+    vocab = len(set().union(*words.values()))
+    totals = {c: sum(w.values()) for c, w in words.items()}
+    def predict(text):
+        return max(classes, key=lambda c: math.log(classes[c]) + sum(math.log((words[c][w] + 1) / (totals[c] + vocab)) for w in text))
+    right = sum(predict(text) == label for text, label in test)
+    largest = collections.Counter(label for _, label in test).most_common(1)[0][1]
+    return right / len(test), largest / len(test)
+
+
+def write_table(args, done, tasks):
     pretraining = {}
     path = os.path.join(args.out, "pretraining.jsonl")
     if os.path.isfile(path):
@@ -176,6 +202,10 @@ def write_table(args, done):
             if len(sides) == 2:
                 (p, ps, plr), (r, rs, rlr) = sides["pretrained"], sides["random"]
                 lines.append(f"| {family} | {task} | {pretraining.get(family, '—')} | {p:.4f} ± {ps:.4f} | {r:.4f} ± {rs:.4f} | {p - r:+.4f} | {plr} / {rlr} |")
+    for task, (train, test, flags) in tasks.items():
+        if flags == ["--task", "classify"]:
+            nb, largest = bag_of_words(train, test)
+            lines.append(f"\n{task}: naive Bayes on words {nb:.4f}, the largest class {largest:.4f}")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(table)
