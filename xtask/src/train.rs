@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use sesame_layers::{ForMaskedLM, HasMaskedLmHead, PretrainedModel};
+use sesame_layers::{HasMaskedLmHead, PretrainedModel};
 use sesame_text::{DenoisingConfig, MaskLength};
 use sesame_train::pretraining::{MaskingKind, PretrainOptions, PretrainingFamily, Pretrained};
 use sesame_train::Decay;
@@ -369,7 +369,6 @@ where
     F: PretrainingFamily,
     B: HasMaskedLmHead,
     F::Model: PretrainedModel<Config = B::Config>,
-    ForMaskedLM<B>: Send + Sync,
 {
     refuse_other_corruptions(&args, F::NAME)?;
     sesame_train::pretraining::pretrain_distilled::<F, B>(&args.options(), device).map(|done| printed(&done))

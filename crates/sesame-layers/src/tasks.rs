@@ -637,22 +637,12 @@ pub trait SpanExtractor: TaskModel {
     fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>);
 }
 
-/// The [`TaskModel`] items of a head model over a [`Backbone`] in `base`.
-macro_rules! task_model_of_base {
-    () => {
-        const BASE: &'static str = "base";
+impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B, H> {
+    const BASE: &'static str = "base";
 
-        fn device(&self) -> Device {
-            self.base.device()
-        }
-    };
-}
-
-impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B, H>
-where
-    Self: Send + Sync,
-{
-    task_model_of_base!();
+    fn device(&self) -> Device {
+        self.base.device()
+    }
     const SCALAR_MIX: bool = true;
 
     fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
@@ -663,10 +653,7 @@ where
     }
 }
 
-impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H>
-where
-    Self: Send + Sync,
-{
+impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H> {
     fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
         let out = self.forward(input, None, options);
         ClassifierLayers { logits: out.logits, stacks: vec![out.encoder] }
@@ -683,34 +670,30 @@ where
     }
 }
 
-impl<B: Backbone> TaskModel for ForTokenClassification<B>
-where
-    Self: Send + Sync,
-{
-    task_model_of_base!();
+impl<B: Backbone> TaskModel for ForTokenClassification<B> {
+    const BASE: &'static str = "base";
+
+    fn device(&self) -> Device {
+        self.base.device()
+    }
     const SCALAR_MIX: bool = true;
 }
 
-impl<B: Backbone> TokenTagger for ForTokenClassification<B>
-where
-    Self: Send + Sync,
-{
+impl<B: Backbone> TokenTagger for ForTokenClassification<B> {
     fn tag(&self, input: EncoderInput) -> Tensor<3> {
         self.forward(input, None, OutputOptions::default()).logits
     }
 }
 
-impl<B: Backbone> TaskModel for ForQuestionAnswering<B>
-where
-    Self: Send + Sync,
-{
-    task_model_of_base!();
+impl<B: Backbone> TaskModel for ForQuestionAnswering<B> {
+    const BASE: &'static str = "base";
+
+    fn device(&self) -> Device {
+        self.base.device()
+    }
 }
 
-impl<B: Backbone> SpanExtractor for ForQuestionAnswering<B>
-where
-    Self: Send + Sync,
-{
+impl<B: Backbone> SpanExtractor for ForQuestionAnswering<B> {
     fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
         let out = self.forward(input, positions, OutputOptions::default());
         (out.start_logits, out.end_logits, out.loss)

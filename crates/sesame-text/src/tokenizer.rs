@@ -274,7 +274,7 @@ impl Tokenizer {
         let kind = match config.tokenizer_class.as_deref() {
             None => TokenizerKind::Unigram,
             Some(class) => match TokenizerKind::of_class(class) {
-                Some(kind @ (TokenizerKind::Unigram | TokenizerKind::Xlnet)) => kind,
+                Some(kind @ (TokenizerKind::Unigram | TokenizerKind::UnigramClsLast)) => kind,
                 _ => return Err(load(format!("tokenizer_class {class}: Sesame reads SentencePiece models as ALBERT's (AlbertTokenizer) or XLNet's (XLNetTokenizer)"))),
             },
         };
@@ -625,7 +625,7 @@ impl Tokenizer {
                 byte_level_pipeline(&mut inner, config);
                 (inner, Recipe::ByteLevelBpe)
             }
-            TokenizerKind::Unigram | TokenizerKind::Xlnet => {
+            TokenizerKind::Unigram | TokenizerKind::UnigramClsLast => {
                 let mut inner = tokenizers::Tokenizer::new(tokenizers::models::unigram::Unigram::default());
                 sentencepiece_pipeline(&mut inner, config, None).map_err(fail)?;
                 (inner, Recipe::Unigram { unk: config.unk_token.clone() })
@@ -664,7 +664,7 @@ impl Tokenizer {
                 TokenizerKind::ByteLevelBpe
             }
             ModelWrapper::Unigram(_) => match config.tokenizer_class.as_deref().and_then(TokenizerKind::of_class) {
-                Some(TokenizerKind::Xlnet) => TokenizerKind::Xlnet,
+                Some(TokenizerKind::UnigramClsLast) => TokenizerKind::UnigramClsLast,
                 _ => TokenizerKind::Unigram,
             },
             _ => {
@@ -690,7 +690,7 @@ impl Tokenizer {
             cfg["bos_token"] = s.cls.clone().into();
             cfg["eos_token"] = s.sep.clone().into();
         }
-        if matches!(kind, TokenizerKind::Unigram | TokenizerKind::Xlnet) {
+        if matches!(kind, TokenizerKind::Unigram | TokenizerKind::UnigramClsLast) {
             cfg["keep_accents"] = config.keep_accents.into();
         }
         if self.pad_left {
@@ -790,7 +790,7 @@ fn post_processor(inner: &tokenizers::Tokenizer, config: &TokenizerConfig, kind:
     Ok(match kind {
         TokenizerKind::WordPiece => BertProcessing::new(sep, cls).into(),
         TokenizerKind::ByteLevelBpe => RobertaProcessing::new(sep, cls).trim_offsets(true).add_prefix_space(config.add_prefix_space).into(),
-        TokenizerKind::Xlnet => {
+        TokenizerKind::UnigramClsLast => {
             let (c, s) = (&cls.0, &sep.0);
             TemplateProcessing::builder()
                 .try_single(format!("$A:0 {s}:0 {c}:2"))
@@ -829,9 +829,11 @@ pub enum TokenizerKind {
     ByteLevelBpe,
     /// ALBERT's SentencePiece Unigram model: `<pad> <unk> [CLS] [SEP] [MASK]`, lower-cased.
     Unigram,
-    /// XLNet's SentencePiece Unigram model: `<unk> <s> </s> <cls> <sep> <pad> <mask> <eod>
-    /// <eop>`, cased, `a <sep> b <sep> <cls>`, padded on the left with token type 3.
-    Xlnet,
+    /// A SentencePiece Unigram model with the class token last (XLNet's): `<unk> <s> </s> <cls>
+    /// <sep> <pad> <mask> <eod> <eop>`, cased, `a <sep> b <sep> <cls>`, padded on the left with
+    /// token type 3.
+    #[serde(alias = "Xlnet")]
+    UnigramClsLast,
 }
 
 impl TokenizerKind {
@@ -853,7 +855,7 @@ impl TokenizerKind {
                 ..bert
             },
             TokenizerKind::Unigram => TokenizerConfig { unk_token: "<unk>".into(), pad_token: "<pad>".into(), ..bert },
-            TokenizerKind::Xlnet => TokenizerConfig {
+            TokenizerKind::UnigramClsLast => TokenizerConfig {
                 do_lower_case: false,
                 unk_token: "<unk>".into(),
                 sep_token: "<sep>".into(),
@@ -871,7 +873,7 @@ impl TokenizerKind {
     /// The token type of padding (transformers' `pad_token_type_id`).
     pub fn pad_token_type_id(self) -> i64 {
         match self {
-            TokenizerKind::Xlnet => 3,
+            TokenizerKind::UnigramClsLast => 3,
             _ => 0,
         }
     }
@@ -882,7 +884,7 @@ impl TokenizerKind {
             TokenizerKind::WordPiece => "BertTokenizer",
             TokenizerKind::ByteLevelBpe => "RobertaTokenizer",
             TokenizerKind::Unigram => "AlbertTokenizer",
-            TokenizerKind::Xlnet => "XLNetTokenizer",
+            TokenizerKind::UnigramClsLast => "XLNetTokenizer",
         }
     }
 
@@ -893,7 +895,7 @@ impl TokenizerKind {
             "BertTokenizer" | "DistilBertTokenizer" | "ElectraTokenizer" => Some(TokenizerKind::WordPiece),
             "RobertaTokenizer" | "BartTokenizer" | "GPT2Tokenizer" | "LongformerTokenizer" => Some(TokenizerKind::ByteLevelBpe),
             "AlbertTokenizer" => Some(TokenizerKind::Unigram),
-            "XLNetTokenizer" => Some(TokenizerKind::Xlnet),
+            "XLNetTokenizer" => Some(TokenizerKind::UnigramClsLast),
             _ => None,
         }
     }
@@ -905,7 +907,7 @@ impl TokenizerKind {
             TokenizerKind::ByteLevelBpe => vec![&c.cls_token, &c.pad_token, &c.sep_token, &c.unk_token, &c.mask_token],
             TokenizerKind::Unigram => vec![&c.pad_token, &c.unk_token, &c.cls_token, &c.sep_token, &c.mask_token],
             // XLNet's `<s>`, `</s>`, `<eod>` and `<eop>` (sequence and document boundaries) too.
-            TokenizerKind::Xlnet => vec![&c.unk_token, "<s>", "</s>", &c.cls_token, &c.sep_token, &c.pad_token, &c.mask_token, "<eod>", "<eop>"],
+            TokenizerKind::UnigramClsLast => vec![&c.unk_token, "<s>", "</s>", &c.cls_token, &c.sep_token, &c.pad_token, &c.mask_token, "<eod>", "<eop>"],
         };
         order.into_iter().map(str::to_string).collect()
     }
@@ -1025,7 +1027,7 @@ impl TokenizerConfig {
         }
         let config: Self = serde_json::from_value(merged).map_err(|e| load(e.to_string()))?;
         // XLNetTokenizer's `<mask>` takes the space before it unless the file says otherwise.
-        let mask_lstrip = mask_lstrip || class == Some(TokenizerKind::Xlnet) && !explicit.contains(&"mask_token");
+        let mask_lstrip = mask_lstrip || class == Some(TokenizerKind::UnigramClsLast) && !explicit.contains(&"mask_token");
         Ok(Self { explicit, mask_lstrip, ..config })
     }
 

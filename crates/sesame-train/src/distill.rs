@@ -249,10 +249,7 @@ impl<B: HasMaskedLmHead> MaskedLmDistillation<B> {
     }
 }
 
-impl<B: HasMaskedLmHead> TrainTask for MaskedLmDistillation<B>
-where
-    ForMaskedLM<B>: Send + Sync,
-{
+impl<B: HasMaskedLmHead> TrainTask for MaskedLmDistillation<B> {
     type Model = Distilled<ForMaskedLM<B>>;
     type Batch = PretrainingBatch;
     type State = ();

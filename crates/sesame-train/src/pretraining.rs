@@ -274,7 +274,6 @@ where
     F: PretrainingFamily,
     B: HasMaskedLmHead,
     F::Model: PretrainedModel<Config = B::Config>,
-    ForSpanPreTraining<B>: Send + Sync,
 {
     type Model = ForSpanPreTraining<B>;
     const NAME: &'static str = F::NAME;
@@ -306,7 +305,6 @@ where
     F: PretrainingFamily,
     B: HasMaskedLmHead,
     F::Model: PretrainedModel<Config = B::Config>,
-    ForMaskedLM<B>: Send + Sync,
 {
     type Model = ForMaskedLM<B>;
     const NAME: &'static str = F::NAME;

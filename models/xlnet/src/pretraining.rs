@@ -44,7 +44,7 @@ use crate::model::XlnetInput;
 pub const NAME: &str = "xlnet";
 
 /// The tokenizer XLNet trains when none is given.
-pub const TOKENIZER: TokenizerKind = TokenizerKind::Xlnet;
+pub const TOKENIZER: TokenizerKind = TokenizerKind::UnigramClsLast;
 
 /// How windows are cut, what is predicted and in which order (the original's flags).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,8 +7,7 @@
 use std::path::Path;
 
 use burn::tensor::Device;
-use sesame_layers::{ForMaskedLM, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
-use sesame_train::{ForSpanPreTraining};
+use sesame_layers::{ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
 use sesame_pipelines::EmbedOptions;
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
@@ -105,11 +104,6 @@ impl FamilyEntry {
         S: SequenceHead<B>,
         B: HasMaskedLmHead,
         F::Model: PretrainedModel<Config = B::Config>,
-        ForSequenceClassification<B, S>: Send + Sync,
-        ForTokenClassification<B>: Send + Sync,
-        ForQuestionAnswering<B>: Send + Sync,
-        ForSpanPreTraining<B>: Send + Sync,
-        ForMaskedLM<B>: Send + Sync,
     {
         Self {
             name,

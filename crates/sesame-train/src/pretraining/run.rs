@@ -593,7 +593,6 @@ where
     F: PretrainingFamily,
     B: HasMaskedLmHead,
     F::Model: PretrainedModel<Config = B::Config>,
-    ForMaskedLM<B>: Send + Sync,
 {
     job.check()?;
     let teacher_dir = job.teacher.as_ref().expect("train --teacher");
