@@ -18,6 +18,7 @@ mod families;
 mod forward;
 mod generate;
 mod prune;
+mod serve;
 mod distill;
 mod train;
 
@@ -229,6 +230,13 @@ enum Command {
         /// Questions (or --input).
         #[arg(conflicts_with = "input")]
         texts: Vec<String>,
+    },
+    /// Serve a checkpoint over HTTP until SIGTERM or Ctrl-C: text-embeddings-inference's
+    /// routes (`/embed`, `/predict`, `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's
+    /// `/v1/embeddings`, and `/tag`; requests from every client are batched by token budget.
+    Serve {
+        #[command(flatten)]
+        args: serve::ServeArgs,
     },
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
@@ -455,6 +463,10 @@ fn run(cli: Cli) -> Result<String, String> {
             }
             let options = sesame_pipelines::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
             family.command("answer", family.answer)?(&model, &device, &mut Texts::new(texts, inputs.input)?, &context, inputs.batch_size, stride, options)
+        }
+        Command::Serve { args } => {
+            let family = families::model_family(&args.model)?;
+            serve::serve(args, family)
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;

@@ -328,7 +328,7 @@ pub trait HasSentenceHead: HasMaskedLmHead + HasPooler {
 /// A head that gives one row of logits per sequence (sequence classification, a choice's
 /// score) on base model `B`: reads its output and, where it needs them, the input. A head on
 /// the pooled output is one only for a base model [`HasPooler`].
-pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay + Sync {
+pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay + Sync + 'static {
     /// Whether the head reads the pooler output (the backbone is then built with a pooler).
     const POOLED: bool;
     /// A fresh head of `num_labels` outputs, sized and configured by `sizes`.

@@ -40,8 +40,9 @@ impl InputLimits {
     }
 }
 
-/// A family's configuration, read from and written to HF `config.json`.
-pub trait HfConfig: Sized + Clone {
+/// A family's configuration, read from and written to HF `config.json`: plain data, shared
+/// freely between threads.
+pub trait HfConfig: Sized + Clone + Send + Sync + 'static {
     /// Read and check `dir/config.json`.
     fn from_dir(dir: &Path) -> Result<Self, ConfigError>;
     /// The JSON to write as `config.json`, naming `architecture`.
@@ -85,8 +86,8 @@ pub struct Pretrained<M, C> {
     pub report: LoadReport,
 }
 
-/// A model type that loads from and saves to HF checkpoints.
-pub trait PretrainedModel: Module + Sized {
+/// A model type that loads from and saves to HF checkpoints (it owns its parameters).
+pub trait PretrainedModel: Module + Sized + 'static {
     /// The family's configuration type.
     type Config: HfConfig;
     /// The HF class name written to `config.json` (`BertForMaskedLM`).

@@ -21,6 +21,6 @@ pub use noising::{denoise, sentence_blocks, DenoisingConfig, DenoisingError, Den
 pub use knowledge::{find_phrases, ErnieMasking, Lexicon, LexiconError, PhraseConfig, UnitMasking, WordText};
 pub use mass::{mass, mass_at, Fill, Mass, MassConfig};
 pub use masking::{choose_spans, Masked, MaskingConfig, MaskingInput, MaskingStrategy, MaskVocab, NgramMasking, SpanMasking, TokenMasking, WholeWordMasking};
-pub use tokenizer::{EncodedBatch, EncodedText, SpecialTokens, TokenWindow, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind, Words};
+pub use tokenizer::{EncodedBatch, EncodedText, Piece, SpecialTokens, TokenWindow, Tokenizer, TokenizerConfig, TokenizerError, TokenizerKind, Words};
 pub use pretraining::{pack_sentences, sentence_pairs, mix_seeds, tokenize_documents, unigram_nll, EpochStream, Packing, PackedExample, PairConfig, PairExample, Segment, SentenceTask};
 pub use batcher::{collate, Example, MaskedBatch, SequenceFormat};

@@ -143,6 +143,22 @@ impl EncodedText {
     }
 }
 
+/// One token of [`Tokenizer::pieces`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Piece {
+    /// Its id.
+    pub id: u32,
+    /// Its text in the vocabulary (`##ing`, `Ġwhale`).
+    pub text: String,
+    /// Whether it is a special token (`[CLS]`, `</s>`).
+    pub special: bool,
+    /// The first character of the text it covers (in Unicode scalar values; 0 for a special
+    /// token).
+    pub start: usize,
+    /// One past its last character.
+    pub stop: usize,
+}
+
 /// What [`Tokenizer::encode_windows`] reads: a text, or a text split into words already (a
 /// tagged sentence's tokens; HF's `is_split_into_words=True`).
 #[derive(Clone, Copy, Debug)]
@@ -585,6 +601,19 @@ impl Tokenizer {
     /// padded length.
     pub fn pads_left(&self) -> bool {
         self.pad_left
+    }
+
+    /// The tokens of one text as the model reads it (with its special tokens when
+    /// `add_special_tokens`), each with its id, its text and the characters it covers.
+    pub fn pieces(&self, text: &str, add_special_tokens: bool) -> Result<Vec<Piece>, TokenizerError> {
+        let e = self.guarded(|| self.inner.encode_char_offsets(text, add_special_tokens))?;
+        let special = e.get_special_tokens_mask();
+        Ok((0..e.len())
+            .map(|i| {
+                let (start, stop) = e.get_offsets()[i];
+                Piece { id: e.get_ids()[i], text: e.get_tokens()[i].clone(), special: special[i] == 1, start, stop }
+            })
+            .collect())
     }
 
     /// Tokenize one text without special tokens: ids, and which tokens start a word (from

@@ -17,6 +17,7 @@ use crate::finetune::{finetune, FinetuneArgs};
 use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
 use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
+use crate::serve::{serve_classify, serve_embed, serve_tag, Servers};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
 use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
 
@@ -63,6 +64,8 @@ pub struct FamilyEntry {
     /// `cargo xtask answer` with a fine-tuned extractive-QA model of this family (questions,
     /// context, batch size, stride, options).
     pub answer: Option<AnswerFn>,
+    /// `cargo xtask serve` of a checkpoint of this family, by task.
+    pub serve: Servers,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
     /// `cargo xtask prune` of a fine-tuned sequence classifier of this family.
@@ -118,6 +121,11 @@ impl FamilyEntry {
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
+            serve: Servers {
+                embed: Some(serve_embed::<B>),
+                classify: Some(serve_classify::<ForSequenceClassification<B, S>>),
+                tag: Some(serve_tag::<ForTokenClassification<B>>),
+            },
             finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
             classify: Some(classify_with::<ForSequenceClassification<B, S>>),
             tag: Some(tag_with::<ForTokenClassification<B>>),
@@ -159,6 +167,9 @@ impl FamilyEntry {
             ("classify", self.classify.is_some()),
             ("tag", self.tag.is_some()),
             ("answer", self.answer.is_some()),
+            ("serve --task embed", self.serve.embed.is_some()),
+            ("serve --task classify", self.serve.classify.is_some()),
+            ("serve --task tag", self.serve.tag.is_some()),
             ("prune", self.prune.is_some()),
             ("distill", self.distill.is_some()),
         ];

@@ -1,0 +1,451 @@
+//! The routes: text-embeddings-inference's names and JSON shapes (`/embed`, `/predict`,
+//! `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's `/v1/embeddings`, and `/tag` for
+//! token classifiers, which TEI does not serve.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sesame_pipelines::{Classification, TaggedSpan};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use crate::metrics::Metrics;
+use crate::model::{Output, ServedModel, Task};
+use crate::queue::{Job, RunError};
+use crate::ServeOptions;
+
+/// What every handler shares.
+pub(crate) struct App {
+    pub model: Arc<dyn ServedModel>,
+    pub options: ServeOptions,
+    pub queue: mpsc::UnboundedSender<Job>,
+    pub permits: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// A refusal or failure: its status and TEI's error body, `{"error", "error_type"}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        Self { status, kind, message: message.into() }
+    }
+
+    fn validation(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Validation", message)
+    }
+
+    fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Validation", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(serde_json::json!({ "error": self.message, "error_type": self.kind }))).into_response()
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(e: RunError) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Backend", e.to_string())
+    }
+}
+
+/// One text or a list of them (`"inputs": "a"`, `"inputs": ["a", "b"]`).
+#[derive(Debug)]
+pub(crate) enum Inputs {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for Inputs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Inputs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Inputs, E> {
+                Ok(Inputs::One(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Inputs, A::Error> {
+                let mut texts = Vec::new();
+                while let Some(text) = seq.next_element::<String>()? {
+                    texts.push(text);
+                }
+                Ok(Inputs::Many(texts))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl Inputs {
+    fn is_one(&self) -> bool {
+        matches!(self, Inputs::One(_))
+    }
+
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Inputs::One(text) => vec![text],
+            Inputs::Many(texts) => texts,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EmbedRequest {
+    inputs: Inputs,
+    #[serde(default = "yes")]
+    normalize: bool,
+    #[serde(default)]
+    truncate: bool,
+    dimensions: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum EncodingFormat {
+    Float,
+    Base64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OpenAiEmbeddingsRequest {
+    input: Inputs,
+    #[allow(dead_code)]
+    model: Option<String>,
+    encoding_format: Option<EncodingFormat>,
+    dimensions: Option<usize>,
+    #[allow(dead_code)]
+    user: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PredictRequest {
+    inputs: Inputs,
+    #[serde(default)]
+    truncate: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TagRequest {
+    inputs: Inputs,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TokenizeRequest {
+    inputs: Inputs,
+    #[serde(default = "yes")]
+    add_special_tokens: bool,
+}
+
+/// The request body as `T`; refusals name the field (`inputs[2]: invalid type: …`).
+fn parse<T: DeserializeOwned>(app: &App, body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let body = body.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(format!("the request body is larger than --payload-limit {} bytes", app.options.payload_limit)),
+        status => ApiError::new(status, "Validation", e.body_text()),
+    })?;
+    let mut de = serde_json::Deserializer::from_slice(&body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match path.as_str() {
+            "." | "" => ApiError::validation(format!("the request body: {inner}")),
+            _ => ApiError::validation(format!("`{path}`: {inner}")),
+        }
+    })?;
+    de.end().map_err(|e| ApiError::validation(format!("the request body: {e}")))?;
+    Ok(value)
+}
+
+/// Hold one of `--max-concurrent-requests` permits while the request is read and answered,
+/// or answer 429 at once when none is left.
+pub(crate) async fn admit(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    match app.permits.clone().try_acquire_owned() {
+        Ok(_permit) => next.run(request).await,
+        Err(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Overloaded", format!("the server is answering its maximum of {} concurrent requests; retry later", app.options.max_concurrent_requests)).into_response(),
+    }
+}
+
+/// Refuse a route the served model's task does not run.
+fn check_task(app: &App, route: &str, wanted: Task) -> Result<(), ApiError> {
+    let task = app.model.task();
+    if task == wanted {
+        return Ok(());
+    }
+    Err(ApiError::new(StatusCode::BAD_REQUEST, "Validation", format!("{route} needs {}; this server runs {} (its route is {})", wanted.what(), task.what(), task.route())))
+}
+
+/// Check the texts of a request and count their tokens as the model will read them: refuses
+/// an empty list, more texts than `--max-client-batch-size`, and (unless `truncate`) a text
+/// longer than the model reads.
+async fn tokens_of(app: &Arc<App>, texts: &[String], truncate: bool) -> Result<Vec<usize>, ApiError> {
+    if texts.is_empty() {
+        return Err(ApiError::validation("`inputs` is empty: give at least one text"));
+    }
+    let max = app.options.max_client_batch_size;
+    if texts.len() > max {
+        return Err(ApiError::too_large(format!("`inputs` has {} texts, more than --max-client-batch-size {max}", texts.len())));
+    }
+    let (app2, texts2) = (app.clone(), texts.to_vec());
+    let counts = tokio::task::spawn_blocking(move || {
+        texts2.iter().map(|t| app2.model.tokenizer().pieces(t, true).map(|p| p.len())).collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
+    .map_err(|e| ApiError::validation(format!("`inputs`: {e}")))?;
+    let limit = app.model.max_input_length();
+    if app.model.task() != Task::Tagger {
+        if let Some((i, n)) = counts.iter().enumerate().find(|(_, &n)| n > limit).filter(|_| !truncate) {
+            return Err(ApiError::too_large(format!("`inputs[{i}]` has {n} tokens, more than the model's {limit}; shorten it or set `truncate`")));
+        }
+    }
+    Ok(counts.into_iter().map(|n| n.min(limit).max(1)).collect())
+}
+
+/// Queue `texts` and wait for their outputs.
+async fn run(app: &App, texts: Vec<String>, tokens: usize) -> Result<Vec<Output>, ApiError> {
+    let (reply, outputs) = oneshot::channel();
+    let job = Job { texts, tokens, queued: Instant::now(), reply };
+    app.queue.send(job).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
+    let outputs = outputs.await.map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
+    Ok(outputs?)
+}
+
+/// Each output's embedding, cut to `dimensions` and made unit length if `normalize`.
+fn embeddings(outputs: Vec<Output>, dimensions: Option<usize>, normalize: bool) -> Vec<Vec<f32>> {
+    outputs
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Embedding(mut v) => {
+                if let Some(d) = dimensions {
+                    v.truncate(d);
+                }
+                if normalize {
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                    v.iter_mut().for_each(|x| *x /= norm);
+                }
+                Some(v)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn check_dimensions(app: &App, dimensions: Option<usize>, field: &str) -> Result<(), ApiError> {
+    match dimensions {
+        Some(d) if d == 0 || d > app.model.hidden_size() => Err(ApiError::validation(format!("`{field}` is {d}; it must be between 1 and the model's {}", app.model.hidden_size()))),
+        _ => Ok(()),
+    }
+}
+
+/// `POST /embed`: TEI's embeddings, one vector per input (`[[f32]]`).
+pub(crate) async fn embed(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
+    let request: EmbedRequest = parse(&app, body)?;
+    check_task(&app, "/embed", Task::Embedding)?;
+    check_dimensions(&app, request.dimensions, "dimensions")?;
+    let texts = request.inputs.into_vec();
+    let tokens = tokens_of(&app, &texts, request.truncate).await?;
+    let outputs = run(&app, texts, tokens.iter().sum()).await?;
+    Ok(Json(embeddings(outputs, request.dimensions, request.normalize)))
+}
+
+#[derive(Serialize)]
+struct OpenAiEmbedding {
+    object: &'static str,
+    index: usize,
+    embedding: serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct OpenAiUsage {
+    prompt_tokens: usize,
+    total_tokens: usize,
+}
+
+#[derive(Serialize)]
+pub(crate) struct OpenAiEmbeddings {
+    object: &'static str,
+    data: Vec<OpenAiEmbedding>,
+    model: String,
+    usage: OpenAiUsage,
+}
+
+/// `POST /v1/embeddings`: OpenAI's embeddings API (unit vectors, `encoding_format` float or
+/// base64 of little-endian f32s, `dimensions`, `usage`).
+pub(crate) async fn openai_embeddings(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Json<OpenAiEmbeddings>, ApiError> {
+    let request: OpenAiEmbeddingsRequest = parse(&app, body)?;
+    check_task(&app, "/v1/embeddings", Task::Embedding)?;
+    check_dimensions(&app, request.dimensions, "dimensions")?;
+    let texts = request.input.into_vec();
+    if texts.is_empty() {
+        return Err(ApiError::validation("`input` is empty: give at least one text"));
+    }
+    let tokens = tokens_of(&app, &texts, false).await?;
+    let total: usize = tokens.iter().sum();
+    let outputs = run(&app, texts, total).await?;
+    let base64 = matches!(request.encoding_format, Some(EncodingFormat::Base64));
+    let data = embeddings(outputs, request.dimensions, true)
+        .into_iter()
+        .enumerate()
+        .map(|(index, v)| {
+            let embedding = match base64 {
+                true => serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())),
+                false => serde_json::json!(v),
+            };
+            OpenAiEmbedding { object: "embedding", index, embedding }
+        })
+        .collect();
+    Ok(Json(OpenAiEmbeddings { object: "list", data, model: app.options.model_id.clone(), usage: OpenAiUsage { prompt_tokens: total, total_tokens: total } }))
+}
+
+#[derive(Serialize)]
+pub(crate) struct LabelScore {
+    label: String,
+    score: f32,
+}
+
+/// TEI's predictions of one text: every label and its score, most likely first (a regression
+/// model: its one number under its one label).
+fn predictions(c: Classification, labels: &[String]) -> Vec<LabelScore> {
+    match c {
+        Classification::Single { scores, .. } | Classification::Multi { scores, .. } => scores.into_iter().map(|s| LabelScore { label: s.label, score: s.score }).collect(),
+        Classification::Value { value } => vec![LabelScore { label: labels.first().cloned().unwrap_or_else(|| "LABEL_0".into()), score: value }],
+    }
+}
+
+/// One result for a single input, a list for a list of inputs, as TEI answers.
+fn one_or_many<T: Serialize>(one: bool, mut results: Vec<T>) -> Response {
+    match one {
+        true => Json(results.remove(0)).into_response(),
+        false => Json(results).into_response(),
+    }
+}
+
+/// `POST /predict`: a sequence classifier's labels and scores.
+pub(crate) async fn predict(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: PredictRequest = parse(&app, body)?;
+    check_task(&app, "/predict", Task::Classifier)?;
+    let one = request.inputs.is_one();
+    let texts = request.inputs.into_vec();
+    let tokens = tokens_of(&app, &texts, request.truncate).await?;
+    let outputs = run(&app, texts, tokens.iter().sum()).await?;
+    let labels = app.model.labels();
+    let results: Vec<Vec<LabelScore>> = outputs
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Classification(c) => Some(predictions(c, &labels)),
+            _ => None,
+        })
+        .collect();
+    Ok(one_or_many(one, results))
+}
+
+/// `POST /tag`: a token classifier's entities with their character offsets.
+pub(crate) async fn tag(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: TagRequest = parse(&app, body)?;
+    check_task(&app, "/tag", Task::Tagger)?;
+    let one = request.inputs.is_one();
+    let texts = request.inputs.into_vec();
+    let tokens = tokens_of(&app, &texts, true).await?;
+    let outputs = run(&app, texts, tokens.iter().sum()).await?;
+    let results: Vec<Vec<TaggedSpan>> = outputs
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Entities(spans) => Some(spans),
+            _ => None,
+        })
+        .collect();
+    Ok(one_or_many(one, results))
+}
+
+/// `POST /tokenize`: each text's tokens (`[[{"id", "text", "special", "start", "stop"}]]`,
+/// character offsets).
+pub(crate) async fn tokenize(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Json<Vec<Vec<sesame_text::Piece>>>, ApiError> {
+    let request: TokenizeRequest = parse(&app, body)?;
+    let texts = request.inputs.into_vec();
+    if texts.is_empty() {
+        return Err(ApiError::validation("`inputs` is empty: give at least one text"));
+    }
+    let max = app.options.max_client_batch_size;
+    if texts.len() > max {
+        return Err(ApiError::too_large(format!("`inputs` has {} texts, more than --max-client-batch-size {max}", texts.len())));
+    }
+    let add = request.add_special_tokens;
+    let app2 = app.clone();
+    let pieces = tokio::task::spawn_blocking(move || texts.iter().map(|t| app2.model.tokenizer().pieces(t, add)).collect::<Result<Vec<_>, _>>())
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
+        .map_err(|e| ApiError::validation(format!("`inputs`: {e}")))?;
+    Ok(Json(pieces))
+}
+
+/// `GET /health`: 200 while the model's thread runs.
+pub(crate) async fn health(State(app): State<Arc<App>>) -> StatusCode {
+    match app.queue.is_closed() {
+        false => StatusCode::OK,
+        true => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// `GET /info`: the model and the server's limits.
+pub(crate) async fn info(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    let o = &app.options;
+    let model = &app.model;
+    Json(serde_json::json!({
+        "model_id": o.model_id,
+        "task": model.task(),
+        "route": model.task().route(),
+        "labels": model.labels(),
+        "hidden_size": model.hidden_size(),
+        "max_input_length": model.max_input_length(),
+        "max_batch_tokens": o.max_batch_tokens,
+        "max_concurrent_requests": o.max_concurrent_requests,
+        "max_client_batch_size": o.max_client_batch_size,
+        "payload_limit": o.payload_limit,
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// `GET /metrics`: Prometheus' text format.
+pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render()).into_response()
+}
+
+/// The routes counted in `/metrics` under their own names; any other path is `other`.
+pub(crate) const ROUTES: [&str; 8] = ["/embed", "/v1/embeddings", "/predict", "/tag", "/tokenize", "/health", "/info", "/metrics"];
+
+/// Count every response by route and status.
+pub(crate) async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    let route = ROUTES.iter().find(|r| **r == path).copied().unwrap_or("other");
+    let response = next.run(request).await;
+    app.metrics.response(route, response.status().as_u16());
+    response
+}

@@ -1,0 +1,69 @@
+//! Counters for `GET /metrics`, in Prometheus' text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What the server has done since it started.
+#[derive(Default)]
+pub(crate) struct Metrics {
+    /// Responses by route and status code.
+    responses: Mutex<BTreeMap<(String, u16), u64>>,
+    batches: AtomicU64,
+    batch_inputs: AtomicU64,
+    batch_tokens: AtomicU64,
+    queue_micros: AtomicU64,
+    queued_requests: AtomicU64,
+    inference_micros: AtomicU64,
+    panics: AtomicU64,
+}
+
+impl Metrics {
+    /// A response with `status` to a request for `route`.
+    pub(crate) fn response(&self, route: &str, status: u16) {
+        let mut responses = self.responses.lock().unwrap_or_else(|e| e.into_inner());
+        *responses.entry((route.to_string(), status)).or_default() += 1;
+    }
+
+    /// A batch of `inputs` texts and `tokens` tokens run in `took`, its requests having waited
+    /// `waited` in all.
+    pub(crate) fn batch(&self, requests: usize, inputs: usize, tokens: usize, waited: Duration, took: Duration) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batch_inputs.fetch_add(inputs as u64, Ordering::Relaxed);
+        self.batch_tokens.fetch_add(tokens as u64, Ordering::Relaxed);
+        self.queued_requests.fetch_add(requests as u64, Ordering::Relaxed);
+        self.queue_micros.fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+        self.inference_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// A batch whose run panicked.
+    pub(crate) fn panic(&self) {
+        self.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every counter in Prometheus' text exposition format.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let seconds = |c: &AtomicU64| load(c) as f64 / 1e6;
+        out.push_str("# HELP sesame_requests_total Responses sent, by route and status code.\n# TYPE sesame_requests_total counter\n");
+        for ((route, code), n) in self.responses.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = writeln!(out, "sesame_requests_total{{route=\"{route}\",code=\"{code}\"}} {n}");
+        }
+        let counters: [(&str, &str, String); 7] = [
+            ("sesame_batches_total", "Batches run.", load(&self.batches).to_string()),
+            ("sesame_batch_inputs_total", "Texts run, over all batches (divide by sesame_batches_total for the mean batch size).", load(&self.batch_inputs).to_string()),
+            ("sesame_batch_tokens_total", "Tokens run, over all batches.", load(&self.batch_tokens).to_string()),
+            ("sesame_queued_requests_total", "Requests taken from the queue into a batch.", load(&self.queued_requests).to_string()),
+            ("sesame_queue_seconds_total", "Time requests waited in the queue, summed over requests.", seconds(&self.queue_micros).to_string()),
+            ("sesame_inference_seconds_total", "Time spent running batches.", seconds(&self.inference_micros).to_string()),
+            ("sesame_panics_total", "Batches whose run panicked (answered 500).", load(&self.panics).to_string()),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+        }
+        out
+    }
+}

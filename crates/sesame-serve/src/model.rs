@@ -1,0 +1,215 @@
+//! What the server runs: one model for one task, behind [`ServedModel`], and its three kinds
+//! ([`Embedder`], [`TextClassifier`], [`Tagger`]) over the pipelines of `sesame-pipelines`.
+
+use sesame_layers::{Backbone, HfConfig, SequenceClassifier, TokenTagger};
+use sesame_pipelines::{Classification, EmbedOptions, PipelineError, TaggedSpan};
+use sesame_text::Tokenizer;
+
+/// The task a server answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    /// Sentence embeddings (`/embed`, `/v1/embeddings`).
+    Embedding,
+    /// Sequence classification (`/predict`).
+    Classifier,
+    /// Token classification: entities with their character offsets (`/tag`).
+    Tagger,
+}
+
+impl Task {
+    /// The route that runs the task.
+    pub fn route(self) -> &'static str {
+        match self {
+            Task::Embedding => "/embed",
+            Task::Classifier => "/predict",
+            Task::Tagger => "/tag",
+        }
+    }
+
+    /// The kind of model, for messages (`an embedding model`).
+    pub fn what(self) -> &'static str {
+        match self {
+            Task::Embedding => "an embedding model",
+            Task::Classifier => "a sequence classifier",
+            Task::Tagger => "a token classifier",
+        }
+    }
+}
+
+/// What the model gives for one text.
+#[derive(Clone, Debug)]
+pub enum Output {
+    /// The pooled vector `[hidden]`, not normalised.
+    Embedding(Vec<f32>),
+    /// The labels and their scores.
+    Classification(Classification),
+    /// The entities found.
+    Entities(Vec<TaggedSpan>),
+}
+
+impl Output {
+    /// Whether every number in it is finite.
+    pub fn is_finite(&self) -> bool {
+        match self {
+            Output::Embedding(v) => v.iter().all(|x| x.is_finite()),
+            Output::Classification(Classification::Value { value }) => value.is_finite(),
+            Output::Classification(Classification::Single { scores, .. } | Classification::Multi { scores, .. }) => scores.iter().all(|s| s.score.is_finite()),
+            Output::Entities(spans) => spans.iter().all(|s| s.score.is_finite()),
+        }
+    }
+}
+
+/// A loaded model the server runs: its task, its tokenizer, and a batch of texts in, one
+/// [`Output`] per text out, in order. Called from one thread at a time; the tokenizer from
+/// any.
+pub trait ServedModel: Send + Sync {
+    /// The task it answers.
+    fn task(&self) -> Task;
+    /// Its tokenizer (`/tokenize`, and the token counts that cut batches).
+    fn tokenizer(&self) -> &Tokenizer;
+    /// The most tokens it reads of one text, special tokens included; a longer text is
+    /// refused unless the request asks to truncate it (a tagger windows it instead).
+    fn max_input_length(&self) -> usize;
+    /// The label names of a classifier or tagger, by id.
+    fn labels(&self) -> Vec<String>;
+    /// Width of an embedding (0 for the other tasks).
+    fn hidden_size(&self) -> usize {
+        0
+    }
+    /// Run `texts`, each truncated to [`Self::max_input_length`].
+    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError>;
+}
+
+fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
+    let labels = config.labels();
+    (0..labels.count(0)).map(|i| labels.name(i)).collect()
+}
+
+/// Sentence embeddings of a base model `B`, pooled as `options` says (normalisation is the
+/// request's).
+pub struct Embedder<B: Backbone> {
+    model: B,
+    config: B::Config,
+    tokenizer: Tokenizer,
+    options: EmbedOptions,
+    hidden_size: usize,
+}
+
+impl<B: Backbone> Embedder<B> {
+    /// Serve `model` with its `config` and `tokenizer`, pooled and truncated as `options` says
+    /// (`options.normalize` is ignored: each request says whether it wants unit vectors).
+    pub fn new(model: B, config: B::Config, tokenizer: Tokenizer, options: EmbedOptions) -> Self {
+        let hidden_size = B::classifier_sizes(&config).hidden_size;
+        Self { model, config, tokenizer, options: EmbedOptions { normalize: false, ..options }, hidden_size }
+    }
+}
+
+impl<B: Backbone> ServedModel for Embedder<B> {
+    fn task(&self) -> Task {
+        Task::Embedding
+    }
+
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn max_input_length(&self) -> usize {
+        let max_len = self.config.input_limits().max_len;
+        self.options.max_tokens.map_or(max_len, |n| n.clamp(1, max_len))
+    }
+
+    fn labels(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn hidden_size(&self) -> usize {
+        self.hidden_size
+    }
+
+    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError> {
+        let vectors = sesame_pipelines::embed(&self.model, &self.config, &self.tokenizer, texts, self.options)?;
+        Ok(vectors.into_iter().map(Output::Embedding).collect())
+    }
+}
+
+/// A fine-tuned sequence classifier `M`, scored as transformers' text-classification pipeline
+/// scores it.
+pub struct TextClassifier<M: SequenceClassifier> {
+    model: M,
+    config: M::Config,
+    tokenizer: Tokenizer,
+    batch_size: usize,
+}
+
+impl<M: SequenceClassifier> TextClassifier<M> {
+    /// Serve `model`, at most `batch_size` texts a forward pass.
+    pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize) -> Self {
+        Self { model, config, tokenizer, batch_size }
+    }
+}
+
+impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
+    fn task(&self) -> Task {
+        Task::Classifier
+    }
+
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn max_input_length(&self) -> usize {
+        self.config.input_limits().max_len
+    }
+
+    fn labels(&self) -> Vec<String> {
+        label_names(&self.config)
+    }
+
+    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError> {
+        let out = sesame_pipelines::classify(&self.model, &self.config, &self.tokenizer, texts, self.batch_size)?;
+        Ok(out.into_iter().map(Output::Classification).collect())
+    }
+}
+
+/// A fine-tuned token classifier `M`, its tags grouped into entities as transformers'
+/// token-classification pipeline with `aggregation_strategy="first"` groups them; a text
+/// longer than the model reads is windowed.
+pub struct Tagger<M: TokenTagger> {
+    model: M,
+    config: M::Config,
+    tokenizer: Tokenizer,
+    batch_size: usize,
+    stride: usize,
+}
+
+impl<M: TokenTagger> Tagger<M> {
+    /// Serve `model`, at most `batch_size` windows a forward pass, consecutive windows sharing
+    /// `stride` tokens.
+    pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize, stride: usize) -> Self {
+        Self { model, config, tokenizer, batch_size, stride }
+    }
+}
+
+impl<M: TokenTagger> ServedModel for Tagger<M> {
+    fn task(&self) -> Task {
+        Task::Tagger
+    }
+
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn max_input_length(&self) -> usize {
+        self.config.input_limits().max_len
+    }
+
+    fn labels(&self) -> Vec<String> {
+        label_names(&self.config)
+    }
+
+    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError> {
+        let out = sesame_pipelines::tag(&self.model, &self.config, &self.tokenizer, texts, self.batch_size, self.stride)?;
+        Ok(out.into_iter().map(Output::Entities).collect())
+    }
+}

@@ -1,0 +1,112 @@
+//! Dynamic batching: requests wait in one queue, and one thread takes as many as fit a token
+//! budget, runs them as one call of the model, and hands each request its own outputs.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::Metrics;
+use crate::model::{Output, ServedModel};
+
+/// One request's texts, waiting to run.
+pub(crate) struct Job {
+    /// The texts, in the request's order.
+    pub texts: Vec<String>,
+    /// Their tokens as the model reads them (what the budget counts).
+    pub tokens: usize,
+    /// When it was queued.
+    pub queued: Instant,
+    /// Where its outputs go, one per text.
+    pub reply: oneshot::Sender<Result<Vec<Output>, RunError>>,
+}
+
+/// Why a batch gave no outputs.
+#[derive(Debug, Clone)]
+pub(crate) enum RunError {
+    /// The model refused the input.
+    Failed(String),
+    /// The model or the backend panicked.
+    Panicked(String),
+    /// An output was NaN or infinite.
+    NotFinite,
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Failed(reason) => write!(f, "{reason}"),
+            RunError::Panicked(reason) => write!(f, "running the model failed: {reason}"),
+            RunError::NotFinite => write!(f, "the model's output is not finite (NaN or infinite); the checkpoint overflows"),
+        }
+    }
+}
+
+/// Take jobs from `queue` until it closes: each batch is the first waiting job and every job
+/// behind it that keeps the batch within `max_batch_tokens` (a single larger job runs alone).
+/// Jobs whose client has gone are dropped unrun.
+pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::UnboundedReceiver<Job>, max_batch_tokens: usize, metrics: Arc<Metrics>) {
+    let mut held: Option<Job> = None;
+    loop {
+        let Some(first) = held.take().or_else(|| queue.blocking_recv()) else { return };
+        let mut tokens = first.tokens;
+        let mut jobs = vec![first];
+        while let Ok(job) = queue.try_recv() {
+            if tokens + job.tokens > max_batch_tokens {
+                held = Some(job);
+                break;
+            }
+            tokens += job.tokens;
+            jobs.push(job);
+        }
+        jobs.retain(|job| !job.reply.is_closed());
+        if jobs.is_empty() {
+            continue;
+        }
+        let tokens = jobs.iter().map(|job| job.tokens).sum();
+        answer(model.as_ref(), jobs, tokens, &metrics);
+    }
+}
+
+/// Run `jobs` as one batch of `tokens` tokens and send each its outputs. When the model
+/// refuses the batch, each job runs alone, so that one request's bad input fails that request
+/// only.
+fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metrics) {
+    let texts: Vec<&str> = jobs.iter().flat_map(|job| job.texts.iter().map(String::as_str)).collect();
+    let started = Instant::now();
+    let waited = jobs.iter().map(|job| started - job.queued).sum();
+    let result = match catch_unwind(AssertUnwindSafe(|| model.run(&texts))) {
+        Ok(Ok(outputs)) if outputs.len() != texts.len() => Err(RunError::Failed(format!("the model gave {} outputs for {} texts", outputs.len(), texts.len()))),
+        Ok(Ok(outputs)) if !outputs.iter().all(Output::is_finite) => Err(RunError::NotFinite),
+        Ok(Ok(outputs)) => Ok(outputs),
+        Ok(Err(e)) => Err(RunError::Failed(e.to_string())),
+        Err(payload) => {
+            metrics.panic();
+            let reason = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
+            Err(RunError::Panicked(reason.unwrap_or_else(|| "a panic without a message".into())))
+        }
+    };
+    metrics.batch(jobs.len(), texts.len(), tokens, waited, started.elapsed());
+    drop(texts);
+    match result {
+        Ok(outputs) => {
+            let mut outputs = outputs.into_iter();
+            for job in jobs {
+                let mine: Vec<Output> = outputs.by_ref().take(job.texts.len()).collect();
+                let _ = job.reply.send(Ok(mine));
+            }
+        }
+        Err(_) if jobs.len() > 1 => {
+            for job in jobs {
+                let tokens = job.tokens;
+                answer(model, vec![job], tokens, metrics);
+            }
+        }
+        Err(e) => {
+            for job in jobs {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}

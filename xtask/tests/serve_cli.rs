@@ -1,0 +1,307 @@
+//! `cargo xtask serve` over loopback, with an HTTP client: every route gives what the CLI
+//! gives for the same texts, concurrent requests get exactly their own results, and bad
+//! requests get their status and a message naming what is wrong.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A running `cargo xtask serve`, killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    /// Serve `model` on a free port with `flags`; waits until it listens.
+    fn start(model: &Path, flags: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["serve", "--model", model.to_str().unwrap(), "--port", "0"])
+            .args(flags)
+            .current_dir(repo())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        let url = loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap() == 0 {
+                panic!("the server exited before listening: {seen}");
+            }
+            if let Some(rest) = line.trim().strip_prefix("listening on ") {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+            seen.push_str(&line);
+        };
+        // Keep reading its stderr, so that it never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        Server { child, url }
+    }
+
+    /// POST `body` to `route`: the status and the JSON answer.
+    fn post(&self, route: &str, body: &str) -> (u16, serde_json::Value) {
+        let response = match ureq::post(&format!("{}{route}", self.url)).set("Content-Type", "application/json").send_string(body) {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{route}: {e}"),
+        };
+        let status = response.status();
+        (status, response.into_json().unwrap())
+    }
+
+    /// GET `route`: the status and the body.
+    fn get(&self, route: &str) -> (u16, String) {
+        let response = ureq::get(&format!("{}{route}", self.url)).call().unwrap();
+        (response.status(), response.into_string().unwrap())
+    }
+
+    /// The value of counter `name` at `/metrics`.
+    fn counter(&self, name: &str) -> f64 {
+        let (_, text) = self.get("/metrics");
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("no {name} in {text}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run the CLI; its stdout as JSON.
+fn cli(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).current_dir(repo()).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn vectors(value: &serde_json::Value) -> Vec<Vec<f32>> {
+    serde_json::from_value(value.clone()).unwrap()
+}
+
+fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).flat_map(|(x, y)| {
+        assert_eq!(x.len(), y.len());
+        x.iter().zip(y).map(|(p, q)| (p - q).abs())
+    }).fold(0.0, f32::max)
+}
+
+const TEXTS: [&str; 6] = ["the sun", "a much longer sentence about the cat that sat on the mat", "hello world", "x", "the cat sat on the mat .", "the dog ran"];
+
+fn fill_mask_model() -> PathBuf {
+    repo().join("fixtures/bert/base-fill-mask")
+}
+
+#[test]
+fn serve_embeds_as_the_cli_does_and_gives_each_concurrent_request_its_own_vectors() {
+    let model = fill_mask_model();
+    let reference = vectors(&cli(&[&["embed", "--normalize", "--model", model.to_str().unwrap()][..], &TEXTS].concat()));
+    let server = Server::start(&model, &[]);
+    assert_eq!(server.get("/health").0, 200);
+
+    // One request with every text: TEI's /embed normalises by default.
+    let (status, all) = server.post("/embed", &serde_json::json!({ "inputs": TEXTS }).to_string());
+    assert_eq!(status, 200, "{all}");
+    assert!(max_diff(&vectors(&all), &reference) < 1e-5, "/embed against `embed --normalize`");
+
+    // Many clients at once, each with its own mix of texts: every answer is its own texts'.
+    let requests: Vec<Vec<usize>> = (0..48).map(|i| (0..1 + i % 3).map(|j| (i * 5 + j * 7) % TEXTS.len()).collect()).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = requests
+            .chunks(6)
+            .map(|chunk| {
+                let (server, reference) = (&server, &reference);
+                scope.spawn(move || {
+                    for rows in chunk {
+                        let texts: Vec<&str> = rows.iter().map(|&r| TEXTS[r]).collect();
+                        let (status, got) = server.post("/embed", &serde_json::json!({ "inputs": texts }).to_string());
+                        assert_eq!(status, 200, "{got}");
+                        let want: Vec<Vec<f32>> = rows.iter().map(|&r| reference[r].clone()).collect();
+                        assert!(max_diff(&vectors(&got), &want) < 1e-5, "a request for {texts:?} got other vectors");
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let texts: usize = requests.iter().map(Vec::len).sum::<usize>() + TEXTS.len();
+    assert_eq!(server.counter("sesame_batch_inputs_total"), texts as f64);
+    assert_eq!(server.counter("sesame_queued_requests_total"), (requests.len() + 1) as f64);
+    assert_eq!(server.counter("sesame_panics_total"), 0.0);
+    // Requests that arrived while a batch ran were run together.
+    let batches = server.counter("sesame_batches_total");
+    assert!(batches < (requests.len() + 1) as f64, "{batches} batches for {} requests: none were batched together", requests.len() + 1);
+
+    // A single string gets one vector in a list; unnormalised and cut vectors as asked.
+    let (_, one) = server.post("/embed", r#"{"inputs": "hello world", "normalize": false}"#);
+    let raw = vectors(&one);
+    assert_eq!(raw.len(), 1);
+    let norm = raw[0].iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() > 1e-3, "normalize: false gave a unit vector");
+    let (_, cut) = server.post("/embed", r#"{"inputs": ["hello world"], "dimensions": 8}"#);
+    let cut = vectors(&cut);
+    assert_eq!(cut[0].len(), 8);
+    assert!((cut[0].iter().map(|x| x * x).sum::<f32>().sqrt() - 1.0).abs() < 1e-5);
+}
+
+#[test]
+fn serve_answers_openai_embeddings_in_floats_and_base64() {
+    use base64::Engine as _;
+    let model = fill_mask_model();
+    let reference = vectors(&cli(&[&["embed", "--normalize", "--model", model.to_str().unwrap()][..], &TEXTS[..2]].concat()));
+    let server = Server::start(&model, &[]);
+    let (status, floats) = server.post("/v1/embeddings", &serde_json::json!({ "input": &TEXTS[..2], "model": "m" }).to_string());
+    assert_eq!(status, 200, "{floats}");
+    assert_eq!(floats["object"], "list");
+    let got: Vec<Vec<f32>> = floats["data"].as_array().unwrap().iter().map(|d| serde_json::from_value(d["embedding"].clone()).unwrap()).collect();
+    assert!(max_diff(&got, &reference) < 1e-5);
+    assert_eq!(floats["data"][1]["index"], 1);
+    let tokens = floats["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(tokens >= 4 && floats["usage"]["total_tokens"].as_u64() == Some(tokens), "{floats}");
+
+    let (_, encoded) = server.post("/v1/embeddings", &serde_json::json!({ "input": TEXTS[1], "encoding_format": "base64" }).to_string());
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded["data"][0]["embedding"].as_str().unwrap()).unwrap();
+    let decoded: Vec<f32> = bytes.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert!(max_diff(&[decoded], &reference[1..]) < 1e-5);
+}
+
+/// The fixture's head with the fill-mask fixture's tokenizer, in a directory of its own.
+fn with_tokenizer(fixture: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-serve-{}-{}", fixture.replace('/', "-"), std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for from in [repo().join("fixtures").join(fixture), fill_mask_model()] {
+        for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
+            if from.join(f).is_file() && !dir.join(f).is_file() {
+                std::fs::copy(from.join(f), dir.join(f)).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+#[test]
+fn serve_classifies_and_tags_as_the_cli_does() {
+    let classifier = with_tokenizer("bert/base-seqcls-single");
+    let server = Server::start(&classifier, &[]);
+    let want = cli(&[&["classify", "--model", classifier.to_str().unwrap()][..], &TEXTS].concat());
+    let (status, got) = server.post("/predict", &serde_json::json!({ "inputs": TEXTS }).to_string());
+    assert_eq!(status, 200, "{got}");
+    for (g, w) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+        // TEI's shape: every label with its score, most likely first.
+        assert_eq!(g[0]["label"], w["label"]);
+        for (gs, ws) in g.as_array().unwrap().iter().zip(w["scores"].as_array().unwrap()) {
+            assert_eq!(gs["label"], ws["label"]);
+            assert!((gs["score"].as_f64().unwrap() - ws["score"].as_f64().unwrap()).abs() < 1e-6, "{g} against {w}");
+        }
+    }
+    let (_, one) = server.post("/predict", r#"{"inputs": "hello world"}"#);
+    assert!(one.as_array().unwrap()[0].is_object(), "a single input gets one list of labels: {one}");
+    assert_eq!(server.post("/embed", r#"{"inputs": "a"}"#).0, 400, "a classifier serves no embeddings");
+    drop(server);
+    std::fs::remove_dir_all(&classifier).unwrap();
+
+    let tagger = with_tokenizer("bert/base-token-classification");
+    let server = Server::start(&tagger, &[]);
+    let want = cli(&[&["tag", "--model", tagger.to_str().unwrap()][..], &TEXTS].concat());
+    let (status, got) = server.post("/tag", &serde_json::json!({ "inputs": TEXTS }).to_string());
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got, want, "/tag against `tag`");
+    drop(server);
+    std::fs::remove_dir_all(&tagger).unwrap();
+}
+
+#[test]
+fn serve_tokenizes_with_character_offsets() {
+    let server = Server::start(&fill_mask_model(), &[]);
+    let (status, pieces) = server.post("/tokenize", r#"{"inputs": "the cat sat"}"#);
+    assert_eq!(status, 200, "{pieces}");
+    let pieces = pieces[0].as_array().unwrap();
+    assert_eq!(pieces.first().unwrap()["special"], true);
+    assert_eq!(pieces[2]["text"], "cat");
+    assert_eq!((pieces[2]["start"].as_u64(), pieces[2]["stop"].as_u64()), (Some(4), Some(7)));
+    let (_, plain) = server.post("/tokenize", r#"{"inputs": ["the cat sat"], "add_special_tokens": false}"#);
+    assert_eq!(plain[0].as_array().unwrap().len(), pieces.len() - 2);
+}
+
+#[test]
+fn serve_refuses_bad_requests_naming_the_field_and_stays_up() {
+    let server = Server::start(&fill_mask_model(), &["--max-client-batch-size", "4", "--payload-limit", "2000"]);
+    let long = vec!["cat"; 60].join(" ");
+    let cases: [(&str, String, u16, &str); 9] = [
+        ("/embed", r#"{"inputs": 3}"#.into(), 422, "`inputs`: invalid type: integer"),
+        ("/embed", r#"{"inputs": ["a", 3]}"#.into(), 422, "`inputs[1]`"),
+        ("/embed", r#"{"inputs": ["a"], "normalise": true}"#.into(), 422, "unknown field `normalise`"),
+        ("/embed", r#"{"inputs": []}"#.into(), 422, "`inputs` is empty"),
+        ("/embed", r#"{"inputs": ["a""#.into(), 422, "EOF"),
+        ("/embed", r#"{"inputs": ["a", "b", "c", "d", "e"]}"#.into(), 413, "--max-client-batch-size 4"),
+        ("/embed", serde_json::json!({ "inputs": long }).to_string(), 413, "`inputs[0]` has 62 tokens, more than the model's 40"),
+        ("/embed", serde_json::json!({ "inputs": "a ".repeat(2000) }).to_string(), 413, "--payload-limit 2000"),
+        ("/predict", r#"{"inputs": "a"}"#.into(), 400, "/predict needs a sequence classifier"),
+    ];
+    for (route, body, status, message) in cases {
+        let (got, error) = server.post(route, &body);
+        assert_eq!(got, status, "{route} {body}: {error}");
+        assert!(error["error"].as_str().unwrap().contains(message), "{route} {body}: {error}");
+    }
+    // Truncation on request; the server is still up and answering.
+    let (status, _) = server.post("/embed", &serde_json::json!({ "inputs": long, "truncate": true }).to_string());
+    assert_eq!(status, 200);
+    assert_eq!(server.get("/health").0, 200);
+    assert_eq!(server.counter("sesame_panics_total"), 0.0);
+}
+
+#[test]
+fn serve_answers_429_at_once_when_its_requests_are_all_in_flight() {
+    let server = Server::start(&fill_mask_model(), &["--max-concurrent-requests", "1"]);
+    // A client that sends half its body holds the one permit.
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    write!(slow, "POST /embed HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{{\"inputs\"").unwrap();
+    slow.flush().unwrap();
+    let started = std::time::Instant::now();
+    let mut refused = None;
+    while started.elapsed() < std::time::Duration::from_secs(10) {
+        let (status, body) = server.post("/embed", r#"{"inputs": "a"}"#);
+        if status == 429 {
+            refused = Some(body);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let body = refused.expect("no 429 while the only permit was held");
+    assert_eq!(body["error_type"], "Overloaded", "{body}");
+    // The slow client finishes; the permit is free again.
+    write!(slow, ": [\"b\"]}}").unwrap();
+    let mut answer = String::new();
+    BufReader::new(&slow).read_line(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(slow);
+    assert_eq!(server.post("/embed", r#"{"inputs": "a"}"#).0, 200);
+}
+
+#[test]
+fn serve_finishes_its_requests_and_exits_0_on_sigterm() {
+    let mut server = Server::start(&fill_mask_model(), &[]);
+    assert_eq!(server.post("/embed", r#"{"inputs": "a"}"#).0, 200);
+    let status = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let started = std::time::Instant::now();
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "still running 20 s after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(exit.success(), "exit status {exit}");
+}
