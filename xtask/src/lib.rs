@@ -466,7 +466,9 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Command::Serve { args } => {
             let family = families::model_family(&args.model)?;
-            serve::serve(args, family)
+            let (name, load) = serve::loader(&args, family.serve)?;
+            let load = family.command(name, load)?;
+            serve::serve(args, load)
         }
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let device = backend.device()?;

@@ -10,7 +10,6 @@ use sesame_pipelines::{sentence_transformers_max_seq_length, EmbedOptions};
 use sesame_serve::{Embedder, ServeOptions, ServedModel, Tagger, TextClassifier};
 use sesame_text::Tokenizer;
 
-use crate::families::FamilyEntry;
 use crate::{check_architecture, int8_if_asked, load_task_model, report, BackendArg};
 
 /// What `serve` runs.
@@ -95,21 +94,25 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
     })
 }
 
-/// `cargo xtask serve`: load the model, serve it until SIGTERM or Ctrl-C.
-pub(crate) fn serve(args: ServeArgs, family: &FamilyEntry) -> Result<String, String> {
-    let device = args.backend.device()?;
-    crate::set_int8(args.int8, &device)?;
+/// The loader of `args`' task (`--task`, else the checkpoint's head) among `servers`: the
+/// command's name and the family's loader, if it has one.
+pub(crate) fn loader(args: &ServeArgs, servers: Servers) -> Result<(&'static str, Option<ServeFn>), String> {
     let task = match args.task {
         Some(task) => task,
         None => task_of(&args.model)?,
     };
-    let servers = family.serve;
-    let (name, load) = match task {
+    Ok(match task {
         ServeTask::Embed => ("serve --task embed", servers.embed),
         ServeTask::Classify => ("serve --task classify", servers.classify),
         ServeTask::Tag => ("serve --task tag", servers.tag),
-    };
-    let model = family.command(name, load)?(&args.model, &device, &args)?;
+    })
+}
+
+/// `cargo xtask serve`: load the model with `load`, serve it until SIGTERM or Ctrl-C.
+pub(crate) fn serve(args: ServeArgs, load: ServeFn) -> Result<String, String> {
+    let device = args.backend.device()?;
+    crate::set_int8(args.int8, &device)?;
+    let model = load(&args.model, &device, &args)?;
     let options = ServeOptions {
         host: args.host.clone(),
         port: args.port,

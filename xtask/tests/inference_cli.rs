@@ -152,16 +152,7 @@ fn int8_classifies_tags_and_answers_as_the_float_model_does() {
     let texts = ["the cat sat on the mat", "hello world", "a much longer sentence about the dog that ran"];
     let context = "the cat sat on the mat while the dog ran";
     for (command, fixture) in [("classify", "bert/base-seqcls-single"), ("tag", "bert/base-token-classification"), ("answer", "bert/base-qa")] {
-        let dir = std::env::temp_dir().join(format!("sesame-int8-{command}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for from in [repo().join("fixtures").join(fixture), repo().join("fixtures/bert/base-fill-mask")] {
-            for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
-                if from.join(f).is_file() && !dir.join(f).is_file() {
-                    std::fs::copy(from.join(f), dir.join(f)).unwrap();
-                }
-            }
-        }
+        let dir = crate::serve_cli::with_tokenizer(fixture);
         let model = dir.to_str().unwrap();
         let results = |int8: bool| -> serde_json::Value {
             let mut args = vec![command, "--model", model];
@@ -199,6 +190,29 @@ fn int8_classifies_tags_and_answers_as_the_float_model_does() {
         assert!(gap > 0.0 && gap < 0.03, "{command}: int8's scores are {gap} from the float model's: {int8} against {float}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// A classifier with one label and no `problem_type` (a cross-encoder) is scored as
+/// transformers' text-classification pipeline scores it: the sigmoid of its logit, which the
+/// same checkpoint marked `regression` gives as its value.
+#[test]
+fn classify_scores_a_one_label_model_with_the_sigmoid_of_its_logit() {
+    let texts = ["the cat sat on the mat", "hello world"];
+    let dir = crate::serve_cli::with_tokenizer("bert/base-seqcls-regression");
+    let model = dir.to_str().unwrap();
+    let scored: serde_json::Value = serde_json::from_str(xtask(&[&["classify", "--model", model][..], &texts].concat(), "").trim()).unwrap();
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["problem_type"] = "regression".into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let values: serde_json::Value = serde_json::from_str(xtask(&[&["classify", "--model", model][..], &texts].concat(), "").trim()).unwrap();
+    for (s, v) in scored.as_array().unwrap().iter().zip(values.as_array().unwrap()) {
+        let logit = v["value"].as_f64().unwrap();
+        let score = s["score"].as_f64().unwrap();
+        assert!((score - 1.0 / (1.0 + (-logit).exp())).abs() < 1e-6, "score {score} for logit {logit}: {s}");
+        assert_eq!(s["label"], "LABEL_0");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Run the CLI expecting failure; its stderr.

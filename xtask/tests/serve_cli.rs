@@ -198,7 +198,7 @@ print(json.dumps({"vectors": [d.embedding for d in response.data], "tokens": res
 }
 
 /// The fixture's head with the fill-mask fixture's tokenizer, in a directory of its own.
-fn with_tokenizer(fixture: &str) -> PathBuf {
+pub(crate) fn with_tokenizer(fixture: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sesame-serve-{}-{}", fixture.replace('/', "-"), std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -241,6 +241,48 @@ fn serve_classifies_and_tags_as_the_cli_does() {
     assert_eq!(got, want, "/tag against `tag`");
     drop(server);
     std::fs::remove_dir_all(&tagger).unwrap();
+}
+
+/// A one-label classifier (a cross-encoder) ranks texts against a query: `/rerank` gives each
+/// text the score `/predict` gives its pair with the query, most relevant first.
+#[test]
+fn serve_reranks_texts_by_the_score_of_their_pair_with_the_query() {
+    let model = with_tokenizer("bert/base-seqcls-regression");
+    let server = Server::start(&model, &[]);
+    let query = "where did the cat sit";
+    let pairs: Vec<[&str; 2]> = TEXTS.iter().map(|t| [query, *t]).collect();
+    let (status, predicted) = server.post("/predict", &serde_json::json!({ "inputs": pairs }).to_string());
+    assert_eq!(status, 200, "{predicted}");
+    let scores: Vec<f64> = predicted.as_array().unwrap().iter().map(|p| p[0]["score"].as_f64().unwrap()).collect();
+    let (_, alone) = server.post("/predict", &serde_json::json!({ "inputs": TEXTS }).to_string());
+    assert!(alone.as_array().unwrap().iter().zip(&scores).any(|(a, s)| (a[0]["score"].as_f64().unwrap() - s).abs() > 1e-4), "pairs scored as the texts alone");
+
+    let (status, ranks) = server.post("/rerank", &serde_json::json!({ "query": query, "texts": TEXTS, "return_text": true }).to_string());
+    assert_eq!(status, 200, "{ranks}");
+    let ranks = ranks.as_array().unwrap();
+    assert_eq!(ranks.len(), TEXTS.len());
+    for (k, rank) in ranks.iter().enumerate() {
+        let i = rank["index"].as_u64().unwrap() as usize;
+        assert!((rank["score"].as_f64().unwrap() - scores[i]).abs() < 1e-6, "{rank} against /predict's {}", scores[i]);
+        assert_eq!(rank["text"], TEXTS[i]);
+        if k > 0 {
+            assert!(ranks[k - 1]["score"].as_f64() >= rank["score"].as_f64(), "not most relevant first: {ranks:?}");
+        }
+    }
+    let (status, error) = server.post("/predict", r#"{"inputs": [["a", "b", "c"]]}"#);
+    assert_eq!(status, 422, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("`inputs[0]`"), "{error}");
+    drop(server);
+    std::fs::remove_dir_all(&model).unwrap();
+
+    // A classifier of several labels does not rerank.
+    let model = with_tokenizer("bert/base-seqcls-single");
+    let server = Server::start(&model, &[]);
+    let (status, error) = server.post("/rerank", r#"{"query": "a", "texts": ["b"]}"#);
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("one label"), "{error}");
+    drop(server);
+    std::fs::remove_dir_all(&model).unwrap();
 }
 
 #[test]
@@ -293,7 +335,7 @@ fn serve_answers_429_at_once_when_its_requests_are_all_in_flight() {
     slow.flush().unwrap();
     let started = std::time::Instant::now();
     let mut refused = None;
-    while started.elapsed() < std::time::Duration::from_secs(10) {
+    while started.elapsed() < std::time::Duration::from_secs(30) {
         let (status, body) = server.post("/embed", r#"{"inputs": "a"}"#);
         if status == 429 {
             refused = Some(body);

@@ -387,11 +387,22 @@ pub enum Classification {
 /// Classify `texts` with a fine-tuned sequence classifier, `batch_size` texts at a time in
 /// batches of similar length, each truncated to the model's length; results in input order.
 pub fn classify<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+    let encoded = tokenizer.encode_each(texts, config.input_limits().max_len, true)?;
+    classify_encoded(model, config, tokenizer, &encoded, batch_size)
+}
+
+/// Classify sentence pairs (`[CLS] a [SEP] b [SEP]`: premise and hypothesis, query and
+/// passage) as [`classify`] classifies texts, each pair truncated to the model's length.
+pub fn classify_pairs<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, pairs: &[(&str, &str)], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+    let encoded = tokenizer.encode_pairs_each(pairs, config.input_limits().max_len, true)?;
+    classify_encoded(model, config, tokenizer, &encoded, batch_size)
+}
+
+fn classify_encoded<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, encoded: &[EncodedText], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
     let device = model.device();
     let limits = config.input_limits();
     let labels = config.labels();
-    let encoded = tokenizer.encode_each(texts, limits.max_len, true)?;
-    by_length(&encoded, batch_size, &device, |rows| {
+    by_length(encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
         classifications(labels, model.classify(input))
@@ -456,7 +467,13 @@ fn classifications(labels: &sesame_layers::hparams::LabelConfig, logits: Tensor<
                 .collect()
         }
         _ => {
-            let probs = softmax(logits, 1).try_to_vec_as::<f32>().map_err(readback("logits"))?;
+            // One logit is scored with a sigmoid, as transformers' pipeline scores a model with
+            // one label and no regression problem type (a cross-encoder's relevance).
+            let probs = match n {
+                1 => burn::tensor::activation::sigmoid(logits),
+                _ => softmax(logits, 1),
+            };
+            let probs = probs.try_to_vec_as::<f32>().map_err(readback("logits"))?;
             probs
                 .chunks(n)
                 .map(|r| {

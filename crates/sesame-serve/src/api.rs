@@ -19,7 +19,7 @@ use sesame_pipelines::{Classification, TaggedSpan};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::metrics::Metrics;
-use crate::model::{Output, ServedModel, Task};
+use crate::model::{Input, Output, ServedModel, Task};
 use crate::queue::{Job, RunError};
 use crate::ServeOptions;
 
@@ -107,6 +107,69 @@ impl Inputs {
             Inputs::Many(texts) => texts,
         }
     }
+
+    fn into_inputs(self) -> Vec<Input> {
+        self.into_vec().into_iter().map(Input::Text).collect()
+    }
+}
+
+/// A classifier's inputs: a text, or a list of texts and pairs (`["a", ["b", "c"]]`; TEI's
+/// `[["a", "b"]]` is one pair).
+#[derive(Debug)]
+pub(crate) struct PredictInputs {
+    one: bool,
+    inputs: Vec<Input>,
+}
+
+/// One element of a list of [`PredictInputs`]: a text or a pair.
+struct Sequence(Input);
+
+impl<'de> Deserialize<'de> for Sequence {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Sequence;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a pair of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Sequence, E> {
+                Ok(Sequence(Input::Text(v.to_string())))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Sequence, A::Error> {
+                let pair = "a pair of two strings";
+                let a: String = seq.next_element()?.ok_or_else(|| serde::de::Error::invalid_length(0, &pair))?;
+                let b: String = seq.next_element()?.ok_or_else(|| serde::de::Error::invalid_length(1, &pair))?;
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(serde::de::Error::invalid_length(3, &pair));
+                }
+                Ok(Sequence(Input::Pair(a, b)))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for PredictInputs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = PredictInputs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings and pairs of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PredictInputs, E> {
+                Ok(PredictInputs { one: true, inputs: vec![Input::Text(v.to_string())] })
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<PredictInputs, A::Error> {
+                let mut inputs = Vec::new();
+                while let Some(Sequence(input)) = seq.next_element()? {
+                    inputs.push(input);
+                }
+                Ok(PredictInputs { one: false, inputs })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 fn yes() -> bool {
@@ -146,9 +209,20 @@ pub(crate) struct OpenAiEmbeddingsRequest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PredictRequest {
-    inputs: Inputs,
+    inputs: PredictInputs,
     #[serde(default)]
     truncate: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RerankRequest {
+    query: String,
+    texts: Vec<String>,
+    #[serde(default)]
+    truncate: bool,
+    #[serde(default)]
+    return_text: bool,
 }
 
 #[derive(Deserialize)]
@@ -202,37 +276,43 @@ fn check_task(app: &App, route: &str, wanted: Task) -> Result<(), ApiError> {
     Err(ApiError::new(StatusCode::BAD_REQUEST, "Validation", format!("{route} needs {}; this server runs {} (its route is {})", wanted.what(), task.what(), task.route())))
 }
 
-/// Check the texts of a request and count their tokens as the model will read them: refuses
-/// an empty list, more texts than `--max-client-batch-size`, and (unless `truncate`) a text
-/// longer than the model reads.
-async fn tokens_of(app: &Arc<App>, texts: &[String], truncate: bool) -> Result<Vec<usize>, ApiError> {
-    if texts.is_empty() {
-        return Err(ApiError::validation("`inputs` is empty: give at least one text"));
+/// The tokens of `input` as the model reads it, special tokens included.
+fn tokens_in(model: &dyn ServedModel, input: &Input) -> Result<usize, sesame_text::TokenizerError> {
+    match input {
+        Input::Text(text) => model.tokenizer().pieces(text, true).map(|p| p.len()),
+        Input::Pair(a, b) => model.tokenizer().encode_pairs_each(&[(a, b)], usize::MAX >> 1, false).map(|e| e[0].len()),
+    }
+}
+
+/// Check the inputs of a request and count their tokens as the model will read them: refuses
+/// an empty list, more inputs than `--max-client-batch-size`, and (unless `truncate`) an input
+/// longer than the model reads. `field` names the inputs in messages.
+async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str) -> Result<Vec<usize>, ApiError> {
+    if inputs.is_empty() {
+        return Err(ApiError::validation(format!("`{field}` is empty: give at least one text")));
     }
     let max = app.options.max_client_batch_size;
-    if texts.len() > max {
-        return Err(ApiError::too_large(format!("`inputs` has {} texts, more than --max-client-batch-size {max}", texts.len())));
+    if inputs.len() > max {
+        return Err(ApiError::too_large(format!("`{field}` has {} texts, more than --max-client-batch-size {max}", inputs.len())));
     }
-    let (app2, texts2) = (app.clone(), texts.to_vec());
-    let counts = tokio::task::spawn_blocking(move || {
-        texts2.iter().map(|t| app2.model.tokenizer().pieces(t, true).map(|p| p.len())).collect::<Result<Vec<_>, _>>()
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
-    .map_err(|e| ApiError::validation(format!("`inputs`: {e}")))?;
+    let (app2, inputs2) = (app.clone(), inputs.to_vec());
+    let counts = tokio::task::spawn_blocking(move || inputs2.iter().map(|i| tokens_in(app2.model.as_ref(), i)).collect::<Result<Vec<_>, _>>())
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
+        .map_err(|e| ApiError::validation(format!("`{field}`: {e}")))?;
     let limit = app.model.max_input_length();
-    if app.model.task() != Task::Tagger {
-        if let Some((i, n)) = counts.iter().enumerate().find(|(_, &n)| n > limit).filter(|_| !truncate) {
-            return Err(ApiError::too_large(format!("`inputs[{i}]` has {n} tokens, more than the model's {limit}; shorten it or set `truncate`")));
+    if app.model.task() != Task::Tagger && !truncate {
+        if let Some((i, n)) = counts.iter().enumerate().find(|(_, &n)| n > limit) {
+            return Err(ApiError::too_large(format!("`{field}[{i}]` has {n} tokens, more than the model's {limit}; shorten it or set `truncate`")));
         }
     }
     Ok(counts.into_iter().map(|n| n.min(limit).max(1)).collect())
 }
 
-/// Queue `texts` and wait for their outputs.
-async fn run(app: &App, texts: Vec<String>, tokens: usize) -> Result<Vec<Output>, ApiError> {
+/// Queue `inputs` and wait for their outputs.
+async fn run(app: &App, inputs: Vec<Input>, tokens: usize) -> Result<Vec<Output>, ApiError> {
     let (reply, outputs) = oneshot::channel();
-    let job = Job { texts, tokens, queued: Instant::now(), reply };
+    let job = Job { inputs, tokens, queued: Instant::now(), reply };
     app.queue.send(job).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
     let outputs = outputs.await.map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
     Ok(outputs?)
@@ -270,9 +350,9 @@ pub(crate) async fn embed(State(app): State<Arc<App>>, body: Result<Bytes, Bytes
     let request: EmbedRequest = parse(&app, body)?;
     check_task(&app, "/embed", Task::Embedding)?;
     check_dimensions(&app, request.dimensions, "dimensions")?;
-    let texts = request.inputs.into_vec();
-    let tokens = tokens_of(&app, &texts, request.truncate).await?;
-    let outputs = run(&app, texts, tokens.iter().sum()).await?;
+    let inputs = request.inputs.into_inputs();
+    let tokens = tokens_of(&app, &inputs, request.truncate, "inputs").await?;
+    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
     Ok(Json(embeddings(outputs, request.dimensions, request.normalize)))
 }
 
@@ -303,13 +383,10 @@ pub(crate) async fn openai_embeddings(State(app): State<Arc<App>>, body: Result<
     let request: OpenAiEmbeddingsRequest = parse(&app, body)?;
     check_task(&app, "/v1/embeddings", Task::Embedding)?;
     check_dimensions(&app, request.dimensions, "dimensions")?;
-    let texts = request.input.into_vec();
-    if texts.is_empty() {
-        return Err(ApiError::validation("`input` is empty: give at least one text"));
-    }
-    let tokens = tokens_of(&app, &texts, false).await?;
+    let inputs = request.input.into_inputs();
+    let tokens = tokens_of(&app, &inputs, false, "input").await?;
     let total: usize = tokens.iter().sum();
-    let outputs = run(&app, texts, total).await?;
+    let outputs = run(&app, inputs, total).await?;
     let base64 = matches!(request.encoding_format, Some(EncodingFormat::Base64));
     let data = embeddings(outputs, request.dimensions, true)
         .into_iter()
@@ -352,10 +429,9 @@ fn one_or_many<T: Serialize>(one: bool, mut results: Vec<T>) -> Response {
 pub(crate) async fn predict(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let request: PredictRequest = parse(&app, body)?;
     check_task(&app, "/predict", Task::Classifier)?;
-    let one = request.inputs.is_one();
-    let texts = request.inputs.into_vec();
-    let tokens = tokens_of(&app, &texts, request.truncate).await?;
-    let outputs = run(&app, texts, tokens.iter().sum()).await?;
+    let PredictInputs { one, inputs } = request.inputs;
+    let tokens = tokens_of(&app, &inputs, request.truncate, "inputs").await?;
+    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
     let labels = app.model.labels();
     let results: Vec<Vec<LabelScore>> = outputs
         .into_iter()
@@ -367,14 +443,50 @@ pub(crate) async fn predict(State(app): State<Arc<App>>, body: Result<Bytes, Byt
     Ok(one_or_many(one, results))
 }
 
+#[derive(Serialize)]
+pub(crate) struct Rank {
+    index: usize,
+    score: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+}
+
+/// `POST /rerank`: `texts` ordered by a cross-encoder's relevance to `query` (a classifier with
+/// one label, scored with the sigmoid of its logit), most relevant first.
+pub(crate) async fn rerank(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Json<Vec<Rank>>, ApiError> {
+    let request: RerankRequest = parse(&app, body)?;
+    check_task(&app, "/rerank", Task::Classifier)?;
+    let labels = app.model.labels();
+    if labels.len() != 1 {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Validation", format!("/rerank needs a classifier with one label (a cross-encoder); this one has {}", labels.len())));
+    }
+    let inputs: Vec<Input> = request.texts.iter().map(|t| Input::Pair(request.query.clone(), t.clone())).collect();
+    let tokens = tokens_of(&app, &inputs, request.truncate, "texts").await?;
+    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let mut ranks: Vec<Rank> = outputs
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, o)| match o {
+            Output::Classification(Classification::Single { score, .. } | Classification::Value { value: score }) => Some(Rank { index, score, text: None }),
+            Output::Classification(Classification::Multi { scores, .. }) => Some(Rank { index, score: scores[0].score, text: None }),
+            _ => None,
+        })
+        .collect();
+    if request.return_text {
+        ranks.iter_mut().for_each(|r| r.text = Some(request.texts[r.index].clone()));
+    }
+    ranks.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+    Ok(Json(ranks))
+}
+
 /// `POST /tag`: a token classifier's entities with their character offsets.
 pub(crate) async fn tag(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let request: TagRequest = parse(&app, body)?;
     check_task(&app, "/tag", Task::Tagger)?;
     let one = request.inputs.is_one();
-    let texts = request.inputs.into_vec();
-    let tokens = tokens_of(&app, &texts, true).await?;
-    let outputs = run(&app, texts, tokens.iter().sum()).await?;
+    let inputs = request.inputs.into_inputs();
+    let tokens = tokens_of(&app, &inputs, true, "inputs").await?;
+    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
     let results: Vec<Vec<TaggedSpan>> = outputs
         .into_iter()
         .filter_map(|o| match o {
@@ -439,7 +551,7 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 /// The routes counted in `/metrics` under their own names; any other path is `other`.
-pub(crate) const ROUTES: [&str; 8] = ["/embed", "/v1/embeddings", "/predict", "/tag", "/tokenize", "/health", "/info", "/metrics"];
+pub(crate) const ROUTES: [&str; 9] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/tokenize", "/health", "/info", "/metrics"];
 
 /// Count every response by route and status.
 pub(crate) async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {

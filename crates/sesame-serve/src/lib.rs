@@ -1,5 +1,5 @@
 //! An HTTP server for one model of any family: text-embeddings-inference's routes and JSON
-//! shapes (`/embed`, `/predict`, `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's
+//! shapes (`/embed`, `/predict`, `/rerank`, `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's
 //! `/v1/embeddings`, and `/tag` for token classifiers.
 //!
 //! Requests from every client wait in one queue; one thread takes as many as fit
@@ -37,7 +37,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use model::{Embedder, Output, ServedModel, Tagger, Task, TextClassifier};
+pub use model::{Embedder, Input, Output, ServedModel, Tagger, Task, TextClassifier};
 
 /// How the server listens and what it accepts.
 #[derive(Clone, Debug)]
@@ -126,6 +126,7 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .route("/embed", post(api::embed))
         .route("/v1/embeddings", post(api::openai_embeddings))
         .route("/predict", post(api::predict))
+        .route("/rerank", post(api::rerank))
         .route("/tag", post(api::tag))
         .route("/tokenize", post(api::tokenize))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), api::admit));

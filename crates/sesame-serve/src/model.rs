@@ -2,6 +2,7 @@
 //! ([`Embedder`], [`TextClassifier`], [`Tagger`]) over the pipelines of `sesame-pipelines`.
 
 use sesame_layers::{Backbone, HfConfig, SequenceClassifier, TokenTagger};
+use sesame_layers::InputError;
 use sesame_pipelines::{Classification, EmbedOptions, PipelineError, TaggedSpan};
 use sesame_text::Tokenizer;
 
@@ -35,6 +36,34 @@ impl Task {
             Task::Tagger => "a token classifier",
         }
     }
+}
+
+/// One input: a text, or a sentence pair (query and passage, premise and hypothesis) for a
+/// classifier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// One text.
+    Text(String),
+    /// Two texts read as one sequence (`[CLS] a [SEP] b [SEP]`).
+    Pair(String, String),
+}
+
+impl Input {
+    /// The text, for a task that reads single texts; `None` for a pair.
+    fn text(&self) -> Option<&str> {
+        match self {
+            Input::Text(text) => Some(text),
+            Input::Pair(..) => None,
+        }
+    }
+}
+
+/// The texts of `inputs`, or the error a task without pairs gives.
+fn texts_only<'a>(inputs: &'a [Input], task: Task) -> Result<Vec<&'a str>, PipelineError> {
+    inputs
+        .iter()
+        .map(|i| i.text().ok_or_else(|| PipelineError::Input(InputError::Invalid { what: "inputs", reason: format!("{} reads single texts, not pairs", task.what()) })))
+        .collect()
 }
 
 /// What the model gives for one text.
@@ -77,8 +106,9 @@ pub trait ServedModel: Send + Sync {
     fn hidden_size(&self) -> usize {
         0
     }
-    /// Run `texts`, each truncated to [`Self::max_input_length`].
-    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError>;
+    /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
+    /// order.
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError>;
 }
 
 fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
@@ -127,8 +157,9 @@ impl<B: Backbone> ServedModel for Embedder<B> {
         self.hidden_size
     }
 
-    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError> {
-        let vectors = sesame_pipelines::embed(&self.model, &self.config, &self.tokenizer, texts, self.options)?;
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        let texts = texts_only(inputs, self.task())?;
+        let vectors = sesame_pipelines::embed(&self.model, &self.config, &self.tokenizer, &texts, self.options)?;
         Ok(vectors.into_iter().map(Output::Embedding).collect())
     }
 }
@@ -166,9 +197,28 @@ impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
         label_names(&self.config)
     }
 
-    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError> {
-        let out = sesame_pipelines::classify(&self.model, &self.config, &self.tokenizer, texts, self.batch_size)?;
-        Ok(out.into_iter().map(Output::Classification).collect())
+    /// Texts and pairs run apart (a pair is one sequence of two segments), then put back in
+    /// the order of `inputs`.
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        let (texts, pairs): (Vec<(usize, &Input)>, Vec<(usize, &Input)>) = inputs.iter().enumerate().partition(|(_, i)| matches!(i, Input::Text(_)));
+        let mut out: Vec<Option<Classification>> = vec![None; inputs.len()];
+        if !texts.is_empty() {
+            let strings: Vec<&str> = texts.iter().filter_map(|(_, i)| i.text()).collect();
+            let classes = sesame_pipelines::classify(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
+            texts.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
+        }
+        if !pairs.is_empty() {
+            let strings: Vec<(&str, &str)> = pairs
+                .iter()
+                .filter_map(|(_, i)| match i {
+                    Input::Pair(a, b) => Some((a.as_str(), b.as_str())),
+                    Input::Text(_) => None,
+                })
+                .collect();
+            let classes = sesame_pipelines::classify_pairs(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
+            pairs.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
+        }
+        Ok(out.into_iter().flatten().map(Output::Classification).collect())
     }
 }
 
@@ -208,8 +258,9 @@ impl<M: TokenTagger> ServedModel for Tagger<M> {
         label_names(&self.config)
     }
 
-    fn run(&self, texts: &[&str]) -> Result<Vec<Output>, PipelineError> {
-        let out = sesame_pipelines::tag(&self.model, &self.config, &self.tokenizer, texts, self.batch_size, self.stride)?;
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        let texts = texts_only(inputs, self.task())?;
+        let out = sesame_pipelines::tag(&self.model, &self.config, &self.tokenizer, &texts, self.batch_size, self.stride)?;
         Ok(out.into_iter().map(Output::Entities).collect())
     }
 }

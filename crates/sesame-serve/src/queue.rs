@@ -8,12 +8,12 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::Metrics;
-use crate::model::{Output, ServedModel};
+use crate::model::{Input, Output, ServedModel};
 
 /// One request's texts, waiting to run.
 pub(crate) struct Job {
-    /// The texts, in the request's order.
-    pub texts: Vec<String>,
+    /// The inputs, in the request's order.
+    pub inputs: Vec<Input>,
     /// Their tokens as the model reads them (what the budget counts).
     pub tokens: usize,
     /// When it was queued.
@@ -73,11 +73,11 @@ pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::Unbounde
 /// refuses the batch, each job runs alone, so that one request's bad input fails that request
 /// only.
 fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metrics) {
-    let texts: Vec<&str> = jobs.iter().flat_map(|job| job.texts.iter().map(String::as_str)).collect();
+    let inputs: Vec<Input> = jobs.iter().flat_map(|job| job.inputs.iter().cloned()).collect();
     let started = Instant::now();
     let waited = jobs.iter().map(|job| started - job.queued).sum();
-    let result = match catch_unwind(AssertUnwindSafe(|| model.run(&texts))) {
-        Ok(Ok(outputs)) if outputs.len() != texts.len() => Err(RunError::Failed(format!("the model gave {} outputs for {} texts", outputs.len(), texts.len()))),
+    let result = match catch_unwind(AssertUnwindSafe(|| model.run(&inputs))) {
+        Ok(Ok(outputs)) if outputs.len() != inputs.len() => Err(RunError::Failed(format!("the model gave {} outputs for {} texts", outputs.len(), inputs.len()))),
         Ok(Ok(outputs)) if !outputs.iter().all(Output::is_finite) => Err(RunError::NotFinite),
         Ok(Ok(outputs)) => Ok(outputs),
         Ok(Err(e)) => Err(RunError::Failed(e.to_string())),
@@ -87,13 +87,12 @@ fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metr
             Err(RunError::Panicked(reason.unwrap_or_else(|| "a panic without a message".into())))
         }
     };
-    metrics.batch(jobs.len(), texts.len(), tokens, waited, started.elapsed());
-    drop(texts);
+    metrics.batch(jobs.len(), inputs.len(), tokens, waited, started.elapsed());
     match result {
         Ok(outputs) => {
             let mut outputs = outputs.into_iter();
             for job in jobs {
-                let mine: Vec<Output> = outputs.by_ref().take(job.texts.len()).collect();
+                let mine: Vec<Output> = outputs.by_ref().take(job.inputs.len()).collect();
                 let _ = job.reply.send(Ok(mine));
             }
         }
