@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::tensor::Device;
-use sesame_layers::{Backbone, Pooling, PretrainedModel, SequenceClassifier, TokenTagger};
+use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_pipelines::{sentence_transformers_max_seq_length, EmbedOptions};
-use sesame_serve::{Embedder, ServeOptions, ServedModel, Tagger, TextClassifier};
+use sesame_serve::{Embedder, MaskFiller, Reader, ServeOptions, ServedModel, Tagger, TextClassifier};
 use sesame_text::Tokenizer;
 
 use crate::{check_architecture, int8_if_asked, load_task_model, report, BackendArg};
@@ -21,6 +21,10 @@ pub enum ServeTask {
     Classify,
     /// A fine-tuned token classifier: `/tag`.
     Tag,
+    /// A masked LM: `/fill-mask`.
+    FillMask,
+    /// A fine-tuned extractive-QA model: `/answer`.
+    Answer,
 }
 
 /// `cargo xtask serve`'s flags.
@@ -30,7 +34,7 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub model: PathBuf,
     /// The task [default: the head `architectures` names in config.json: a sequence
-    /// classifier, a token classifier, else embeddings].
+    /// classifier, a token classifier, an extractive-QA model, else embeddings].
     #[arg(long, value_enum)]
     pub task: Option<ServeTask>,
     /// The address to listen on.
@@ -62,6 +66,9 @@ pub(crate) struct ServeArgs {
     /// model's sentence_bert_config.json, else the model's limit].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=1_000_000))]
     pub max_tokens: Option<usize>,
+    /// Fill-mask: the most candidates per mask a request may ask for (`top_k`, 5 by default).
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub top_k: usize,
     /// Run the model's linear layers in int8 (flex and ndarray).
     #[arg(long)]
     pub int8: bool,
@@ -81,6 +88,10 @@ pub struct Servers {
     pub classify: Option<ServeFn>,
     /// Its token classifier.
     pub tag: Option<ServeFn>,
+    /// Its masked LM.
+    pub fill_mask: Option<ServeFn>,
+    /// Its extractive-QA model.
+    pub answer: Option<ServeFn>,
 }
 
 /// The task `architectures` implies: its head's, else embeddings.
@@ -90,6 +101,7 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
     Ok(match class {
         c if c.ends_with("ForSequenceClassification") => ServeTask::Classify,
         c if c.ends_with("ForTokenClassification") => ServeTask::Tag,
+        c if c.ends_with("ForQuestionAnswering") || c.ends_with("ForQuestionAnsweringSimple") => ServeTask::Answer,
         _ => ServeTask::Embed,
     })
 }
@@ -105,6 +117,8 @@ pub(crate) fn loader(args: &ServeArgs, servers: Servers) -> Result<(&'static str
         ServeTask::Embed => ("serve --task embed", servers.embed),
         ServeTask::Classify => ("serve --task classify", servers.classify),
         ServeTask::Tag => ("serve --task tag", servers.tag),
+        ServeTask::FillMask => ("serve --task fill-mask", servers.fill_mask),
+        ServeTask::Answer => ("serve --task answer", servers.answer),
     })
 }
 
@@ -154,4 +168,20 @@ pub(crate) fn serve_tag<M: TokenTagger>(dir: &Path, device: &Device, args: &Serv
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
     let stride = loaded.config.input_limits().max_len / 4;
     Ok(Arc::new(Tagger::new(loaded.model, loaded.config, tokenizer, args.batch_size, stride)))
+}
+
+/// The masked LM of base model `B`.
+pub(crate) fn serve_fill_mask<B: HasMaskedLmHead>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
+    let (tokenizer, loaded) = load_task_model::<ForMaskedLM<B>>(dir, device, "masked-LM", "fill-mask needs a checkpoint trained with one")?;
+    Ok(Arc::new(MaskFiller::new(loaded.model, loaded.config, tokenizer, args.batch_size, args.top_k)))
+}
+
+/// Extractive-QA model `M`, long contexts windowed with a third of the model's positions
+/// shared, answers picked with `cargo xtask answer`'s defaults.
+pub(crate) fn serve_answer<M: SpanExtractor>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
+    use sesame_layers::HfConfig as _;
+    check_architecture(dir, &M::architecture(), "question-answering")?;
+    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
+    let stride = loaded.config.input_limits().max_len / 3;
+    Ok(Arc::new(Reader::new(loaded.model, loaded.config, tokenizer, args.batch_size, stride, Default::default())))
 }

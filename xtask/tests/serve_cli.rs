@@ -286,6 +286,37 @@ fn serve_reranks_texts_by_the_score_of_their_pair_with_the_query() {
 }
 
 #[test]
+fn serve_fills_masks_and_answers_questions_as_the_cli_does() {
+    let model = fill_mask_model();
+    let texts = ["the cat [MASK] on the mat", "the [MASK] sat on the [MASK] ."];
+    let want = cli(&[&["fill-mask", "--model", model.to_str().unwrap()][..], &texts].concat());
+    let server = Server::start(&model, &["--task", "fill-mask"]);
+    let (status, got) = server.post("/fill-mask", &serde_json::json!({ "inputs": texts }).to_string());
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got, want, "/fill-mask against `fill-mask`");
+    let (_, two) = server.post("/fill-mask", r#"{"inputs": "the cat [MASK] on the mat", "top_k": 2}"#);
+    assert_eq!(two.as_array().unwrap()[0].as_array().unwrap().len(), 2, "{two}");
+    let (status, error) = server.post("/fill-mask", r#"{"inputs": ["the cat sat"]}"#);
+    assert_eq!(status, 422, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("no `[MASK]` token"), "{error}");
+    assert_eq!(server.post("/fill-mask", r#"{"inputs": "a [MASK]", "top_k": 21}"#).0, 422);
+    drop(server);
+
+    let reader = with_tokenizer("bert/base-qa");
+    let context = "the cat sat on the mat while the dog ran";
+    let questions = ["who sat on the mat", "what did the dog do"];
+    let want = cli(&[&["answer", "--model", reader.to_str().unwrap(), "--context", context][..], &questions].concat());
+    let server = Server::start(&reader, &[]);
+    let (status, got) = server.post("/answer", &serde_json::json!({ "question": questions, "context": context }).to_string());
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got, want, "/answer against `answer`");
+    let (status, error) = server.post("/answer", &serde_json::json!({ "question": "who", "context": " " }).to_string());
+    assert_eq!(status, 422, "{error}");
+    drop(server);
+    std::fs::remove_dir_all(&reader).unwrap();
+}
+
+#[test]
 fn serve_tokenizes_with_character_offsets() {
     let server = Server::start(&fill_mask_model(), &[]);
     let (status, pieces) = server.post("/tokenize", r#"{"inputs": "the cat sat"}"#);

@@ -1,6 +1,6 @@
 //! The routes: text-embeddings-inference's names and JSON shapes (`/embed`, `/predict`,
 //! `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's `/v1/embeddings`, and `/tag` for
-//! token classifiers, which TEI does not serve.
+//! token classifiers, `/fill-mask` and `/answer`, which TEI does not serve.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -227,6 +227,20 @@ pub(crate) struct RerankRequest {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(crate) struct FillMaskRequest {
+    inputs: Inputs,
+    top_k: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AnswerRequest {
+    question: Inputs,
+    context: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct TagRequest {
     inputs: Inputs,
 }
@@ -301,7 +315,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
         .map_err(|e| ApiError::validation(format!("`{field}`: {e}")))?;
     let limit = app.model.max_input_length();
-    if app.model.task() != Task::Tagger && !truncate {
+    if !app.model.task().windows() && !truncate {
         if let Some((i, n)) = counts.iter().enumerate().find(|(_, &n)| n > limit) {
             return Err(ApiError::too_large(format!("`{field}[{i}]` has {n} tokens, more than the model's {limit}; shorten it or set `truncate`")));
         }
@@ -497,6 +511,70 @@ pub(crate) async fn tag(State(app): State<Arc<App>>, body: Result<Bytes, BytesRe
     Ok(one_or_many(one, results))
 }
 
+/// `POST /fill-mask`: per text, each mask token's `top_k` candidates
+/// (`[[{"token", "id", "score"}]]`), as `cargo xtask fill-mask` gives them.
+pub(crate) async fn fill_mask(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: FillMaskRequest = parse(&app, body)?;
+    check_task(&app, "/fill-mask", Task::FillMask)?;
+    let most = app.model.top_k();
+    let top_k = request.top_k.unwrap_or(most.min(5));
+    if top_k == 0 || top_k > most {
+        return Err(ApiError::validation(format!("`top_k` is {top_k}; it must be between 1 and the server's --top-k {most}")));
+    }
+    let one = request.inputs.is_one();
+    let inputs = request.inputs.into_inputs();
+    let tokens = tokens_of(&app, &inputs, false, "inputs").await?;
+    let tokenizer = app.model.tokenizer();
+    let mask = tokenizer.mask_token_id().map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", e.to_string()))?;
+    for (i, input) in inputs.iter().enumerate() {
+        if let Input::Text(text) = input {
+            let pieces = tokenizer.pieces(text, true).map_err(|e| ApiError::validation(format!("`inputs[{i}]`: {e}")))?;
+            if !pieces.iter().any(|p| p.id == mask) {
+                let name = tokenizer.id_to_token(mask).unwrap_or_default();
+                return Err(ApiError::validation(format!("`inputs[{i}]` has no `{name}` token to fill")));
+            }
+        }
+    }
+    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let results: Vec<Vec<Vec<sesame_pipelines::Prediction>>> = outputs
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Masks(masks) => Some(masks.into_iter().map(|mut m| {
+                m.truncate(top_k);
+                m
+            }).collect()),
+            _ => None,
+        })
+        .collect();
+    Ok(one_or_many(one, results))
+}
+
+/// `POST /answer`: each question's answer from `context` (`{"answer", "score", "start",
+/// "end"}`, character offsets), as `cargo xtask answer` gives it.
+pub(crate) async fn answer(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: AnswerRequest = parse(&app, body)?;
+    check_task(&app, "/answer", Task::Answerer)?;
+    if request.context.trim().is_empty() {
+        return Err(ApiError::validation("`context` is empty: there is nothing to answer from"));
+    }
+    let one = request.question.is_one();
+    let questions = request.question.into_vec();
+    if let Some(i) = questions.iter().position(|q| q.trim().is_empty()) {
+        return Err(ApiError::validation(format!("`question[{i}]` is empty")));
+    }
+    let inputs: Vec<Input> = questions.into_iter().map(|q| Input::Pair(q, request.context.clone())).collect();
+    let tokens = tokens_of(&app, &inputs, true, "question").await?;
+    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let results: Vec<sesame_pipelines::Answer> = outputs
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Answer(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    Ok(one_or_many(one, results))
+}
+
 /// `POST /tokenize`: each text's tokens (`[[{"id", "text", "special", "start", "stop"}]]`,
 /// character offsets).
 pub(crate) async fn tokenize(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Json<Vec<Vec<sesame_text::Piece>>>, ApiError> {
@@ -536,6 +614,7 @@ pub(crate) async fn info(State(app): State<Arc<App>>) -> Json<serde_json::Value>
         "route": model.task().route(),
         "labels": model.labels(),
         "hidden_size": model.hidden_size(),
+        "top_k": model.top_k(),
         "max_input_length": model.max_input_length(),
         "max_batch_tokens": o.max_batch_tokens,
         "max_concurrent_requests": o.max_concurrent_requests,
@@ -551,7 +630,7 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 /// The routes counted in `/metrics` under their own names; any other path is `other`.
-pub(crate) const ROUTES: [&str; 9] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/tokenize", "/health", "/info", "/metrics"];
+pub(crate) const ROUTES: [&str; 11] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/fill-mask", "/answer", "/tokenize", "/health", "/info", "/metrics"];
 
 /// Count every response by route and status.
 pub(crate) async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {

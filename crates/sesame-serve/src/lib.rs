@@ -1,6 +1,6 @@
 //! An HTTP server for one model of any family: text-embeddings-inference's routes and JSON
 //! shapes (`/embed`, `/predict`, `/rerank`, `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's
-//! `/v1/embeddings`, and `/tag` for token classifiers.
+//! `/v1/embeddings`, and `/tag`, `/fill-mask` and `/answer` for the tasks TEI does not serve.
 //!
 //! Requests from every client wait in one queue; one thread takes as many as fit
 //! `max_batch_tokens` and runs them as one call of the model, which sorts the texts by length
@@ -37,7 +37,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use model::{Embedder, Input, Output, ServedModel, Tagger, Task, TextClassifier};
+pub use model::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
 
 /// How the server listens and what it accepts.
 #[derive(Clone, Debug)]
@@ -128,6 +128,8 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .route("/predict", post(api::predict))
         .route("/rerank", post(api::rerank))
         .route("/tag", post(api::tag))
+        .route("/fill-mask", post(api::fill_mask))
+        .route("/answer", post(api::answer))
         .route("/tokenize", post(api::tokenize))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), api::admit));
     let router = Router::new()

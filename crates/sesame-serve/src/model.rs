@@ -1,9 +1,9 @@
 //! What the server runs: one model for one task, behind [`ServedModel`], and its three kinds
 //! ([`Embedder`], [`TextClassifier`], [`Tagger`]) over the pipelines of `sesame-pipelines`.
 
-use sesame_layers::{Backbone, HfConfig, SequenceClassifier, TokenTagger};
+use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_layers::InputError;
-use sesame_pipelines::{Classification, EmbedOptions, PipelineError, TaggedSpan};
+use sesame_pipelines::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
 /// The task a server answers.
@@ -16,6 +16,10 @@ pub enum Task {
     Classifier,
     /// Token classification: entities with their character offsets (`/tag`).
     Tagger,
+    /// Masked-token prediction (`/fill-mask`).
+    FillMask,
+    /// Extractive question answering (`/answer`).
+    Answerer,
 }
 
 impl Task {
@@ -25,7 +29,14 @@ impl Task {
             Task::Embedding => "/embed",
             Task::Classifier => "/predict",
             Task::Tagger => "/tag",
+            Task::FillMask => "/fill-mask",
+            Task::Answerer => "/answer",
         }
+    }
+
+    /// Whether a long input is read in overlapping windows rather than refused or truncated.
+    pub fn windows(self) -> bool {
+        matches!(self, Task::Tagger | Task::Answerer)
     }
 
     /// The kind of model, for messages (`an embedding model`).
@@ -34,6 +45,8 @@ impl Task {
             Task::Embedding => "an embedding model",
             Task::Classifier => "a sequence classifier",
             Task::Tagger => "a token classifier",
+            Task::FillMask => "a masked LM",
+            Task::Answerer => "an extractive-QA model",
         }
     }
 }
@@ -75,6 +88,10 @@ pub enum Output {
     Classification(Classification),
     /// The entities found.
     Entities(Vec<TaggedSpan>),
+    /// Each mask token's candidates, most likely first.
+    Masks(Vec<Vec<Prediction>>),
+    /// The answer to a question (an [`Input::Pair`] of question and context).
+    Answer(Answer),
 }
 
 impl Output {
@@ -85,6 +102,8 @@ impl Output {
             Output::Classification(Classification::Value { value }) => value.is_finite(),
             Output::Classification(Classification::Single { scores, .. } | Classification::Multi { scores, .. }) => scores.iter().all(|s| s.score.is_finite()),
             Output::Entities(spans) => spans.iter().all(|s| s.score.is_finite()),
+            Output::Masks(masks) => masks.iter().flatten().all(|p| p.score.is_finite()),
+            Output::Answer(a) => a.score.is_finite(),
         }
     }
 }
@@ -104,6 +123,10 @@ pub trait ServedModel: Send + Sync {
     fn labels(&self) -> Vec<String>;
     /// Width of an embedding (0 for the other tasks).
     fn hidden_size(&self) -> usize {
+        0
+    }
+    /// The most candidates per mask a fill-mask request may ask for (0 for the other tasks).
+    fn top_k(&self) -> usize {
         0
     }
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
@@ -262,5 +285,99 @@ impl<M: TokenTagger> ServedModel for Tagger<M> {
         let texts = texts_only(inputs, self.task())?;
         let out = sesame_pipelines::tag(&self.model, &self.config, &self.tokenizer, &texts, self.batch_size, self.stride)?;
         Ok(out.into_iter().map(Output::Entities).collect())
+    }
+}
+
+/// A masked LM `ForMaskedLM<B>`: the `top_k` most likely tokens at each mask token.
+pub struct MaskFiller<B: HasMaskedLmHead> {
+    model: ForMaskedLM<B>,
+    config: B::Config,
+    tokenizer: Tokenizer,
+    batch_size: usize,
+    top_k: usize,
+}
+
+impl<B: HasMaskedLmHead> MaskFiller<B> {
+    /// Serve `model`, giving at most `top_k` candidates per mask (a request may ask for fewer).
+    pub fn new(model: ForMaskedLM<B>, config: B::Config, tokenizer: Tokenizer, batch_size: usize, top_k: usize) -> Self {
+        Self { model, config, tokenizer, batch_size, top_k }
+    }
+
+}
+
+impl<B: HasMaskedLmHead> ServedModel for MaskFiller<B> {
+    fn task(&self) -> Task {
+        Task::FillMask
+    }
+
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn max_input_length(&self) -> usize {
+        self.config.input_limits().max_len
+    }
+
+    fn labels(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn top_k(&self) -> usize {
+        self.top_k
+    }
+
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        let texts = texts_only(inputs, self.task())?;
+        let out = sesame_pipelines::fill_masks(&self.model, &self.config, &self.tokenizer, &texts, self.top_k, self.batch_size)?;
+        Ok(out.into_iter().map(Output::Masks).collect())
+    }
+}
+
+/// A fine-tuned extractive-QA model `M`: each (question, context) pair's answer, picked as
+/// `run_qa.py`'s post-processing picks it, over windows of a long context.
+pub struct Reader<M: SpanExtractor> {
+    model: M,
+    config: M::Config,
+    tokenizer: Tokenizer,
+    batch_size: usize,
+    stride: usize,
+    options: AnswerOptions,
+}
+
+impl<M: SpanExtractor> Reader<M> {
+    /// Serve `model`, at most `batch_size` windows a forward pass, consecutive windows sharing
+    /// `stride` tokens, answers picked as `options` says.
+    pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize, stride: usize, options: AnswerOptions) -> Self {
+        Self { model, config, tokenizer, batch_size, stride, options }
+    }
+}
+
+impl<M: SpanExtractor> ServedModel for Reader<M> {
+    fn task(&self) -> Task {
+        Task::Answerer
+    }
+
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn max_input_length(&self) -> usize {
+        self.config.input_limits().max_len
+    }
+
+    fn labels(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        let questions: Vec<(&str, &str)> = inputs
+            .iter()
+            .map(|i| match i {
+                Input::Pair(q, c) => Ok((q.as_str(), c.as_str())),
+                Input::Text(_) => Err(PipelineError::Input(InputError::Invalid { what: "inputs", reason: "an extractive-QA model reads a question and a context".into() })),
+            })
+            .collect::<Result<_, _>>()?;
+        let out = sesame_pipelines::answer(&self.model, &self.config, &self.tokenizer, &questions, self.batch_size, self.stride, &self.options)?;
+        Ok(out.into_iter().map(Output::Answer).collect())
     }
 }

@@ -19,7 +19,7 @@ use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
 use crate::{answer_with, classify_with};
-use crate::serve::{serve_classify, Servers};
+use crate::serve::{serve_answer, serve_classify, Servers};
 
 /// `bart`: the encoder-decoder family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
@@ -34,7 +34,7 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     fill_mask: None,
     generate: Some(generate_bart),
     forward: Some(forward_bart),
-    serve: Servers { embed: None, classify: Some(serve_classify::<BartForSequenceClassification>), tag: None },
+    serve: Servers { embed: None, classify: Some(serve_classify::<BartForSequenceClassification>), tag: None, fill_mask: None, answer: Some(serve_answer::<BartForQuestionAnswering>) },
     finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
     classify: Some(classify_with::<BartForSequenceClassification>),
     tag: None,

@@ -17,7 +17,7 @@ use crate::finetune::{finetune, FinetuneArgs};
 use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
 use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
-use crate::serve::{serve_classify, serve_embed, serve_tag, Servers};
+use crate::serve::{serve_answer, serve_classify, serve_embed, serve_fill_mask, serve_tag, Servers};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
 use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
 
@@ -125,6 +125,8 @@ impl FamilyEntry {
                 embed: Some(serve_embed::<B>),
                 classify: Some(serve_classify::<ForSequenceClassification<B, S>>),
                 tag: Some(serve_tag::<ForTokenClassification<B>>),
+                fill_mask: Some(serve_fill_mask::<B>),
+                answer: Some(serve_answer::<ForQuestionAnswering<B>>),
             },
             finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
             classify: Some(classify_with::<ForSequenceClassification<B, S>>),
@@ -170,6 +172,8 @@ impl FamilyEntry {
             ("serve --task embed", self.serve.embed.is_some()),
             ("serve --task classify", self.serve.classify.is_some()),
             ("serve --task tag", self.serve.tag.is_some()),
+            ("serve --task fill-mask", self.serve.fill_mask.is_some()),
+            ("serve --task answer", self.serve.answer.is_some()),
             ("prune", self.prune.is_some()),
             ("distill", self.distill.is_some()),
         ];

@@ -20,7 +20,7 @@ use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
 use crate::{answer_with, classify_with, tag_with};
-use crate::serve::{serve_classify, serve_tag, Servers};
+use crate::serve::{serve_answer, serve_classify, serve_tag, Servers};
 
 /// `xlnet`: the two-stream family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
@@ -35,7 +35,13 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     fill_mask: None,
     generate: Some(generate_xlnet),
     forward: Some(forward_xlnet),
-    serve: Servers { embed: None, classify: Some(serve_classify::<XlnetForSequenceClassification>), tag: Some(serve_tag::<XlnetForTokenClassification>) },
+    serve: Servers {
+        embed: None,
+        classify: Some(serve_classify::<XlnetForSequenceClassification>),
+        tag: Some(serve_tag::<XlnetForTokenClassification>),
+        fill_mask: None,
+        answer: Some(serve_answer::<XlnetForQuestionAnsweringSimple>),
+    },
     finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
     classify: Some(classify_with::<XlnetForSequenceClassification>),
     tag: Some(tag_with::<XlnetForTokenClassification>),
