@@ -7,7 +7,9 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_pipelines::{sentence_transformers_max_seq_length, EmbedOptions};
-use sesame_serve::{Embedder, MaskFiller, Reader, ServeOptions, ServedModel, Tagger, TextClassifier};
+use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
+use sesame_generate::GenerationConfig;
+use sesame_serve::{CausalGenerator, Embedder, MaskFiller, Reader, Seq2SeqGenerator, ServeOptions, ServedModel, Tagger, TextClassifier};
 use sesame_text::Tokenizer;
 
 use crate::{check_architecture, int8_if_asked, load_task_model, report, BackendArg};
@@ -25,6 +27,9 @@ pub enum ServeTask {
     FillMask,
     /// A fine-tuned extractive-QA model: `/answer`.
     Answer,
+    /// A model that writes text (an encoder-decoder, or a left-to-right model):
+    /// `/generate`, `/generate_stream`.
+    Generate,
 }
 
 /// `cargo xtask serve`'s flags.
@@ -34,7 +39,7 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub model: PathBuf,
     /// The task [default: the head `architectures` names in config.json: a sequence
-    /// classifier, a token classifier, an extractive-QA model, else embeddings].
+    /// classifier, a token classifier, an extractive-QA model, a generator, else embeddings].
     #[arg(long, value_enum)]
     pub task: Option<ServeTask>,
     /// The address to listen on.
@@ -92,6 +97,8 @@ pub struct Servers {
     pub fill_mask: Option<ServeFn>,
     /// Its extractive-QA model.
     pub answer: Option<ServeFn>,
+    /// Its text generator.
+    pub generate: Option<ServeFn>,
 }
 
 /// The task `architectures` implies: its head's, else embeddings.
@@ -102,6 +109,7 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
         c if c.ends_with("ForSequenceClassification") => ServeTask::Classify,
         c if c.ends_with("ForTokenClassification") => ServeTask::Tag,
         c if c.ends_with("ForQuestionAnswering") || c.ends_with("ForQuestionAnsweringSimple") => ServeTask::Answer,
+        c if c.ends_with("ForConditionalGeneration") || c.ends_with("LMHeadModel") || c.ends_with("ForCausalLM") => ServeTask::Generate,
         _ => ServeTask::Embed,
     })
 }
@@ -119,6 +127,7 @@ pub(crate) fn loader(args: &ServeArgs, servers: Servers) -> Result<(&'static str
         ServeTask::Tag => ("serve --task tag", servers.tag),
         ServeTask::FillMask => ("serve --task fill-mask", servers.fill_mask),
         ServeTask::Answer => ("serve --task answer", servers.answer),
+        ServeTask::Generate => ("serve --task generate", servers.generate),
     })
 }
 
@@ -184,4 +193,46 @@ pub(crate) fn serve_answer<M: SpanExtractor>(dir: &Path, device: &Device, args: 
     let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
     let stride = loaded.config.input_limits().max_len / 3;
     Ok(Arc::new(Reader::new(loaded.model, loaded.config, tokenizer, args.batch_size, stride, Default::default())))
+}
+
+/// The generation settings of `dir` (generation_config.json, else config.json) for a model of
+/// `max_positions` and `vocab_size`, checked; a request's parameters go over them.
+fn generation_settings(dir: &Path, (max_positions, vocab_size): (usize, usize)) -> Result<GenerationConfig, String> {
+    let in_file = |e: sesame_generate::ProcessorError| format!("{}: {e} (generation_config.json, else config.json)", dir.display());
+    let mut settings = GenerationConfig::from_dir(dir).map_err(|e| e.to_string())?;
+    settings.validate_ids(vocab_size).map_err(in_file)?;
+    settings.model_max_positions = Some(max_positions);
+    settings.validate().map_err(in_file)?;
+    Ok(settings)
+}
+
+/// Encoder-decoder `M` (BART), as `cargo xtask generate` runs it.
+pub(crate) fn serve_seq2seq<M: PretrainedModel + Seq2SeqLM + Sync>(dir: &Path, device: &Device, _args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = crate::generate::lm_head_loaded(dir, int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
+    let settings = generation_settings(dir, (loaded.model.max_positions(), loaded.model.vocab_size()))?;
+    let generator = Seq2SeqGenerator::new(loaded.model, tokenizer, settings)
+        .ok_or_else(|| format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display()))?;
+    Ok(Arc::new(generator))
+}
+
+/// Left-to-right model `M` (XLNet, BART's decoder), as `cargo xtask generate` runs it.
+pub(crate) fn serve_left_to_right<M>(dir: &Path, device: &Device, _args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String>
+where
+    M: PretrainedModel + CausalLM<Config = <M as PretrainedModel>::Config> + Sync,
+{
+    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = crate::generate::lm_head_loaded(dir, int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
+    let limits = <M as CausalLM>::causal_limits(&loaded.config);
+    let settings = generation_settings(dir, (limits.max_len, limits.vocab_size))?;
+    Ok(Arc::new(CausalGenerator::new(loaded.model, loaded.config, tokenizer, settings)))
+}
+
+/// A decoder checkpoint (`is_decoder`) of an encoder family `B`, left to right.
+pub(crate) fn serve_causal<B: HasMaskedLmHead>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
+    let json = crate::config_json(dir)?;
+    if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
+        return Err(format!("{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders", dir.display(), B::causal_lm_architecture()));
+    }
+    serve_left_to_right::<sesame_layers::ForCausalLM<B>>(dir, device, args)
 }

@@ -199,11 +199,14 @@ print(json.dumps({"vectors": [d.embedding for d in response.data], "tokens": res
 
 /// The fixture's head with the fill-mask fixture's tokenizer, in a directory of its own.
 pub(crate) fn with_tokenizer(fixture: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-serve-{}-{}", fixture.replace('/', "-"), std::process::id()));
+    // Tests run in parallel, some on one fixture: each call has its own directory.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sesame-serve-{}-{}-{call}", fixture.replace('/', "-"), std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for from in [repo().join("fixtures").join(fixture), fill_mask_model()] {
-        for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
+        for f in ["config.json", "generation_config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
             if from.join(f).is_file() && !dir.join(f).is_file() {
                 std::fs::copy(from.join(f), dir.join(f)).unwrap();
             }
@@ -316,6 +319,163 @@ fn serve_fills_masks_and_answers_questions_as_the_cli_does() {
     std::fs::remove_dir_all(&reader).unwrap();
 }
 
+/// The ids `generate` prints for one text, after the prompt of `skip` tokens.
+fn generated_ids(model: &Path, text: &str, flags: &[&str], skip: usize) -> Vec<u64> {
+    let out = cli(&[&["generate", "--model", model.to_str().unwrap(), text][..], flags].concat());
+    out["sequences"][0].as_array().unwrap()[skip..].iter().map(|t| t.as_u64().unwrap()).collect()
+}
+
+/// The JSON of each server-sent event of a `/generate_stream` answer.
+fn events(server: &Server, body: &serde_json::Value) -> Vec<serde_json::Value> {
+    let response = ureq::post(&format!("{}/generate_stream", server.url)).set("Content-Type", "application/json").send_string(&body.to_string()).unwrap();
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let text = response.into_string().unwrap();
+    text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| serde_json::from_str(d.trim()).unwrap()).collect()
+}
+
+/// `/generate` writes what `cargo xtask generate` writes, for an encoder-decoder (BART, the
+/// model's own settings: greedy, forced end) and a left-to-right model (XLNet), and
+/// `/generate_stream` sends the same tokens one event each, the last with the text.
+#[test]
+fn serve_generates_as_the_cli_does_and_streams_the_same_tokens() {
+    for (fixture, prompt_len) in [("bart/base-generation", 1), ("xlnet/generation", 4)] {
+        let model = with_tokenizer(fixture);
+        let text = "the cat sat";
+        let want = generated_ids(&model, text, &["--max-new-tokens", "7"], prompt_len);
+        let server = Server::start(&model, &[]);
+        let body = serde_json::json!({ "inputs": text, "parameters": { "max_new_tokens": 7, "details": true } });
+        let (status, got) = server.post("/generate", &body.to_string());
+        assert_eq!(status, 200, "{got}");
+        let tokens = got["details"]["tokens"].as_array().unwrap();
+        let ids: Vec<u64> = tokens.iter().map(|t| t["id"].as_u64().unwrap()).collect();
+        assert_eq!(ids, want, "{fixture}: /generate against `generate`");
+        assert_eq!(got["details"]["generated_tokens"], want.len());
+        let pieces: String = tokens.iter().map(|t| t["text"].as_str().unwrap()).collect();
+        assert_eq!(got["generated_text"], pieces.trim_start(), "{fixture}: the text is its tokens' pieces");
+        assert!(tokens.iter().all(|t| t["logprob"].as_f64().unwrap() <= 0.0), "{got}");
+        let reason = if want.last() == Some(&2) { "eos_token" } else { "length" };
+        assert_eq!(got["details"]["finish_reason"], reason, "{got}");
+
+        let streamed = events(&server, &body);
+        let ids: Vec<u64> = streamed.iter().map(|e| e["token"]["id"].as_u64().unwrap()).collect();
+        assert_eq!(ids, want, "{fixture}: streamed tokens");
+        assert!(streamed[..streamed.len() - 1].iter().all(|e| e["generated_text"].is_null()));
+        let last = streamed.last().unwrap();
+        assert_eq!(last["generated_text"], got["generated_text"]);
+        assert_eq!(last["details"]["finish_reason"], reason);
+        assert_eq!(last["index"], want.len());
+
+        // TGI's compatible route, both ways, and the prompt first when asked.
+        let (_, compat) = server.post("/", &body.to_string());
+        assert_eq!(compat["generated_text"], got["generated_text"]);
+        let full = serde_json::json!({ "inputs": text, "parameters": { "max_new_tokens": 7, "return_full_text": true } });
+        let (_, full) = server.post("/generate", &full.to_string());
+        assert_eq!(full["generated_text"].as_str().unwrap(), format!("{text}{}", got["generated_text"].as_str().unwrap()));
+        drop(server);
+        std::fs::remove_dir_all(&model).unwrap();
+    }
+}
+
+/// Sampling with a seed draws what `generate --do-sample --seed` draws; a stop sequence ends the
+/// search as soon as the text holds it.
+#[test]
+fn serve_samples_with_the_request_s_seed_and_stops_at_a_stop_sequence() {
+    let model = with_tokenizer("xlnet/generation");
+    let text = "the cat sat";
+    let want = generated_ids(&model, text, &["--max-new-tokens", "12", "--do-sample", "--top-k", "0", "--seed", "7"], 4);
+    let server = Server::start(&model, &[]);
+    let sample = serde_json::json!({ "inputs": text, "parameters": { "max_new_tokens": 12, "do_sample": true, "top_k": 0, "seed": 7, "details": true } });
+    let (status, got) = server.post("/generate", &sample.to_string());
+    assert_eq!(status, 200, "{got}");
+    let ids: Vec<u64> = got["details"]["tokens"].as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, want, "sampled tokens against `generate --do-sample --seed 7`");
+    assert_eq!(got["details"]["seed"], 7);
+
+    let greedy = serde_json::json!({ "inputs": text, "parameters": { "max_new_tokens": 12, "details": true } });
+    let (_, all) = server.post("/generate", &greedy.to_string());
+    let tokens = all["details"]["tokens"].as_array().unwrap();
+    assert!(tokens.len() > 3, "{all}");
+    // The text of the first three tokens is the stop sequence: the search ends at the third.
+    let stop: String = tokens[..3].iter().map(|t| t["text"].as_str().unwrap()).collect();
+    let stop = stop.trim_start().to_string();
+    let stopped = serde_json::json!({ "inputs": text, "parameters": { "max_new_tokens": 12, "details": true, "stop": [stop] } });
+    let (_, got) = server.post("/generate", &stopped.to_string());
+    assert_eq!(got["details"]["finish_reason"], "stop_sequence", "{got}");
+    assert!(got["details"]["generated_tokens"].as_u64().unwrap() <= 3, "{got}");
+    assert!(got["generated_text"].as_str().unwrap().ends_with(&stop), "{got}");
+    drop(server);
+    std::fs::remove_dir_all(&model).unwrap();
+}
+
+/// A client that goes away mid-generation, streaming or not, stops its search: the metrics
+/// count it cancelled after far fewer tokens than it asked for, and the server answers the next.
+#[test]
+fn serve_stops_a_generation_when_its_client_goes_away() {
+    let model = with_tokenizer("xlnet/generation");
+    let server = Server::start(&model, &[]);
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let long = serde_json::json!({ "inputs": "the cat sat", "parameters": { "max_new_tokens": 20000, "min_new_tokens": 20000 } }).to_string();
+    for (n, route) in ["/generate_stream", "/generate"].into_iter().enumerate() {
+        let mut client = std::net::TcpStream::connect(&addr).unwrap();
+        write!(client, "POST {route} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{long}", long.len()).unwrap();
+        if route == "/generate_stream" {
+            // Wait for the first token, then hang up.
+            let mut reader = BufReader::new(&client);
+            let mut line = String::new();
+            while !line.starts_with("data:") {
+                line.clear();
+                assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended before its first token");
+            }
+        } else {
+            // Hang up while it runs (or, on a slow machine, before it starts: dropped unrun).
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        client.shutdown(std::net::Shutdown::Both).unwrap();
+        drop(client);
+        let started = std::time::Instant::now();
+        while server.counter("sesame_generations_cancelled_total") < (n + 1) as f64 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "{route}: the search ran on after its client went away");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(server.counter("sesame_generated_tokens_total") < 10000.0 * (n + 1) as f64, "{route}: it ran to the end");
+    }
+    let (status, _) = server.post("/generate", r#"{"inputs": "the cat", "parameters": {"max_new_tokens": 2}}"#);
+    assert_eq!(status, 200);
+    assert_eq!(server.counter("sesame_panics_total"), 0.0);
+    drop(server);
+    std::fs::remove_dir_all(&model).unwrap();
+}
+
+#[test]
+fn serve_refuses_bad_generation_requests_naming_the_parameter() {
+    let model = with_tokenizer("bart/base-generation");
+    let server = Server::start(&model, &[]);
+    let long = vec!["cat"; 80].join(" ");
+    let cases: [(&str, String, u16, &str); 9] = [
+        ("/generate", r#"{"inputs": "a", "parameters": {"watermark": true}}"#.into(), 422, "`parameters.watermark`: unknown field"),
+        ("/generate", r#"{"inputs": "a", "parameters": {"max_new_tokens": "3"}}"#.into(), 422, "`parameters.max_new_tokens`: invalid type"),
+        ("/generate", r#"{"inputs": "a", "parameters": {"max_new_tokens": 0}}"#.into(), 422, "`parameters.max_new_tokens` is 0"),
+        ("/generate", r#"{"inputs": "a", "parameters": {"max_new_tokens": 100000}}"#.into(), 422, "room for"),
+        ("/generate", r#"{"inputs": "a", "parameters": {"temperature": 0}}"#.into(), 422, "temperature"),
+        ("/generate", r#"{"inputs": "a", "parameters": {"stop": ["x"], "num_beams": 2}}"#.into(), 422, "`parameters.stop`"),
+        ("/generate", r#"{"inputs": " "}"#.into(), 422, "`inputs` is empty"),
+        ("/generate", r#"{"inputs": "a", "stream": true}"#.into(), 422, "/generate_stream"),
+        ("/generate_stream", serde_json::json!({ "inputs": long }).to_string(), 413, "more than the model's"),
+    ];
+    for (route, body, status, message) in cases {
+        let (got, error) = server.post(route, &body);
+        assert_eq!(got, status, "{route} {body}: {error}");
+        assert!(error["error"].as_str().unwrap().contains(message), "{route} {body}: {error}");
+    }
+    assert_eq!(server.post("/embed", r#"{"inputs": "a"}"#).0, 400, "a generator serves no embeddings");
+    assert_eq!(server.counter("sesame_panics_total"), 0.0);
+    drop(server);
+    std::fs::remove_dir_all(&model).unwrap();
+    let (status, error) = Server::start(&fill_mask_model(), &[]).post("/generate", r#"{"inputs": "a"}"#);
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("/generate needs a text generator"), "{error}");
+}
+
 #[test]
 fn serve_tokenizes_with_character_offsets() {
     let server = Server::start(&fill_mask_model(), &[]);
@@ -357,7 +517,6 @@ fn serve_refuses_bad_requests_naming_the_field_and_stays_up() {
 }
 
 #[test]
-#[ignore = "passes alone and under CPU load, but failed twice in the full suite (no 429 within 30 s): the cause is not found yet; run with --ignored"]
 fn serve_answers_429_at_once_when_its_requests_are_all_in_flight() {
     let server = Server::start(&fill_mask_model(), &["--max-concurrent-requests", "1"]);
     // A client that sends half its body holds the one permit.
@@ -365,17 +524,14 @@ fn serve_answers_429_at_once_when_its_requests_are_all_in_flight() {
     let mut slow = std::net::TcpStream::connect(&addr).unwrap();
     write!(slow, "POST /embed HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{{\"inputs\"").unwrap();
     slow.flush().unwrap();
+    // Once the server holds its request, the slow client has the permit.
     let started = std::time::Instant::now();
-    let mut refused = None;
-    while started.elapsed() < std::time::Duration::from_secs(30) {
-        let (status, body) = server.post("/embed", r#"{"inputs": "a"}"#);
-        if status == 429 {
-            refused = Some(body);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    while server.counter("sesame_requests_in_flight") < 1.0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the slow request was never read");
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let body = refused.expect("no 429 while the only permit was held");
+    let (status, body) = server.post("/embed", r#"{"inputs": "a"}"#);
+    assert_eq!(status, 429, "{body}");
     assert_eq!(body["error_type"], "Overloaded", "{body}");
     // The slow client finishes; the permit is free again.
     write!(slow, ": [\"b\"]}}").unwrap();

@@ -36,6 +36,13 @@ pub trait TokenStreamer {
     /// continues with), and will not change. The end-of-sequence token is given; padding is
     /// not.
     fn put(&mut self, row: usize, tokens: &[u32]);
+
+    /// Whether the search should end after this step with what it has (a server's client has
+    /// gone, or a stop sequence was written). Beam search returns its finished hypotheses, which
+    /// may be none yet: use it there to abandon the search.
+    fn stop(&self) -> bool {
+        false
+    }
 }
 
 /// No streaming.
@@ -204,7 +211,7 @@ fn one_token_per_row<D: Decoder>(
             scores.push(logits);
         }
         steps += 1;
-        if finished.iter().all(|&f| f) || steps == stopping.max_new_tokens {
+        if finished.iter().all(|&f| f) || steps == stopping.max_new_tokens || streamer.stop() {
             return Ok(Generated { sequences, scores, sequences_scores: None });
         }
         logits = model.step(&mut state, &next)?;
@@ -357,7 +364,7 @@ pub fn beam_search_streaming<D: Decoder>(
     let mut cur_len = prompt_len;
     // Per prompt: the length up to which its tokens were streamed.
     let mut streamed = vec![prompt_len; batch];
-    let mut stream = |b: usize, hypotheses: &mut dyn Iterator<Item = &Hypothesis>| {
+    let stream = |streamer: &mut dyn TokenStreamer, streamed: &mut [usize], b: usize, hypotheses: &mut dyn Iterator<Item = &Hypothesis>| {
         let mut hypotheses = hypotheses.peekable();
         let Some(first) = hypotheses.peek().map(|h| h.tokens.clone()) else { return };
         let common = hypotheses.fold(first.len(), |n, h| n.min(first.iter().zip(&h.tokens).take_while(|(a, b)| a == b).count()));
@@ -431,11 +438,11 @@ pub fn beam_search_streaming<D: Decoder>(
             prompt.improvable &= prompt.finished.iter().any(|h| best_running > if h.finished { worst_finished } else { EXCLUDED });
         }
         for (b, prompt) in search.iter().enumerate().filter(|(_, p)| p.improvable) {
-            stream(b, &mut prompt.running.iter().chain(prompt.finished.iter().filter(|h| h.finished)));
+            stream(streamer, &mut streamed, b, &mut prompt.running.iter().chain(prompt.finished.iter().filter(|h| h.finished)));
         }
         let improvable = search.iter().any(|p| p.improvable);
         let all_full = beams.early_stopping == EarlyStopping::WhenFull && search.iter().all(|p| p.finished.iter().all(|h| h.finished));
-        if !improvable || all_full || every_continuation_ends {
+        if !improvable || all_full || every_continuation_ends || streamer.stop() {
             break;
         }
         model.reorder(&mut state, &next_rows);
@@ -443,7 +450,7 @@ pub fn beam_search_streaming<D: Decoder>(
         logits = model.step(&mut state, &next).map_err(GenerateError::Model)?;
     }
     for (b, prompt) in search.iter().enumerate() {
-        stream(b, &mut prompt.finished[..beams.num_return_sequences].iter());
+        stream(streamer, &mut streamed, b, &mut prompt.finished[..beams.num_return_sequences].iter());
     }
     // The best `num_return_sequences` of each prompt, padded to the longest returned one.
     let returned: Vec<&Hypothesis> = search.iter().flat_map(|p| &p.finished[..beams.num_return_sequences]).collect();
@@ -520,6 +527,58 @@ fn argmax(scores: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model of three tokens that always prefers the token after the last one (0 → 1 → 2 → 0),
+    /// 2 never being an end.
+    struct Counting;
+
+    impl Decoder for Counting {
+        type State = ();
+        type Error = ();
+
+        fn start(&self, prompts: &[Vec<u32>]) -> Result<((), Vec<Vec<f32>>), ()> {
+            Ok(((), prompts.iter().map(|p| Self::after(*p.last().unwrap())).collect()))
+        }
+
+        fn step(&self, _: &mut (), tokens: &[u32]) -> Result<Vec<Vec<f32>>, ()> {
+            Ok(tokens.iter().map(|&t| Self::after(t)).collect())
+        }
+
+        fn reorder(&self, _: &mut (), _: &[usize]) {}
+    }
+
+    impl Counting {
+        fn after(token: u32) -> Vec<f32> {
+            (0..3).map(|t| if t == (token + 1) % 3 { 1.0 } else { 0.0 }).collect()
+        }
+    }
+
+    /// Asks the search to stop once it has been given `after` tokens.
+    struct StopAfter {
+        after: usize,
+        given: Vec<u32>,
+    }
+
+    impl TokenStreamer for StopAfter {
+        fn put(&mut self, _row: usize, tokens: &[u32]) {
+            self.given.extend_from_slice(tokens);
+        }
+
+        fn stop(&self) -> bool {
+            self.given.len() >= self.after
+        }
+    }
+
+    #[test]
+    fn a_streamer_that_asks_to_stop_ends_greedy_search_after_that_step() {
+        let stopping = Stopping { max_new_tokens: 10, eos_token_ids: vec![], pad_token_id: 0, output_scores: false };
+        let full = greedy(&Counting, &[vec![0]], &[], &stopping).unwrap();
+        assert_eq!(full.sequences[0].len(), 11);
+        let mut streamer = StopAfter { after: 3, given: Vec::new() };
+        let stopped = greedy_streaming(&Counting, &[vec![0]], &[], &stopping, &mut streamer).unwrap();
+        assert_eq!(stopped.sequences, vec![vec![0, 1, 2, 0]]);
+        assert_eq!(streamer.given, vec![1, 2, 0]);
+    }
 
     #[test]
     fn argmax_takes_the_first_of_equal_scores() {

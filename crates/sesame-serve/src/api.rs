@@ -1,6 +1,7 @@
 //! The routes: text-embeddings-inference's names and JSON shapes (`/embed`, `/predict`,
-//! `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's `/v1/embeddings`, and `/tag` for
-//! token classifiers, `/fill-mask` and `/answer`, which TEI does not serve.
+//! `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's `/v1/embeddings`, `/tag` for
+//! token classifiers, `/fill-mask` and `/answer`, which TEI does not serve, and
+//! text-generation-inference's `/generate` and `/generate_stream`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,19 +16,21 @@ use axum::Json;
 use base64::Engine as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sesame_pipelines::{Classification, TaggedSpan};
+use sesame_generate::GenerationConfig;
+use sesame_pipelines::{Classification, PipelineError, TaggedSpan};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::metrics::Metrics;
 use crate::model::{Input, Output, ServedModel, Task};
-use crate::queue::{Job, RunError};
+use crate::generation::{Ended, Event, GenerateJob, StreamedToken};
+use crate::queue::{Job, RunError, Work};
 use crate::ServeOptions;
 
 /// What every handler shares.
 pub(crate) struct App {
     pub model: Arc<dyn ServedModel>,
     pub options: ServeOptions,
-    pub queue: mpsc::UnboundedSender<Job>,
+    pub queue: mpsc::UnboundedSender<Work>,
     pub permits: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
 }
@@ -62,7 +65,10 @@ impl IntoResponse for ApiError {
 
 impl From<RunError> for ApiError {
     fn from(e: RunError) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Backend", e.to_string())
+        match e {
+            RunError::Settings(reason) => ApiError::validation(format!("`parameters`: {reason}")),
+            e => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Backend", e.to_string()),
+        }
     }
 }
 
@@ -327,7 +333,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
 async fn run(app: &App, inputs: Vec<Input>, tokens: usize) -> Result<Vec<Output>, ApiError> {
     let (reply, outputs) = oneshot::channel();
     let job = Job { inputs, tokens, queued: Instant::now(), reply };
-    app.queue.send(job).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
+    app.queue.send(Work::Batch(job)).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
     let outputs = outputs.await.map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
     Ok(outputs?)
 }
@@ -596,6 +602,256 @@ pub(crate) async fn tokenize(State(app): State<Arc<App>>, body: Result<Bytes, By
     Ok(Json(pieces))
 }
 
+/// text-generation-inference's `parameters`, with generate's names for the rest: a warper
+/// (`temperature`, `top_k`, `top_p`) turns sampling on unless `do_sample` is false, as TGI does.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GenerateParameters {
+    do_sample: Option<bool>,
+    max_new_tokens: Option<usize>,
+    temperature: Option<f32>,
+    top_k: Option<usize>,
+    top_p: Option<f32>,
+    repetition_penalty: Option<f32>,
+    no_repeat_ngram_size: Option<usize>,
+    min_new_tokens: Option<usize>,
+    num_beams: Option<usize>,
+    seed: Option<u64>,
+    #[serde(default)]
+    stop: Vec<String>,
+    #[serde(default)]
+    details: bool,
+    #[serde(default)]
+    return_full_text: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GenerateRequest {
+    inputs: String,
+    #[serde(default)]
+    parameters: GenerateParameters,
+    /// `POST /` only: stream (as `/generate_stream`) or not (as `/generate`).
+    #[serde(default)]
+    stream: bool,
+}
+
+/// The most stop sequences one request may give (TGI's default).
+const MAX_STOP_SEQUENCES: usize = 4;
+
+/// A generation request, checked and queued: its events, and what its answer repeats.
+struct Queued {
+    events: mpsc::UnboundedReceiver<Event>,
+    details: bool,
+    /// The seed a sampling search drew with.
+    seed: Option<u64>,
+    /// The prompt, when the answer starts with it (`return_full_text`).
+    prefix: Option<String>,
+}
+
+/// Check `request` on `route` and queue its search.
+async fn queue_generation(app: &Arc<App>, route: &str, request: GenerateRequest) -> Result<Queued, ApiError> {
+    check_task(app, route, Task::Generator)?;
+    let p = request.parameters;
+    if request.inputs.trim().is_empty() {
+        return Err(ApiError::validation("`inputs` is empty: give a prompt"));
+    }
+    if p.stop.len() > MAX_STOP_SEQUENCES {
+        return Err(ApiError::validation(format!("`parameters.stop` has {} sequences; at most {MAX_STOP_SEQUENCES}", p.stop.len())));
+    }
+    if let Some(i) = p.stop.iter().position(String::is_empty) {
+        return Err(ApiError::validation(format!("`parameters.stop[{i}]` is empty")));
+    }
+    let (app2, text) = (app.clone(), request.inputs.clone());
+    let prompt = tokio::task::spawn_blocking(move || app2.model.generator().map(|g| g.prompt_ids(&text)))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
+        .ok_or_else(|| ApiError::validation(format!("{route} needs a text generator")))?
+        .map_err(|e| match e {
+            PipelineError::TooLong { tokens, max_len, .. } => ApiError::too_large(format!("`inputs` has {tokens} tokens, more than the model's {max_len}; shorten it")),
+            e => ApiError::validation(format!("`inputs`: {e}")),
+        })?;
+    let generator = app.model.generator().ok_or_else(|| ApiError::validation(format!("{route} needs a text generator")))?;
+    let room = generator.room(prompt.len());
+    match p.max_new_tokens {
+        Some(0) => return Err(ApiError::validation("`parameters.max_new_tokens` is 0; it must be at least 1")),
+        Some(n) if n > room => {
+            return Err(ApiError::validation(format!("`parameters.max_new_tokens` is {n}; after this prompt of {} tokens the model has room for {room}", prompt.len())))
+        }
+        _ => {}
+    }
+    let warped = p.temperature.is_some() || p.top_k.is_some() || p.top_p.is_some();
+    let overrides = GenerationConfig {
+        do_sample: p.do_sample.or(warped.then_some(true)),
+        max_new_tokens: p.max_new_tokens,
+        temperature: p.temperature,
+        top_k: p.top_k,
+        top_p: p.top_p,
+        repetition_penalty: p.repetition_penalty,
+        no_repeat_ngram_size: p.no_repeat_ngram_size,
+        min_new_tokens: p.min_new_tokens,
+        num_beams: p.num_beams,
+        ..GenerationConfig::default()
+    };
+    let mut settings = generator.settings().overridden_by(&overrides);
+    settings.num_return_sequences = Some(1);
+    let beams = settings.num_beams.unwrap_or(1);
+    settings.output_scores = Some(p.details && beams == 1);
+    settings.validate().map_err(|e| ApiError::validation(format!("`parameters`: {e}")))?;
+    if beams > 1 && !p.stop.is_empty() {
+        return Err(ApiError::validation(format!("`parameters.stop`: stop sequences need greedy search or sampling, and this search has {beams} beams")));
+    }
+    let sampling = settings.do_sample == Some(true) && beams == 1;
+    let seed = sampling.then(|| p.seed.unwrap_or_else(random_seed));
+    let (events, receiver) = mpsc::unbounded_channel();
+    let job = GenerateJob { prompt, settings, seed: seed.unwrap_or(0), stop: p.stop, queued: Instant::now(), events };
+    app.queue.send(Work::Generate(job)).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
+    Ok(Queued { events: receiver, details: p.details, seed, prefix: p.return_full_text.then_some(request.inputs) })
+}
+
+/// A seed for a sampling request that gives none.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    hasher.finish()
+}
+
+#[derive(Serialize)]
+struct GenerateDetails {
+    finish_reason: crate::generation::FinishReason,
+    generated_tokens: usize,
+    seed: Option<u64>,
+    /// The prompt's tokens (TGI's `decoder_input_details`, not served): empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefill: Option<Vec<StreamedToken>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens: Option<Vec<StreamedToken>>,
+}
+
+#[derive(Serialize)]
+struct GenerateResponse {
+    generated_text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<GenerateDetails>,
+}
+
+impl Queued {
+    /// The text the answer gives: the prompt first with `return_full_text`.
+    fn text(&self, ended: &Ended) -> String {
+        match &self.prefix {
+            Some(prompt) => format!("{prompt}{}", ended.text),
+            None => ended.text.clone(),
+        }
+    }
+}
+
+fn shutting_down() -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down")
+}
+
+/// `POST /generate`: TGI's generation, `{"generated_text"}`, with `details` when asked
+/// (`finish_reason`, `generated_tokens`, `seed`, each token with its log-probability).
+pub(crate) async fn generate(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: GenerateRequest = parse(&app, body)?;
+    if request.stream {
+        return Err(ApiError::validation("`stream`: /generate answers once; stream with /generate_stream"));
+    }
+    let queued = queue_generation(&app, "/generate", request).await?;
+    generate_answer(queued).await
+}
+
+async fn generate_answer(mut queued: Queued) -> Result<Response, ApiError> {
+    loop {
+        match queued.events.recv().await {
+            Some(Event::Token(_)) => {}
+            Some(Event::End(Ok(ended))) => {
+                let details = queued.details.then(|| GenerateDetails {
+                    finish_reason: ended.finish_reason,
+                    generated_tokens: ended.tokens.len(),
+                    seed: queued.seed,
+                    prefill: Some(Vec::new()),
+                    tokens: Some(ended.tokens.clone()),
+                });
+                return Ok(Json(GenerateResponse { generated_text: queued.text(&ended), details }).into_response());
+            }
+            Some(Event::End(Err(e))) => return Err(e.into()),
+            None => return Err(shutting_down()),
+        }
+    }
+}
+
+/// One server-sent event of `/generate_stream`: TGI's `{"index", "token", "generated_text",
+/// "details"}`, the last with the text and (when asked) the details.
+fn stream_event(index: usize, token: Option<StreamedToken>, text: Option<String>, details: Option<GenerateDetails>) -> axum::response::sse::Event {
+    let data = serde_json::json!({ "index": index, "token": token, "top_tokens": null, "generated_text": text, "details": details });
+    axum::response::sse::Event::default().data(data.to_string())
+}
+
+/// The error event that ends a stream.
+fn error_event(e: ApiError) -> axum::response::sse::Event {
+    axum::response::sse::Event::default().data(serde_json::json!({ "error": e.message, "error_type": e.kind }).to_string())
+}
+
+/// `POST /generate_stream`: TGI's server-sent events, one per token as soon as it is final;
+/// the last also carries `generated_text` (and `details` when asked). A client that goes away
+/// stops its search.
+pub(crate) async fn generate_stream(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: GenerateRequest = parse(&app, body)?;
+    let queued = queue_generation(&app, "/generate_stream", request).await?;
+    Ok(stream_answer(queued))
+}
+
+fn stream_answer(queued: Queued) -> Response {
+    struct State {
+        queued: Queued,
+        /// The last token received, sent once it is known whether it ends the stream.
+        held: Option<StreamedToken>,
+        sent: usize,
+    }
+    let events = futures_util::stream::unfold(Some(State { queued, held: None, sent: 0 }), |state| async move {
+        let mut state = state?;
+        loop {
+            let event = match state.queued.events.recv().await {
+                Some(Event::Token(token)) => match state.held.replace(token) {
+                    None => continue,
+                    Some(previous) => {
+                        state.sent += 1;
+                        let event = stream_event(state.sent, Some(previous), None, None);
+                        return Some((Ok::<_, std::convert::Infallible>(event), Some(state)));
+                    }
+                },
+                Some(Event::End(Ok(ended))) => {
+                    let details = state.queued.details.then(|| GenerateDetails {
+                        finish_reason: ended.finish_reason,
+                        generated_tokens: ended.tokens.len(),
+                        seed: state.queued.seed,
+                        prefill: None,
+                        tokens: None,
+                    });
+                    let last = state.held.take().or_else(|| ended.tokens.last().cloned());
+                    stream_event(state.sent + 1, last, Some(state.queued.text(&ended)), details)
+                }
+                Some(Event::End(Err(e))) => error_event(e.into()),
+                None => error_event(shutting_down()),
+            };
+            return Some((Ok(event), None));
+        }
+    });
+    axum::response::Sse::new(events).into_response()
+}
+
+/// `POST /`: TGI's compatible route, `/generate` or, with `"stream": true`, `/generate_stream`.
+pub(crate) async fn compat_generate(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let request: GenerateRequest = parse(&app, body)?;
+    let stream = request.stream;
+    let queued = queue_generation(&app, "/", request).await?;
+    match stream {
+        true => Ok(stream_answer(queued)),
+        false => generate_answer(queued).await,
+    }
+}
+
 /// `GET /health`: 200 while the model's thread runs.
 pub(crate) async fn health(State(app): State<Arc<App>>) -> StatusCode {
     match app.queue.is_closed() {
@@ -626,11 +882,12 @@ pub(crate) async fn info(State(app): State<Arc<App>>) -> Json<serde_json::Value>
 
 /// `GET /metrics`: Prometheus' text format.
 pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render()).into_response()
+    let in_flight = app.options.max_concurrent_requests.saturating_sub(app.permits.available_permits());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render(in_flight)).into_response()
 }
 
 /// The routes counted in `/metrics` under their own names; any other path is `other`.
-pub(crate) const ROUTES: [&str; 11] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/fill-mask", "/answer", "/tokenize", "/health", "/info", "/metrics"];
+pub(crate) const ROUTES: [&str; 14] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/fill-mask", "/answer", "/generate", "/generate_stream", "/", "/tokenize", "/health", "/info", "/metrics"];
 
 /// Count every response by route and status.
 pub(crate) async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {

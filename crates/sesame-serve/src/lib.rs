@@ -1,12 +1,14 @@
 //! An HTTP server for one model of any family: text-embeddings-inference's routes and JSON
 //! shapes (`/embed`, `/predict`, `/rerank`, `/tokenize`, `/health`, `/info`, `/metrics`), OpenAI's
-//! `/v1/embeddings`, and `/tag`, `/fill-mask` and `/answer` for the tasks TEI does not serve.
+//! `/v1/embeddings`, `/tag`, `/fill-mask` and `/answer` for the tasks TEI does not serve, and
+//! text-generation-inference's `/generate` and `/generate_stream` (server-sent events).
 //!
 //! Requests from every client wait in one queue; one thread takes as many as fit
 //! `max_batch_tokens` and runs them as one call of the model, which sorts the texts by length
 //! into forward passes, and each request gets exactly its own results. At most
 //! `max_concurrent_requests` are in flight: the next is answered 429 at once. SIGTERM or
-//! Ctrl-C stops accepting, answers what is in flight, then returns.
+//! Ctrl-C stops accepting, answers what is in flight, then returns. A generation runs alone,
+//! its tokens sent as they are final; a client that goes away ends its search.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,6 +28,7 @@
 //! ```
 
 mod api;
+mod generation;
 mod metrics;
 mod model;
 mod queue;
@@ -37,6 +40,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
+pub use generation::{CausalGenerator, Generation, Generator, Seq2SeqGenerator};
 pub use model::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
 
 /// How the server listens and what it accepts.
@@ -130,6 +134,9 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .route("/tag", post(api::tag))
         .route("/fill-mask", post(api::fill_mask))
         .route("/answer", post(api::answer))
+        .route("/generate", post(api::generate))
+        .route("/generate_stream", post(api::generate_stream))
+        .route("/", post(api::compat_generate))
         .route("/tokenize", post(api::tokenize))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), api::admit));
     let router = Router::new()

@@ -18,6 +18,9 @@ pub(crate) struct Metrics {
     queued_requests: AtomicU64,
     inference_micros: AtomicU64,
     panics: AtomicU64,
+    generations: AtomicU64,
+    generated_tokens: AtomicU64,
+    generations_cancelled: AtomicU64,
 }
 
 impl Metrics {
@@ -38,13 +41,28 @@ impl Metrics {
         self.inference_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
+    /// A generation from `prompt` tokens that wrote `generated` tokens in `took`, after waiting
+    /// `waited`; `cancelled` when its client went away before the end.
+    pub(crate) fn generation(&self, prompt: usize, generated: usize, waited: Duration, took: Duration, cancelled: bool) {
+        self.batch(1, 1, prompt, waited, took);
+        self.generations.fetch_add(1, Ordering::Relaxed);
+        self.generated_tokens.fetch_add(generated as u64, Ordering::Relaxed);
+        self.generations_cancelled.fetch_add(u64::from(cancelled), Ordering::Relaxed);
+    }
+
+    /// A generation dropped unrun: its client went away while it waited.
+    pub(crate) fn generation_dropped(&self) {
+        self.generations_cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A batch whose run panicked.
     pub(crate) fn panic(&self) {
         self.panics.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Every counter in Prometheus' text exposition format.
-    pub(crate) fn render(&self) -> String {
+    /// Every counter in Prometheus' text exposition format, and the gauge of `in_flight`
+    /// requests (those holding one of `--max-concurrent-requests`).
+    pub(crate) fn render(&self, in_flight: usize) -> String {
         let mut out = String::new();
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let seconds = |c: &AtomicU64| load(c) as f64 / 1e6;
@@ -52,7 +70,7 @@ impl Metrics {
         for ((route, code), n) in self.responses.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let _ = writeln!(out, "sesame_requests_total{{route=\"{route}\",code=\"{code}\"}} {n}");
         }
-        let counters: [(&str, &str, String); 7] = [
+        let counters: [(&str, &str, String); 10] = [
             ("sesame_batches_total", "Batches run.", load(&self.batches).to_string()),
             ("sesame_batch_inputs_total", "Texts run, over all batches (divide by sesame_batches_total for the mean batch size).", load(&self.batch_inputs).to_string()),
             ("sesame_batch_tokens_total", "Tokens run, over all batches.", load(&self.batch_tokens).to_string()),
@@ -60,10 +78,14 @@ impl Metrics {
             ("sesame_queue_seconds_total", "Time requests waited in the queue, summed over requests.", seconds(&self.queue_micros).to_string()),
             ("sesame_inference_seconds_total", "Time spent running batches.", seconds(&self.inference_micros).to_string()),
             ("sesame_panics_total", "Batches whose run panicked (answered 500).", load(&self.panics).to_string()),
+            ("sesame_generations_total", "Generations run (each is also a batch of one).", load(&self.generations).to_string()),
+            ("sesame_generated_tokens_total", "Tokens written by generations.", load(&self.generated_tokens).to_string()),
+            ("sesame_generations_cancelled_total", "Generations stopped early, or dropped unrun, because their client went away.", load(&self.generations_cancelled).to_string()),
         ];
         for (name, help, value) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
+        let _ = writeln!(out, "# HELP sesame_requests_in_flight Requests being read, queued or run (at most --max-concurrent-requests).\n# TYPE sesame_requests_in_flight gauge\nsesame_requests_in_flight {in_flight}");
         out
     }
 }

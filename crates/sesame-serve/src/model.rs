@@ -1,5 +1,6 @@
-//! What the server runs: one model for one task, behind [`ServedModel`], and its three kinds
-//! ([`Embedder`], [`TextClassifier`], [`Tagger`]) over the pipelines of `sesame-pipelines`.
+//! What the server runs: one model for one task, behind [`ServedModel`], and its kinds
+//! ([`Embedder`], [`TextClassifier`], [`Tagger`], [`MaskFiller`], [`Reader`]) over the pipelines
+//! of `sesame-pipelines`; the generators are in `generation`.
 
 use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_layers::InputError;
@@ -20,6 +21,8 @@ pub enum Task {
     FillMask,
     /// Extractive question answering (`/answer`).
     Answerer,
+    /// Text generation (`/generate`, `/generate_stream`).
+    Generator,
 }
 
 impl Task {
@@ -31,6 +34,7 @@ impl Task {
             Task::Tagger => "/tag",
             Task::FillMask => "/fill-mask",
             Task::Answerer => "/answer",
+            Task::Generator => "/generate",
         }
     }
 
@@ -47,6 +51,7 @@ impl Task {
             Task::Tagger => "a token classifier",
             Task::FillMask => "a masked LM",
             Task::Answerer => "an extractive-QA model",
+            Task::Generator => "a text generator",
         }
     }
 }
@@ -128,6 +133,10 @@ pub trait ServedModel: Send + Sync {
     /// The most candidates per mask a fill-mask request may ask for (0 for the other tasks).
     fn top_k(&self) -> usize {
         0
+    }
+    /// A generator's search (`None` for the other tasks).
+    fn generator(&self) -> Option<&dyn crate::Generator> {
+        None
     }
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
     /// order.

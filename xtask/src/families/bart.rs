@@ -34,7 +34,14 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     fill_mask: None,
     generate: Some(generate_bart),
     forward: Some(forward_bart),
-    serve: Servers { embed: None, classify: Some(serve_classify::<BartForSequenceClassification>), tag: None, fill_mask: None, answer: Some(serve_answer::<BartForQuestionAnswering>) },
+    serve: Servers {
+        embed: None,
+        classify: Some(serve_classify::<BartForSequenceClassification>),
+        tag: None,
+        fill_mask: None,
+        answer: Some(serve_answer::<BartForQuestionAnswering>),
+        generate: Some(serve_bart),
+    },
     finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
     classify: Some(classify_with::<BartForSequenceClassification>),
     tag: None,
@@ -215,6 +222,14 @@ pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String>
     }
 }
 
+/// `serve --task generate` for BART: `BartForCausalLM` checkpoints left to right, the others as
+/// encoder-decoders.
+fn serve_bart(dir: &std::path::Path, device: &Device, args: &crate::serve::ServeArgs) -> Result<std::sync::Arc<dyn sesame_serve::ServedModel>, String> {
+    match crate::config_json(dir)?["architectures"][0].as_str() {
+        Some("BartForCausalLM") => crate::serve::serve_left_to_right::<sesame_bart::BartForCausalLM>(dir, device, args),
+        _ => crate::serve::serve_seq2seq::<sesame_bart::BartForConditionalGeneration>(dir, device, args),
+    }
+}
 
 /// `forward` for BART: every head.
 pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {

@@ -17,7 +17,7 @@ use crate::finetune::{finetune, FinetuneArgs};
 use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
 use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
-use crate::serve::{serve_answer, serve_classify, serve_embed, serve_fill_mask, serve_tag, Servers};
+use crate::serve::{serve_answer, serve_causal, serve_classify, serve_embed, serve_fill_mask, serve_tag, Servers};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
 use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
 
@@ -127,6 +127,7 @@ impl FamilyEntry {
                 tag: Some(serve_tag::<ForTokenClassification<B>>),
                 fill_mask: Some(serve_fill_mask::<B>),
                 answer: Some(serve_answer::<ForQuestionAnswering<B>>),
+                generate: Some(serve_causal::<B>),
             },
             finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
             classify: Some(classify_with::<ForSequenceClassification<B, S>>),

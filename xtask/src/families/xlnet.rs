@@ -41,6 +41,7 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
         tag: Some(serve_tag::<XlnetForTokenClassification>),
         fill_mask: None,
         answer: Some(serve_answer::<XlnetForQuestionAnsweringSimple>),
+        generate: Some(crate::serve::serve_left_to_right::<sesame_xlnet::XlnetLmHeadModel>),
     },
     finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
     classify: Some(classify_with::<XlnetForSequenceClassification>),
