@@ -12,7 +12,8 @@
 //! - `finetune`: `cargo xtask finetune` of a checkpoint (`--model`) into a classifier of
 //!   `--train`, scored on `--eval`, once per `--seeds`, against transformers' `Trainer` on the
 //!   same data and settings (`scripts/finetune_trainer.py`): training time (evaluations
-//!   included) and held-out metrics of each run, their mean and spread on each side.
+//!   included) and held-out metrics of each run, their mean and spread on each side;
+//! - `serve`: `cargo xtask serve` under load, beside infinity-emb (`bench_serve`).
 //!
 //! Medians of `--steps` timed runs after `--warmup` untimed ones. Every row carries its
 //! `machine`: the CPU, its cores, the ISA level the kernels run at, the threads each side uses
@@ -53,6 +54,10 @@ pub enum BenchMode {
     /// Fine-tuning a classifier: `--model` on `--train`, scored on `--eval`, `--epochs`, once
     /// per `--seeds` (`--batch-size`, `--seq-len`, `--lr`), whole runs timed.
     Finetune,
+    /// `cargo xtask serve` of an embedding model (`--model`) under load from `oha`: for each
+    /// `--texts-per-request`, `--clients` clients for `--duration` seconds; with
+    /// `--compare-infinity`, infinity-emb serving the same model on the same cores after it.
+    Serve,
 }
 
 /// Options of `cargo xtask bench`.
@@ -155,11 +160,29 @@ pub struct BenchArgs {
     /// With `--child`: the one preset to time.
     #[arg(long, hide = true)]
     pub only_preset: Option<String>,
+    /// Serve: texts per request, one load run each.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub texts_per_request: Vec<usize>,
+    /// Serve: concurrent clients.
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub clients: usize,
+    /// Serve: seconds of load per `--texts-per-request`.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub duration: u64,
+    /// Serve: also run infinity-emb (`infinity_emb v2`, torch engine, CPU) on the same model.
+    #[arg(long)]
+    pub compare_infinity: bool,
+    /// Serve: infinity-emb's program [default: $SESAME_INFINITY, else `infinity_emb`].
+    #[arg(long)]
+    pub infinity: Option<PathBuf>,
+    /// Serve: the load generator [default: `oha` on the PATH; `cargo install oha`].
+    #[arg(long)]
+    pub oha: Option<PathBuf>,
 }
 
 impl BenchArgs {
     pub(crate) fn batch_size(&self) -> usize {
-        self.batch_size.unwrap_or(if self.mode == BenchMode::Embed { 32 } else { 8 })
+        self.batch_size.unwrap_or(if matches!(self.mode, BenchMode::Embed | BenchMode::Serve) { 32 } else { 8 })
     }
 }
 
@@ -258,10 +281,20 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
     if args.compare_onnxruntime && matches!(args.pooling, Pooling::Max) {
         return Err("--compare-onnxruntime pools with --pooling mean or cls".into());
     }
+    if args.mode == BenchMode::Serve && (args.compare_pytorch || args.compare_onnxruntime) {
+        return Err("--mode serve compares with --compare-infinity (a peer server), not --compare-pytorch or --compare-onnxruntime".into());
+    }
+    if args.compare_infinity && args.mode != BenchMode::Serve {
+        return Err("--compare-infinity times --mode serve only".into());
+    }
     let isolate = (args.compare_pytorch || args.compare_onnxruntime) && !matches!(args.mode, BenchMode::Gemm | BenchMode::Finetune);
     // Refuse bad arguments before the machine's GEMM is timed.
     match args.mode {
         BenchMode::Gemm => {}
+        BenchMode::Serve => {
+            let dir = args.model.as_ref().ok_or("--mode serve needs --model (an embedding model's directory)")?;
+            crate::config_json(dir)?;
+        }
         BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
         BenchMode::Embed => target(&args).map(|_| ())?,
         _ => (target(&args)?.check_presets)(&args)?,
@@ -288,6 +321,7 @@ fn rows(args: &BenchArgs, device: Device, backend: &str, target: fn(&BenchArgs) 
     match args.mode {
         BenchMode::Gemm => bench_gemm(args, device, backend),
         BenchMode::Finetune => bench_finetune(args, backend).map(|row| vec![row]),
+        BenchMode::Serve => crate::bench_serve::bench_serve(args, backend),
         _ => (target(args)?.bench)(args, device, backend),
     }
 }

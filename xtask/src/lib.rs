@@ -13,6 +13,7 @@ use sesame_train::Backend;
 use sesame_layers::HfConfig as _;
 
 mod bench;
+mod bench_serve;
 mod finetune;
 mod families;
 mod forward;

@@ -333,6 +333,10 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["bench", "--mode", "infer", "--gemm-shapes", "8x8x8"], &["--gemm-shapes", "--mode gemm"]);
     fails(&["bench", "--mode", "infer", "--presets", "mini,huge"], &["--presets", "huge"]);
     fails(&["bench", "--mode", "generate", "--presets", "mini"], &["--presets", "mini", "tiny and base"]);
+    fails(&["bench", "--mode", "serve"], &["--mode serve needs --model"]);
+    fails(&["bench", "--mode", "embed", "--compare-infinity"], &["--compare-infinity", "--mode serve"]);
+    fails(&["bench", "--mode", "serve", "--model", "fixtures/bert/base-fill-mask", "--compare-pytorch"], &["--compare-infinity", "--compare-pytorch"]);
+    fails(&["bench", "--mode", "serve", "--model", "fixtures/bert/base-fill-mask", "--oha", "/nonexistent/oha", "--duration", "1"], &["/nonexistent/oha", "cargo install oha"]);
 
     // A run directory: refused without --resume/--overwrite; export reads only its own checkpoints.
     let run_dir = out("existing");

@@ -278,28 +278,46 @@ struct Streamer<'a> {
     stop: &'a [String],
     events: &'a mpsc::UnboundedSender<Event>,
     ids: Vec<u32>,
-    /// The text of `ids` given so far.
+    /// The pieces given so far, joined.
     text: String,
+    /// Tokens are decoded from `prefix` on: the text of `ids[prefix..read]` was given, and
+    /// what `ids[prefix..]` decodes to beyond it is the new piece (text-generation-inference's
+    /// incremental decoding: a few tokens of context, not the whole text, each step).
+    prefix: usize,
+    read: usize,
     tokens: Vec<StreamedToken>,
     stopped: bool,
 }
 
-impl Streamer<'_> {
+impl<'a> Streamer<'a> {
+    fn new(tokenizer: &'a Tokenizer, stop: &'a [String], events: &'a mpsc::UnboundedSender<Event>) -> Self {
+        Self { tokenizer, special: tokenizer.special_ids(), stop, events, ids: Vec::new(), text: String::new(), prefix: 0, read: 0, tokens: Vec::new(), stopped: false }
+    }
+
     /// `id` and what it adds to the text.
     fn token(&mut self, id: u32) -> StreamedToken {
         self.ids.push(id);
-        let text = self.tokenizer.decode(&self.ids).unwrap_or_default();
+        let before = self.tokenizer.decode(&self.ids[self.prefix..self.read]).unwrap_or_default();
+        let after = self.tokenizer.decode(&self.ids[self.prefix..]).unwrap_or_default();
         // A byte-level token may end inside a character: wait for the next one.
-        let piece = match text.ends_with('\u{FFFD}') {
-            true => String::new(),
-            false => {
-                let common = self.text.char_indices().zip(text.char_indices()).find(|((_, a), (_, b))| a != b).map_or(self.text.len().min(text.len()), |((i, _), _)| i);
-                let piece = text[common..].to_string();
-                self.stopped |= self.stop.iter().any(|s| text.contains(s.as_str()));
-                self.text = text;
-                piece
+        let piece = match after.len() > before.len() && !after.ends_with('\u{FFFD}') && after.starts_with(&before) {
+            true => {
+                self.prefix = self.read;
+                self.read = self.ids.len();
+                after[before.len()..].to_string()
             }
+            false => String::new(),
         };
+        if !piece.is_empty() {
+            // Only the end of the text can newly hold a stop sequence.
+            let longest = self.stop.iter().map(String::len).max().unwrap_or(0);
+            let mut from = self.text.len().saturating_sub(longest);
+            while !self.text.is_char_boundary(from) {
+                from -= 1;
+            }
+            self.text.push_str(&piece);
+            self.stopped |= self.stop.iter().any(|s| self.text[from..].contains(s.as_str()));
+        }
         StreamedToken { id, text: piece, logprob: None, special: self.special.contains(&id) }
     }
 }
@@ -334,7 +352,7 @@ pub(crate) fn run_generation(model: &dyn ServedModel, job: GenerateJob, metrics:
     };
     let started = Instant::now();
     let tokenizer = model.tokenizer();
-    let mut streamer = Streamer { tokenizer, special: tokenizer.special_ids(), stop: &job.stop, events: &job.events, ids: Vec::new(), text: String::new(), tokens: Vec::new(), stopped: false };
+    let mut streamer = Streamer::new(tokenizer, &job.stop, &job.events);
     let result = catch_unwind(AssertUnwindSafe(|| generator.generate(&job.prompt, &job.settings, job.seed, &mut streamer)));
     let result = match result {
         Ok(Ok(generation)) => Ok(generation),
@@ -354,9 +372,8 @@ pub(crate) fn run_generation(model: &dyn ServedModel, job: GenerateJob, metrics:
         // less than it returns) is decoded here.
         let mut tokens = std::mem::take(&mut streamer.tokens);
         if tokens.len() != generation.tokens.len() || tokens.iter().zip(&generation.tokens).any(|(a, &b)| a.id != b) {
-            streamer.ids.clear();
-            streamer.text.clear();
-            tokens = generation.tokens.iter().map(|&id| streamer.token(id)).collect();
+            let mut again = Streamer::new(tokenizer, &job.stop, &job.events);
+            tokens = generation.tokens.iter().map(|&id| again.token(id)).collect();
         }
         if let Some(logprobs) = &generation.logprobs {
             tokens.iter_mut().zip(logprobs).for_each(|(t, &p)| t.logprob = Some(p));
