@@ -476,6 +476,39 @@ fn serve_refuses_bad_generation_requests_naming_the_parameter() {
     assert!(error["error"].as_str().unwrap().contains("/generate needs a text generator"), "{error}");
 }
 
+/// `/openapi.json` describes every route the serving guide lists, and the server answers each
+/// path the document names (an empty body is refused, never "not found").
+#[test]
+fn serve_s_openapi_document_names_every_route_of_the_guide_and_the_server_answers_them() {
+    let server = Server::start(&fill_mask_model(), &[]);
+    let (status, text) = server.get("/openapi.json");
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    let guide = std::fs::read_to_string(repo().join("docs/guide/serving.md")).unwrap();
+    let listed: Vec<(String, String)> = guide
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(route, _)| route.to_string()))
+        .filter_map(|route| route.split_once(' ').map(|(m, p)| (m.to_lowercase(), p.to_string())))
+        .filter(|(m, _)| m == "get" || m == "post")
+        .collect();
+    assert!(listed.len() >= 14, "{listed:?}");
+    for (method, path) in &listed {
+        assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} is in the guide but not in /openapi.json");
+    }
+    for (path, methods) in paths {
+        for method in methods.as_object().unwrap().keys() {
+            let status = match method.as_str() {
+                "get" => ureq::get(&format!("{}{path}", server.url)).call().map_or_else(|e| match e { ureq::Error::Status(s, _) => s, e => panic!("{path}: {e}") }, |r| r.status()),
+                _ => server.post(path, "{}").0,
+            };
+            assert!(![404, 405].contains(&status), "{method} {path}: {status}");
+        }
+    }
+}
+
 #[test]
 fn serve_tokenizes_with_character_offsets() {
     let server = Server::start(&fill_mask_model(), &[]);

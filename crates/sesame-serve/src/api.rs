@@ -887,7 +887,12 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 /// The routes counted in `/metrics` under their own names; any other path is `other`.
-pub(crate) const ROUTES: [&str; 14] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/fill-mask", "/answer", "/generate", "/generate_stream", "/", "/tokenize", "/health", "/info", "/metrics"];
+pub(crate) const ROUTES: [&str; 15] = ["/embed", "/v1/embeddings", "/predict", "/rerank", "/tag", "/fill-mask", "/answer", "/generate", "/generate_stream", "/", "/tokenize", "/health", "/info", "/metrics", "/openapi.json"];
+
+/// `GET /openapi.json`: the OpenAPI 3.1 document of every route.
+pub(crate) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], include_str!("../openapi.json")).into_response()
+}
 
 /// Count every response by route and status.
 pub(crate) async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {

@@ -143,6 +143,7 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .route("/health", get(api::health))
         .route("/info", get(api::info))
         .route("/metrics", get(api::metrics))
+        .route("/openapi.json", get(api::openapi))
         .merge(inference)
         .layer(DefaultBodyLimit::max(options.payload_limit))
         .layer(axum::middleware::from_fn_with_state(app.clone(), api::count))
