@@ -321,7 +321,20 @@ fn rows(args: &BenchArgs, device: Device, backend: &str, target: fn(&BenchArgs) 
     match args.mode {
         BenchMode::Gemm => bench_gemm(args, device, backend),
         BenchMode::Finetune => bench_finetune(args, backend).map(|row| vec![row]),
-        BenchMode::Serve => crate::bench_serve::bench_serve(args, backend),
+        BenchMode::Serve => {
+            let load = crate::bench_serve::ServeLoad {
+                model: args.model.as_deref().ok_or("--mode serve needs --model (an embedding model's directory)")?,
+                corpus: &args.corpus,
+                texts_per_request: &args.texts_per_request,
+                clients: args.clients,
+                duration: args.duration,
+                batch_size: args.batch_size(),
+                compare_infinity: args.compare_infinity,
+                infinity: args.infinity.clone(),
+                oha: args.oha.clone(),
+            };
+            crate::bench_serve::bench_serve(&load, backend)
+        }
         _ => (target(args)?.bench)(args, device, backend),
     }
 }

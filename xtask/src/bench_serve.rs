@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use sesame_text::Corpus;
 
-use crate::bench::BenchArgs;
 
 /// A server started for the bench, stopped when dropped.
 struct Running {
@@ -147,11 +146,24 @@ fn side(load: &Load, texts: usize) -> serde_json::Value {
     })
 }
 
+/// What `bench --mode serve` runs (its flags of `cargo xtask bench`).
+pub(crate) struct ServeLoad<'a> {
+    pub model: &'a Path,
+    pub corpus: &'a Path,
+    pub texts_per_request: &'a [usize],
+    pub clients: usize,
+    pub duration: u64,
+    pub batch_size: usize,
+    pub compare_infinity: bool,
+    pub infinity: Option<PathBuf>,
+    pub oha: Option<PathBuf>,
+}
+
 /// The rows of `bench --mode serve`, one per `--texts-per-request`.
-pub(crate) fn bench_serve(args: &BenchArgs, backend: &str) -> Result<Vec<serde_json::Value>, String> {
-    let dir = args.model.as_ref().ok_or("--mode serve needs --model (an embedding model's directory)")?;
+pub(crate) fn bench_serve(args: &ServeLoad, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    let dir = args.model;
     let oha = args.oha.clone().unwrap_or_else(|| PathBuf::from("oha"));
-    let corpus = Corpus::read(&args.corpus).map_err(|e| e.to_string())?;
+    let corpus = Corpus::read(args.corpus).map_err(|e| e.to_string())?;
     let most = args.texts_per_request.iter().copied().max().unwrap_or(1);
     let sentences: Vec<String> = corpus.sentences().take(most).map(str::to_string).collect();
     if sentences.len() < most {
@@ -159,7 +171,7 @@ pub(crate) fn bench_serve(args: &BenchArgs, backend: &str) -> Result<Vec<serde_j
     }
     let model_id = dir.display().to_string();
     let bodies: Vec<(usize, String)> = args.texts_per_request.iter().map(|&n| (n, serde_json::json!({ "input": &sentences[..n], "model": model_id }).to_string())).collect();
-    let batch_size = args.batch_size();
+    let batch_size = args.batch_size;
     let mut ours = Vec::new();
     {
         let server = start_sesame(dir, backend, batch_size)?;

@@ -22,8 +22,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::metrics::Metrics;
 use crate::model::{Input, Output, ServedModel, Task};
-use crate::generation::{Ended, Event, GenerateJob, StreamedToken};
-use crate::queue::{Job, RunError, Work};
+use crate::queue::{Ended, Event, FinishReason, GenerateJob, Job, RunError, StreamedToken, Work};
 use crate::ServeOptions;
 
 /// What every handler shares.
@@ -719,7 +718,7 @@ fn random_seed() -> u64 {
 
 #[derive(Serialize)]
 struct GenerateDetails {
-    finish_reason: crate::generation::FinishReason,
+    finish_reason: FinishReason,
     generated_tokens: usize,
     seed: Option<u64>,
     /// The prompt's tokens (TGI's `decoder_input_details`, not served): empty.

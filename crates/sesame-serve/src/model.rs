@@ -124,8 +124,10 @@ pub trait ServedModel: Send + Sync {
     /// The most tokens it reads of one text, special tokens included; a longer text is
     /// refused unless the request asks to truncate it (a tagger windows it instead).
     fn max_input_length(&self) -> usize;
-    /// The label names of a classifier or tagger, by id.
-    fn labels(&self) -> Vec<String>;
+    /// The label names of a classifier or tagger, by id (none for the other tasks).
+    fn labels(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Width of an embedding (0 for the other tasks).
     fn hidden_size(&self) -> usize {
         0
@@ -179,10 +181,6 @@ impl<B: Backbone> ServedModel for Embedder<B> {
     fn max_input_length(&self) -> usize {
         let max_len = self.config.input_limits().max_len;
         self.options.max_tokens.map_or(max_len, |n| n.clamp(1, max_len))
-    }
-
-    fn labels(&self) -> Vec<String> {
-        Vec::new()
     }
 
     fn hidden_size(&self) -> usize {
@@ -327,10 +325,6 @@ impl<B: HasMaskedLmHead> ServedModel for MaskFiller<B> {
         self.config.input_limits().max_len
     }
 
-    fn labels(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn top_k(&self) -> usize {
         self.top_k
     }
@@ -372,10 +366,6 @@ impl<M: SpanExtractor> ServedModel for Reader<M> {
 
     fn max_input_length(&self) -> usize {
         self.config.input_limits().max_len
-    }
-
-    fn labels(&self) -> Vec<String> {
-        Vec::new()
     }
 
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {

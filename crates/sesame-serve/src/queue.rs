@@ -1,6 +1,6 @@
 //! Dynamic batching: requests wait in one queue, and one thread takes as many as fit a token
 //! budget, runs them as one call of the model, and hands each request its own outputs; a
-//! generation runs alone.
+//! generation runs alone, its tokens sent to its client as they come.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -8,7 +8,10 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::generation::{run_generation, GenerateJob};
+use sesame_generate::{GenerationConfig, TokenStreamer};
+use sesame_pipelines::PipelineError;
+use sesame_text::Tokenizer;
+
 use crate::metrics::Metrics;
 use crate::model::{Input, Output, ServedModel};
 
@@ -135,4 +138,176 @@ fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metr
             }
         }
     }
+}
+
+/// Why a search ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum FinishReason {
+    /// `max_new_tokens` were written.
+    Length,
+    /// The model wrote an end-of-sequence token.
+    EosToken,
+    /// The text came to hold one of the request's stop sequences.
+    StopSequence,
+}
+
+/// One token as the client sees it (text-generation-inference's `Token`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct StreamedToken {
+    pub id: u32,
+    /// What the token adds to the decoded text (empty for a special token, or for a piece of a
+    /// character that the next token completes).
+    pub text: String,
+    /// Its log-probability; streamed tokens carry none.
+    pub logprob: Option<f32>,
+    pub special: bool,
+}
+
+/// What a search gave, for its client.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    pub tokens: Vec<StreamedToken>,
+    /// The generated text decoded, special tokens dropped.
+    pub text: String,
+    pub finish_reason: FinishReason,
+}
+
+/// What the model's thread sends a generation's client.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Token(StreamedToken),
+    End(Result<Ended, RunError>),
+}
+
+/// A generation request, waiting to run.
+pub(crate) struct GenerateJob {
+    pub prompt: Vec<u32>,
+    pub settings: GenerationConfig,
+    pub seed: u64,
+    pub stop: Vec<String>,
+    pub queued: Instant,
+    pub events: mpsc::UnboundedSender<Event>,
+}
+
+/// Gives each final token to the client as it comes, and ends the search when the client has
+/// gone or the text holds a stop sequence.
+struct Streamer<'a> {
+    tokenizer: &'a Tokenizer,
+    special: Vec<u32>,
+    stop: &'a [String],
+    events: &'a mpsc::UnboundedSender<Event>,
+    ids: Vec<u32>,
+    /// The pieces given so far, joined.
+    text: String,
+    /// Tokens are decoded from `prefix` on: the text of `ids[prefix..read]` was given, and
+    /// what `ids[prefix..]` decodes to beyond it is the new piece (text-generation-inference's
+    /// incremental decoding: a few tokens of context, not the whole text, each step).
+    prefix: usize,
+    read: usize,
+    tokens: Vec<StreamedToken>,
+    stopped: bool,
+}
+
+impl<'a> Streamer<'a> {
+    fn new(tokenizer: &'a Tokenizer, stop: &'a [String], events: &'a mpsc::UnboundedSender<Event>) -> Self {
+        Self { tokenizer, special: tokenizer.special_ids(), stop, events, ids: Vec::new(), text: String::new(), prefix: 0, read: 0, tokens: Vec::new(), stopped: false }
+    }
+
+    /// `id` and what it adds to the text.
+    fn token(&mut self, id: u32) -> StreamedToken {
+        self.ids.push(id);
+        let before = self.tokenizer.decode(&self.ids[self.prefix..self.read]).unwrap_or_default();
+        let after = self.tokenizer.decode(&self.ids[self.prefix..]).unwrap_or_default();
+        // A byte-level token may end inside a character: wait for the next one.
+        let piece = match after.len() > before.len() && !after.ends_with('\u{FFFD}') && after.starts_with(&before) {
+            true => {
+                self.prefix = self.read;
+                self.read = self.ids.len();
+                after[before.len()..].to_string()
+            }
+            false => String::new(),
+        };
+        if !piece.is_empty() {
+            // Only the end of the text can newly hold a stop sequence.
+            let longest = self.stop.iter().map(String::len).max().unwrap_or(0);
+            let mut from = self.text.len().saturating_sub(longest);
+            while !self.text.is_char_boundary(from) {
+                from -= 1;
+            }
+            self.text.push_str(&piece);
+            self.stopped |= self.stop.iter().any(|s| self.text[from..].contains(s.as_str()));
+        }
+        StreamedToken { id, text: piece, logprob: None, special: self.special.contains(&id) }
+    }
+}
+
+impl TokenStreamer for Streamer<'_> {
+    fn put(&mut self, row: usize, tokens: &[u32]) {
+        if row != 0 {
+            return;
+        }
+        for &id in tokens {
+            let token = self.token(id);
+            let _ = self.events.send(Event::Token(token.clone()));
+            self.tokens.push(token);
+        }
+    }
+
+    fn stop(&self) -> bool {
+        self.stopped || self.events.is_closed()
+    }
+}
+
+/// Run `job` on `model` (a generator) and send its client every token, then how it ended.
+/// A job whose client has gone is dropped unrun.
+pub(crate) fn run_generation(model: &dyn ServedModel, job: GenerateJob, metrics: &Metrics) {
+    if job.events.is_closed() {
+        metrics.generation_dropped();
+        return;
+    }
+    let Some(generator) = model.generator() else {
+        let _ = job.events.send(Event::End(Err(RunError::Failed("the model does not generate".into()))));
+        return;
+    };
+    let started = Instant::now();
+    let tokenizer = model.tokenizer();
+    let mut streamer = Streamer::new(tokenizer, &job.stop, &job.events);
+    let result = catch_unwind(AssertUnwindSafe(|| generator.generate(&job.prompt, &job.settings, job.seed, &mut streamer)));
+    let result = match result {
+        Ok(Ok(generation)) => Ok(generation),
+        Ok(Err(PipelineError::Settings(e))) => Err(RunError::Settings(e.to_string())),
+        Ok(Err(e)) => Err(RunError::Failed(e.to_string())),
+        Err(payload) => {
+            metrics.panic();
+            Err(RunError::Panicked(panic_reason(payload)))
+        }
+    };
+    let cancelled = job.events.is_closed();
+    let result = result.and_then(|generation| {
+        if generation.logprobs.as_ref().is_some_and(|l| l.iter().any(|p| p.is_nan())) {
+            return Err(RunError::NotFinite);
+        }
+        // The streamer saw every token; what it did not see (none, unless a search streams
+        // less than it returns) is decoded here.
+        let mut tokens = std::mem::take(&mut streamer.tokens);
+        if tokens.len() != generation.tokens.len() || tokens.iter().zip(&generation.tokens).any(|(a, &b)| a.id != b) {
+            let mut again = Streamer::new(tokenizer, &job.stop, &job.events);
+            tokens = generation.tokens.iter().map(|&id| again.token(id)).collect();
+        }
+        if let Some(logprobs) = &generation.logprobs {
+            tokens.iter_mut().zip(logprobs).for_each(|(t, &p)| t.logprob = Some(p));
+        }
+        let eos = job.settings.eos_token_ids();
+        let finish_reason = match (streamer.stopped, generation.tokens.last()) {
+            (true, _) => FinishReason::StopSequence,
+            (false, Some(last)) if eos.contains(last) => FinishReason::EosToken,
+            _ => FinishReason::Length,
+        };
+        let text = tokenizer.decode(&generation.tokens).map_err(|e| RunError::Failed(e.to_string()))?;
+        Ok(Ended { tokens, text, finish_reason })
+    });
+    let generated = result.as_ref().map_or(0, |e| e.tokens.len());
+    metrics.generation(job.prompt.len(), generated, started - job.queued, started.elapsed(), cancelled);
+    let _ = job.events.send(Event::End(result));
 }
