@@ -131,7 +131,7 @@ pub fn continue_prompts<M: CausalLM>(
 }
 
 /// The ids of `texts` (the first being input `first`, from 0), each non-empty and within `max_len`.
-fn encode(tokenizer: &Tokenizer, texts: &[&str], first: usize, max_len: usize) -> Result<Vec<Vec<u32>>, PipelineError> {
+pub fn encode(tokenizer: &Tokenizer, texts: &[&str], first: usize, max_len: usize) -> Result<Vec<Vec<u32>>, PipelineError> {
     let encoded = tokenizer.encode_each(texts, usize::MAX, false)?;
     encoded
         .iter()

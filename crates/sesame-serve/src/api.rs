@@ -332,8 +332,8 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
 async fn run(app: &App, inputs: Vec<Input>, tokens: usize) -> Result<Vec<Output>, ApiError> {
     let (reply, outputs) = oneshot::channel();
     let job = Job { inputs, tokens, queued: Instant::now(), reply };
-    app.queue.send(Work::Batch(job)).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
-    let outputs = outputs.await.map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
+    app.queue.send(Work::Batch(job)).map_err(|_| shutting_down())?;
+    let outputs = outputs.await.map_err(|_| shutting_down())?;
     Ok(outputs?)
 }
 
@@ -704,7 +704,7 @@ async fn queue_generation(app: &Arc<App>, route: &str, request: GenerateRequest)
     let seed = sampling.then(|| p.seed.unwrap_or_else(random_seed));
     let (events, receiver) = mpsc::unbounded_channel();
     let job = GenerateJob { prompt, settings, seed: seed.unwrap_or(0), stop: p.stop, queued: Instant::now(), events };
-    app.queue.send(Work::Generate(job)).map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Backend", "the server is shutting down"))?;
+    app.queue.send(Work::Generate(job)).map_err(|_| shutting_down())?;
     Ok(Queued { events: receiver, details: p.details, seed, prefix: p.return_full_text.then_some(request.inputs) })
 }
 

@@ -38,13 +38,7 @@ pub trait Generator: Send + Sync {
 
 /// The ids of `text`, or why it cannot be a prompt of a model of `max_len` positions.
 fn encode(tokenizer: &Tokenizer, text: &str, max_len: usize) -> Result<Vec<u32>, PipelineError> {
-    let encoded = tokenizer.encode_each(&[text], usize::MAX >> 1, false)?;
-    let ids: Vec<u32> = encoded[0].input_ids.iter().map(|&t| t as u32).collect();
-    match ids.len() {
-        0 => Err(PipelineError::EmptyText { what: "inputs", index: 1 }),
-        n if n > max_len => Err(PipelineError::TooLong { index: 1, tokens: n, max_len }),
-        _ => Ok(ids),
-    }
+    Ok(sesame_pipelines::generate::encode(tokenizer, &[text], 0, max_len)?.remove(0))
 }
 
 /// The first row of `out` after its first `skip` tokens, cut after the first end of sequence,
