@@ -16,7 +16,8 @@ difference of the means. The model exported by each run is the best of its evalu
 test file (finetune's `--metric`), for both sides alike. A family whose export is missing is
 pre-trained first with `cargo xtask train FAMILY` (the main job); the variants `bert-ernie`
 (ERNIE's masking with data/moby-dick-entities.txt), `bert-mlm` and `albert-mlm` (the masked LM
-on packed single sequences, without the sentence task) and `bart-mass` (MASS) likewise.
+on packed single sequences, without the sentence task), `bart-mass` (MASS) and `bart-infilled`
+(BART's noise, the loss on the infilled tokens only) likewise.
 
     python3 scripts/downstream.py --families bert,electra --tasks pos,genre --seeds 1,2,3
     python3 scripts/downstream.py --lrs 3e-4,1e-3,3e-3     # every family and task, a sweep
@@ -49,6 +50,7 @@ VARIANTS = {
     "bert-mlm": ["train", "bert", "--objective", "mlm", "--out", "runs/bert-mlm"],
     "albert-mlm": ["train", "albert", "--objective", "mlm", "--out", "runs/albert-mlm"],
     "bart-mass": ["train", "bart", "--objective", "mass", "--out", "runs/bart-mass"],
+    "bart-infilled": ["train", "bart", "--loss-on", "infilled", "--out", "runs/bart-infilled"],
 }
 # Families without a token-classification head in transformers (and Sesame).
 NO_TAGGER = {"bart"}

@@ -64,6 +64,33 @@ fn batches_are_corrupted_sentence_blocks_with_their_targets_and_fixed_by_their_i
 }
 
 #[test]
+fn with_the_loss_on_infilled_tokens_the_labels_skip_what_the_source_shows_and_the_decoder_reads_the_whole_block() {
+    let (task, _, _) = task(6, 24, 8, DenoisingConfig::default());
+    let device = Device::flex();
+    let full = task.train_batch(3, &device);
+    let batch = task.with_infilled_loss().train_batch(3, &device);
+    assert_eq!(ints(batch.input_ids.clone()), ints(full.input_ids.clone()), "the same noise");
+    assert!(full.decoder_input_ids.is_none(), "BART's decoder reads its labels shifted right");
+    let (blocks, labels, decoder) = (ints(full.labels), ints(batch.labels), ints(batch.decoder_input_ids.expect("the block shifted right")));
+    let infilled = full.infilled.into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+    let t = blocks[0].len();
+    let mut predicted = 0;
+    for (row, block) in blocks.iter().enumerate() {
+        let len = block.iter().take_while(|&&l| l != -100).count();
+        for k in 0..t {
+            let expected = if k < len && infilled[row * t + k] == 1.0 { block[k] } else { -100 };
+            assert_eq!(labels[row][k], expected, "row {row}, target {k}: a label only where the source no longer shows the token");
+            predicted += usize::from(expected != -100);
+        }
+        // `</s>` starts the decoder, then the whole block (kept tokens included), padded.
+        assert_eq!(decoder[row][0], 2, "row {row}");
+        assert_eq!(&decoder[row][1..len], &block[..len - 1], "row {row}: the decoder reads the block shifted right");
+        assert!(decoder[row][len..].iter().all(|&p| p == 1), "row {row}: padded");
+    }
+    assert!(predicted > 0 && predicted == batch.tokens, "{predicted} labels, {} counted", batch.tokens);
+}
+
+#[test]
 fn bad_noise_and_mismatched_special_tokens_are_refused_by_name() {
     let corpus = Corpus::from_text("Call me Ishmael. Some years ago, never mind how long.\n\nIt is a way I have.");
     let tokenizer = Tokenizer::train(TOKENIZER, corpus.sentences(), 300, &TOKENIZER.config()).unwrap();

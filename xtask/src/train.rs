@@ -262,6 +262,19 @@ pub struct NoiseArgs {
     /// Mean span length of span-poisson masking [default: 3.5].
     #[arg(long)]
     pub poisson_lambda: Option<f64>,
+    /// The target tokens the loss covers: all of them (BART), or infilled, only those the
+    /// source no longer shows [default: all].
+    #[arg(long, value_enum)]
+    pub loss_on: Option<LossOn>,
+}
+
+/// Which target tokens BART's loss covers (`--loss-on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LossOn {
+    /// Every token of the block, as BART.
+    All,
+    /// The tokens masked, replaced or deleted in the source.
+    Infilled,
 }
 
 /// What a BART mask covers (fairseq `--mask-length`).
@@ -276,10 +289,18 @@ pub enum MaskLengthKind {
 }
 
 impl NoiseArgs {
-    /// Whether any option is given.
-    pub(crate) fn any(&self) -> bool {
-        let f = [self.mask, self.mask_random, self.insert, self.rotate, self.permute_sentences, self.poisson_lambda];
-        f.iter().any(Option::is_some) || self.replace_length.is_some() || self.mask_length.is_some()
+    /// The first option given, as its flag.
+    pub(crate) fn given(&self) -> Option<&'static str> {
+        let f = [
+            (self.mask, "--mask"),
+            (self.mask_random, "--mask-random"),
+            (self.insert, "--insert"),
+            (self.rotate, "--rotate"),
+            (self.permute_sentences, "--permute-sentences"),
+            (self.poisson_lambda, "--poisson-lambda"),
+        ];
+        let other = [(self.replace_length.is_some(), "--replace-length"), (self.mask_length.is_some(), "--mask-length"), (self.loss_on.is_some(), "--loss-on")];
+        f.iter().find(|(v, _)| v.is_some()).map(|(_, flag)| *flag).or_else(|| other.iter().find(|(given, _)| *given).map(|(_, flag)| *flag))
     }
 
     /// BART's recipe with the options given; out-of-range values are refused by the task,
@@ -347,8 +368,8 @@ impl PermutationArgs {
 
 /// Refuse BART's and XLNet's data flags for the masked-LM family `family`.
 fn refuse_other_corruptions(args: &TrainArgs, family: &str) -> Result<(), String> {
-    if args.noise.any() {
-        return Err(format!("--mask, --insert, --rotate, … set BART's noise; {family} masks with --masking"));
+    if let Some(flag) = args.noise.given() {
+        return Err(format!("{flag} is one of BART's noise settings; {family} masks with --masking"));
     }
     if args.permutation.any() {
         return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {family} masks with --masking"));

@@ -282,6 +282,9 @@ fn bad_training_flags_corpora_and_run_directories() {
         fails(&["train", "bart", flag, value, "--out", path(&o)], &[flag]);
     }
     fails(&["train", "bart", "--mask-length", "subword", "--replace-length", "-1", "--out", path(&o)], &["--replace-length"]);
+    fails(&["train", "bart", "--loss-on", "infilled", "--mask", "0", "--out", path(&o)], &["--loss-on infilled", "--mask"]);
+    fails(&["train", "bart", "--objective", "mass", "--loss-on", "infilled", "--out", path(&o)], &["--loss-on", "mass"]);
+    fails(&["train", "bert", "--loss-on", "infilled", "--out", path(&o)], &["--loss-on"]);
     fails(&["train", "bart", "--masking", "span", "--out", path(&o)], &["--masking"]);
     fails(&["train", "bert", "--mask", "0.2", "--out", path(&o)], &["--mask"]);
     // XLNet's permutation settings name their flag; the others' flags are refused for XLNet and

@@ -107,6 +107,8 @@ pub struct Denoising {
     noise: DenoisingConfig,
     /// MASS instead of BART's noise.
     mass: Option<MassConfig>,
+    /// BART's noise, with the loss on the infilled tokens only (`with_infilled_loss`).
+    infilled_loss: bool,
     vocab: NoiseVocab,
     pad: u32,
     /// The decoder's first token (`shift_tokens_right`).
@@ -164,6 +166,7 @@ impl Denoising {
             held_out,
             noise,
             mass: None,
+            infilled_loss: false,
             vocab,
             pad,
             decoder_start: config.decoder_start_id(),
@@ -181,6 +184,15 @@ impl Denoising {
         Ok(self)
     }
 
+    /// BART's noise as before, but the loss covers only the target tokens the source no longer
+    /// shows (masked, replaced or deleted), as MASS's covers only its fragment; the decoder
+    /// still reads the whole block shifted right. Not in the paper: a probe of what the copied
+    /// tokens' share of BART's loss does to its representations.
+    pub fn with_infilled_loss(mut self) -> Self {
+        self.infilled_loss = true;
+        self
+    }
+
     /// Corrupt `example` by the task's objective.
     fn corrupt(&self, example: &DenoisingExample, rng: &mut StdRng) -> Corrupted {
         match &self.mass {
@@ -192,6 +204,14 @@ impl Denoising {
             }
             None => {
                 let n = example.denoise(&self.noise, &self.vocab, rng);
+                if self.infilled_loss {
+                    // The labels skip the kept tokens, so the decoder's input is not the
+                    // labels shifted right: it is the block's, `shift_tokens_right`'s layout.
+                    let start = self.decoder_start as u32;
+                    let decoder_input = std::iter::once(start).chain(example.ids[..example.ids.len() - 1].iter().copied()).collect();
+                    let predicted = n.kept.iter().map(|&kept| !kept).collect();
+                    return Corrupted { source: n.source, decoder_input: Some(decoder_input), predicted, kept: n.kept };
+                }
                 Corrupted { source: n.source, decoder_input: None, predicted: vec![true; example.ids.len()], kept: n.kept }
             }
         }

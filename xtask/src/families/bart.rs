@@ -81,13 +81,24 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     }
     let noise = args.noise.config()?;
     let mass = match args.objective {
-        Some(Objective::Mass) if args.noise.any() => return Err("--mask, --insert, --rotate, … set BART's noise; --objective mass masks one fragment of each block (--mass-fraction)".into()),
-        Some(Objective::Mass) => Some(MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
+        Some(Objective::Mass) if args.noise.loss_on.is_some() => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
+        Some(Objective::Mass) => match args.noise.given() {
+            Some(flag) => return Err(format!("{flag} is one of BART's noise settings; --objective mass masks one fragment of each block (--mass-fraction)")),
+            None => Some(MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
+        },
         _ if args.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
         _ => None,
     };
+    let infilled_loss = args.noise.loss_on == Some(crate::train::LossOn::Infilled);
+    if infilled_loss && noise.mask == 0.0 {
+        return Err("--loss-on infilled needs --mask above 0: with nothing masked there is nothing to infill".into());
+    }
     let steps = args.steps.unwrap_or(BART_STEPS);
-    let corruption = mass.map_or_else(|| format!("{noise:?}"), |m| format!("MASS {m:?}"));
+    let corruption = match mass {
+        Some(m) => format!("MASS {m:?}"),
+        None if infilled_loss => format!("{noise:?}, loss on the infilled tokens"),
+        None => format!("{noise:?}"),
+    };
     let spec = RunSpec::new(&options, corruption.clone(), "sentence blocks (complete_doc)".into());
     let out = &open_run(&options, NAME, &spec)?;
     let (train_text, held_out_text) = read_corpus(&options)?;
@@ -104,6 +115,9 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
     let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&options, e))?;
     if let Some(mass) = mass {
         task = task.with_mass(mass).map_err(err)?;
+    }
+    if infilled_loss {
+        task = task.with_infilled_loss();
     }
     eprintln!(
         "model: {}, {} parameters; {} training blocks of whole sentences, {corruption}; {} steps of {} x {}",

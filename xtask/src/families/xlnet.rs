@@ -66,8 +66,8 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
     let options = args.options();
     options.check()?;
     refuse_masked_lm_flags(&options, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
-    if args.noise.any() {
-        return Err("--mask, --insert, --rotate, … set BART's noise; XLNet's permutation LM is set by --reuse-len, --num-predict, …".into());
+    if let Some(flag) = args.noise.given() {
+        return Err(format!("{flag} is one of BART's noise settings; XLNet's permutation LM is set by --reuse-len, --num-predict, …"));
     }
     let p = &args.permutation;
     let mut permutation = PermutationConfig::new(args.seq_len);
