@@ -11,8 +11,8 @@
 //!   much on short sentences, whose few tokens vary most in magnitude
 //!   (docs/history/performance.md has the cosines measured).
 //! - **Products**: on host-memory backends (flex, ndarray) `Linear::forward` multiplies the int8
-//!   values with 32-bit integer sums per group (AVX-512 VNNI or AVX-VNNI `vpdpbusd`, else
-//!   AVX2, where the CPU has them, portable code elsewhere: the same sums and float steps, so
+//!   values with 32-bit integer sums per group (AMX's tile products `tdpbusd`, AVX-512 VNNI or
+//!   AVX-VNNI `vpdpbusd`, else AVX2, where the CPU has them, portable code elsewhere: the same sums and float steps, so
 //!   the same numbers), adds the groups' sums times their scales in float, then scales by
 //!   `s_j` and adds the bias; a large product's rows are split across rayon's threads. x86
 //!   multiplies bytes only unsigned by signed (`vpmaddubsw`, `vpdpbusd`): the VNNI kernels
@@ -55,6 +55,10 @@ const PARALLEL_AT: usize = 1 << 21;
 /// 32-bit sums, so the same numbers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
+    /// AMX's `tdpbusd` (a group of 64 inputs for 16 rows × 16 columns in one instruction),
+    /// with AVX-512 VNNI for the rows short of a tile.
+    #[cfg(target_arch = "x86_64")]
+    Amx,
     /// `vpdpbusd` on 512 bits (AVX-512 VNNI): four byte products summed into each 32-bit lane
     /// in one instruction, a panel's 16 columns in one register.
     #[cfg(target_arch = "x86_64")]
@@ -74,7 +78,7 @@ impl Kernel {
         {
             use std::arch::is_x86_feature_detected as has;
             if has!("avx2") && has!("avx512f") && has!("avx512vnni") {
-                return Kernel::Avx512Vnni;
+                return if x86::amx::available() { Kernel::Amx } else { Kernel::Avx512Vnni };
             }
             if has!("avx2") && has!("avxvnni") {
                 return Kernel::AvxVnni;
@@ -94,7 +98,7 @@ impl Kernel {
     fn operand(self) -> Operand {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni | Kernel::AvxVnni => Operand::Offset,
+            Kernel::Amx | Kernel::Avx512Vnni | Kernel::AvxVnni => Operand::Offset,
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => Operand::Magnitude,
             Kernel::Portable => Operand::None,
@@ -106,12 +110,13 @@ impl Kernel {
     fn available() -> Vec<Self> {
         let best = Self::detect();
         #[cfg(target_arch = "x86_64")]
-        let all = [Kernel::Avx512Vnni, Kernel::AvxVnni, Kernel::Avx2, Kernel::Portable];
+        let all = [Kernel::Amx, Kernel::Avx512Vnni, Kernel::AvxVnni, Kernel::Avx2, Kernel::Portable];
         #[cfg(not(target_arch = "x86_64"))]
         let all = [Kernel::Portable];
         #[cfg(target_arch = "x86_64")]
         let runs = |k: &Kernel| match k {
-            Kernel::Avx512Vnni => best == Kernel::Avx512Vnni,
+            Kernel::Amx => best == Kernel::Amx,
+            Kernel::Avx512Vnni => matches!(best, Kernel::Amx | Kernel::Avx512Vnni),
             Kernel::AvxVnni => std::arch::is_x86_feature_detected!("avxvnni"),
             Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
             Kernel::Portable => true,
@@ -152,8 +157,8 @@ pub struct PackedWeight {
     panels: Vec<i8>,
     /// Per output column, `s_j`; padded to whole panels with zeros.
     scales: Vec<f32>,
-    /// `128 · Σ q_ij` over each group's inputs `i`: `[panels][groups][16]`, what an offset
-    /// operand (`q + 128`) adds to a group's sums.
+    /// `-128 · Σ q_ij` over each group's inputs `i`: `[panels][groups][16]`, what an offset
+    /// operand (`q + 128`) needs added to a group's sums.
     offsets: Vec<i32>,
 }
 
@@ -194,7 +199,7 @@ impl PackedWeight {
                 let v = q[i * n + j];
                 let (panel, c) = (j / PANEL, j % PANEL);
                 panels[panel * k4 * PANEL + (i / 4) * PANEL * 4 + c * 4 + i % 4] = v;
-                offsets[(panel * groups + i / GROUP) * PANEL + c] += 128 * v as i32;
+                offsets[(panel * groups + i / GROUP) * PANEL + c] -= 128 * v as i32;
             }
         }
         PackedWeight { k, n, k4, panels, scales, offsets }
@@ -226,7 +231,7 @@ impl PackedWeight {
             // SAFETY: the kernel is detected with AVX-512 F present; the quantisation writes
             // every byte of `xa`.
             #[cfg(target_arch = "x86_64")]
-            Operand::Offset if kernel == Kernel::Avx512Vnni => unsafe {
+            Operand::Offset if matches!(kernel, Kernel::Amx | Kernel::Avx512Vnni) => unsafe {
                 xa.reserve_exact(m * k4);
                 x86::avx512::quantize_rows(x, k, k4, &mut xa.spare_capacity_mut()[..m * k4], &mut row_scales);
                 xa.set_len(m * k4);
@@ -253,9 +258,10 @@ impl PackedWeight {
         }
         let groups = self.groups();
         // Rows split across rayon's threads for a large product (a pool of one, as in a worker of
-        // `device::on_one_thread`, keeps it on its thread); the kernel's tiles are 4 rows.
+        // `device::on_one_thread`, keeps it on its thread); the kernel's tiles are 4 rows (AMX's 16).
         let threads = rayon::current_num_threads();
-        let rows = if threads > 1 && m * n * k4 >= PARALLEL_AT { m.div_ceil(threads).next_multiple_of(4) } else { m };
+        let tile = if kernel == Kernel::Amx { 16 } else { 4 };
+        let rows = if threads > 1 && m * n * k4 >= PARALLEL_AT { m.div_ceil(threads).next_multiple_of(tile) } else { m };
         use rayon::prelude::*;
         out.spare_capacity_mut()[..m * n].par_chunks_mut(rows * n).enumerate().for_each(|(chunk, out)| {
             let (r0, rows) = (chunk * rows, out.len() / n);
@@ -277,6 +283,8 @@ impl PackedWeight {
             // SAFETY (each x86 kernel): the CPU has the features `Kernel::detect` checked; every
             // pointer stays inside the slices (see the kernel).
             // The AVX-512 kernel applies `then` itself, to each block of panels once written.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Amx => return unsafe { x86::amx::matmul(self, xa, m, row_scales, bias, then, out) },
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512Vnni => return unsafe { x86::avx512::matmul(self, xa, m, row_scales, bias, then, out) },
             #[cfg(target_arch = "x86_64")]
@@ -504,9 +512,10 @@ mod tests {
     /// magnitudes too; a product split across threads gives the same rows as one on one thread.
     #[test]
     fn every_kernel_and_every_split_gives_the_same_numbers() {
-        // 70 rows (not a multiple of 4 or of the threads), a partial group and a partial panel;
-        // 70 · 133 · 260 multiply-adds, above the split threshold.
-        let (k, n, m) = (257, 133, 70);
+        // 70 rows (not a multiple of 4, 16 or of the threads), a partial group and a partial
+        // panel; 70 · 133 · 260 multiply-adds, above the split threshold. Then whole groups (AMX
+        // tiles them) and an odd number of panels.
+        for (k, n, m) in [(257, 133, 70), (256, 140, 87)] {
         let w: Vec<f32> = (0..k * n).map(|i| if i % 11 == 0 { 1.0 } else { ((i * 7919) % 201) as f32 / 100.0 - 1.0 }).collect();
         let x: Vec<f32> = (0..m * k).map(|i| if i % 13 == 0 { -4.0 } else { ((i * 104729) % 173) as f32 / 50.0 - 1.7 }).collect();
         let bias: Vec<f32> = (0..n).map(|j| j as f32 / 10.0).collect();
@@ -554,6 +563,7 @@ mod tests {
         let split = packed.matmul_then(&x, m, Some(&bias), Some(then));
         let alone = crate::device::on_one_thread(|| packed.matmul_then(&x, m, Some(&bias), Some(then)));
         assert!(split == after && alone == after, "split and unsplit products apply it once");
+        }
     }
 
     /// The largest magnitudes do not saturate: `127 · 127` products summed in pairs, of every
@@ -612,6 +622,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Where Linux lists AMX's tiles and int8 products for this CPU, the int8 product runs on
+    /// them (so the test above covers the AMX kernel on such a CPU).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn amx_is_used_where_the_cpu_and_linux_offer_it() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or_default();
+        let has = |flag: &str| flags.split_whitespace().any(|f| f == flag);
+        let offered = has("amx_tile") && has("amx_int8") && has("avx512_vnni") && has("avx2");
+        assert_eq!(Kernel::detect() == Kernel::Amx, offered, "flags: {flags}");
     }
 
     /// A row holding NaN or infinity gives NaN, not a number; an all-zero row gives the bias.

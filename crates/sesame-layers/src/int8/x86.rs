@@ -1,4 +1,4 @@
-//! The x86 kernels of the int8 product (AVX2, AVX-VNNI, AVX-512 VNNI) and the x86
+//! The x86 kernels of the int8 product (AVX2, AVX-VNNI, AVX-512 VNNI, AMX) and the x86
 //! quantisation of activations; each gives the portable code's numbers.
 
 use std::arch::x86_64::*;
@@ -142,7 +142,7 @@ macro_rules! kernel {
                     let offsets = unsafe { [_mm256_loadu_si256(o as *const __m256i), _mm256_loadu_si256(o.add(8) as *const __m256i)] };
                     for acc in acc.iter_mut() {
                         for (a, &o) in acc.iter_mut().zip(&offsets) {
-                            *a = _mm256_sub_epi32(*a, o);
+                            *a = _mm256_add_epi32(*a, o);
                         }
                     }
                 }
@@ -315,14 +315,14 @@ pub(super) mod avx512 {
                     }
                 }
             }
-            // `128 · Σw` off each sum, then the group's sums times its scale, in float (no
+            // `-128 · Σw` onto each sum, then the group's sums times its scale, in float (no
             // FMA: the portable code's rounding).
             // SAFETY: the group's 16 offsets of each panel, inside `[panels][groups][16]`.
             let offsets: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_si512(w.offsets.as_ptr().add(((p0 + p) * groups + group) * PANEL) as *const _) });
             for (r, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
                 let scale = _mm512_set1_ps(row_scales[(r0 + r) * groups + group]);
                 for ((sum, &a), &o) in sums.iter_mut().zip(acc).zip(&offsets) {
-                    *sum = _mm512_add_ps(*sum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a, o)), scale));
+                    *sum = _mm512_add_ps(*sum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a, o)), scale));
                 }
             }
         }
@@ -340,4 +340,246 @@ pub(super) mod avx512 {
             }
         }
     }
+}
+
+/// The AMX product (Intel's tile multiply, `tdpbusd`): one instruction sums a group's 64
+/// inputs for 16 rows × 16 columns. A group of a packed panel (16 steps of 64 bytes) is exactly
+/// a weight tile, and 16 rows of a group of `q + 128` an activation tile; a block is 32 rows ×
+/// 2 panels, four sum tiles. Each group's sums are stored and scaled on 512 bits in group order,
+/// as the other kernels scale them (no FMA), so the numbers are the portable code's. Rows
+/// short of a tile, and inputs that are not whole groups, go to the AVX-512 kernel.
+pub(super) mod amx {
+    use std::arch::asm;
+    use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
+    use std::sync::OnceLock;
+
+    use super::super::{PackedWeight, GROUP, PANEL};
+
+    /// Rows per tile.
+    const TILE_ROWS: usize = 16;
+    /// The sums of one tile: 16 rows × 16 columns.
+    const TILE: usize = TILE_ROWS * PANEL;
+
+    /// Whether the CPU has AMX's tiles and int8 products, the OS saves their state
+    /// (XCR0's XTILECFG and XTILEDATA), and Linux lets this process use it (a process must
+    /// ask for the tile data before its first tile instruction: `ARCH_REQ_XCOMP_PERM`).
+    pub(in super::super) fn available() -> bool {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            #[allow(unused_unsafe)]
+            // SAFETY: `cpuid` exists on every x86-64 CPU.
+            let (leaf1, leaf7) = unsafe { (__cpuid(1), __cpuid_count(7, 0)) };
+            let (osxsave, tile, int8) = (leaf1.ecx >> 27 & 1 == 1, leaf7.edx >> 24 & 1 == 1, leaf7.edx >> 25 & 1 == 1);
+            if !(osxsave && tile && int8) {
+                return false;
+            }
+            let (xcr0, _high): (u32, u32);
+            // SAFETY: `xgetbv` exists where CPUID says OSXSAVE; it reads XCR0 only.
+            unsafe { asm!("xgetbv", in("ecx") 0u32, out("eax") xcr0, out("edx") _high, options(nomem, nostack, preserves_flags)) };
+            xcr0 >> 17 & 3 == 3 && request_tile_data()
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn request_tile_data() -> bool {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: `arch_prctl` with this request only changes which state Linux saves for
+        // this process.
+        unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn request_tile_data() -> bool {
+        false
+    }
+
+    /// `ldtilecfg`'s 64 bytes: palette 1, tiles 0–7 of 16 rows × 64 bytes.
+    #[repr(C, align(64))]
+    struct TileConfig {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        /// Bytes per row, per tile.
+        colsb: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    /// # Safety
+    /// [`available`] said yes; `xa` is `[m, k4]`, `q + 128` of the quantised rows,
+    /// `row_scales` `[m, groups]`, `bias` padded to whole panels, `out` `[m, n]`.
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    pub(in super::super) unsafe fn matmul(w: &PackedWeight, xa: &[u8], m: usize, row_scales: &[f32], bias: &[f32], then: Option<fn(&mut [f32])>, out: &mut [MaybeUninit<f32>]) {
+        assert!(xa.len() == m * w.k4 && out.len() == m * w.n && bias.len() == w.scales.len());
+        // Whole tiles of rows and whole groups of inputs only.
+        let tiled = if w.k4 % GROUP == 0 { m / TILE_ROWS * TILE_ROWS } else { 0 };
+        if tiled > 0 {
+            let mut rows = [0u8; 16];
+            let mut colsb = [0u16; 16];
+            rows[..8].fill(TILE_ROWS as u8);
+            colsb[..8].fill(64);
+            let config = TileConfig { palette: 1, start_row: 0, reserved: [0; 14], colsb, rows };
+            // SAFETY: a valid palette-1 configuration of 8 tiles.
+            unsafe { asm!("ldtilecfg [{}]", in(reg) &config, options(nostack, readonly)) };
+            // A block of rows at a time, across every panel: its activation tiles stay in cache
+            // while the weight's panels pass.
+            let panels = w.n.div_ceil(PANEL);
+            let mut r = 0;
+            while r < tiled {
+                let halves = if r + 2 * TILE_ROWS <= tiled { 2 } else { 1 };
+                let mut p = 0;
+                while p < panels {
+                    let pair = p + 2 <= panels;
+                    // SAFETY: rows `r .. r + 16·halves` and panels `p ..` exist.
+                    unsafe {
+                        match (halves, pair) {
+                            (2, true) => block::<2, 2>(w, p, xa, r, row_scales, bias, out),
+                            (2, false) => block::<2, 1>(w, p, xa, r, row_scales, bias, out),
+                            (_, true) => block::<1, 2>(w, p, xa, r, row_scales, bias, out),
+                            (_, false) => block::<1, 1>(w, p, xa, r, row_scales, bias, out),
+                        }
+                    }
+                    p += if pair { 2 } else { 1 };
+                }
+                // Once the block's rows are written, while they are in cache.
+                if let Some(then) = then {
+                    let n = w.n;
+                    // SAFETY: rows `r .. r + 16·halves`, written above.
+                    then(unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().add(r * n).cast::<f32>(), halves * TILE_ROWS * n) });
+                }
+                r += halves * TILE_ROWS;
+            }
+            // SAFETY: no tile is used after this; their state is released.
+            unsafe { asm!("tilerelease", options(nomem, nostack)) };
+        }
+        if tiled < m {
+            let (k4, n, groups) = (w.k4, w.n, w.groups());
+            // SAFETY: the rows after the tiled ones, with their scales and output.
+            unsafe { super::avx512::matmul(w, &xa[tiled * k4..], m - tiled, &row_scales[tiled * groups..], bias, then, &mut out[tiled * n..]) };
+        }
+    }
+
+    /// Rows `r0 .. r0 + 16·H` of the output's columns in panels `p0 .. p0 + P`: sum tile
+    /// `(h, p)` is `tmm(2h + p)`, activation tiles `tmm4`, `tmm5`, weight tiles `tmm6`, `tmm7`.
+    /// A group's sum tiles are stored into one of two buffers and scaled (its `-128 · Σw` added
+    /// first) while the next group's products run into the other.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn block<const H: usize, const P: usize>(w: &PackedWeight, p0: usize, xa: &[u8], r0: usize, row_scales: &[f32], bias: &[f32], out: &mut [MaybeUninit<f32>]) {
+        let (k4, n, groups) = (w.k4, w.n, w.groups());
+        // Written by the first group's scaling before any is read.
+        let mut sums = [[MaybeUninit::<__m512>::uninit(); P]; 32];
+        // Two groups' sum tiles, `[H][P][16][16]` each; `tilestored` writes them before they
+        // are read.
+        let mut tiles = [const { MaybeUninit::<Tiles>::uninit() }; 2];
+        for group in 0..=groups {
+            if group < groups {
+                let c = tiles[group % 2].as_mut_ptr().cast::<i32>();
+                // SAFETY: 16 rows of 64 bytes at stride `k4` from row `r0 + 16h` of `xa` and the
+                // group's 16 steps of 64 bytes in panels `p0 .. p0 + P`, inside their slices;
+                // the sums go into `tiles`.
+                unsafe {
+                    let a0 = xa.as_ptr().add(r0 * k4 + group * GROUP);
+                    let a1 = a0.add(TILE_ROWS * k4);
+                    let b0 = w.panels.as_ptr().add(p0 * k4 * PANEL + group * GROUP * PANEL);
+                    let b1 = b0.add(k4 * PANEL);
+                    let (ka, kb) = (k4, 64usize);
+                    let (c1, c2, c3) = (c.add(TILE), c.add(2 * TILE), c.add(3 * TILE));
+                    match (H, P) {
+                        (2, 2) => asm!(
+                            "tilezero tmm0",
+                            "tilezero tmm1",
+                            "tilezero tmm2",
+                            "tilezero tmm3",
+                            "tileloadd tmm4, [{a0} + {ka}*1]",
+                            "tileloadd tmm6, [{b0} + {kb}*1]",
+                            "tdpbusd tmm0, tmm4, tmm6",
+                            "tileloadd tmm7, [{b1} + {kb}*1]",
+                            "tdpbusd tmm1, tmm4, tmm7",
+                            "tileloadd tmm5, [{a1} + {ka}*1]",
+                            "tdpbusd tmm2, tmm5, tmm6",
+                            "tdpbusd tmm3, tmm5, tmm7",
+                            "tilestored [{c0} + {kb}*1], tmm0",
+                            "tilestored [{c1} + {kb}*1], tmm1",
+                            "tilestored [{c2} + {kb}*1], tmm2",
+                            "tilestored [{c3} + {kb}*1], tmm3",
+                            a0 = in(reg) a0, a1 = in(reg) a1, b0 = in(reg) b0, b1 = in(reg) b1,
+                            c0 = in(reg) c, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, ka = in(reg) ka, kb = in(reg) kb, options(nostack)),
+                        (2, 1) => asm!(
+                            "tilezero tmm0",
+                            "tilezero tmm2",
+                            "tileloadd tmm4, [{a0} + {ka}*1]",
+                            "tileloadd tmm6, [{b0} + {kb}*1]",
+                            "tdpbusd tmm0, tmm4, tmm6",
+                            "tileloadd tmm5, [{a1} + {ka}*1]",
+                            "tdpbusd tmm2, tmm5, tmm6",
+                            "tilestored [{c0} + {kb}*1], tmm0",
+                            "tilestored [{c1} + {kb}*1], tmm2",
+                            a0 = in(reg) a0, a1 = in(reg) a1, b0 = in(reg) b0, c0 = in(reg) c, c1 = in(reg) c1,
+                            ka = in(reg) ka, kb = in(reg) kb, options(nostack)),
+                        (1, 2) => asm!(
+                            "tilezero tmm0",
+                            "tilezero tmm1",
+                            "tileloadd tmm4, [{a0} + {ka}*1]",
+                            "tileloadd tmm6, [{b0} + {kb}*1]",
+                            "tdpbusd tmm0, tmm4, tmm6",
+                            "tileloadd tmm7, [{b1} + {kb}*1]",
+                            "tdpbusd tmm1, tmm4, tmm7",
+                            "tilestored [{c0} + {kb}*1], tmm0",
+                            "tilestored [{c1} + {kb}*1], tmm1",
+                            a0 = in(reg) a0, b0 = in(reg) b0, b1 = in(reg) b1, c0 = in(reg) c, c1 = in(reg) c1,
+                            ka = in(reg) ka, kb = in(reg) kb, options(nostack)),
+                        _ => asm!(
+                            "tilezero tmm0",
+                            "tileloadd tmm4, [{a0} + {ka}*1]",
+                            "tileloadd tmm6, [{b0} + {kb}*1]",
+                            "tdpbusd tmm0, tmm4, tmm6",
+                            "tilestored [{c0} + {kb}*1], tmm0",
+                            a0 = in(reg) a0, b0 = in(reg) b0, c0 = in(reg) c,
+                            ka = in(reg) ka, kb = in(reg) kb, options(nostack)),
+                    }
+                }
+            }
+            // The previous group's sums, `-128 · Σw` added, times its scale, in float (no FMA:
+            // the portable code's rounding), added to the block's sums (into 0 for the first group, as the
+            // portable code starts).
+            let Some(group) = group.checked_sub(1) else { continue };
+            let c = tiles[group % 2].as_ptr().cast::<i32>();
+            // SAFETY: the group's 16 offsets of each panel, inside `[panels][groups][16]`.
+            let offsets: [__m512i; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_si512(w.offsets.as_ptr().add(((p0 + p) * groups + group) * PANEL) as *const _) });
+            for h in 0..H {
+                for i in 0..TILE_ROWS {
+                    let row = h * TILE_ROWS + i;
+                    let scale = _mm512_set1_ps(row_scales[(r0 + row) * groups + group]);
+                    for p in 0..P {
+                        // SAFETY: row `i` of sum tile `(h, p)`, stored by the group's products
+                        // (the `(2, 1)` and `(1, 2)` blocks store their two tiles first and second).
+                        let a = unsafe { _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_load_si512(c.add((h * P + p) * TILE + i * PANEL) as *const _), offsets[p])) };
+                        let before = if group == 0 { _mm512_setzero_ps() } else { unsafe { sums[row][p].assume_init() } };
+                        sums[row][p].write(_mm512_add_ps(before, _mm512_mul_ps(a, scale)));
+                    }
+                }
+            }
+        }
+        for (row, sums) in sums.iter().take(H * TILE_ROWS).enumerate() {
+            for (p, sum) in sums.iter().enumerate() {
+                let j0 = (p0 + p) * PANEL;
+                let width = PANEL.min(n - j0);
+                // SAFETY: every group wrote the block's sums; `scales` and `bias` are padded to
+                // whole panels; the store writes the panel's `width` columns of row `r0 + row`,
+                // inside `[m, n]`.
+                unsafe {
+                    let v = _mm512_add_ps(_mm512_mul_ps(sum.assume_init(), _mm512_loadu_ps(w.scales.as_ptr().add(j0))), _mm512_loadu_ps(bias.as_ptr().add(j0)));
+                    let to = out.as_mut_ptr().add((r0 + row) * n + j0).cast::<f32>();
+                    _mm512_mask_storeu_ps(to, ((1u32 << width) - 1) as __mmask16, v);
+                }
+            }
+        }
+    }
+
+    /// Four sum tiles, aligned as `tilestored` stores fastest.
+    #[repr(C, align(64))]
+    struct Tiles([i32; 4 * TILE]);
 }
