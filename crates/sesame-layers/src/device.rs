@@ -116,6 +116,39 @@ mod tests {
         check(3, 64, 37, 6);
     }
 
+    /// Products of 17 to 64 rows by a wide right-hand side (flex with Sesame's vendor patch 7:
+    /// `gemm` by ranges of 192 columns) are the plain sums for a row-major and a transposed
+    /// right-hand side and a partial last range, and the same on one thread as on all.
+    #[test]
+    fn skinny_products_by_column_ranges_are_the_plain_sums() {
+        use burn::prelude::*;
+        let device = Device::flex();
+        let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
+        for (m, k, n) in [(17, 96, 400), (32, 768, 1000), (64, 200, 384)] {
+            let a: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
+            let w: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
+            let at = Tensor::<2>::from_data(TensorData::new(a.clone(), [m, k]), &device);
+            // `[k, n]` row-major, and the same values as the transpose of an `[n, k]` tensor.
+            let row_major = Tensor::<2>::from_data(TensorData::new(w.clone(), [k, n]), &device);
+            let transposed: Vec<f32> = (0..n * k).map(|t| w[(t % k) * n + t / k]).collect();
+            let transposed = Tensor::<2>::from_data(TensorData::new(transposed, [n, k]), &device).transpose();
+            for rhs in [row_major, transposed] {
+                let product = |rhs: Tensor<2>| at.clone().matmul(rhs).into_data().try_to_vec::<f32>().unwrap();
+                let got = product(rhs.clone());
+                let alone = on_one_thread(|| product(rhs));
+                assert!(got == alone, "[{m}, {k}] x [{k}, {n}]: the same sums on one thread");
+                for r in 0..m {
+                    for j in 0..n {
+                        let exact: f64 = (0..k).map(|i| a[r * k + i] as f64 * w[i * n + j] as f64).sum();
+                        let magnitude: f64 = (0..k).map(|i| (a[r * k + i] as f64 * w[i * n + j] as f64).abs()).sum();
+                        let y = got[r * n + j] as f64;
+                        assert!((y - exact).abs() <= 1e-6 * magnitude.max(1.0), "flex: [{m}, {k}] x [{k}, {n}] at [{r}, {j}]: {y} vs {exact}");
+                    }
+                }
+            }
+        }
+    }
+
     /// flex's attention (with Sesame's vendor patch 4, its row softmax in AVX2 and FMA) is
     /// the softmax of the scaled, masked, biased and causal scores computed in f64, for every
     /// tail of its 8 lanes, rows with every key masked, and scores far below the row's largest.

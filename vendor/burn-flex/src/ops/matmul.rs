@@ -323,6 +323,12 @@ unsafe fn gemm_call<T: GemmScalar>(
         }
         return;
     }
+    #[cfg(feature = "rayon")]
+    if m <= SKINNY_ROWS && n >= 2 * SKINNY_COLUMNS {
+        // SAFETY: as the caller's; each range is a sub-product of the same layout.
+        unsafe { skinny_call(m, n, k, out, out_cs, out_rs, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, parallelism) };
+        return;
+    }
     unsafe {
         gemm::gemm(
             m,
@@ -350,6 +356,43 @@ unsafe fn gemm_call<T: GemmScalar>(
 
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 use super::matmul_few_rows as few_rows;
+
+/// Rows up to which a wide product is run by column ranges ([`skinny_call`]).
+#[cfg(feature = "rayon")]
+const SKINNY_ROWS: usize = 64;
+/// Columns per range of [`skinny_call`].
+#[cfg(feature = "rayon")]
+const SKINNY_COLUMNS: usize = 192;
+
+/// A product of few rows by many columns, as `gemm` calls of [`SKINNY_COLUMNS`] columns each,
+/// across rayon's threads when `gemm` would have split the product. `gemm` splits such a
+/// product poorly (its threads share the packing of the whole right-hand side and the rows
+/// are too few to split); a range packs only its own columns. The ranges depend on the shape
+/// alone, so the sums do not depend on the thread count.
+///
+/// # Safety
+/// As `gemm::gemm`'s, with these strides and extents.
+#[cfg(feature = "rayon")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn skinny_call<T: GemmScalar>(m: usize, n: usize, k: usize, out: *mut T, out_cs: isize, out_rs: isize, lhs: *const T, lhs_cs: isize, lhs_rs: isize, rhs: *const T, rhs_cs: isize, rhs_rs: isize, parallelism: gemm::Parallelism) {
+    use rayon::prelude::*;
+    let (out, lhs, rhs) = (out as usize, lhs as usize, rhs as usize);
+    let range = |c: usize| {
+        let (j0, width) = (c * SKINNY_COLUMNS, SKINNY_COLUMNS.min(n - c * SKINNY_COLUMNS));
+        // SAFETY: columns `j0 .. j0 + width` of the caller's product; each range writes its own.
+        unsafe {
+            let out = (out as *mut T).offset(j0 as isize * out_cs);
+            let rhs = (rhs as *const T).offset(j0 as isize * rhs_cs);
+            gemm::gemm(m, width, k, out, out_cs, out_rs, false, lhs as *const T, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, T::zero(), T::one(), false, false, false, gemm::Parallelism::None);
+        }
+    };
+    let ranges = n.div_ceil(SKINNY_COLUMNS);
+    if matches!(parallelism, gemm::Parallelism::Rayon(_)) && rayon::current_num_threads() > 1 {
+        (0..ranges).into_par_iter().for_each(range);
+    } else {
+        (0..ranges).for_each(range);
+    }
+}
 
 /// [`few_rows::rows_by_columns`] over all `n` columns, split in column ranges across rayon's
 /// threads when `gemm` would have split the product.
