@@ -124,7 +124,8 @@ mod tests {
         use burn::prelude::*;
         let device = Device::flex();
         let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
-        for (m, k, n) in [(17, 96, 400), (32, 768, 1000), (64, 200, 384)] {
+        // The last: rows 4 KiB apart, copied to padded rows first.
+        for (m, k, n) in [(17, 96, 400), (32, 768, 1000), (64, 200, 384), (24, 130, 1024)] {
             let a: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
             let w: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
             let at = Tensor::<2>::from_data(TensorData::new(a.clone(), [m, k]), &device);

@@ -363,6 +363,19 @@ const SKINNY_ROWS: usize = 64;
 /// Columns per range of [`skinny_call`].
 #[cfg(feature = "rayon")]
 const SKINNY_COLUMNS: usize = 192;
+/// Rows for which [`skinny_call`] copies an aliased range: below, the copy costs more than
+/// it saves; at 64, gemm packs the range well.
+#[cfg(all(feature = "rayon", feature = "std"))]
+const SKINNY_COPY_ROWS: core::ops::RangeInclusive<usize> = 8..=48;
+/// Elements added to each row of [`skinny_call`]'s copy of an aliased range.
+#[cfg(all(feature = "rayon", feature = "std"))]
+const SKINNY_PAD: usize = 16;
+
+#[cfg(all(feature = "rayon", feature = "std"))]
+std::thread_local! {
+    /// Each thread's copy of its current range of the right-hand side, in 8-byte words.
+    static SKINNY_SCRATCH: core::cell::RefCell<Vec<u64>> = const { core::cell::RefCell::new(Vec::new()) };
+}
 
 /// A product of few rows by many columns, as `gemm` calls of [`SKINNY_COLUMNS`] columns each,
 /// across rayon's threads when `gemm` would have split the product. `gemm` splits such a
@@ -377,14 +390,40 @@ const SKINNY_COLUMNS: usize = 192;
 unsafe fn skinny_call<T: GemmScalar>(m: usize, n: usize, k: usize, out: *mut T, out_cs: isize, out_rs: isize, lhs: *const T, lhs_cs: isize, lhs_rs: isize, rhs: *const T, rhs_cs: isize, rhs_rs: isize, parallelism: gemm::Parallelism) {
     use rayon::prelude::*;
     let (out, lhs, rhs) = (out as usize, lhs as usize, rhs as usize);
+    // A row-major right-hand side whose rows lie a multiple of 4 KiB apart (768 × 3072 f32,
+    // a feed-forward's first weight) puts every row of a range in the same cache sets: below
+    // 64 rows gemm reads it unpacked, at half its rate or less. Such a range is copied to rows
+    // `SKINNY_PAD` elements longer first.
+    #[cfg(feature = "std")]
+    let aliased = SKINNY_COPY_ROWS.contains(&m) && rhs_cs == 1 && rhs_rs > 0 && (rhs_rs as usize * core::mem::size_of::<T>()) % 4096 == 0;
     let range = |c: usize| {
         let (j0, width) = (c * SKINNY_COLUMNS, SKINNY_COLUMNS.min(n - c * SKINNY_COLUMNS));
         // SAFETY: columns `j0 .. j0 + width` of the caller's product; each range writes its own.
-        unsafe {
-            let out = (out as *mut T).offset(j0 as isize * out_cs);
-            let rhs = (rhs as *const T).offset(j0 as isize * rhs_cs);
-            gemm::gemm(m, width, k, out, out_cs, out_rs, false, lhs as *const T, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, T::zero(), T::one(), false, false, false, gemm::Parallelism::None);
+        let (out, rhs) = unsafe { ((out as *mut T).offset(j0 as isize * out_cs), (rhs as *const T).offset(j0 as isize * rhs_cs)) };
+        let product = |rhs: *const T, rhs_rs: isize| {
+            // SAFETY: as above; `rhs` is the range's `[k, width]` at row stride `rhs_rs`.
+            unsafe { gemm::gemm(m, width, k, out, out_cs, out_rs, false, lhs as *const T, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, T::zero(), T::one(), false, false, false, gemm::Parallelism::None) }
+        };
+        #[cfg(feature = "std")]
+        if aliased {
+            let stride = width + SKINNY_PAD;
+            SKINNY_SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                let words = (k * stride * core::mem::size_of::<T>()).div_ceil(8);
+                if scratch.len() < words {
+                    scratch.resize(words, 0);
+                }
+                // 8-byte words hold any `GemmScalar`'s alignment.
+                let copy = scratch.as_mut_ptr().cast::<T>();
+                for i in 0..k {
+                    // SAFETY: row `i`'s `width` elements of the range, into row `i` of the copy.
+                    unsafe { core::ptr::copy_nonoverlapping(rhs.offset(i as isize * rhs_rs), copy.add(i * stride), width) };
+                }
+                product(copy, stride as isize);
+            });
+            return;
         }
+        product(rhs, rhs_rs);
     };
     let ranges = n.div_ceil(SKINNY_COLUMNS);
     if matches!(parallelism, gemm::Parallelism::Rayon(_)) && rayon::current_num_threads() > 1 {
