@@ -116,16 +116,17 @@ mod tests {
         check(3, 64, 37, 6);
     }
 
-    /// Products of 17 to 64 rows by a wide right-hand side (flex with Sesame's vendor patch 7:
-    /// `gemm` by ranges of 192 columns) are the plain sums for a row-major and a transposed
-    /// right-hand side and a partial last range, and the same on one thread as on all.
+    /// Products of few rows are the plain sums for a row-major and a transposed right-hand
+    /// side, and the same on one thread as on all: 1 to 4 rows by a row-major one (flex with
+    /// Sesame's vendor patch 8, `b` read along its rows; odd `k` and `n` for the edges), 17 to
+    /// 64 rows by a wide one (patch 7: `gemm` by ranges of 192 columns, a partial last range).
     #[test]
-    fn skinny_products_by_column_ranges_are_the_plain_sums() {
+    fn products_of_few_rows_are_the_plain_sums_on_every_path() {
         use burn::prelude::*;
         let device = Device::flex();
         let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 1999) as f32 / 999.5 - 1.0;
         // The last: rows 4 KiB apart, copied to padded rows first.
-        for (m, k, n) in [(17, 96, 400), (32, 768, 1000), (64, 200, 384), (24, 130, 1024)] {
+        for (m, k, n) in [(1, 6, 9), (3, 130, 1027), (4, 768, 3072), (2, 67, 40), (8, 67, 40), (17, 96, 400), (32, 768, 1000), (64, 200, 384), (24, 130, 1024)] {
             let a: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
             let w: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
             let at = Tensor::<2>::from_data(TensorData::new(a.clone(), [m, k]), &device);

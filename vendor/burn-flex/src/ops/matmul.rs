@@ -323,6 +323,22 @@ unsafe fn gemm_call<T: GemmScalar>(
         }
         return;
     }
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+        && (1..=few_rows::MAX_ROWS_BY_ROWS).contains(&m)
+        && lhs_cs == 1
+        && rhs_cs == 1
+        && out_cs == 1
+        && lhs_rs >= 0
+        && rhs_rs >= 0
+        && out_rs >= 0
+        && few_rows::available()
+    {
+        // SAFETY: `T` is f32; the strides and extents are `gemm`'s, which reads and writes the
+        // same elements.
+        unsafe { few_rows::rows_by_rows(m, k, (0, n), lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_rs as usize, out as *mut f32, out_rs as usize) };
+        return;
+    }
     #[cfg(feature = "rayon")]
     if m <= SKINNY_ROWS && n >= 2 * SKINNY_COLUMNS {
         // SAFETY: as the caller's; each range is a sub-product of the same layout.

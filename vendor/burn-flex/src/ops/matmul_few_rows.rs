@@ -7,6 +7,12 @@
 //! call and runs its 16-row micro-kernel on them: most of a generation step. Here each output
 //! is a dot product of a row of `x` and a row of `E`, both read in place, 2 rows × 4 columns at
 //! a time with AVX2 and FMA.
+//!
+//! `x · W` with `W` `[k, n]` row-major (a linear layer's weight) and as few rows fares no
+//! better: `gemm` walks `W` down its columns, one cache line per row, a page apart at BERT's
+//! widths. [`rows_by_rows`] reads `W` along its rows instead, four rows of `W` at a time
+//! against up to four rows of `x`, the sums kept in `out`, on the calling thread: split over
+//! two threads, by columns or by rows, it ran slower than on one.
 
 use std::arch::x86_64::*;
 
@@ -89,6 +95,97 @@ unsafe fn dots<const R: usize, const C: usize>(o: &Operands, r0: usize, j0: usiz
                     sum = (*o.a.add((r0 + r) * o.a_rs + i)).mul_add(*o.bt.add((j0 + c) * o.bt_rs + i), sum);
                 }
                 *o.out.add((r0 + r) * o.out_rs + j0 + c) = sum;
+            }
+        }
+    }
+}
+
+/// The most left-hand rows [`rows_by_rows`] takes; more go to `gemm`, faster from 4 rows on
+/// with two threads.
+pub(crate) const MAX_ROWS_BY_ROWS: usize = 4;
+
+/// `out[r, j] = Σ_i a[r, i] · b[i, j]` for `r < m` and `j` in `j0..j1`: `a` rows `a_rs`
+/// apart, `b` (the right-hand side, row-major) rows `b_rs` apart, `out` rows `out_rs` apart,
+/// all three contiguous along a row. Each sum runs over `i` in order, whatever the columns'
+/// split.
+///
+/// # Safety
+/// [`available`]; every row and column read or written lies inside its allocation.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn rows_by_rows(m: usize, k: usize, (j0, j1): (usize, usize), a: *const f32, a_rs: usize, b: *const f32, b_rs: usize, out: *mut f32, out_rs: usize) {
+    let mut r = 0;
+    while r < m {
+        let rows = (m - r).min(4);
+        // SAFETY: rows `r .. r + rows` of `a` and `out`, as the caller's.
+        unsafe {
+            let (a, out) = (a.add(r * a_rs), out.add(r * out_rs));
+            match rows {
+                4 => rows_by_rows_of::<4>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
+                3 => rows_by_rows_of::<3>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
+                2 => rows_by_rows_of::<2>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
+                _ => rows_by_rows_of::<1>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
+            }
+        }
+        r += rows;
+    }
+}
+
+/// [`rows_by_rows`] for `R` rows: `b`'s rows four at a time (one at a time for the last `k %
+/// 4`), each pass adding them into the sums in `out`, eight columns a lane-set.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_by_rows_of<const R: usize>(k: usize, (j0, j1): (usize, usize), a: *const f32, a_rs: usize, b: *const f32, b_rs: usize, out: *mut f32, out_rs: usize) {
+    /// `b`'s rows per pass.
+    const KB: usize = 4;
+    let j8 = j0 + (j1 - j0) / 8 * 8;
+    // SAFETY (every access): rows `< R` of `a` and `out`, rows `< k` of `b`, columns `j0 .. j1`.
+    unsafe {
+        let mut i = 0;
+        while i < k {
+            let step = if i + KB <= k { KB } else { 1 };
+            let first = i == 0;
+            let mut x = [[_mm256_setzero_ps(); KB]; R];
+            for (r, x) in x.iter_mut().enumerate() {
+                for (q, x) in x.iter_mut().take(step).enumerate() {
+                    *x = _mm256_broadcast_ss(&*a.add(r * a_rs + i + q));
+                }
+            }
+            let mut j = j0;
+            while j < j8 {
+                let mut acc = [_mm256_setzero_ps(); R];
+                if !first {
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm256_loadu_ps(out.add(r * out_rs + j));
+                    }
+                }
+                for q in 0..step {
+                    let w = _mm256_loadu_ps(b.add((i + q) * b_rs + j));
+                    for (acc, x) in acc.iter_mut().zip(&x) {
+                        *acc = _mm256_fmadd_ps(x[q], w, *acc);
+                    }
+                }
+                for (r, &acc) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(out.add(r * out_rs + j), acc);
+                }
+                j += 8;
+            }
+            for j in j8..j1 {
+                for r in 0..R {
+                    let mut sum = if first { 0.0 } else { *out.add(r * out_rs + j) };
+                    for q in 0..step {
+                        sum = (*a.add(r * a_rs + i + q)).mul_add(*b.add((i + q) * b_rs + j), sum);
+                    }
+                    *out.add(r * out_rs + j) = sum;
+                }
+            }
+            i += step;
+        }
+        if k == 0 {
+            for r in 0..R {
+                for j in j0..j1 {
+                    *out.add(r * out_rs + j) = 0.0;
+                }
             }
         }
     }
