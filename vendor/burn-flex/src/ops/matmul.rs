@@ -305,39 +305,29 @@ unsafe fn gemm_call<T: GemmScalar>(
     rhs_rs: isize,
     parallelism: gemm::Parallelism,
 ) {
+    // f32 rows contiguous along their length, for patches 2 and 8.
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-        && (1..=few_rows::MAX_ROWS).contains(&m)
         && lhs_cs == 1
-        && rhs_rs == 1
         && out_cs == 1
         && lhs_rs >= 0
         && rhs_cs >= 0
-        && out_rs >= 0
-        && few_rows::available()
-    {
-        // SAFETY: `T` is f32; the strides and extents are `gemm`'s, which reads and writes the
-        // same elements.
-        unsafe {
-            few_rows_call(m, n, k, out as *mut f32, out_rs as usize, lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_cs as usize, parallelism);
-        }
-        return;
-    }
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-        && (1..=few_rows::MAX_ROWS_BY_ROWS).contains(&m)
-        && lhs_cs == 1
-        && rhs_cs == 1
-        && out_cs == 1
-        && lhs_rs >= 0
         && rhs_rs >= 0
         && out_rs >= 0
         && few_rows::available()
     {
-        // SAFETY: `T` is f32; the strides and extents are `gemm`'s, which reads and writes the
-        // same elements.
-        unsafe { few_rows::rows_by_rows(m, k, (0, n), lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_rs as usize, out as *mut f32, out_rs as usize) };
-        return;
+        // SAFETY (both): `T` is f32; the strides and extents are `gemm`'s, which reads and
+        // writes the same elements.
+        if rhs_rs == 1 && (1..=few_rows::MAX_ROWS).contains(&m) {
+            unsafe {
+                few_rows_call(m, n, k, out as *mut f32, out_rs as usize, lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_cs as usize, parallelism);
+            }
+            return;
+        }
+        if rhs_cs == 1 && (1..=few_rows::MAX_ROWS_BY_ROWS).contains(&m) {
+            unsafe { few_rows::rows_by_rows(m, k, n, lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_rs as usize, out as *mut f32, out_rs as usize) };
+            return;
+        }
     }
     #[cfg(feature = "rayon")]
     if m <= SKINNY_ROWS && n >= 2 * SKINNY_COLUMNS {

@@ -104,15 +104,14 @@ unsafe fn dots<const R: usize, const C: usize>(o: &Operands, r0: usize, j0: usiz
 /// with two threads.
 pub(crate) const MAX_ROWS_BY_ROWS: usize = 4;
 
-/// `out[r, j] = Σ_i a[r, i] · b[i, j]` for `r < m` and `j` in `j0..j1`: `a` rows `a_rs`
-/// apart, `b` (the right-hand side, row-major) rows `b_rs` apart, `out` rows `out_rs` apart,
-/// all three contiguous along a row. Each sum runs over `i` in order, whatever the columns'
-/// split.
+/// `out[r, j] = Σ_i a[r, i] · b[i, j]` for `r < m` and `j < n`: `a` rows `a_rs` apart, `b`
+/// (the right-hand side, row-major) rows `b_rs` apart, `out` rows `out_rs` apart, all three
+/// contiguous along a row. Each sum runs over `i` in order.
 ///
 /// # Safety
 /// [`available`]; every row and column read or written lies inside its allocation.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn rows_by_rows(m: usize, k: usize, (j0, j1): (usize, usize), a: *const f32, a_rs: usize, b: *const f32, b_rs: usize, out: *mut f32, out_rs: usize) {
+pub(crate) unsafe fn rows_by_rows(m: usize, k: usize, n: usize, a: *const f32, a_rs: usize, b: *const f32, b_rs: usize, out: *mut f32, out_rs: usize) {
     let mut r = 0;
     while r < m {
         let rows = (m - r).min(4);
@@ -120,10 +119,10 @@ pub(crate) unsafe fn rows_by_rows(m: usize, k: usize, (j0, j1): (usize, usize), 
         unsafe {
             let (a, out) = (a.add(r * a_rs), out.add(r * out_rs));
             match rows {
-                4 => rows_by_rows_of::<4>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
-                3 => rows_by_rows_of::<3>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
-                2 => rows_by_rows_of::<2>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
-                _ => rows_by_rows_of::<1>(k, (j0, j1), a, a_rs, b, b_rs, out, out_rs),
+                4 => rows_by_rows_of::<4>(k, n, a, a_rs, b, b_rs, out, out_rs),
+                3 => rows_by_rows_of::<3>(k, n, a, a_rs, b, b_rs, out, out_rs),
+                2 => rows_by_rows_of::<2>(k, n, a, a_rs, b, b_rs, out, out_rs),
+                _ => rows_by_rows_of::<1>(k, n, a, a_rs, b, b_rs, out, out_rs),
             }
         }
         r += rows;
@@ -135,11 +134,11 @@ pub(crate) unsafe fn rows_by_rows(m: usize, k: usize, (j0, j1): (usize, usize), 
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows_by_rows_of<const R: usize>(k: usize, (j0, j1): (usize, usize), a: *const f32, a_rs: usize, b: *const f32, b_rs: usize, out: *mut f32, out_rs: usize) {
+unsafe fn rows_by_rows_of<const R: usize>(k: usize, n: usize, a: *const f32, a_rs: usize, b: *const f32, b_rs: usize, out: *mut f32, out_rs: usize) {
     /// `b`'s rows per pass.
     const KB: usize = 4;
-    let j8 = j0 + (j1 - j0) / 8 * 8;
-    // SAFETY (every access): rows `< R` of `a` and `out`, rows `< k` of `b`, columns `j0 .. j1`.
+    let n8 = n / 8 * 8;
+    // SAFETY (every access): rows `< R` of `a` and `out`, rows `< k` of `b`, columns `< n`.
     unsafe {
         let mut i = 0;
         while i < k {
@@ -151,8 +150,8 @@ unsafe fn rows_by_rows_of<const R: usize>(k: usize, (j0, j1): (usize, usize), a:
                     *x = _mm256_broadcast_ss(&*a.add(r * a_rs + i + q));
                 }
             }
-            let mut j = j0;
-            while j < j8 {
+            let mut j = 0;
+            while j < n8 {
                 let mut acc = [_mm256_setzero_ps(); R];
                 if !first {
                     for (r, acc) in acc.iter_mut().enumerate() {
@@ -170,7 +169,7 @@ unsafe fn rows_by_rows_of<const R: usize>(k: usize, (j0, j1): (usize, usize), a:
                 }
                 j += 8;
             }
-            for j in j8..j1 {
+            for j in n8..n {
                 for r in 0..R {
                     let mut sum = if first { 0.0 } else { *out.add(r * out_rs + j) };
                     for q in 0..step {
@@ -183,7 +182,7 @@ unsafe fn rows_by_rows_of<const R: usize>(k: usize, (j0, j1): (usize, usize), a:
         }
         if k == 0 {
             for r in 0..R {
-                for j in j0..j1 {
+                for j in 0..n {
                     *out.add(r * out_rs + j) = 0.0;
                 }
             }
