@@ -32,7 +32,7 @@ impl Activation {
             // override it with the exact derivative. Where gradients are wanted on the others,
             // build GELU from `erf`, whose backward is exact (five ops instead of one, each kept
             // for the backward pass).
-            Activation::Gelu => on_host_or(x, gelu_in_place, gelu_slope_offset, |x| {
+            Activation::Gelu => on_host_or(x, gelu_in_place, #[inline(always)] |x| gelu_slope_offset(x), |x| {
                 let device = x.device();
                 if device.is_autodiff() && !exact_gelu_backward(&device) {
                     x.clone() * (x / std::f64::consts::SQRT_2).erf().add_scalar(1.0) * 0.5
@@ -42,7 +42,7 @@ impl Activation {
             }),
             // Burn composes it of seven operations, with libm's scalar `powf` and `tanhf` per
             // element on flex (43% of ALBERT-base's inference there).
-            Activation::GeluNew => on_host_or(x, gelu_tanh_in_place, gelu_tanh_slope_offset, activation::gelu_approximate),
+            Activation::GeluNew => on_host_or(x, gelu_tanh_in_place, #[inline(always)] |x| gelu_tanh_slope_offset(x), activation::gelu_approximate),
             Activation::QuickGelu => x.clone() * activation::sigmoid(x * 1.702),
             Activation::Relu => activation::relu(x),
             Activation::Silu => activation::silu(x),
@@ -138,7 +138,7 @@ fn on_host<const D: usize>(x: Tensor<D>, in_place: fn(&mut [f32]), backend: fn(T
 /// int8 forward).
 #[inline(always)]
 fn map_in_place<F: Fn(f32) -> f32>(values: &mut [f32], f: F) {
-    crate::device::vectorised(|| {
+    crate::device::vectorised(#[inline(always)] || {
         for v in values.iter_mut() {
             *v = f(*v);
         }
@@ -199,7 +199,7 @@ fn linearised<const D: usize>(x: &Tensor<D>, slope_offset: impl Fn(f32) -> (f32,
     let data = x.clone().detach().into_data();
     let values = data.as_slice::<f32>().ok()?;
     let (mut a, mut b) = (vec![0.0f32; values.len()], vec![0.0f32; values.len()]);
-    crate::device::vectorised(|| {
+    crate::device::vectorised(#[inline(always)] || {
         for ((&v, a), b) in values.iter().zip(a.iter_mut()).zip(b.iter_mut()) {
             (*a, *b) = slope_offset(v);
         }

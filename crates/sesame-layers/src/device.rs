@@ -50,7 +50,10 @@ pub fn on_one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// `f()`, compiled for AVX2 and FMA where the CPU has them: a host loop inside `f` (and the
 /// `#[inline]` functions it calls) then vectorises at 256 bits instead of the x86-64 baseline's
 /// 128. The same operations in the same order either way, so the numbers do not change (Rust
-/// never fuses a multiply and an add on its own).
+/// never fuses a multiply and an add on its own). Only what is inlined into `f`'s body gets the
+/// features: pass `#[inline(always)] || …`, and call the per-element work directly or as an
+/// `#[inline(always)]` closure (a function item passed as `impl Fn` is called through a shim
+/// that a large body keeps out of line, compiled for the baseline, one call per element).
 #[inline(always)]
 pub fn vectorised<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
