@@ -121,7 +121,7 @@ mod tests {
 
     /// Products of few rows are the plain sums for a row-major and a transposed right-hand
     /// side, and the same on one thread as on all: 1 to 4 rows by a row-major one (flex with
-    /// Sesame's vendor patch 8, `b` read along its rows; odd `k` and `n` for the edges), 17 to
+    /// Sesame's vendor patch 8 on Intel CPUs, `b` read along its rows; odd `k` and `n` for the edges), 17 to
     /// 64 rows by a wide one (patch 7: `gemm` by ranges of 192 columns, a partial last range).
     #[test]
     fn products_of_few_rows_are_the_plain_sums_on_every_path() {

@@ -324,7 +324,7 @@ unsafe fn gemm_call<T: GemmScalar>(
             }
             return;
         }
-        if rhs_cs == 1 && (1..=few_rows::MAX_ROWS_BY_ROWS).contains(&m) {
+        if rhs_cs == 1 && (1..=few_rows::MAX_ROWS_BY_ROWS).contains(&m) && few_rows::rows_by_rows_wins() {
             unsafe { few_rows::rows_by_rows(m, k, n, lhs as *const f32, lhs_rs as usize, rhs as *const f32, rhs_rs as usize, out as *mut f32, out_rs as usize) };
             return;
         }
