@@ -596,13 +596,17 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
         let _ = std::fs::remove_dir_all(dir);
     }
     let run = |a: &[String]| xtask(&a.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    let started = Instant::now();
     let output = run(&args(&full));
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // Kill moments spread over the uninterrupted run's own length (the process included).
+    let full_ms = (started.elapsed().as_millis() as u64).max(300);
 
     // SIGKILL at pseudo-random moments (mid-step, mid-checkpoint-write, before the first
     // checkpoint), each time continuing with --resume, or anew when nothing was saved yet. Kills
     // that all land before the first checkpoint would prove only that the seed reproduces a
     // run: so after four, the next kill waits for a checkpoint, until one has landed after one.
+    // A run that ends before its kill while kills are still owed starts the killed run over.
     let latest = killed.join("checkpoints/latest");
     let mut state = std::process::id() as u64 | 1;
     let (mut kills, mut after_checkpoint) = (0, 0);
@@ -613,7 +617,7 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let delay = Duration::from_millis(150 + state % 900);
+        let delay = Duration::from_millis(50 + state % (full_ms * 3 / 4));
         let wait_for_checkpoint = kills >= 4 && after_checkpoint == 0;
         let started = Instant::now();
         while (started.elapsed() < delay || (wait_for_checkpoint && !latest.exists())) && child.try_wait().unwrap().is_none() {
@@ -630,6 +634,10 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
         }
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        if kills < 4 || after_checkpoint == 0 {
+            std::fs::remove_dir_all(&killed).unwrap();
+            continue;
+        }
         break serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap();
     };
     assert!(kills >= 4 && after_checkpoint >= 1, "{kills} kills, {after_checkpoint} after a checkpoint");

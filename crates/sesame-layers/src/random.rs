@@ -40,18 +40,10 @@ fn draw<T>(n: usize, mut each: impl FnMut(&mut SmallRng) -> T) -> Option<Vec<T>>
 /// A mask of `0` and `1 / keep`, each element kept with probability `keep`, from this thread's
 /// stream; `None` outside [`with_stream`].
 pub(crate) fn keep_mask(dims: &[usize], keep: f64) -> Option<TensorData> {
-    // Keep when a uniform u32 falls below keep · 2^32: the u32s filled in bulk, two from each
-    // 64-bit draw, and compared in a loop that vectorises (one draw and one branch per element
-    // was 4% of a fine-tuning step).
+    // Keep when a uniform u32 falls below keep · 2^32.
     let threshold = (keep * 4_294_967_296.0) as u64;
     let scale = (1.0 / keep) as f32;
-    let mut bits = vec![0u32; dims.iter().product()];
-    STREAM.with(|s| s.borrow_mut().as_mut().map(|rng| rng.fill(&mut bits[..])))?;
-    let mask: Vec<f32> = match u32::try_from(threshold) {
-        Ok(threshold) => crate::device::vectorised(#[inline(always)] || bits.into_iter().map(|b| if b < threshold { scale } else { 0.0 }).collect()),
-        // keep = 1: every element kept.
-        Err(_) => vec![scale; bits.len()],
-    };
+    let mask = draw(dims.iter().product(), |rng| if (rng.random::<u32>() as u64) < threshold { scale } else { 0.0 })?;
     Some(TensorData::new(mask, dims.to_vec()))
 }
 

@@ -8,31 +8,6 @@
 
 use std::arch::x86_64::*;
 
-/// `values[i] = exp(values[i])`, eight lanes at a time with the polynomial below (within 2 ulp
-/// of the exact value; `exp` of NaN is NaN, 0 below -87.34, `inf` above 88.72), the tail padded
-/// to eight lanes. Backs `float_exp` of f32 tensors: a training step's softmax is Burn's
-/// composition there, whose `exp` was libm's scalar `expf` per element.
-///
-/// # Safety
-/// [`available`].
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn exp_in_place(values: &mut [f32]) {
-    let whole = values.len() - values.len() % 8;
-    let p = values.as_mut_ptr();
-    for i in (0..whole).step_by(8) {
-        // SAFETY: lanes `i .. i + 8 <= whole` of `values`.
-        unsafe { _mm256_storeu_ps(p.add(i), exp(_mm256_loadu_ps(p.add(i)))) };
-    }
-    if whole < values.len() {
-        let mut tail = [0.0f32; 8];
-        let rest = values.len() - whole;
-        tail[..rest].copy_from_slice(&values[whole..]);
-        // SAFETY: eight lanes of `tail`.
-        unsafe { _mm256_storeu_ps(tail.as_mut_ptr(), exp(_mm256_loadu_ps(tail.as_ptr()))) };
-        values[whole..].copy_from_slice(&tail[..rest]);
-    }
-}
-
 /// Whether this CPU runs [`masked_softmax`] (AVX2 and FMA).
 pub(crate) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")

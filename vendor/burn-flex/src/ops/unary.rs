@@ -163,33 +163,7 @@ where
 
 /// Exponential: e^x
 pub fn exp(tensor: FlexTensor) -> FlexTensor {
-    // Sesame's patch: f32 in AVX2 and FMA where the CPU has them (see SESAME-PATCH.md).
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if tensor.dtype() == DType::F32 && super::attention_softmax::available() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return f32_slices(tensor, |values| unsafe { super::attention_softmax::exp_in_place(values) }, |x| x.exp());
-    }
     unary_op(tensor, |x| x.exp(), |x| x.exp())
-}
-
-/// An f32 unary operation given as a pass over a slice (`in_place`), where the values are
-/// one contiguous run in storage order: in place when the tensor is unique, into a copy
-/// otherwise; `each` element by element elsewhere (views with offsets, gaps or flips).
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-fn f32_slices(mut tensor: FlexTensor, in_place: impl Fn(&mut [f32]), each: fn(f32) -> f32) -> FlexTensor {
-    let n = tensor.layout().num_elements();
-    let layout = tensor.layout().clone();
-    if layout.start_offset() != 0 || layout.strides().iter().any(|&s| s < 0) || tensor.storage::<f32>().len() != n {
-        return unary_op_typed(tensor, each);
-    }
-    if tensor.is_unique() {
-        in_place(&mut tensor.storage_mut::<f32>()[..n]);
-        return tensor;
-    }
-    // Storage order covers the view exactly (contiguous or permuted): the layout is kept.
-    let mut values = tensor.storage::<f32>().to_vec();
-    in_place(&mut values);
-    FlexTensor::new(Bytes::from_elems(values), layout, DType::F32)
 }
 
 /// Natural logarithm: ln(x)
