@@ -104,10 +104,9 @@ unsafe fn dots<const R: usize, const C: usize>(o: &Operands, r0: usize, j0: usiz
 /// with two threads.
 pub(crate) const MAX_ROWS_BY_ROWS: usize = 4;
 
-/// Whether [`rows_by_rows`] runs on this CPU: Intel's. Measured against `gemm` on two
-/// threads: an Intel Xeon (AVX-512, AMX) gains (bart-base greedy generation of four sources
-/// 88 → 97-99 tokens/s), an AMD EPYC (Zen 5, AVX-512) loses (172-183 → 132-139), where `gemm`
-/// reads the weight's columns without the Xeon's stalls.
+/// Whether [`rows_by_rows`] runs on this CPU: Intel's. Against `gemm` on two threads it gained
+/// on an Intel Xeon and lost on an AMD EPYC (Zen 5), where `gemm` reads the weight's columns
+/// without the Xeon's stalls (the measurements: SESAME-PATCH.md, patch 8).
 pub(crate) fn rows_by_rows_wins() -> bool {
     static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *INTEL.get_or_init(|| {
