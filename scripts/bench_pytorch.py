@@ -18,7 +18,9 @@ prints one JSON object on stdout:
                            torch's thread count
   generate  --config DIR   `generate` of DIR's architecture and weights (BART, XLNet) on the
                            synthetic sources or prompts, exactly --max-new-tokens tokens (min = max),
-                           greedy or --num-beams; tokens/s and the process's peak RSS
+                           greedy or --num-beams; tokens/s and the process's peak RSS. A UniLM
+                           (BertForMaskedLM) runs microsoft/unilm's sequence-to-sequence decoding
+                           loop instead (`unilm_decode`)
 
 ELECTRA (DIR/generator/config.json present) trains generator + discriminator jointly as
 `ElectraPreTrainingPair` does: shared embeddings, Gumbel-max samples at the masked positions,
@@ -201,7 +203,8 @@ def embed(args):
 
 def gemm(args):
     m, k, n = (int(d) for d in args.gemm_shape.split("x")) if args.gemm_shape else (args.gemm_size,) * 3
-    a, b = torch.randn(m, k), torch.randn(k, n)
+    # --transposed: the right-hand side stored [n, k] and read transposed, as a tied LM head.
+    a, b = torch.randn(m, k), (torch.randn(n, k).T if args.transposed else torch.randn(k, n))
     median = timed(lambda: (a @ b)[0, 0].item(), args.warmup, args.steps)
     result = {"median_s": median, "gflops": 2 * m * k * n / median / 1e9}
     # The same product through NumPy's BLAS (OpenBLAS in its wheels), limited to torch's threads.
@@ -218,6 +221,79 @@ def gemm(args):
     return result
 
 
+UNILM_MASK_ID = 4  # the [MASK] of `bench --family unilm` (the synthetic ids start at 5)
+
+
+def unilm_decode(model, source, n, num_beams):
+    """microsoft/unilm v1's sequence-to-sequence decoding (`BertForSeq2SeqDecoder`, s2s-ft's
+    modeling_decoding.py) on transformers' `BertForMaskedLM`, exactly `n` tokens: each step runs
+    the previous token and a [MASK] after it through every layer against that layer's input
+    states so far, whose keys and values are projected again at every step as in
+    microsoft/unilm, and takes the [MASK]'s cloze prediction. Source (token type 4) sees itself;
+    the target (5) sees the source and itself up to its position. Greedy, or beam search over
+    summed log-probabilities (no early end: `min_new_tokens` = `n` on Sesame's side)."""
+    bert, cls = model.bert, model.cls
+    layers = bert.encoder.layer
+    heads = model.config.num_attention_heads
+    b, s = source.shape
+    k = num_beams
+
+    def run(ids, types, positions, history, allowed):
+        rows, q = ids.shape
+        h = bert.embeddings(input_ids=ids, token_type_ids=types, position_ids=positions)
+        inputs = []
+        for i, layer in enumerate(layers):
+            inputs.append(h)
+            kv = h if history is None else torch.cat([history[i], h], 1)
+            att = layer.attention.self
+            split = lambda x: x.view(rows, x.shape[1], heads, -1).transpose(1, 2)
+            query, key, value = split(att.query(h)), split(att.key(kv)), split(att.value(kv))
+            scores = query @ key.transpose(-1, -2) / query.shape[-1] ** 0.5
+            scores = scores.masked_fill(~allowed, -10000.0)
+            context = (scores.softmax(-1) @ value).transpose(1, 2).reshape(rows, q, -1)
+            attended = layer.attention.output(context, h)
+            h = layer.output(layer.intermediate(attended), attended)
+        return cls(h[:, -1]), inputs
+
+    mask = torch.full((b, 1), UNILM_MASK_ID)
+    # The source and a [MASK] after it; the [MASK] sees everything, the source not the [MASK].
+    allowed = torch.ones(s + 1, s + 1, dtype=torch.bool)
+    allowed[:s, s] = False
+    types = torch.tensor([4] * s + [5]).expand(b, -1)
+    logits, inputs = run(torch.cat([source, mask], 1), types, torch.arange(s + 1).expand(b, -1), None, allowed)
+    history = [x[:, :-1] for x in inputs]
+    scores = None
+    if k > 1:
+        history = [x.repeat_interleave(k, 0) for x in history]
+        logits = logits.repeat_interleave(k, 0)
+        scores = torch.full((b, k), float("-inf"))
+        scores[:, 0] = 0.0
+    out = []
+    for step in range(n):
+        if k == 1:
+            token = logits.argmax(-1)
+        else:
+            total = scores.unsqueeze(-1) + logits.log_softmax(-1).view(b, k, -1)
+            scores, best = total.view(b, -1).topk(k, dim=-1)
+            vocab = logits.shape[-1]
+            rows = (torch.arange(b).unsqueeze(-1) * k + best // vocab).view(-1)
+            token = (best % vocab).view(-1)
+            history = [x.index_select(0, rows) for x in history]
+            out = [t.index_select(0, rows) for t in out]
+        out.append(token)
+        if step + 1 == n:
+            break
+        past = history[0].shape[1]
+        # The new token (seeing up to itself) and a [MASK] after it (seeing everything).
+        allowed = torch.ones(2, past + 2, dtype=torch.bool)
+        allowed[0, past + 1] = False
+        rows = token.shape[0]
+        ids = torch.stack([token, torch.full((rows,), UNILM_MASK_ID)], 1)
+        logits, inputs = run(ids, torch.full((rows, 2), 5), torch.arange(past, past + 2).expand(rows, -1), history, allowed)
+        history = [torch.cat([h, x[:, :-1]], 1) for h, x in zip(history, inputs)]
+    return torch.stack(out, 1)
+
+
 def generate(args):
     import resource
 
@@ -227,6 +303,16 @@ def generate(args):
     model = getattr(transformers, architecture).from_pretrained(args.config).eval()
     data = synthetic_batch(model.config.vocab_size, args.batch_size, args.seq_len)
     n = args.max_new_tokens
+    if architecture == "BertForMaskedLM":
+        def decode():
+            with torch.inference_mode():
+                out = unilm_decode(model, data["input_ids"], n, args.num_beams)
+            assert out.shape == (args.batch_size * args.num_beams if args.num_beams > 1 else args.batch_size, n), out.shape
+
+        median = timed(decode, args.warmup, args.steps)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        return {"median_s": median, "tokens_per_s": args.batch_size * n / median, "peak_rss_mib": peak,
+                "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__}
     # An encoder-decoder returns the decoder start and the new tokens; a left-to-right model
     # (XLNet) the prompt and the new tokens.
     length = n + 1 if model.config.is_encoder_decoder else args.seq_len + n
@@ -256,6 +342,7 @@ def main():
     parser.add_argument("--normalize", action="store_true")
     parser.add_argument("--gemm-size", type=int, default=1024)
     parser.add_argument("--gemm-shape", help="MxKxN (gemm), instead of the square of --gemm-size")
+    parser.add_argument("--transposed", action="store_true", help="gemm: the right-hand side stored [N, K], read transposed")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--num-beams", type=int, default=1)
     args = parser.parse_args()

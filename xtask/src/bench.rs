@@ -4,9 +4,10 @@
 //! - `train`: a family's pre-training step (forward, its objective's loss, backward, AdamW),
 //!   tokens/s per size preset;
 //! - `infer`: forward passes of the base model, tokens/s per preset;
-//! - `generate`: BART's (default) or XLNet's generation (greedy and 4-beam search, exactly
-//!   `--max-new-tokens` tokens on both sides) of a fresh model of a preset's shape (`base`:
-//!   bart-base, xlnet-base), tokens/s, and each process's peak memory;
+//! - `generate`: BART's (default), XLNet's or UniLM's generation (greedy and 4-beam search,
+//!   exactly `--max-new-tokens` tokens on both sides) of a fresh model of a preset's shape
+//!   (`base`: bart-base, xlnet-base, unilm-base), tokens/s, and each process's peak memory;
+//!   UniLM's peer is microsoft/unilm's decoding loop on transformers' BERT;
 //! - `embed`: sentence embeddings of a checkpoint (`--model`, e.g. all-MiniLM-L6-v2) on the
 //!   first `--sentences` sentences of the corpus, sentences/s, model loading timed apart;
 //! - `finetune`: `cargo xtask finetune` of a checkpoint (`--model`) into a classifier of
@@ -48,8 +49,9 @@ pub enum BenchMode {
     /// `--gemm-shapes`; the kernel under every layer, to tell a backend's GEMM rate from the
     /// costs Sesame adds (with `--compare-pytorch`: PyTorch's, and OpenBLAS's through NumPy).
     Gemm,
-    /// Generation of BART (default) or XLNet, greedy and beam search (`--presets tiny,base`;
-    /// `--seq-len` source or prompt tokens; `--max-new-tokens`; `--num-beams`).
+    /// Generation of BART (default), XLNet or UniLM (sequence-to-sequence), greedy and beam
+    /// search (`--presets tiny,base`; `--seq-len` source or prompt tokens; `--max-new-tokens`;
+    /// `--num-beams`).
     Generate,
     /// Fine-tuning a classifier: `--model` on `--train`, scored on `--eval`, `--epochs`, once
     /// per `--seeds` (`--batch-size`, `--seq-len`, `--lr`), whole runs timed.
@@ -122,6 +124,10 @@ pub struct BenchArgs {
     /// BERT-base's at 8 × 128 tokens: `1024x768x768,1024x768x3072,1024x3072x768`.
     #[arg(long, value_delimiter = ',', value_parser = parse_gemm_shape)]
     pub gemm_shapes: Vec<[usize; 3]>,
+    /// Gemm: the right-hand side stored `[N, K]` and read transposed (`[M, K]` times `[N, K]ᵀ`),
+    /// as a tied LM head reads its embedding table and attention reads its keys.
+    #[arg(long)]
+    pub gemm_transposed: bool,
     /// Finetune: the training rows (CSV/TSV with `text` and `label` columns, or JSON lines).
     #[arg(long)]
     pub train: Option<PathBuf>,
@@ -268,6 +274,9 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
     if !args.gemm_shapes.is_empty() && args.mode != BenchMode::Gemm {
         return Err("--gemm-shapes times --mode gemm only (every row's machine has the square --gemm-size)".into());
     }
+    if args.gemm_transposed && args.mode != BenchMode::Gemm {
+        return Err("--gemm-transposed times --mode gemm only".into());
+    }
     crate::set_int8(args.int8, &device)?;
     if args.child {
         if let Some(preset) = args.only_preset.take() {
@@ -374,7 +383,7 @@ fn machine(args: &BenchArgs, device: &Device, backend: &str) -> Result<serde_jso
         machine["flex_kernels"] = isa.into();
     }
     if args.mode != BenchMode::Gemm {
-        let gemm = BenchArgs { mode: BenchMode::Gemm, child: false, gemm_shapes: Vec::new(), ..args.clone() };
+        let gemm = BenchArgs { mode: BenchMode::Gemm, child: false, gemm_shapes: Vec::new(), gemm_transposed: false, ..args.clone() };
         let row = bench_gemm(&gemm, device.clone(), backend)?.remove(0);
         machine["gemm_n"] = row["n"].clone();
         machine["sesame_gemm_gflops"] = row["gflops"].clone();
@@ -417,7 +426,7 @@ where
         return bench_embed::<B>(args, device, backend).map(|row| vec![row]);
     }
     if args.mode == BenchMode::Generate {
-        return Err(format!("--mode generate benches bart and xlnet, not {}", F::NAME));
+        return Err(format!("--mode generate benches bart, xlnet and unilm, not {}", F::NAME));
     }
     let family = F::NAME;
     let (b, s) = (args.batch_size(), args.seq_len);
@@ -705,17 +714,27 @@ fn bench_gemm(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<ser
     let shapes = if args.gemm_shapes.is_empty() { vec![[args.gemm_size; 3]] } else { args.gemm_shapes.clone() };
     let mut rows = Vec::new();
     for [m, k, n] in shapes {
-        let label = format!("gemm {m}x{k}x{n}");
-        let theirs = if args.compare_pytorch { Some(pytorch(args, &["gemm".into(), "--gemm-shape".into(), format!("{m}x{k}x{n}")])?) } else { None };
+        let label = format!("gemm {m}x{k}x{n}{}", if args.gemm_transposed { "ᵀ" } else { "" });
+        let theirs = if args.compare_pytorch {
+            let mut peer_args = vec!["gemm".to_string(), "--gemm-shape".into(), format!("{m}x{k}x{n}")];
+            peer_args.extend(args.gemm_transposed.then(|| "--transposed".to_string()));
+            Some(pytorch(args, &peer_args)?)
+        } else {
+            None
+        };
         let a = Tensor::<2>::random([m, k], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
-        let b = Tensor::<2>::random([k, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+        let b = if args.gemm_transposed {
+            Tensor::<2>::random([n, k], burn::tensor::Distribution::Normal(0.0, 1.0), &device).transpose()
+        } else {
+            Tensor::<2>::random([k, n], burn::tensor::Distribution::Normal(0.0, 1.0), &device)
+        };
         let median = median_time(args.warmup, args.steps, || {
             a.clone().matmul(b.clone()).slice([0..1, 0..1]).into_scalar::<f32>();
             Ok(())
         })?;
         let gflops = 2.0 * (m * k * n) as f64 / median / 1e9;
         eprintln!("{backend} {label}: {median:.4} s, {gflops:.1} GFLOP/s");
-        let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "m": m, "k": k, "n": n, "median_s": median, "gflops": gflops });
+        let mut row = serde_json::json!({ "mode": "gemm", "backend": backend, "m": m, "k": k, "n": n, "transposed": args.gemm_transposed, "median_s": median, "gflops": gflops });
         if let Some((openblas, threads)) = theirs.as_ref().and_then(|t| Some((t["openblas_gflops"].as_f64()?, &t["openblas_threads"]))) {
             let ratio = gflops / openblas;
             eprintln!("openblas {label}: {openblas:.1} gflops ({threads} threads); Sesame {backend} / OpenBLAS = {ratio:.2}x");

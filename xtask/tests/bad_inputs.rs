@@ -334,6 +334,7 @@ fn bad_training_flags_corpora_and_run_directories() {
     fails(&["bench", "--mode", "gemm", "--gemm-shapes", "8x16"], &["--gemm-shapes", "8x16", "MxKxN"]);
     fails(&["bench", "--mode", "gemm", "--gemm-shapes", "8x0x4"], &["--gemm-shapes", "8x0x4"]);
     fails(&["bench", "--mode", "infer", "--gemm-shapes", "8x8x8"], &["--gemm-shapes", "--mode gemm"]);
+    fails(&["bench", "--mode", "infer", "--gemm-transposed"], &["--gemm-transposed", "--mode gemm"]);
     fails(&["bench", "--mode", "infer", "--presets", "mini,huge"], &["--presets", "huge"]);
     fails(&["bench", "--mode", "generate", "--presets", "mini"], &["--presets", "mini", "tiny and base"]);
     fails(&["bench", "--mode", "serve"], &["--mode serve needs --model"]);

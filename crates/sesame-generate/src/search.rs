@@ -388,7 +388,8 @@ pub fn beam_search_streaming<D: Decoder>(
         let mut next_rows = Vec::with_capacity(batch * k);
         for (b, prompt) in search.iter_mut().enumerate() {
             // The best `keep` continuations of all beams, by summed log-probability.
-            let candidates = top(keep, (0..k * vocab).map(|i| logits[b * k + i / vocab][i % vocab] + prompt.running[i / vocab].score));
+            let (beams_so_far, logits) = (&prompt.running, &logits);
+            let candidates = top(keep, (0..k).flat_map(|j| logits[b * k + j].iter().map(move |&l| l + beams_so_far[j].score)));
             // Each with whether it ends, and the row of the beam it extends.
             let candidates: Vec<(Hypothesis, bool, usize)> = candidates
                 .into_iter()
@@ -478,17 +479,26 @@ pub enum GenerateError<E> {
 
 /// The `n` highest of `values` as `(index, value)`, highest first, the lower index first among
 /// equal values (torch's `topk` leaves that order open; it matters only among excluded
-/// hypotheses, which are never returned).
+/// hypotheses, which are never returned). One pass that keeps the best `n` so far: a value
+/// below the `n`-th costs one comparison, so a beam step's `beams × vocab` candidates are not
+/// collected first.
 fn top(n: usize, values: impl Iterator<Item = f32>) -> Vec<(usize, f32)> {
-    let mut all: Vec<(usize, f32)> = values.enumerate().collect();
-    let n = n.min(all.len());
-    let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if n < all.len() {
-        all.select_nth_unstable_by(n, order);
-        all.truncate(n);
+    // `a` ranks before `b`: higher, or as high and earlier.
+    let before = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).is_lt();
+    let mut best: Vec<(usize, f32)> = Vec::with_capacity(n + 1);
+    if n == 0 {
+        return best;
     }
-    all.sort_by(order);
-    all
+    for candidate in values.enumerate() {
+        // Later indices rank after equal values already kept.
+        if best.len() == n && !before(&candidate, &best[n - 1]) {
+            continue;
+        }
+        let at = best.partition_point(|kept| before(kept, &candidate));
+        best.insert(at, candidate);
+        best.truncate(n);
+    }
+    best
 }
 
 /// `scores` `[vocab]` to log-probabilities in place, in float32 as torch's `log_softmax`.
@@ -590,6 +600,15 @@ mod tests {
     fn top_orders_by_value_then_index() {
         assert_eq!(top(3, [1.0, 5.0, 5.0, 2.0, 7.0].into_iter()), vec![(4, 7.0), (1, 5.0), (2, 5.0)]);
         assert_eq!(top(9, [1.0, 2.0].into_iter()), vec![(1, 2.0), (0, 1.0)]);
+        assert_eq!(top(0, [1.0].into_iter()), vec![]);
+        assert_eq!(top(2, [f32::NEG_INFINITY, 3.0, f32::NEG_INFINITY, 3.0, 3.0].into_iter()), vec![(1, 3.0), (3, 3.0)]);
+        // The same as sorting everything, on values with many ties.
+        let values: Vec<f32> = (0..500u32).map(|i| ((i * 7919) % 37) as f32 - 18.0).collect();
+        let mut sorted: Vec<(usize, f32)> = values.iter().copied().enumerate().collect();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for n in [1, 8, 37, 500, 600] {
+            assert_eq!(top(n, values.iter().copied()), sorted[..n.min(500)].to_vec());
+        }
     }
 
     #[test]

@@ -85,7 +85,8 @@ mod tests {
     /// Products of a few rows by a transposed right-hand side (an LM head tied to the
     /// embeddings, attention scores against keys) take burn-flex's path without packing
     /// (`vendor/burn-flex`): the same sums as a plain loop in f64, for every tail of the
-    /// kernel's 2 × 4 tiles and 8 lanes, split across threads, and in batches.
+    /// kernel's tiles (4 × 4 of 16 lanes with AVX-512, 2 × 4 of 8 with AVX2), split across
+    /// threads, and in batches.
     #[test]
     fn few_rows_by_transposed_columns_are_the_plain_sums() {
         use burn::prelude::*;
@@ -109,8 +110,10 @@ mod tests {
                 }
             }
         };
-        for m in [1, 2, 3, 5, 16, 17] {
-            for (k, n) in [(1, 1), (7, 3), (8, 4), (9, 5), (64, 9), (100, 33)] {
+        // Every tail of the tiles: rows by 4 (AVX-512) and 2 (AVX2), columns by 4, `k` by 16
+        // and 8 lanes.
+        for m in [1, 2, 3, 4, 5, 7, 16, 17] {
+            for (k, n) in [(1, 1), (7, 3), (8, 4), (9, 5), (16, 6), (17, 7), (33, 2), (64, 9), (100, 33)] {
                 check(m, k, n, 1);
             }
         }

@@ -1,31 +1,68 @@
-//! UniLM in the command line: its registry entry, and its sequence-to-sequence decoding
-//! (`generate --unilm-seq2seq`).
+//! UniLM in the command line: its registry entry, its sequence-to-sequence decoding
+//! (`generate --unilm-seq2seq`) and that decoding's benchmark (`bench --family unilm --mode
+//! generate`).
 
 use burn::prelude::*;
+use std::path::Path;
+
 use sesame_layers::Classifier;
-use sesame_unilm::{Unilm, UnilmModel};
+use sesame_unilm::{Unilm, UnilmConfig, UnilmForMaskedLM, UnilmModel, UnilmSeq2SeqDecoder};
 
 use sesame_layers::PretrainedModel;
 use sesame_generate::generate_streaming;
 use sesame_layers::HfConfig as _;
 use super::FamilyEntry;
+use crate::bench::{bench_family, synthetic_row, time_generation, BenchArgs, BenchMode};
 use crate::forward::PreTraining;
 use crate::generate::*;
 use sesame_pipelines::generate::rows_per_input;
 
 /// `unilm`: four language models mixed per batch. Its exports are BERT checkpoints
 /// (`model_type: bert`, read by the `bert` entry).
-pub const ENTRY: FamilyEntry = FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier, Classifier, PreTraining>(
-    "unilm",
-    "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
-    &["unilm"],
-);
+pub const ENTRY: FamilyEntry = FamilyEntry {
+    bench: Some(bench_unilm),
+    ..FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier, Classifier, PreTraining>(
+        "unilm",
+        "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
+        &["unilm"],
+    )
+};
+
+/// The `[MASK]` id of the benchmark's vocabulary (the synthetic ids start at 5).
+const BENCH_MASK_ID: u32 = 4;
+
+/// `bench --family unilm`: `--mode generate` times sequence-to-sequence decoding
+/// ([`UnilmSeq2SeqDecoder`]), greedy and beam search, of a fresh UniLM of each preset's shape
+/// on `--batch-size` sources of `--seq-len` synthetic tokens, exactly `--max-new-tokens` each;
+/// `--compare-pytorch` runs microsoft/unilm's decoding loop on transformers' BERT with the same
+/// weights (`scripts/bench_pytorch.py`). The other modes are the shared encoder benchmarks.
+fn bench_unilm(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
+    if args.mode != BenchMode::Generate {
+        return bench_family::<Unilm, UnilmModel>(args, device, backend);
+    }
+    let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
+    let v = args.vocab_size;
+    let sources: Vec<Vec<u32>> = (0..b).map(|r| synthetic_row(v, r * s..(r + 1) * s)).collect();
+    let mut rows = Vec::new();
+    for preset in &args.presets {
+        let config = UnilmConfig::preset(preset, v, (s + n + 1).max(512), 0).map_err(|e| e.to_string())?;
+        let model = UnilmForMaskedLM::new_hf(&config, &device);
+        // `[SEP]` (3) ends a target; `min_new_tokens` keeps both sides from ending early.
+        let settings = sesame_generate::GenerationConfig { eos_token_id: Some(sesame_generate::Ids::One(3)), pad_token_id: Some(0), ..Default::default() };
+        let run = |settings: &sesame_generate::GenerationConfig| {
+            let decoder = UnilmSeq2SeqDecoder::new(&model, &config, sources.clone(), BENCH_MASK_ID).map_err(|e| e.to_string())?;
+            sesame_generate::generate(&decoder, &vec![vec![]; b], settings, 0).map_err(|e| e.to_string())
+        };
+        let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());
+        rows.extend(time_generation(args, backend, ("unilm", preset), [b, s, n], n, settings, run, save)?);
+    }
+    Ok(rows)
+}
 
 /// `generate --unilm-seq2seq`: UniLM's sequence-to-sequence decoding of a BERT-shaped
 /// checkpoint (`UnilmSeq2SeqDecoder`), sources batched and padded after their `[SEP]`, targets
 /// from nothing.
 pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    use sesame_unilm::{UnilmForMaskedLM, UnilmSeq2SeqDecoder};
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
