@@ -369,8 +369,9 @@ const SKINNY_ROWS: usize = 64;
 /// Columns per range of [`skinny_call`].
 #[cfg(feature = "rayon")]
 const SKINNY_COLUMNS: usize = 192;
-/// Rows for which [`skinny_call`] copies an aliased range: below, the copy costs more than
-/// it saves; at 64, gemm packs the range well.
+/// Rows for which [`skinny_call`] copies an aliased range on Intel CPUs: below, the copy costs
+/// more than it saves; at 64, gemm packs the range well. Other x86-64 CPUs do not copy (on an
+/// AMD EPYC the copy lost; SESAME-PATCH.md, patch 7).
 #[cfg(all(feature = "rayon", feature = "std"))]
 const SKINNY_COPY_ROWS: core::ops::RangeInclusive<usize> = 8..=48;
 /// Elements added to each row of [`skinny_call`]'s copy of an aliased range.
@@ -381,6 +382,16 @@ const SKINNY_PAD: usize = 16;
 std::thread_local! {
     /// Each thread's copy of its current range of the right-hand side, in 8-byte words.
     static SKINNY_SCRATCH: core::cell::RefCell<Vec<u64>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether [`skinny_call`] copies aliased ranges: on x86-64, on Intel CPUs only; elsewhere
+/// (unmeasured) as before the vendor check.
+#[cfg(all(feature = "rayon", feature = "std"))]
+fn copy_aliased_ranges() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return few_rows::intel();
+    #[cfg(not(target_arch = "x86_64"))]
+    return true;
 }
 
 /// A product of few rows by many columns, as `gemm` calls of [`SKINNY_COLUMNS`] columns each,
@@ -401,7 +412,7 @@ unsafe fn skinny_call<T: GemmScalar>(m: usize, n: usize, k: usize, out: *mut T, 
     // 64 rows gemm reads it unpacked, at half its rate or less. Such a range is copied to rows
     // `SKINNY_PAD` elements longer first.
     #[cfg(feature = "std")]
-    let aliased = SKINNY_COPY_ROWS.contains(&m) && rhs_cs == 1 && rhs_rs > 0 && (rhs_rs as usize * core::mem::size_of::<T>()) % 4096 == 0;
+    let aliased = SKINNY_COPY_ROWS.contains(&m) && rhs_cs == 1 && rhs_rs > 0 && (rhs_rs as usize * core::mem::size_of::<T>()) % 4096 == 0 && copy_aliased_ranges();
     let range = |c: usize| {
         let (j0, width) = (c * SKINNY_COLUMNS, SKINNY_COLUMNS.min(n - c * SKINNY_COLUMNS));
         // SAFETY: columns `j0 .. j0 + width` of the caller's product; each range writes its own.

@@ -175,6 +175,11 @@ pub(crate) const MAX_ROWS_BY_ROWS: usize = 4;
 /// on an Intel Xeon and lost on an AMD EPYC (Zen 5), where `gemm` reads the weight's columns
 /// without the Xeon's stalls (the measurements: SESAME-PATCH.md, patch 8).
 pub(crate) fn rows_by_rows_wins() -> bool {
+    intel()
+}
+
+/// Whether the CPU is Intel's (`cpuid`'s vendor), read once.
+pub(crate) fn intel() -> bool {
     static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *INTEL.get_or_init(|| {
         let leaf = core::arch::x86_64::__cpuid(0);
