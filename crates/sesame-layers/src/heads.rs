@@ -75,9 +75,22 @@ impl MaskedLmHead {
         let x = self.layer_norm.forward(self.activation.forward(self.dense.forward(hidden)));
         match &self.decoder {
             Some(decoder) => decoder.forward(x),
-            None => linear(x, word_embeddings.transpose(), Some(self.bias.val())),
+            None => tied_logits(x, word_embeddings, self.bias.val()),
         }
     }
+}
+
+/// `hidden · word_embeddingsᵀ + bias`: vocabulary logits `[..., vocab]` of hidden states
+/// `[..., d]` from a decoder tied to the embedding table `[vocab, d]`, run as one product of
+/// `[rows, d]` by the table read transposed in place. (`linear` on a batched input with a
+/// single batch, such as a decoding step of one sequence, reshapes the transposed table, which
+/// copies all of it.)
+pub fn tied_logits<const D: usize>(hidden: Tensor<D>, word_embeddings: Tensor<2>, bias: Tensor<1>) -> Tensor<D> {
+    let mut dims = hidden.dims();
+    let d = dims[D - 1];
+    let logits = linear(hidden.reshape([dims[..D - 1].iter().product::<usize>(), d]), word_embeddings.transpose(), Some(bias));
+    dims[D - 1] = logits.dims()[1];
+    logits.reshape(dims)
 }
 
 /// Configuration of [`Pooler`].

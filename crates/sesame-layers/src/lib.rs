@@ -45,7 +45,7 @@ pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,
     QuestionAnsweringHead, QuestionAnsweringHeadConfig, SequenceLabels, SequenceSummary,
-    SequenceSummaryConfig, SummaryClassifier, SummaryType,
+    SequenceSummaryConfig, SummaryClassifier, SummaryType, tied_logits,
 };
 pub use linear::{Linear, LinearConfig};
 pub use hparams::{EarlyExitConfig, EncoderHyperParams};

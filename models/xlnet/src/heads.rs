@@ -4,9 +4,8 @@
 use burn::module::Param;
 use burn::nn::Initializer;
 use burn::prelude::*;
-use burn::tensor::module::linear;
 use sesame_layers::loss::per_token_cross_entropy;
-use sesame_layers::{CheckpointSpec, OutputOptions, PretrainedModel};
+use sesame_layers::{tied_logits, CheckpointSpec, OutputOptions, PretrainedModel};
 
 use crate::checkpoint::spec;
 use crate::config::XlnetConfig;
@@ -64,7 +63,7 @@ impl XlnetLmHeadModel {
             Some(w) => w.val(),
             None => self.transformer.word_embeddings(),
         };
-        let logits = linear(out.last_hidden_state.clone(), weight.transpose(), Some(self.lm_loss.bias.val()));
+        let logits = tied_logits(out.last_hidden_state.clone(), weight, self.lm_loss.bias.val());
         let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
         XlnetLmHeadOutput { logits, loss, transformer: out }
     }
