@@ -58,5 +58,10 @@ bench --mode infer --family albert --presets base --compare-pytorch --compare-on
 bench --mode infer --family albert --presets base --compare-onnxruntime --int8
 bench --mode train --family albert --presets base --compare-pytorch
 bench --mode generate --presets base --seq-len 64 --max-new-tokens 32 --batch-size 4 --compare-pytorch
+bench --mode gemm --gemm-shapes 32x768x768,32x3072x768,32x768x3072,32x768x50265,256x384x384,256x384x1536,256x1536x384 --steps 40 --warmup 10 --compare-pytorch
+bench --mode gemm --gemm-shapes 1x768x50265,4x768x50265,16x768x50265,32x768x50265 --gemm-transposed --steps 40 --warmup 10 --compare-pytorch
+bench --family xlnet --presets tiny,mini,base --compare-pytorch
+bench --family xlnet --mode generate --presets base --seq-len 16 --max-new-tokens 100 --steps 1 --warmup 1 --compare-pytorch
+bench --family unilm --mode generate --presets base --seq-len 64 --max-new-tokens 32 --batch-size 4 --compare-pytorch
 bench --mode train --family bert --presets mini,base --compare-pytorch
 echo "== end $(( $(date +%s) - start ))s"
