@@ -304,24 +304,22 @@ def generate(args):
     data = synthetic_batch(model.config.vocab_size, args.batch_size, args.seq_len)
     n = args.max_new_tokens
     if architecture == "BertForMaskedLM":
-        def decode():
+        rows = args.batch_size * args.num_beams if args.num_beams > 1 else args.batch_size
+
+        def step():
             with torch.inference_mode():
                 out = unilm_decode(model, data["input_ids"], n, args.num_beams)
-            assert out.shape == (args.batch_size * args.num_beams if args.num_beams > 1 else args.batch_size, n), out.shape
+            assert out.shape == (rows, n), out.shape
+    else:
+        # An encoder-decoder returns the decoder start and the new tokens; a left-to-right model
+        # (XLNet) the prompt and the new tokens.
+        length = n + 1 if model.config.is_encoder_decoder else args.seq_len + n
 
-        median = timed(decode, args.warmup, args.steps)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-        return {"median_s": median, "tokens_per_s": args.batch_size * n / median, "peak_rss_mib": peak,
-                "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__}
-    # An encoder-decoder returns the decoder start and the new tokens; a left-to-right model
-    # (XLNet) the prompt and the new tokens.
-    length = n + 1 if model.config.is_encoder_decoder else args.seq_len + n
-
-    def step():
-        with torch.inference_mode():
-            out = model.generate(data["input_ids"], attention_mask=data["attention_mask"], max_new_tokens=n,
-                                 min_new_tokens=n, num_beams=args.num_beams, do_sample=False)
-        assert out.shape[1] == length, out.shape
+        def step():
+            with torch.inference_mode():
+                out = model.generate(data["input_ids"], attention_mask=data["attention_mask"], max_new_tokens=n,
+                                     min_new_tokens=n, num_beams=args.num_beams, do_sample=False)
+            assert out.shape[1] == length, out.shape
 
     median = timed(step, args.warmup, args.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

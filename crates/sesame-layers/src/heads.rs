@@ -5,7 +5,7 @@
 use burn::module::Param;
 use burn::nn::{LayerNorm, LayerNormConfig};
 
-use crate::linear::{Linear, LinearConfig};
+use crate::linear::{on_rows, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::tanh;
 use burn::tensor::module::linear;
@@ -86,11 +86,7 @@ impl MaskedLmHead {
 /// single batch, such as a decoding step of one sequence, reshapes the transposed table, which
 /// copies all of it.)
 pub fn tied_logits<const D: usize>(hidden: Tensor<D>, word_embeddings: Tensor<2>, bias: Tensor<1>) -> Tensor<D> {
-    let mut dims = hidden.dims();
-    let d = dims[D - 1];
-    let logits = linear(hidden.reshape([dims[..D - 1].iter().product::<usize>(), d]), word_embeddings.transpose(), Some(bias));
-    dims[D - 1] = logits.dims()[1];
-    logits.reshape(dims)
+    on_rows(hidden, |rows| linear(rows, word_embeddings.transpose(), Some(bias)))
 }
 
 /// Configuration of [`Pooler`].

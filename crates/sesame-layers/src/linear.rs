@@ -55,7 +55,7 @@ impl Linear {
     /// per batch row). In int8 when the weight is quantised and `x` is host memory without
     /// gradients to track.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        self.on_rows(x, |x| self.int8.forward(self, x, None).unwrap_or_else(|x| self.float_product(x)))
+        on_rows(x, |x| self.int8.forward(self, x, None).unwrap_or_else(|x| self.float_product(x)))
     }
 
     /// `activation(self.forward(x))`, with the same numbers; where the product runs in int8
@@ -65,23 +65,23 @@ impl Linear {
         let Some(then) = activation.in_place_on_host(&x.device(), x.dtype()) else {
             return activation.forward(self.forward(x));
         };
-        self.on_rows(x, |x| self.int8.forward(self, x, Some(then)).unwrap_or_else(|x| activation.forward(self.float_product(x))))
+        on_rows(x, |x| self.int8.forward(self, x, Some(then)).unwrap_or_else(|x| activation.forward(self.float_product(x))))
     }
 
     /// `x · weight + bias` in float, `x` `[rows, d_input]`.
     fn float_product(&self, x: Tensor<2>) -> Tensor<2> {
         burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(|b| b.val()))
     }
+}
 
-    /// `f` applied to `x` `[.., d_input]` as `[rows, d_input]`, giving `[.., d_output]`.
-    fn on_rows<const D: usize>(&self, x: Tensor<D>, f: impl FnOnce(Tensor<2>) -> Tensor<2>) -> Tensor<D> {
-        let dims = x.dims();
-        let d_input = dims[D - 1];
-        let y = f(x.reshape([dims[..D - 1].iter().product::<usize>(), d_input]));
-        let mut out = dims;
-        out[D - 1] = y.dims()[1];
-        y.reshape(out)
-    }
+/// `f` applied to `x` `[.., d_input]` as `[rows, d_input]`, giving `[.., d_output]`.
+pub(crate) fn on_rows<const D: usize>(x: Tensor<D>, f: impl FnOnce(Tensor<2>) -> Tensor<2>) -> Tensor<D> {
+    let dims = x.dims();
+    let d_input = dims[D - 1];
+    let y = f(x.reshape([dims[..D - 1].iter().product::<usize>(), d_input]));
+    let mut out = dims;
+    out[D - 1] = y.dims()[1];
+    y.reshape(out)
 }
 
 /// The int8 form of a [`Linear`]'s weight, once the model is quantised ([`int8::quantize`]):
