@@ -96,7 +96,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub steps: usize,
     /// Embed, finetune: the HF / sentence-transformers model directory.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::model_dir)]
     pub model: Option<PathBuf>,
     /// Embed: how many sentences of `--corpus` to embed.
     #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]

@@ -34,7 +34,7 @@ impl ColumnArgs {
 #[derive(clap::Args, Debug)]
 pub struct FinetuneArgs {
     /// The HF checkpoint to start from (config.json, weights, tokenizer files).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::model_dir)]
     pub model: PathBuf,
     /// `random`: train the architecture of --model (its config.json and tokenizer) from fresh
     /// weights, drawn from --seed as transformers initialises a new model (its weights are not
@@ -103,8 +103,9 @@ pub struct FinetuneArgs {
     /// the embeddings at --lr × D^(layers+2).
     #[arg(long, value_parser = decay_factor)]
     pub layer_lr_decay: Option<f64>,
-    /// Evaluate (and checkpoint) every N steps [default: every epoch].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Evaluate (and checkpoint) every N steps; 0 evaluates and checkpoints only at the end
+    /// [default: every epoch].
+    #[arg(long)]
     pub eval_every: Option<u64>,
     /// The held-out metric that picks the model exported [default: accuracy; f1_micro for
     /// multi-label; mse for regression].

@@ -16,7 +16,7 @@ use sesame_layers::HfConfig as _;
 #[derive(clap::Args, Debug)]
 pub struct ForwardArgs {
     /// HF model directory (config.json and weights).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::model_dir)]
     pub model: PathBuf,
     /// Inputs: a safetensors file of tensors named as transformers' arguments (`input_ids`,
     /// `attention_mask`, `labels`, `decoder_input_ids`, `start_positions`, …).

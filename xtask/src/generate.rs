@@ -20,7 +20,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub int8: bool,
     /// HF model directory (config.json, weights; a tokenizer unless the inputs are ids).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::model_dir)]
     pub model: PathBuf,
     /// Texts to generate from (or --input).
     #[arg(conflicts_with = "input")]

@@ -51,8 +51,9 @@ impl BackendArg {
 enum Command {
     /// Sentence embeddings: prints `[[f32, ...], ...]`, one vector per text.
     Embed {
-        /// HF model directory (config.json, weights, tokenizer).
-        #[arg(long)]
+        /// HF model directory (config.json, weights, tokenizer), or a hub id (`org/name[@revision]`)
+        /// in the local HuggingFace cache.
+        #[arg(long, value_parser = crate::model_dir)]
         model: PathBuf,
         /// Pooling over tokens.
         #[arg(long, default_value = "mean", value_parser = parse_pooling)]
@@ -165,7 +166,7 @@ enum Command {
     /// (`{"value"}`).
     Classify {
         /// HF model directory with a sequence-classification head and a tokenizer.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::model_dir)]
         model: PathBuf,
         #[command(flatten)]
         inputs: InputArgs,
@@ -186,7 +187,7 @@ enum Command {
     /// as transformers' token-classification pipeline with `aggregation_strategy="first"`.
     Tag {
         /// HF model directory with a token-classification head and a tokenizer.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::model_dir)]
         model: PathBuf,
         /// Tokens shared by consecutive windows of a text longer than the model reads
         /// [default: a quarter of its positions].
@@ -205,7 +206,7 @@ enum Command {
     /// as transformers' run_qa.py post-processing picks it.
     Answer {
         /// HF model directory with a question-answering head and a tokenizer.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::model_dir)]
         model: PathBuf,
         /// The passage to answer from (or `@FILE` to read it from a file).
         #[arg(long)]
@@ -242,7 +243,7 @@ enum Command {
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::model_dir)]
         model: PathBuf,
         /// Candidates per mask.
         #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
@@ -255,6 +256,12 @@ enum Command {
         #[arg(conflicts_with = "input")]
         texts: Vec<String>,
     },
+}
+
+/// A `--model` value: a directory, or a hub id (`org/name[@revision]`) found in the local
+/// HuggingFace cache ([`sesame_layers::hub::resolve`]).
+pub(crate) fn model_dir(s: &str) -> Result<PathBuf, String> {
+    sesame_layers::hub::resolve(s).map_err(|e| e.to_string())
 }
 
 fn parse_pooling(s: &str) -> Result<Pooling, String> {
@@ -506,35 +513,9 @@ pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tens
     })
 }
 
-/// HF class-name endings of task heads, and what each is.
-const HEAD_CLASSES: [(&str, &str); 11] = [
-    ("ForSequenceClassification", "a sequence classifier"),
-    ("ForTokenClassification", "a token classifier"),
-    ("ForQuestionAnsweringSimple", "an extractive-QA model"),
-    ("ForQuestionAnswering", "an extractive-QA model"),
-    ("ForMultipleChoice", "a multiple-choice model"),
-    ("ForNextSentencePrediction", "a next-sentence classifier"),
-    ("ForMaskedLM", "a masked LM"),
-    ("ForPreTraining", "a pre-training model"),
-    ("ForCausalLM", "a language model"),
-    ("LMHeadModel", "a language model"),
-    ("ForConditionalGeneration", "a sequence-to-sequence model"),
-];
-
-/// Refuse a checkpoint whose `config.json` names another task's head than `wanted`'s (the HF
-/// class a command runs): heads of different tasks can share tensor names (BERT's sequence and
-/// token classifiers are both `classifier`), so the weights alone would load.
+/// [`sesame_layers::config::check_architecture`], as one line.
 fn check_architecture(dir: &std::path::Path, wanted: &str, head: &str) -> Result<(), String> {
-    let json = config_json(dir)?;
-    let Some(found) = json["architectures"][0].as_str() else { return Ok(()) };
-    let kind = |class: &str| HEAD_CLASSES.iter().find(|(ending, _)| class.ends_with(ending)).map(|(_, kind)| *kind);
-    match (kind(found), kind(wanted)) {
-        (Some(found_kind), Some(wanted_kind)) if found_kind != wanted_kind => Err(format!(
-            "{}: architectures says {found}, {found_kind}; this command needs {wanted_kind} ({head} head, as {wanted})",
-            dir.join("config.json").display()
-        )),
-        _ => Ok(()),
-    }
+    sesame_layers::config::check_architecture(dir, wanted, head).map_err(|e| e.to_string())
 }
 
 /// The tokenizer and task model `M` of `dir`, refusing a checkpoint without `M`'s head (one

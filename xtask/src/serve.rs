@@ -36,7 +36,7 @@ pub enum ServeTask {
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
     /// HF model directory (config.json, weights, tokenizer).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::model_dir)]
     pub model: PathBuf,
     /// The task [default: the head `architectures` names in config.json: a sequence
     /// classifier, a token classifier, an extractive-QA model, a generator, else embeddings].

@@ -673,3 +673,27 @@ fn init_random_trains_weights_drawn_from_the_seed_without_reading_the_checkpoint
     }
     assert!(matrices >= 10, "only {matrices} matrices checked");
 }
+
+/// `finetune --eval-every 0` evaluates and checkpoints only at the end (transformers'
+/// `eval_strategy="no"` with the final evaluation kept), and exports that model.
+#[test]
+fn eval_every_0_evaluates_and_checkpoints_only_at_the_end() {
+    let dir = scratch("every-0");
+    write_csv(&dir.join("train.csv"), 0..40, animal);
+    write_csv(&dir.join("eval.csv"), 1000..1016, animal);
+    let out = dir.join("run");
+    let done = finetune(&args(&dir, &["--steps", "7", "--eval-every", "0", "--out", &out.display().to_string()])).unwrap();
+    assert_eq!(done["step"], 7, "{done}");
+    let evaluated: Vec<u64> = std::fs::read_to_string(out.join("run/metrics.jsonl")).unwrap().lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["split"] == "held_out")
+        .map(|l| l["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(evaluated, [7], "held-out evaluations");
+    let checkpoints = std::fs::read_dir(out.join("run/checkpoints")).unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("step-"))
+        .collect::<Vec<_>>();
+    assert_eq!(checkpoints, ["step-00000007"], "checkpoints");
+    assert!(out.join("model/model.safetensors").is_file());
+}

@@ -559,3 +559,73 @@ fn forward_refuses_what_the_head_does_not_take() {
         let _ = std::fs::remove_file(f);
     }
 }
+
+/// Copy the files of `dir` into `cache` as `hf download ID` lays them out: each file's bytes in
+/// `blobs/`, a relative symlink to it in `snapshots/<commit>/`, `refs/main` naming the commit.
+fn into_hub_cache(dir: &Path, cache: &Path, id: &str) {
+    let folder = cache.join(format!("models--{}", id.replace('/', "--")));
+    let commit = "5d9d7bbc4c6e64c3ecaee2b5bc7e5a4c84f1d2a3";
+    let snapshot = folder.join("snapshots").join(commit);
+    std::fs::create_dir_all(folder.join("blobs")).unwrap();
+    std::fs::create_dir_all(folder.join("refs")).unwrap();
+    std::fs::write(folder.join("refs/main"), commit).unwrap();
+    let mut pending = vec![(dir.to_path_buf(), snapshot.clone())];
+    let mut blobs = 0;
+    while let Some((from, to)) = pending.pop() {
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                pending.push((path, target));
+                continue;
+            }
+            blobs += 1;
+            let blob = folder.join("blobs").join(format!("blob{blobs:04}"));
+            std::fs::copy(&path, &blob).unwrap();
+            let depth = target.strip_prefix(&snapshot).unwrap().components().count() + 1;
+            let relative: PathBuf = std::iter::repeat_n("..", depth).collect::<PathBuf>().join("blobs").join(blob.file_name().unwrap());
+            std::os::unix::fs::symlink(relative, &target).unwrap();
+        }
+    }
+}
+
+/// `--model org/name` finds the model in the HuggingFace cache (HF_HUB_CACHE) and gives what
+/// its directory gives, byte for byte; an id the cache lacks gets one line naming the id, the
+/// paths looked at and the `hf download` that fetches it. With the real all-MiniLM-L6-v2 when
+/// the setup script unpacked it (its sentence-transformers files select the pooling).
+#[test]
+fn a_model_named_by_hub_id_is_read_from_the_huggingface_cache_as_its_directory_is() {
+    let cache = std::env::temp_dir().join(format!("sesame-hub-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut models = vec![(PathBuf::from(model()), "sesame-fixtures/bert-fill-mask")];
+    if let Some(minilm) = std::env::var_os("SESAME_MINILM_DIR") {
+        models.push((PathBuf::from(minilm), "sentence-transformers/all-MiniLM-L6-v2"));
+    }
+    let with_cache = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).current_dir(repo()).env("HF_HUB_CACHE", &cache).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    for (dir, id) in &models {
+        into_hub_cache(dir, &cache, id);
+        let dir = dir.display().to_string();
+        for (by_dir, by_id) in [
+            (vec!["embed", "--model", &dir, "--normalize", "the cat sat on the mat .", "hello world"], vec!["embed", "--model", id, "--normalize", "the cat sat on the mat .", "hello world"]),
+            (vec!["embed", "--model", &dir, "the sun"], vec!["embed", "--model", &format!("{id}@main"), "the sun"]),
+        ] {
+            let (ok, expected, stderr) = with_cache(&by_dir);
+            assert!(ok, "{stderr}");
+            let (ok, got, stderr) = with_cache(&by_id);
+            assert!(ok, "{by_id:?}: {stderr}");
+            assert_eq!(got, expected, "{by_id:?}");
+        }
+    }
+    let (ok, _, stderr) = with_cache(&["embed", "--model", "sesame-fixtures/not-downloaded", "x"]);
+    // clap's error line (a "For more information" hint follows it).
+    let line = stderr.lines().next().unwrap_or_default();
+    assert!(!ok, "{stderr}");
+    assert!(line.contains("sesame-fixtures/not-downloaded") && line.contains("models--sesame-fixtures--not-downloaded") && line.contains("hf download sesame-fixtures/not-downloaded"), "{line}");
+    let (ok, _, stderr) = with_cache(&["embed", "--model", "sesame-fixtures/bert-fill-mask@../../etc", "x"]);
+    assert!(!ok && stderr.contains("would leave the cache"), "{stderr}");
+    std::fs::remove_dir_all(&cache).unwrap();
+}

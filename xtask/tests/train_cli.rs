@@ -761,3 +761,29 @@ fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
     sesame_tests::hf_forward(&python, &out.join("export"), "BertForMaskedLM", &inputs_file, &out.join("hf.safetensors")).unwrap();
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// `--eval-every 0` and `--checkpoint-every 0` mean "only at the end", as before the options
+/// moved into the library: one held-out evaluation, at the last step, and one checkpoint, the
+/// last step's, however many steps ran.
+#[test]
+fn eval_every_0_and_checkpoint_every_0_evaluate_and_checkpoint_only_at_the_end() {
+    let out = std::env::temp_dir().join(format!("sesame-cli-every-0-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let args = ["train", "bert", "--steps", "5", "--batch-size", "4", "--seq-len", "32", "--log-every", "1", "--eval-every", "0", "--checkpoint-every", "0", "--quiet", "--out", out.to_str().unwrap()];
+    let output = xtask(&args).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let evaluated: Vec<u64> = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["split"] == "held_out")
+        .map(|v| v["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(evaluated, [5], "held-out evaluations");
+    let mut checkpoints: Vec<String> = std::fs::read_dir(out.join("checkpoints")).unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("step-"))
+        .collect();
+    checkpoints.sort();
+    assert_eq!(checkpoints, ["step-00000005"], "checkpoints");
+    assert!(out.join("export/model.safetensors").is_file());
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -31,6 +31,62 @@ pub enum ConfigError {
         /// Why it is rejected.
         reason: String,
     },
+    /// `architectures` names a head of another task than the one asked for.
+    #[error("{path}: architectures says {found}, {found_kind}; this command needs {wanted_kind} ({head} head, as {wanted})")]
+    WrongHead {
+        /// The config file.
+        path: PathBuf,
+        /// The class it names.
+        found: String,
+        /// What that class is (`a token classifier`).
+        found_kind: &'static str,
+        /// The class asked for.
+        wanted: String,
+        /// What it is.
+        wanted_kind: &'static str,
+        /// The head, as the task calls it (`sequence-classification`).
+        head: String,
+    },
+}
+
+/// HF class-name endings of task heads, and what each is.
+const HEAD_CLASSES: [(&str, &str); 11] = [
+    ("ForSequenceClassification", "a sequence classifier"),
+    ("ForTokenClassification", "a token classifier"),
+    ("ForQuestionAnsweringSimple", "an extractive-QA model"),
+    ("ForQuestionAnswering", "an extractive-QA model"),
+    ("ForMultipleChoice", "a multiple-choice model"),
+    ("ForNextSentencePrediction", "a next-sentence classifier"),
+    ("ForMaskedLM", "a masked LM"),
+    ("ForPreTraining", "a pre-training model"),
+    ("ForCausalLM", "a language model"),
+    ("LMHeadModel", "a language model"),
+    ("ForConditionalGeneration", "a sequence-to-sequence model"),
+];
+
+/// Refuse a checkpoint whose `config.json` in `dir` names another task's head than `wanted`'s
+/// (the HF class a task runs, its `head` named as the task calls it): heads of different tasks
+/// can share tensor names (BERT's sequence and token classifiers are both `classifier`), so
+/// the weights alone would load.
+pub fn check_architecture(dir: &Path, wanted: &str, head: &str) -> Result<(), ConfigError> {
+    let path = dir.join("config.json");
+    let json: serde_json::Value = read_json_config(&path)?;
+    if !json.is_object() {
+        return Err(ConfigError::Parse { path, reason: "not a JSON object".into() });
+    }
+    let Some(found) = json["architectures"][0].as_str() else { return Ok(()) };
+    let kind = |class: &str| HEAD_CLASSES.iter().find(|(ending, _)| class.ends_with(ending)).map(|(_, kind)| *kind);
+    match (kind(found), kind(wanted)) {
+        (Some(found_kind), Some(wanted_kind)) if found_kind != wanted_kind => Err(ConfigError::WrongHead {
+            path,
+            found: found.to_string(),
+            found_kind,
+            wanted: wanted.to_string(),
+            wanted_kind,
+            head: head.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Read a JSON config file into `T` (unknown keys are ignored, as HF does).

@@ -16,9 +16,11 @@ pub mod dropout;
 pub mod early_exit;
 pub mod embeddings;
 pub mod encoder;
+pub mod family;
 pub mod feed_forward;
 pub mod fs;
 pub mod heads;
+pub mod hub;
 pub mod hparams;
 pub mod init;
 pub mod int8;
@@ -41,6 +43,7 @@ pub use early_exit::{EarlyExit, EarlyExitOutput, ExitClassifier};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use decoder::{run_decoder_layers, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput};
 pub use encoder::{pick_layers, push_all, Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, NamedOutput, OutputOptions};
+pub use family::{Family, Head, HeadVisitor, Unsupported};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,

@@ -3,6 +3,8 @@
 //! question answering, and generation ([`generate`]).
 
 pub mod generate;
+pub mod generator;
+pub mod served;
 pub use generate::{continue_prompts, generate, GeneratedText};
 
 use burn::prelude::*;

@@ -21,7 +21,7 @@ use sesame_pipelines::{Classification, PipelineError, TaggedSpan};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::metrics::Metrics;
-use crate::model::{Input, Output, ServedModel, Task};
+use sesame_pipelines::served::{Input, Output, ServedModel, Task};
 use crate::queue::{Ended, Event, FinishReason, GenerateJob, Job, RunError, StreamedToken, Work};
 use crate::ServeOptions;
 

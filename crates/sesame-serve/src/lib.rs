@@ -28,9 +28,7 @@
 //! ```
 
 mod api;
-mod generation;
 mod metrics;
-mod model;
 mod queue;
 
 use std::net::SocketAddr;
@@ -40,8 +38,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use generation::{CausalGenerator, Generation, Generator, Seq2SeqGenerator};
-pub use model::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
+pub use sesame_pipelines::generator::{CausalGenerator, Generation, Generator, Seq2SeqGenerator};
+pub use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
 
 /// How the server listens and what it accepts.
 #[derive(Clone, Debug)]

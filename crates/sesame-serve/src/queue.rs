@@ -13,7 +13,7 @@ use sesame_pipelines::PipelineError;
 use sesame_text::Tokenizer;
 
 use crate::metrics::Metrics;
-use crate::model::{Input, Output, ServedModel};
+use sesame_pipelines::served::{Input, Output, ServedModel};
 
 /// What waits in the queue: a request's texts, which run in a batch with others, or a
 /// generation, which runs alone.

@@ -35,3 +35,15 @@ pub use heads::{
 };
 pub use model::{AlbertDepthLayers, AlbertLayerGroup, AlbertModel, AlbertTransformer, AttentionSublayer, FeedForwardSublayer};
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
+
+/// Which type runs which job for albert checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Albert {
+    const NAME: &'static str = "albert";
+    const MODEL_TYPES: &'static [&'static str] = Albert::MODEL_TYPES;
+    type Config = AlbertConfig;
+    type Model = AlbertModel;
+    type Encoder = AlbertModel;
+    type ForSequenceClassification = AlbertForSequenceClassification;
+    type ForTokenClassification = AlbertForTokenClassification;
+    type ForQuestionAnswering = AlbertForQuestionAnswering;
+}

@@ -37,3 +37,21 @@ pub use config::BartConfig;
 pub use heads::{BartDecoderWrapper, BartForCausalLM, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, CausalLmOutput};
 pub use model::{BartDecoder, BartEmbeddings, BartEncoder, BartModel};
 pub use sesame_layers::{Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
+
+/// The BART family (the registry of `sesame`, `cargo xtask`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bart;
+
+/// Which type runs which job for bart checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Bart {
+    const NAME: &'static str = "bart";
+    const MODEL_TYPES: &'static [&'static str] = config::MODEL_TYPES;
+    type Config = BartConfig;
+    type Model = BartModel;
+    // transformers has no BartForTokenClassification, and BART's encoder has no masked-LM head
+    // (its denoising is generated text: `generate`).
+    type Encoder = sesame_layers::Unsupported;
+    type ForSequenceClassification = BartForSequenceClassification;
+    type ForTokenClassification = sesame_layers::Unsupported;
+    type ForQuestionAnswering = BartForQuestionAnswering;
+}

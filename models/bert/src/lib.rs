@@ -49,3 +49,15 @@ pub type BertConfig = BertLikeConfig<Bert>;
 pub type BertModel = BertLikeModel<Bert>;
 /// One batch of BERT input (HF argument names).
 pub type BertInput = sesame_layers::EncoderInput;
+
+/// Which type runs which job for bert checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Bert {
+    const NAME: &'static str = "bert";
+    const MODEL_TYPES: &'static [&'static str] = <Bert as BertLikeFamily>::MODEL_TYPES;
+    type Config = BertConfig;
+    type Model = BertModel;
+    type Encoder = BertModel;
+    type ForSequenceClassification = BertForSequenceClassification;
+    type ForTokenClassification = BertForTokenClassification;
+    type ForQuestionAnswering = BertForQuestionAnswering;
+}

@@ -44,3 +44,15 @@ pub use sesame_layers::{HeadOutput, QuestionAnsweringOutput};
 
 /// One batch of ELECTRA input (HF argument names).
 pub type ElectraInput = sesame_layers::EncoderInput;
+
+/// Which type runs which job for electra checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Electra {
+    const NAME: &'static str = "electra";
+    const MODEL_TYPES: &'static [&'static str] = config::MODEL_TYPES;
+    type Config = ElectraConfig;
+    type Model = ElectraModel;
+    type Encoder = ElectraModel;
+    type ForSequenceClassification = ElectraForSequenceClassification;
+    type ForTokenClassification = ElectraForTokenClassification;
+    type ForQuestionAnswering = ElectraForQuestionAnswering;
+}

@@ -38,3 +38,15 @@ pub use heads::{
 };
 pub use model::RobertaModel;
 pub use sesame_layers::{HeadOutput, QuestionAnsweringOutput};
+
+/// Which type runs which job for roberta checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Roberta {
+    const NAME: &'static str = "roberta";
+    const MODEL_TYPES: &'static [&'static str] = <Roberta as sesame_bert::BertLikeFamily>::MODEL_TYPES;
+    type Config = RobertaConfig;
+    type Model = RobertaModel;
+    type Encoder = RobertaModel;
+    type ForSequenceClassification = RobertaForSequenceClassification;
+    type ForTokenClassification = RobertaForTokenClassification;
+    type ForQuestionAnswering = RobertaForQuestionAnswering;
+}

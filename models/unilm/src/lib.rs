@@ -45,3 +45,15 @@ pub use heads::{
 pub use model::{UnilmMask, UnilmModel};
 #[cfg(feature = "train")]
 pub use pretraining::{Objective, UnilmMasking, UnilmPreTraining};
+
+/// Which type runs which job for unilm checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Unilm {
+    const NAME: &'static str = "unilm";
+    const MODEL_TYPES: &'static [&'static str] = <Unilm as sesame_bert::BertLikeFamily>::MODEL_TYPES;
+    type Config = UnilmConfig;
+    type Model = UnilmModel;
+    type Encoder = UnilmModel;
+    type ForSequenceClassification = UnilmForSequenceClassification;
+    type ForTokenClassification = UnilmForTokenClassification;
+    type ForQuestionAnswering = UnilmForQuestionAnswering;
+}

@@ -42,3 +42,20 @@ pub use tasks::{
     SquadBeam, SquadLabels, XlnetForMultipleChoice, XlnetForQuestionAnswering, XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification,
     XlnetForTokenClassification, XlnetHeadOutput, XlnetQuestionAnsweringOutput, XlnetQuestionAnsweringSimpleOutput,
 };
+
+/// The XLNet family (the registry of `sesame`, `cargo xtask`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Xlnet;
+
+/// Which type runs which job for xlnet checkpoints (`sesame::auto`, `sesame::pipeline`).
+impl sesame_layers::Family for Xlnet {
+    const NAME: &'static str = "xlnet";
+    const MODEL_TYPES: &'static [&'static str] = config::MODEL_TYPES;
+    type Config = XlnetConfig;
+    type Model = XlnetModel;
+    // XLNet's LM head predicts by permutation, not by masks: no embeddings or fill-mask here.
+    type Encoder = sesame_layers::Unsupported;
+    type ForSequenceClassification = XlnetForSequenceClassification;
+    type ForTokenClassification = XlnetForTokenClassification;
+    type ForQuestionAnswering = XlnetForQuestionAnsweringSimple;
+}

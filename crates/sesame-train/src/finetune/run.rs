@@ -148,7 +148,7 @@ pub struct FinetuneOptions {
     pub max_grad_norm: f64,
     /// Layer-wise learning-rate decay in (0, 1] (ELECTRA's recipe).
     pub layer_lr_decay: Option<f64>,
-    /// Evaluate and checkpoint every N steps [default: every epoch].
+    /// Evaluate and checkpoint every N steps (0: only at the end) [default: every epoch].
     pub eval_every: Option<u64>,
     /// The held-out metric that picks the exported model [default: accuracy; f1_micro for
     /// multi-label; mse for regression; f1 for entity tags and QA].
@@ -230,9 +230,6 @@ impl FinetuneOptions {
         positive(self.n_best as u64, "--n-best")?;
         if let Some(steps) = self.steps {
             positive(steps, "--steps")?;
-        }
-        if let Some(every) = self.eval_every {
-            positive(every, "--eval-every")?;
         }
         if let Some(n) = self.seq_len.filter(|&n| n < 4) {
             return Err(format!("--seq-len {n}: too short for a row (4 tokens at least)"));
@@ -669,8 +666,9 @@ impl Run<'_> {
             // learns from fixed features.
             model = super::freeze_base(model);
         }
+        let evaluated = if every == 0 { "evaluated at the end".to_string() } else { format!("evaluated every {every}") };
         eprintln!(
-            "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, evaluated every {every}",
+            "{}: {}; {steps} steps ({per_epoch} per epoch) of {} x {} rows in {parts} micro-batches, {evaluated}",
             M::architecture(), self.what, job.grad_accum, job.batch_size
         );
         let (metric, greater_is_better) = self.metric;
@@ -683,7 +681,8 @@ impl Run<'_> {
             epsilon: 1e-8,
             max_grad_norm: job.max_grad_norm,
             seed: job.seed,
-            log_every: every.clamp(1, 10),
+            // --eval-every 0 evaluates at the end only; the log still has a line every 10 steps.
+            log_every: if every == 0 { 10 } else { every.clamp(1, 10) },
             eval_every: every,
             checkpoint_every: every,
             best_metric: Some(metric.clone()),

@@ -128,9 +128,9 @@ pub struct PretrainOptions {
     pub held_out: f64,
     /// Log every N steps.
     pub log_every: u64,
-    /// Evaluate every N steps.
+    /// Evaluate every N steps (0: only at the end).
     pub eval_every: u64,
-    /// Checkpoint every N steps.
+    /// Checkpoint every N steps (0: only at the end).
     pub checkpoint_every: u64,
     /// Run directory [default: runs/FAMILY, runs/FAMILY-OBJECTIVE, runs/FAMILY-distill].
     pub out: Option<PathBuf>,
@@ -193,7 +193,7 @@ impl PretrainOptions {
 
     /// The options a run cannot start with, as one line naming the option.
     pub fn check(&self) -> Result<(), String> {
-        for (value, flag) in [(self.batch_size as u64, "--batch-size"), (self.grad_accum, "--grad-accum"), (self.vocab_size as u64, "--vocab-size"), (self.log_every, "--log-every"), (self.eval_every, "--eval-every"), (self.checkpoint_every, "--checkpoint-every")] {
+        for (value, flag) in [(self.batch_size as u64, "--batch-size"), (self.grad_accum, "--grad-accum"), (self.vocab_size as u64, "--vocab-size"), (self.log_every, "--log-every")] {
             if value == 0 {
                 return Err(format!("{flag} 0: must be at least 1"));
             }
@@ -766,11 +766,11 @@ mod tests {
         assert_eq!(base.check(), Ok(()));
         let cases: [(fn(&mut PretrainOptions), &str); 6] = [
             (|o| o.batch_size = 0, "--batch-size 0"),
+            (|o| o.log_every = 0, "--log-every 0"),
             (|o| o.steps = Some(0), "--steps 0"),
             (|o| o.seq_len = 4, "--seq-len 4"),
             (|o| o.held_out = 1.0, "--held-out 1"),
             (|o| o.lr = f64::INFINITY, "--lr inf"),
-            (|o| o.eval_every = 0, "--eval-every 0"),
         ];
         for (change, named) in cases {
             let mut options = base.clone();
@@ -778,5 +778,13 @@ mod tests {
             let error = options.check().unwrap_err();
             assert!(error.starts_with(named) && !error.contains('\n'), "{named}: {error}");
         }
+    }
+
+    #[test]
+    fn eval_every_0_and_checkpoint_every_0_are_accepted_as_only_at_the_end() {
+        let mut options = PretrainOptions::new("bert", "data/moby-dick.txt");
+        options.eval_every = 0;
+        options.checkpoint_every = 0;
+        assert_eq!(options.check(), Ok(()));
     }
 }

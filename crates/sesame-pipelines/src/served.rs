@@ -1,10 +1,11 @@
-//! What the server runs: one model for one task, behind [`ServedModel`], and its kinds
-//! ([`Embedder`], [`TextClassifier`], [`Tagger`], [`MaskFiller`], [`Reader`]) over the pipelines
-//! of `sesame-pipelines`; the generators are in `generation`.
+//! One model for one task as a value: the model, its tokenizer and its options behind
+//! [`ServedModel`], and its kinds ([`Embedder`], [`TextClassifier`], [`Tagger`], [`MaskFiller`],
+//! [`Reader`]) over this crate's pipelines; the generators are in [`crate::generator`]. The
+//! server (`sesame-serve`) and the facade's `sesame::pipeline` both run these.
 
 use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_layers::InputError;
-use sesame_pipelines::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
+use crate::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
 /// The task a server answers.
@@ -137,7 +138,7 @@ pub trait ServedModel: Send + Sync {
         0
     }
     /// A generator's search (`None` for the other tasks).
-    fn generator(&self) -> Option<&dyn crate::Generator> {
+    fn generator(&self) -> Option<&dyn crate::generator::Generator> {
         None
     }
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
@@ -161,11 +162,12 @@ pub struct Embedder<B: Backbone> {
 }
 
 impl<B: Backbone> Embedder<B> {
-    /// Serve `model` with its `config` and `tokenizer`, pooled and truncated as `options` says
-    /// (`options.normalize` is ignored: each request says whether it wants unit vectors).
+    /// Run `model` with its `config` and `tokenizer`, pooled, normalised and truncated as
+    /// `options` says (the server asks for vectors as they are: each request says whether it
+    /// wants unit vectors).
     pub fn new(model: B, config: B::Config, tokenizer: Tokenizer, options: EmbedOptions) -> Self {
         let hidden_size = B::classifier_sizes(&config).hidden_size;
-        Self { model, config, tokenizer, options: EmbedOptions { normalize: false, ..options }, hidden_size }
+        Self { model, config, tokenizer, options, hidden_size }
     }
 }
 
@@ -189,7 +191,7 @@ impl<B: Backbone> ServedModel for Embedder<B> {
 
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
         let texts = texts_only(inputs, self.task())?;
-        let vectors = sesame_pipelines::embed(&self.model, &self.config, &self.tokenizer, &texts, self.options)?;
+        let vectors = crate::embed(&self.model, &self.config, &self.tokenizer, &texts, self.options)?;
         Ok(vectors.into_iter().map(Output::Embedding).collect())
     }
 }
@@ -234,7 +236,7 @@ impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
         let mut out: Vec<Option<Classification>> = vec![None; inputs.len()];
         if !texts.is_empty() {
             let strings: Vec<&str> = texts.iter().filter_map(|(_, i)| i.text()).collect();
-            let classes = sesame_pipelines::classify(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
+            let classes = crate::classify(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
             texts.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
         }
         if !pairs.is_empty() {
@@ -245,7 +247,7 @@ impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
                     Input::Text(_) => None,
                 })
                 .collect();
-            let classes = sesame_pipelines::classify_pairs(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
+            let classes = crate::classify_pairs(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
             pairs.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
         }
         Ok(out.into_iter().flatten().map(Output::Classification).collect())
@@ -290,7 +292,7 @@ impl<M: TokenTagger> ServedModel for Tagger<M> {
 
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
         let texts = texts_only(inputs, self.task())?;
-        let out = sesame_pipelines::tag(&self.model, &self.config, &self.tokenizer, &texts, self.batch_size, self.stride)?;
+        let out = crate::tag(&self.model, &self.config, &self.tokenizer, &texts, self.batch_size, self.stride)?;
         Ok(out.into_iter().map(Output::Entities).collect())
     }
 }
@@ -331,7 +333,7 @@ impl<B: HasMaskedLmHead> ServedModel for MaskFiller<B> {
 
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
         let texts = texts_only(inputs, self.task())?;
-        let out = sesame_pipelines::fill_masks(&self.model, &self.config, &self.tokenizer, &texts, self.top_k, self.batch_size)?;
+        let out = crate::fill_masks(&self.model, &self.config, &self.tokenizer, &texts, self.top_k, self.batch_size)?;
         Ok(out.into_iter().map(Output::Masks).collect())
     }
 }
@@ -376,7 +378,7 @@ impl<M: SpanExtractor> ServedModel for Reader<M> {
                 Input::Text(_) => Err(PipelineError::Input(InputError::Invalid { what: "inputs", reason: "an extractive-QA model reads a question and a context".into() })),
             })
             .collect::<Result<_, _>>()?;
-        let out = sesame_pipelines::answer(&self.model, &self.config, &self.tokenizer, &questions, self.batch_size, self.stride, &self.options)?;
+        let out = crate::answer(&self.model, &self.config, &self.tokenizer, &questions, self.batch_size, self.stride, &self.options)?;
         Ok(out.into_iter().map(Output::Answer).collect())
     }
 }

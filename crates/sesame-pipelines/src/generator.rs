@@ -1,16 +1,16 @@
-//! Generation behind the server: [`Seq2SeqGenerator`] (an encoder-decoder such as BART) and
-//! [`CausalGenerator`] (a left-to-right model), each behind [`Generator`]. A request runs alone
-//! on the model's thread (`queue`), which sends its tokens to the client as soon as they are
+//! Generation as a value: [`Seq2SeqGenerator`] (an encoder-decoder such as BART) and
+//! [`CausalGenerator`] (a left-to-right model), each behind [`Generator`]. In the server a request
+//! runs alone on the model's thread, which sends its tokens to the client as soon as they are
 //! final and ends the search as soon as the client has gone or a stop sequence was written.
 
 use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
 use sesame_generate::{GenerateError, GenerationConfig, Generated, TokenStreamer};
 use sesame_layers::InputError;
-use sesame_pipelines::generate::{continue_ids, generate_ids, open_prompt};
-use sesame_pipelines::PipelineError;
+use crate::generate::{continue_ids, generate_ids, open_prompt};
+use crate::PipelineError;
 use sesame_text::Tokenizer;
 
-use crate::model::{ServedModel, Task};
+use crate::served::{ServedModel, Task};
 
 /// What a search wrote after its prompt.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +38,7 @@ pub trait Generator: Send + Sync {
 
 /// The ids of `text`, or why it cannot be a prompt of a model of `max_len` positions.
 fn encode(tokenizer: &Tokenizer, text: &str, max_len: usize) -> Result<Vec<u32>, PipelineError> {
-    Ok(sesame_pipelines::generate::encode(tokenizer, &[text], 0, max_len)?.remove(0))
+    Ok(crate::generate::encode(tokenizer, &[text], 0, max_len)?.remove(0))
 }
 
 /// The first row of `out` after its first `skip` tokens, cut after the first end of sequence,
@@ -125,7 +125,7 @@ impl<M: Seq2SeqLM + Send + Sync + 'static> ServedModel for Seq2SeqGenerator<M> {
         Some(self)
     }
 
-    fn run(&self, _inputs: &[crate::Input]) -> Result<Vec<crate::Output>, PipelineError> {
+    fn run(&self, _inputs: &[crate::served::Input]) -> Result<Vec<crate::served::Output>, PipelineError> {
         Err(not_batched())
     }
 }
@@ -191,7 +191,7 @@ where
         Some(self)
     }
 
-    fn run(&self, _inputs: &[crate::Input]) -> Result<Vec<crate::Output>, PipelineError> {
+    fn run(&self, _inputs: &[crate::served::Input]) -> Result<Vec<crate::served::Output>, PipelineError> {
         Err(not_batched())
     }
 }

@@ -1,0 +1,118 @@
+//! The contract a model crate implements once: its name, the `model_type`s of its checkpoints,
+//! its configuration and base model, and its model for each task, or [`Unsupported`] where
+//! transformers has none. The facade (`sesame::auto`, `sesame::pipeline`) loads any family
+//! through it; nothing else names a family's types.
+
+use crate::pretrained::{HfConfig, PretrainedModel};
+use crate::tasks::{SequenceClassifier, SpanExtractor, TokenTagger};
+use crate::HasMaskedLmHead;
+
+/// A family of checkpoints (BERT, RoBERTa, BART, …): which Sesame type runs which job.
+///
+/// ```ignore
+/// impl Family for Bert {
+///     const NAME: &'static str = "bert";
+///     const MODEL_TYPES: &'static [&'static str] = &["bert"];
+///     type Config = BertConfig;
+///     type Model = BertModel;
+///     type Encoder = BertModel;
+///     type ForSequenceClassification = BertForSequenceClassification;
+///     type ForTokenClassification = BertForTokenClassification;
+///     type ForQuestionAnswering = BertForQuestionAnswering;
+/// }
+/// ```
+pub trait Family: 'static {
+    /// The family's name in messages and on the command line (`bert`).
+    const NAME: &'static str;
+    /// The `model_type` values of its `config.json` files.
+    const MODEL_TYPES: &'static [&'static str];
+    /// Its `config.json`.
+    type Config: HfConfig;
+    /// The base model (HF `BertModel`): what `AutoModel` loads.
+    type Model: PretrainedModel<Config = Self::Config>;
+    /// The base model as a bidirectional encoder with a masked-LM head: sentence embeddings
+    /// and fill-mask ([`Unsupported`] for BART and XLNet).
+    type Encoder: Head<task::Encode>;
+    /// The sequence classifier (HF `…ForSequenceClassification`): classify, rerank.
+    type ForSequenceClassification: Head<task::Classify>;
+    /// The token classifier (HF `…ForTokenClassification`): tag.
+    type ForTokenClassification: Head<task::Tag>;
+    /// The extractive-QA model (HF `…ForQuestionAnswering`, XLNet's `…Simple`): answer.
+    type ForQuestionAnswering: Head<task::Answer>;
+}
+
+/// Stands for a model a family does not have (transformers has no
+/// `BartForTokenClassification`): a loader reached through it refuses the task, naming the
+/// family.
+#[derive(Clone, Copy, Debug)]
+pub enum Unsupported {}
+
+/// The jobs a [`Family`] names a model type for: each is what [`Head`] is implemented for.
+pub mod task {
+    /// Sentence embeddings and fill-mask: a base model with a masked-LM head.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Encode;
+    /// Sequence classification (and reranking, a one-logit classifier over pairs).
+    #[derive(Clone, Copy, Debug)]
+    pub struct Classify;
+    /// Token classification.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Tag;
+    /// Extractive question answering.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Answer;
+}
+
+/// A family's model type for the job `T`, handed to a loader as the trait the job runs on
+/// ([`HeadVisitor`]); implemented here for every model that runs the job and for
+/// [`Unsupported`], never by a model crate.
+pub trait Head<T> {
+    /// Call the visitor's method for this type.
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out;
+}
+
+/// What a loader does with a family's model type, by the job it runs (the facade's loaders).
+pub trait HeadVisitor {
+    /// What the loader gives.
+    type Out;
+    /// `B` embeds and fills masks.
+    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out;
+    /// `M` classifies sequences.
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out;
+    /// `M` tags tokens.
+    fn token_classifier<M: TokenTagger>(self) -> Self::Out;
+    /// `M` answers questions from a context.
+    fn question_answering<M: SpanExtractor>(self) -> Self::Out;
+    /// The family has no model for the job.
+    fn unsupported(self) -> Self::Out;
+}
+
+impl<B: HasMaskedLmHead> Head<task::Encode> for B {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.encoder::<B>()
+    }
+}
+
+impl<M: SequenceClassifier> Head<task::Classify> for M {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.sequence_classifier::<M>()
+    }
+}
+
+impl<M: TokenTagger> Head<task::Tag> for M {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.token_classifier::<M>()
+    }
+}
+
+impl<M: SpanExtractor> Head<task::Answer> for M {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.question_answering::<M>()
+    }
+}
+
+impl<T> Head<T> for Unsupported {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.unsupported()
+    }
+}

@@ -1,0 +1,524 @@
+//! Auto classes: the family of a checkpoint is read from its `config.json` (`model_type`, BERT
+//! when absent, as transformers' `BertModel` reads it), and the family's [`Family`] says which
+//! type runs the job. A family without a model for the job is refused by name.
+
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use sesame_layers::family::task;
+use sesame_layers::{
+    Backbone, EncoderInput, Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, HfConfig, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier,
+    SpanExtractor, TokenTagger,
+};
+
+/// Why a model could not be found, loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Neither a directory nor a hub id in the local cache.
+    #[error(transparent)]
+    Hub(#[from] sesame_layers::hub::HubError),
+    /// `config.json` is missing, invalid, or names another task's head.
+    #[error(transparent)]
+    Config(#[from] sesame_layers::ConfigError),
+    /// `config.json`'s `model_type` is no family this build has.
+    #[error("{path}: model_type `{model_type}` is not a family this build has ({known})")]
+    UnknownFamily {
+        /// The config file.
+        path: PathBuf,
+        /// Its `model_type`.
+        model_type: String,
+        /// The families compiled in.
+        known: String,
+    },
+    /// The family has no model for the job.
+    #[error("{family} has no {what} (transformers has none either); {family} checkpoints run {has}")]
+    Unsupported {
+        /// The family.
+        family: &'static str,
+        /// What was asked for (`a token classifier`).
+        what: &'static str,
+        /// The jobs it has.
+        has: String,
+    },
+    /// The weights are missing, unreadable or do not fit the config.
+    #[error(transparent)]
+    Load(#[from] sesame_layers::PretrainedError),
+    /// The checkpoint lacks the task's head (it would be made up on the spot).
+    #[error("{dir} has no {head} head (missing: {missing}); {hint}")]
+    NoHead {
+        /// The model directory.
+        dir: PathBuf,
+        /// The head (`sequence-classification`).
+        head: &'static str,
+        /// The tensors that would have been drawn at random.
+        missing: String,
+        /// How to get one.
+        hint: &'static str,
+    },
+    /// The tokenizer files are missing or invalid.
+    #[error(transparent)]
+    Tokenizer(#[from] sesame_text::TokenizerError),
+    /// A pipeline refused its input or failed.
+    #[error(transparent)]
+    Pipeline(#[from] sesame_pipelines::PipelineError),
+    /// `rerank` was asked of a classifier with more than one label.
+    #[error("{dir}: rerank needs a classifier with one label (a cross-encoder); this one has {labels}")]
+    NotACrossEncoder {
+        /// The model directory.
+        dir: PathBuf,
+        /// Its labels.
+        labels: usize,
+    },
+    /// The build has no backend (`default_device`): enable one of the features flex, ndarray,
+    /// wgpu, tch, cuda, or give `PipelineOptions::device`.
+    #[error("no backend compiled in: enable a feature of sesame (flex, ndarray, wgpu, tch, cuda) or give PipelineOptions::device")]
+    NoBackend,
+    /// A pipeline was called for another task than its own.
+    #[error("this pipeline is for {task}, not {called}")]
+    WrongTask {
+        /// The pipeline's task.
+        task: &'static str,
+        /// The method called.
+        called: &'static str,
+    },
+}
+
+/// Does something with a family: the facade's loaders, run on the family of a checkpoint.
+pub(crate) trait WithFamily {
+    /// What it gives.
+    type Out;
+    /// Do it with `F`.
+    fn with<F: Family>(self) -> Self::Out;
+}
+
+/// Run `action` with the family whose `model_type`s hold `model_type`; `None` when no family
+/// compiled in has it. One line a family: the order decides a `model_type` two families read
+/// (UniLM reads BERT checkpoints; `bert` is BERT's).
+pub(crate) fn with_family<A: WithFamily>(model_type: &str, action: A) -> Option<A::Out> {
+    let step = Step::Pending(action);
+    #[cfg(feature = "bert")]
+    let step = step.then::<sesame_bert::Bert>(model_type);
+    #[cfg(feature = "roberta")]
+    let step = step.then::<sesame_roberta::Roberta>(model_type);
+    #[cfg(feature = "albert")]
+    let step = step.then::<sesame_albert::Albert>(model_type);
+    #[cfg(feature = "electra")]
+    let step = step.then::<sesame_electra::Electra>(model_type);
+    #[cfg(feature = "unilm")]
+    let step = step.then::<sesame_unilm::Unilm>(model_type);
+    #[cfg(feature = "bart")]
+    let step = step.then::<sesame_bart::Bart>(model_type);
+    #[cfg(feature = "xlnet")]
+    let step = step.then::<sesame_xlnet::Xlnet>(model_type);
+    match step {
+        Step::Done(out) => Some(out),
+        Step::Pending(_) => None,
+    }
+}
+
+/// An action not yet run, or what it gave.
+enum Step<A: WithFamily> {
+    Pending(A),
+    Done(A::Out),
+}
+
+impl<A: WithFamily> Step<A> {
+    /// Run a pending action with `F` when `F` reads `model_type`.
+    #[allow(dead_code)] // unused when no family is compiled in
+    fn then<F: Family>(self, model_type: &str) -> Self {
+        match self {
+            Step::Pending(action) if F::MODEL_TYPES.contains(&model_type) => Step::Done(action.with::<F>()),
+            step => step,
+        }
+    }
+}
+
+/// The names of the families compiled in.
+pub fn families() -> Vec<&'static str> {
+    struct Name;
+    impl WithFamily for Name {
+        type Out = &'static str;
+        fn with<F: Family>(self) -> &'static str {
+            F::NAME
+        }
+    }
+    let mut names = Vec::new();
+    for model_type in ["bert", "roberta", "albert", "electra", "unilm", "bart", "xlnet"] {
+        if let Some(name) = with_family(model_type, Name) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The directory `model` names (a path, or a hub id in the local cache) and its `model_type`.
+pub(crate) fn locate(model: &str) -> Result<(PathBuf, String), Error> {
+    let dir = sesame_layers::hub::resolve(model)?;
+    let path = dir.join("config.json");
+    let json: serde_json::Value = sesame_layers::config::read_json_config(&path)?;
+    let model_type = match json.get("model_type") {
+        None => "bert".to_string(),
+        Some(serde_json::Value::String(kind)) => kind.clone(),
+        Some(other) => return Err(sesame_layers::ConfigError::Parse { path, reason: format!("field `model_type` must be a string, found {other}") }.into()),
+    };
+    Ok((dir, model_type))
+}
+
+/// Run `action` on the family of the checkpoint in `dir`, whose type is `model_type`.
+pub(crate) fn on_family<A: WithFamily>(dir: &Path, model_type: &str, action: A) -> Result<A::Out, Error> {
+    with_family(model_type, action).ok_or_else(|| Error::UnknownFamily { path: dir.join("config.json"), model_type: model_type.to_string(), known: families().join(", ") })
+}
+
+/// The jobs family `F` has, for messages.
+pub(crate) fn jobs<F: Family>() -> String {
+    struct Has;
+    impl HeadVisitor for Has {
+        type Out = bool;
+        fn encoder<B: HasMaskedLmHead>(self) -> bool {
+            true
+        }
+        fn sequence_classifier<M: SequenceClassifier>(self) -> bool {
+            true
+        }
+        fn token_classifier<M: TokenTagger>(self) -> bool {
+            true
+        }
+        fn question_answering<M: SpanExtractor>(self) -> bool {
+            true
+        }
+        fn unsupported(self) -> bool {
+            false
+        }
+    }
+    let has = [
+        ("embed, fill-mask", <F::Encoder as Head<task::Encode>>::accept(Has)),
+        ("classify, rerank", <F::ForSequenceClassification as Head<task::Classify>>::accept(Has)),
+        ("tag", <F::ForTokenClassification as Head<task::Tag>>::accept(Has)),
+        ("answer", <F::ForQuestionAnswering as Head<task::Answer>>::accept(Has)),
+    ];
+    has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
+}
+
+/// Load `M` from `dir` onto `device` (int8 when asked), refusing a checkpoint whose
+/// `architectures` names another task's head, or that lacks `M`'s head: `head` names it,
+/// `hint` says how to get one.
+pub(crate) fn load_head<M: PretrainedModel>(dir: &Path, device: &Device, int8: bool, head: &'static str, hint: &'static str) -> Result<Pretrained<M, M::Config>, Error> {
+    sesame_layers::config::check_architecture(dir, &M::architecture(), head)?;
+    let mut loaded = M::from_pretrained(dir, device)?;
+    if !loaded.report.initialized.is_empty() {
+        return Err(Error::NoHead { dir: dir.to_path_buf(), head, missing: loaded.report.initialized.join(", "), hint });
+    }
+    if int8 {
+        loaded.model = sesame_layers::int8::quantize(loaded.model);
+    }
+    Ok(loaded)
+}
+
+/// The head names and hints of each job, as the CLI gives them.
+pub(crate) const CLASSIFIER: (&str, &str) = ("sequence-classification", "fine-tune one with `cargo xtask finetune`");
+pub(crate) const TAGGER: (&str, &str) = ("token-classification", "fine-tune one with `cargo xtask finetune --task tag`");
+pub(crate) const READER: (&str, &str) = ("question-answering", "fine-tune one with `cargo xtask finetune --task qa`");
+pub(crate) const MASKED_LM: (&str, &str) = ("masked-LM", "fill-mask needs a checkpoint trained with one");
+
+/// Which Auto class is loading, for [`AutoLoad`].
+#[derive(Clone, Copy)]
+enum Class {
+    Model,
+    MaskedLm,
+    SequenceClassification,
+    TokenClassification,
+    QuestionAnswering,
+}
+
+/// Loads an Auto class's model: a [`WithFamily`] that visits the family's type for the class.
+struct AutoLoad<'a> {
+    class: Class,
+    dir: &'a Path,
+    device: &'a Device,
+}
+
+/// An Auto class's model, of any family.
+enum Loaded {
+    Model(Box<dyn EncoderDyn>),
+    MaskedLm(Box<dyn MaskedLmDyn>),
+    SequenceClassification(Box<dyn ClassifierDyn>),
+    TokenClassification(Box<dyn TaggerDyn>),
+    QuestionAnswering(Box<dyn ReaderDyn>),
+}
+
+impl WithFamily for AutoLoad<'_> {
+    type Out = Result<(&'static str, Loaded), Error>;
+
+    fn with<F: Family>(self) -> Self::Out {
+        let visitor = AutoVisitor { family: F::NAME, jobs: jobs::<F>, class: self.class, dir: self.dir, device: self.device };
+        let loaded = match self.class {
+            Class::Model | Class::MaskedLm => <F::Encoder as Head<task::Encode>>::accept(visitor),
+            Class::SequenceClassification => <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor),
+            Class::TokenClassification => <F::ForTokenClassification as Head<task::Tag>>::accept(visitor),
+            Class::QuestionAnswering => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
+        }?;
+        Ok((F::NAME, loaded))
+    }
+}
+
+struct AutoVisitor<'a> {
+    family: &'static str,
+    jobs: fn() -> String,
+    class: Class,
+    dir: &'a Path,
+    device: &'a Device,
+}
+
+impl HeadVisitor for AutoVisitor<'_> {
+    type Out = Result<Loaded, Error>;
+
+    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
+        Ok(match self.class {
+            Class::MaskedLm => {
+                let (head, hint) = MASKED_LM;
+                Loaded::MaskedLm(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, head, hint)?))
+            }
+            _ => Loaded::Model(Box::new(B::from_pretrained(self.dir, self.device)?)),
+        })
+    }
+
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        let (head, hint) = CLASSIFIER;
+        Ok(Loaded::SequenceClassification(Box::new(load_head::<M>(self.dir, self.device, false, head, hint)?)))
+    }
+
+    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+        let (head, hint) = TAGGER;
+        Ok(Loaded::TokenClassification(Box::new(load_head::<M>(self.dir, self.device, false, head, hint)?)))
+    }
+
+    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+        let (head, hint) = READER;
+        Ok(Loaded::QuestionAnswering(Box::new(load_head::<M>(self.dir, self.device, false, head, hint)?)))
+    }
+
+    fn unsupported(self) -> Self::Out {
+        let what = match self.class {
+            Class::Model => "bidirectional encoder for AutoModel (load its base model from its crate)",
+            Class::MaskedLm => "masked LM",
+            Class::SequenceClassification => "sequence classifier",
+            Class::TokenClassification => "token classifier",
+            Class::QuestionAnswering => "extractive-QA model",
+        };
+        Err(Error::Unsupported { family: self.family, what, has: (self.jobs)() })
+    }
+}
+
+/// Load the Auto class `class` of `model` onto `device`.
+fn auto_load(class: Class, model: &str, device: &Device) -> Result<(&'static str, Loaded), Error> {
+    let (dir, model_type) = locate(model)?;
+    on_family(&dir, &model_type, AutoLoad { class, dir: &dir, device })?
+}
+
+trait EncoderDyn: Send + Sync {
+    fn last_hidden_state(&self, input: EncoderInput) -> Tensor<3>;
+}
+
+impl<B: Backbone> EncoderDyn for Pretrained<B, B::Config> {
+    fn last_hidden_state(&self, input: EncoderInput) -> Tensor<3> {
+        self.model.forward(input, OutputOptions::default()).encoder.last_hidden_state
+    }
+}
+
+trait MaskedLmDyn: Send + Sync {
+    fn logits(&self, input: EncoderInput) -> Tensor<3>;
+}
+
+impl<B: HasMaskedLmHead> MaskedLmDyn for Pretrained<ForMaskedLM<B>, B::Config> {
+    fn logits(&self, input: EncoderInput) -> Tensor<3> {
+        self.model.forward(input, None, OutputOptions::default()).logits
+    }
+}
+
+trait ClassifierDyn: Send + Sync {
+    fn logits(&self, input: EncoderInput) -> Tensor<2>;
+    fn labels(&self) -> Vec<String>;
+}
+
+impl<M: SequenceClassifier> ClassifierDyn for Pretrained<M, M::Config> {
+    fn logits(&self, input: EncoderInput) -> Tensor<2> {
+        self.model.classify(input)
+    }
+    fn labels(&self) -> Vec<String> {
+        label_names(&self.config)
+    }
+}
+
+trait TaggerDyn: Send + Sync {
+    fn logits(&self, input: EncoderInput) -> Tensor<3>;
+    fn labels(&self) -> Vec<String>;
+}
+
+impl<M: TokenTagger> TaggerDyn for Pretrained<M, M::Config> {
+    fn logits(&self, input: EncoderInput) -> Tensor<3> {
+        self.model.tag(input)
+    }
+    fn labels(&self) -> Vec<String> {
+        label_names(&self.config)
+    }
+}
+
+trait ReaderDyn: Send + Sync {
+    fn spans(&self, input: EncoderInput) -> (Tensor<2>, Tensor<2>);
+}
+
+impl<M: SpanExtractor> ReaderDyn for Pretrained<M, M::Config> {
+    fn spans(&self, input: EncoderInput) -> (Tensor<2>, Tensor<2>) {
+        let (start, end, _) = self.model.spans(input, None);
+        (start, end)
+    }
+}
+
+/// The label names of a classifier's config, by id.
+pub(crate) fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
+    let labels = config.labels();
+    (0..labels.count(0)).map(|i| labels.name(i)).collect()
+}
+
+/// An encoder family's base model (HF `AutoModel`): token states of a batch.
+pub struct AutoModel {
+    family: &'static str,
+    model: Box<dyn EncoderDyn>,
+}
+
+impl AutoModel {
+    /// Load `model` (a directory or a hub id) onto `device`.
+    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::Model, model, device)? {
+            (family, Loaded::Model(model)) => Ok(Self { family, model }),
+            _ => unreachable!("AutoLoad gives the class it was asked for"),
+        }
+    }
+
+    /// The last layer's states `[batch, seq, hidden]`.
+    pub fn forward(&self, input: EncoderInput) -> Tensor<3> {
+        self.model.last_hidden_state(input)
+    }
+
+    /// The family it belongs to (`bert`).
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+}
+
+/// A masked LM of any encoder family (HF `AutoModelForMaskedLM`).
+pub struct AutoModelForMaskedLM {
+    family: &'static str,
+    model: Box<dyn MaskedLmDyn>,
+}
+
+impl AutoModelForMaskedLM {
+    /// Load `model` (a directory or a hub id) onto `device`; refused without a masked-LM head.
+    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::MaskedLm, model, device)? {
+            (family, Loaded::MaskedLm(model)) => Ok(Self { family, model }),
+            _ => unreachable!("AutoLoad gives the class it was asked for"),
+        }
+    }
+
+    /// Vocabulary logits `[batch, seq, vocab]`.
+    pub fn forward(&self, input: EncoderInput) -> Tensor<3> {
+        self.model.logits(input)
+    }
+
+    /// The family it belongs to.
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+}
+
+/// A fine-tuned sequence classifier of any family (HF `AutoModelForSequenceClassification`).
+pub struct AutoModelForSequenceClassification {
+    family: &'static str,
+    model: Box<dyn ClassifierDyn>,
+}
+
+impl AutoModelForSequenceClassification {
+    /// Load `model` (a directory or a hub id) onto `device`; refused without a classifier head.
+    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::SequenceClassification, model, device)? {
+            (family, Loaded::SequenceClassification(model)) => Ok(Self { family, model }),
+            _ => unreachable!("AutoLoad gives the class it was asked for"),
+        }
+    }
+
+    /// Logits `[batch, num_labels]`.
+    pub fn forward(&self, input: EncoderInput) -> Tensor<2> {
+        self.model.logits(input)
+    }
+
+    /// The label names, by id (`id2label`).
+    pub fn labels(&self) -> Vec<String> {
+        self.model.labels()
+    }
+
+    /// The family it belongs to.
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+}
+
+/// A fine-tuned token classifier of any family but BART (HF `AutoModelForTokenClassification`).
+pub struct AutoModelForTokenClassification {
+    family: &'static str,
+    model: Box<dyn TaggerDyn>,
+}
+
+impl AutoModelForTokenClassification {
+    /// Load `model` (a directory or a hub id) onto `device`; refused without a tagger head.
+    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::TokenClassification, model, device)? {
+            (family, Loaded::TokenClassification(model)) => Ok(Self { family, model }),
+            _ => unreachable!("AutoLoad gives the class it was asked for"),
+        }
+    }
+
+    /// Logits `[batch, seq, num_labels]`.
+    pub fn forward(&self, input: EncoderInput) -> Tensor<3> {
+        self.model.logits(input)
+    }
+
+    /// The label names, by id (`id2label`).
+    pub fn labels(&self) -> Vec<String> {
+        self.model.labels()
+    }
+
+    /// The family it belongs to.
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+}
+
+/// A fine-tuned extractive-QA model of any family (HF `AutoModelForQuestionAnswering`; XLNet's
+/// `…Simple`).
+pub struct AutoModelForQuestionAnswering {
+    family: &'static str,
+    model: Box<dyn ReaderDyn>,
+}
+
+impl AutoModelForQuestionAnswering {
+    /// Load `model` (a directory or a hub id) onto `device`; refused without a QA head.
+    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::QuestionAnswering, model, device)? {
+            (family, Loaded::QuestionAnswering(model)) => Ok(Self { family, model }),
+            _ => unreachable!("AutoLoad gives the class it was asked for"),
+        }
+    }
+
+    /// Span-start and span-end logits, each `[batch, seq]`.
+    pub fn forward(&self, input: EncoderInput) -> (Tensor<2>, Tensor<2>) {
+        self.model.spans(input)
+    }
+
+    /// The family it belongs to.
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+}

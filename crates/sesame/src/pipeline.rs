@@ -1,0 +1,282 @@
+//! `pipeline(task, model, options)`: a model of any family for one job, with its tokenizer and
+//! options, as a value with one method per call (transformers' `pipeline`). The model is the
+//! family's type for the job ([`sesame_layers::Family`]); what runs is `sesame-pipelines`',
+//! the same code as `cargo xtask` and `cargo xtask serve`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::tensor::Device;
+use sesame_layers::family::task;
+use sesame_layers::{Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, TextClassifier};
+use sesame_pipelines::{Answer, AnswerOptions, Classification, EmbedOptions, Prediction, TaggedSpan};
+use sesame_text::Tokenizer;
+
+use crate::auto::{jobs, load_head, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
+
+/// A job a pipeline does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Task {
+    /// Sentence embeddings (sentence-transformers' `encode`): [`Pipeline::embed`].
+    Embed,
+    /// The likeliest tokens at each mask token: [`Pipeline::fill_mask`].
+    FillMask,
+    /// Labels and scores of texts or text pairs: [`Pipeline::classify`], [`Pipeline::classify_pairs`].
+    Classify,
+    /// Passages scored against a query by a cross-encoder (a classifier with one label):
+    /// [`Pipeline::rerank`].
+    Rerank,
+    /// Entities with their character offsets: [`Pipeline::tag`].
+    Tag,
+    /// The answer to a question in a context: [`Pipeline::answer`].
+    Answer,
+}
+
+impl Task {
+    /// Its name, as transformers' pipeline names it where it has one.
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Embed => "feature-extraction",
+            Task::FillMask => "fill-mask",
+            Task::Classify => "text-classification",
+            Task::Rerank => "rerank",
+            Task::Tag => "token-classification",
+            Task::Answer => "question-answering",
+        }
+    }
+}
+
+/// How a pipeline loads and runs its model.
+#[derive(Clone, Debug)]
+pub struct PipelineOptions {
+    /// Where the model runs [default: [`crate::default_device`]].
+    pub device: Option<Device>,
+    /// Multiply the linear layers in int8 (weights per channel, activations per token).
+    pub int8: bool,
+    /// At most this many texts (or windows) a forward pass.
+    pub batch_size: usize,
+    /// Embed: pooling, layer, normalisation and truncation; `max_tokens` `None` reads
+    /// `sentence_bert_config.json`'s `max_seq_length` when the directory has one, as
+    /// sentence-transformers does (`batch_size` above is the one used).
+    pub embed: EmbedOptions,
+    /// Fill-mask: candidates per mask.
+    pub top_k: usize,
+    /// Tag and answer: tokens shared by consecutive windows of a long text [default: a
+    /// quarter of the window for tag, a third for answer, as `cargo xtask tag` and `answer`].
+    pub stride: Option<usize>,
+    /// Answer: how the answer is picked.
+    pub answer: AnswerOptions,
+}
+
+impl Default for PipelineOptions {
+    /// The CLI's defaults: 32 texts a batch, mean pooling, 5 candidates per mask.
+    fn default() -> Self {
+        Self { device: None, int8: false, batch_size: 32, embed: EmbedOptions::default(), top_k: 5, stride: None, answer: AnswerOptions::default() }
+    }
+}
+
+/// A model of any family for one job, its tokenizer and its options.
+#[derive(Clone)]
+pub struct Pipeline {
+    task: Task,
+    family: &'static str,
+    model: Arc<dyn ServedModel>,
+}
+
+/// A pipeline for `task` on `model` (a directory, or a hub id `org/name[@revision]` in the local
+/// HuggingFace cache): the family from its `config.json`, the family's type for the job, its
+/// tokenizer. Refused, naming the file or the family, when the checkpoint has no head for the
+/// job, names another task's head, or its family has no model for the job.
+pub fn pipeline(task: Task, model: &str, options: PipelineOptions) -> Result<Pipeline, Error> {
+    let device = match &options.device {
+        Some(device) => device.clone(),
+        None => crate::default_device().ok_or(Error::NoBackend)?,
+    };
+    let (dir, model_type) = locate(model)?;
+    let (family, model) = on_family(&dir, &model_type, Load { task, dir: &dir, device: &device, options: &options })??;
+    Ok(Pipeline { task, family, model })
+}
+
+/// Loads a pipeline's model: the family's type for the task.
+struct Load<'a> {
+    task: Task,
+    dir: &'a Path,
+    device: &'a Device,
+    options: &'a PipelineOptions,
+}
+
+impl WithFamily for Load<'_> {
+    type Out = Result<(&'static str, Arc<dyn ServedModel>), Error>;
+
+    fn with<F: Family>(self) -> Self::Out {
+        let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, load: self };
+        let model = match visitor.load.task {
+            Task::Embed | Task::FillMask => <F::Encoder as Head<task::Encode>>::accept(visitor),
+            Task::Classify | Task::Rerank => <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor),
+            Task::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(visitor),
+            Task::Answer => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
+        }?;
+        Ok((F::NAME, model))
+    }
+}
+
+struct LoadVisitor<'a> {
+    family: &'static str,
+    jobs: fn() -> String,
+    load: Load<'a>,
+}
+
+impl LoadVisitor<'_> {
+    fn tokenizer(&self) -> Result<Tokenizer, Error> {
+        Ok(Tokenizer::from_dir(self.load.dir)?)
+    }
+}
+
+impl HeadVisitor for LoadVisitor<'_> {
+    type Out = Result<Arc<dyn ServedModel>, Error>;
+
+    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
+        let Load { task, dir, device, options } = self.load;
+        let tokenizer = self.tokenizer()?;
+        if task == Task::FillMask {
+            let (head, hint) = MASKED_LM;
+            let loaded = load_head::<ForMaskedLM<B>>(dir, device, options.int8, head, hint)?;
+            return Ok(Arc::new(MaskFiller::new(loaded.model, loaded.config, tokenizer, options.batch_size, options.top_k)));
+        }
+        let mut loaded = <B as PretrainedModel>::from_pretrained(dir, device)?;
+        if options.int8 {
+            loaded.model = sesame_layers::int8::quantize(loaded.model);
+        }
+        let max_tokens = match options.embed.max_tokens {
+            Some(n) => Some(n),
+            None => sesame_pipelines::sentence_transformers_max_seq_length(dir)?,
+        };
+        let embed = EmbedOptions { batch_size: options.batch_size, max_tokens, ..options.embed };
+        Ok(Arc::new(Embedder::new(loaded.model, loaded.config, tokenizer, embed)))
+    }
+
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        let tokenizer = self.tokenizer()?;
+        let Load { task, dir, device, options } = self.load;
+        let (head, hint) = CLASSIFIER;
+        let loaded = load_head::<M>(dir, device, options.int8, head, hint)?;
+        let labels = crate::auto::label_names(&loaded.config).len();
+        if task == Task::Rerank && labels != 1 {
+            return Err(Error::NotACrossEncoder { dir: dir.to_path_buf(), labels });
+        }
+        Ok(Arc::new(TextClassifier::new(loaded.model, loaded.config, tokenizer, options.batch_size)))
+    }
+
+    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+        let tokenizer = self.tokenizer()?;
+        let Load { dir, device, options, .. } = self.load;
+        let (head, hint) = TAGGER;
+        let loaded = load_head::<M>(dir, device, options.int8, head, hint)?;
+        let stride = options.stride.unwrap_or(loaded.config.input_limits().max_len / 4);
+        Ok(Arc::new(Tagger::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride)))
+    }
+
+    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+        let tokenizer = self.tokenizer()?;
+        let Load { dir, device, options, .. } = self.load;
+        let (head, hint) = READER;
+        let loaded = load_head::<M>(dir, device, options.int8, head, hint)?;
+        let stride = options.stride.unwrap_or(loaded.config.input_limits().max_len / 3);
+        Ok(Arc::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer)))
+    }
+
+    fn unsupported(self) -> Self::Out {
+        let what = match self.load.task {
+            Task::Embed => "bidirectional encoder for embeddings",
+            Task::FillMask => "masked LM",
+            Task::Classify | Task::Rerank => "sequence classifier",
+            Task::Tag => "token classifier",
+            Task::Answer => "extractive-QA model",
+        };
+        Err(Error::Unsupported { family: self.family, what, has: (self.jobs)() })
+    }
+}
+
+impl Pipeline {
+    /// The job it does.
+    pub fn task(&self) -> Task {
+        self.task
+    }
+
+    /// The family of its model (`bert`).
+    pub fn family(&self) -> &'static str {
+        self.family
+    }
+
+    /// The model behind it, as the server runs it (`sesame_serve::serve`).
+    pub fn served(&self) -> Arc<dyn ServedModel> {
+        self.model.clone()
+    }
+
+    fn run(&self, called: &'static str, tasks: &[Task], inputs: Vec<Input>) -> Result<Vec<Output>, Error> {
+        if !tasks.contains(&self.task) {
+            return Err(Error::WrongTask { task: self.task.name(), called });
+        }
+        Ok(self.model.run(&inputs)?)
+    }
+
+    /// One vector per text `[hidden]`, normalised when the options asked.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
+        let outputs = self.run("embed", &[Task::Embed], texts_of(texts))?;
+        Ok(outputs.into_iter().filter_map(|o| if let Output::Embedding(v) = o { Some(v) } else { None }).collect())
+    }
+
+    /// Per text, each mask token's candidates, most likely first.
+    pub fn fill_mask(&self, texts: &[&str]) -> Result<Vec<Vec<Vec<Prediction>>>, Error> {
+        let outputs = self.run("fill_mask", &[Task::FillMask], texts_of(texts))?;
+        Ok(outputs.into_iter().filter_map(|o| if let Output::Masks(m) = o { Some(m) } else { None }).collect())
+    }
+
+    /// The labels and scores of each text.
+    pub fn classify(&self, texts: &[&str]) -> Result<Vec<Classification>, Error> {
+        self.classifications("classify", texts_of(texts))
+    }
+
+    /// The labels and scores of each pair, read as one sequence of two segments.
+    pub fn classify_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<Classification>, Error> {
+        self.classifications("classify_pairs", pairs.iter().map(|(a, b)| Input::Pair(a.to_string(), b.to_string())).collect())
+    }
+
+    fn classifications(&self, called: &'static str, inputs: Vec<Input>) -> Result<Vec<Classification>, Error> {
+        let outputs = self.run(called, &[Task::Classify, Task::Rerank], inputs)?;
+        Ok(outputs.into_iter().filter_map(|o| if let Output::Classification(c) = o { Some(c) } else { None }).collect())
+    }
+
+    /// Each passage's relevance to `query`, in the passages' order: the cross-encoder's score
+    /// of the pair (query, passage), as `cargo xtask serve`'s `/rerank` scores it.
+    pub fn rerank(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, Error> {
+        let inputs = passages.iter().map(|p| Input::Pair(query.to_string(), p.to_string())).collect();
+        let outputs = self.run("rerank", &[Task::Rerank], inputs)?;
+        Ok(outputs
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Classification(Classification::Single { score, .. } | Classification::Value { value: score }) => Some(score),
+                Output::Classification(Classification::Multi { scores, .. }) => Some(scores[0].score),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The entities of each text, with their character offsets.
+    pub fn tag(&self, texts: &[&str]) -> Result<Vec<Vec<TaggedSpan>>, Error> {
+        let outputs = self.run("tag", &[Task::Tag], texts_of(texts))?;
+        Ok(outputs.into_iter().filter_map(|o| if let Output::Entities(e) = o { Some(e) } else { None }).collect())
+    }
+
+    /// The answer to each (question, context) pair.
+    pub fn answer(&self, questions: &[(&str, &str)]) -> Result<Vec<Answer>, Error> {
+        let inputs = questions.iter().map(|(q, c)| Input::Pair(q.to_string(), c.to_string())).collect();
+        let outputs = self.run("answer", &[Task::Answer], inputs)?;
+        Ok(outputs.into_iter().filter_map(|o| if let Output::Answer(a) = o { Some(a) } else { None }).collect())
+    }
+}
+
+fn texts_of(texts: &[&str]) -> Vec<Input> {
+    texts.iter().map(|t| Input::Text(t.to_string())).collect()
+}

@@ -1,0 +1,200 @@
+//! The facade (`sesame::pipeline`, `sesame::auto`): a checkpoint of any family, named by
+//! directory, runs the family's type for the job and gives what the typed pipelines give, bit
+//! for bit; a family without a model for the job, a checkpoint with another task's head, and a
+//! pipeline called for another job are refused by name. The README's library example is
+//! `crates/sesame/examples/quickstart.rs`, and runs from a HuggingFace cache.
+
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use sesame::auto::{AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoModelForTokenClassification};
+use sesame::{pipeline, Error, PipelineOptions, Task};
+use sesame_bert::{BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification, BertModel};
+use sesame_layers::{OutputOptions, PretrainedModel};
+use sesame_pipelines::EmbedOptions;
+use sesame_tests::{devices, fixtures_dir, values};
+use sesame_text::Tokenizer;
+
+const TEXTS: [&str; 3] = ["the cat sat on the mat .", "hello world", "the [MASK] of the whale ."];
+
+fn options(device: &Device) -> PipelineOptions {
+    PipelineOptions { device: Some(device.clone()), ..Default::default() }
+}
+
+fn fill_mask_dir() -> PathBuf {
+    fixtures_dir().join("bert/base-fill-mask")
+}
+
+/// A copy of the fixture `name` with the fill-mask fixture's tokenizer (the same vocabulary).
+fn with_tokenizer(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-facade-{}-{}", name.replace('/', "-"), std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixtures_dir().join(name)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    for f in ["vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(fill_mask_dir().join(f), dir.join(f)).unwrap();
+    }
+    dir
+}
+
+fn path(dir: &Path) -> &str {
+    dir.to_str().unwrap()
+}
+
+#[test]
+fn embed_and_fill_mask_pipelines_give_what_the_typed_pipelines_give() {
+    let (_, device) = devices().remove(0);
+    let dir = fill_mask_dir();
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    let base = BertModel::from_pretrained(&dir, &device).unwrap();
+    for normalize in [false, true] {
+        let embed = EmbedOptions { normalize, ..Default::default() };
+        let expected = sesame_pipelines::embed(&base.model, &base.config, &tokenizer, &TEXTS, embed).unwrap();
+        let mut options = options(&device);
+        options.embed.normalize = normalize;
+        let embedder = pipeline(Task::Embed, path(&dir), options).unwrap();
+        assert_eq!((embedder.task(), embedder.family()), (Task::Embed, "bert"));
+        assert_eq!(embedder.embed(&TEXTS).unwrap(), expected, "normalize {normalize}");
+    }
+    let masked = BertForMaskedLM::from_pretrained(&dir, &device).unwrap();
+    let expected = sesame_pipelines::fill_masks(&masked.model, &masked.config, &tokenizer, &TEXTS[2..], 3, 32).unwrap();
+    let filler = pipeline(Task::FillMask, path(&dir), PipelineOptions { top_k: 3, ..options(&device) }).unwrap();
+    let got = filler.fill_mask(&TEXTS[2..]).unwrap();
+    assert_eq!(got, expected);
+    assert_eq!(got[0][0].len(), 3, "top_k candidates");
+
+    // The Auto classes: the family's types, the same numbers.
+    let input = sesame_layers::EncoderInput::new(Tensor::<2, Int>::from_data([[2, 7, 8, 9, 3]], &device));
+    let auto = AutoModel::from_pretrained(path(&dir), &device).unwrap();
+    assert_eq!(auto.family(), "bert");
+    let typed = base.model.forward(input.clone(), OutputOptions::default()).encoder.last_hidden_state;
+    assert_eq!(values(auto.forward(input.clone())), values(typed));
+    let auto = AutoModelForMaskedLM::from_pretrained(path(&dir), &device).unwrap();
+    assert_eq!(values(auto.forward(input.clone())), values(masked.model.forward(input, None, OutputOptions::default()).logits));
+}
+
+#[test]
+fn classify_and_tag_pipelines_give_what_the_typed_pipelines_give() {
+    let (_, device) = devices().remove(0);
+    let classifier_dir = with_tokenizer("bert/base-seqcls-single");
+    let tokenizer = Tokenizer::from_dir(&classifier_dir).unwrap();
+    let typed = BertForSequenceClassification::from_pretrained(&classifier_dir, &device).unwrap();
+    let expected = sesame_pipelines::classify(&typed.model, &typed.config, &tokenizer, &TEXTS, 32).unwrap();
+    let classifier = pipeline(Task::Classify, path(&classifier_dir), options(&device)).unwrap();
+    assert_eq!(classifier.classify(&TEXTS).unwrap(), expected);
+    let pairs = [("the cat", "sat on the mat"), ("hello", "world")];
+    let expected_pairs = sesame_pipelines::classify_pairs(&typed.model, &typed.config, &tokenizer, &pairs, 32).unwrap();
+    assert_eq!(classifier.classify_pairs(&pairs).unwrap(), expected_pairs);
+    let auto = AutoModelForSequenceClassification::from_pretrained(path(&classifier_dir), &device).unwrap();
+    let input = sesame_layers::EncoderInput::new(Tensor::<2, Int>::from_data([[2, 7, 8, 9, 3]], &device));
+    assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::SequenceClassifier::classify(&typed.model, input.clone())));
+    assert_eq!(auto.labels().len(), sesame::layers::HfConfig::labels(&typed.config).count(0));
+
+    let tagger_dir = with_tokenizer("bert/base-token-classification");
+    let typed = BertForTokenClassification::from_pretrained(&tagger_dir, &device).unwrap();
+    let stride = sesame::layers::HfConfig::input_limits(&typed.config).max_len / 4;
+    let expected = sesame_pipelines::tag(&typed.model, &typed.config, &tokenizer, &TEXTS, 32, stride).unwrap();
+    let tagger = pipeline(Task::Tag, path(&tagger_dir), options(&device)).unwrap();
+    assert_eq!(tagger.tag(&TEXTS).unwrap(), expected);
+    let auto = AutoModelForTokenClassification::from_pretrained(path(&tagger_dir), &device).unwrap();
+    assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::TokenTagger::tag(&typed.model, input)));
+
+    // A classifier of several labels is no cross-encoder; a tagger's checkpoint is no classifier.
+    let refused = pipeline(Task::Rerank, path(&classifier_dir), options(&device)).err().unwrap();
+    assert!(matches!(refused, Error::NotACrossEncoder { .. }), "{refused}");
+    let refused = pipeline(Task::Classify, path(&tagger_dir), options(&device)).err().unwrap().to_string();
+    assert!(refused.contains("architectures says BertForTokenClassification") && refused.contains("a sequence classifier"), "{refused}");
+    // A pipeline is for its job only.
+    let refused = tagger.embed(&TEXTS).unwrap_err().to_string();
+    assert_eq!(refused, "this pipeline is for token-classification, not embed");
+    for dir in [classifier_dir, tagger_dir] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn a_family_without_a_model_for_the_job_is_refused_by_name() {
+    let (_, device) = devices().remove(0);
+    let bart = fixtures_dir().join("bart/base-seqcls-single");
+    for task in [Task::Tag, Task::Embed, Task::FillMask] {
+        let refused = pipeline(task, path(&bart), options(&device)).err().unwrap();
+        assert!(matches!(refused, Error::Unsupported { family: "bart", .. }), "{task:?}: {refused}");
+        let line = refused.to_string();
+        assert!(line.starts_with("bart has no ") && line.ends_with("bart checkpoints run classify, rerank, answer"), "{line}");
+    }
+    let refused = AutoModelForTokenClassification::from_pretrained(path(&bart), &device).err().unwrap().to_string();
+    assert!(refused.starts_with("bart has no token classifier"), "{refused}");
+    let xlnet = fixtures_dir().join("xlnet/base-seqcls-single");
+    let refused = pipeline(Task::Embed, path(&xlnet), options(&device)).err().unwrap().to_string();
+    assert!(refused.starts_with("xlnet has no ") && refused.ends_with("xlnet checkpoints run classify, rerank, tag, answer"), "{refused}");
+
+    // A model_type no family reads, and a name that is neither a directory nor a cached id.
+    let dir = std::env::temp_dir().join(format!("sesame-facade-gpt2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2"}"#).unwrap();
+    let refused = pipeline(Task::Embed, path(&dir), options(&device)).err().unwrap().to_string();
+    assert!(refused.contains("model_type `gpt2`") && refused.contains("bert, roberta, albert, electra, unilm, bart, xlnet"), "{refused}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let refused = pipeline(Task::Embed, "/nonexistent/model", options(&device)).err().unwrap().to_string();
+    assert!(refused.contains("/nonexistent/model/config.json"), "{refused}");
+}
+
+/// `sesame::auto::families()` is the facade's list of families, in lookup order.
+#[test]
+fn the_facade_knows_every_family_once() {
+    assert_eq!(sesame::auto::families(), ["bert", "roberta", "albert", "electra", "unilm", "bart", "xlnet"]);
+}
+
+/// The README's "In your project" block is `crates/sesame/examples/quickstart.rs`, word for
+/// word, and that example (built by `cargo test`) runs: from a HuggingFace cache holding
+/// `sentence-transformers/all-MiniLM-L6-v2` (the real model when the setup script unpacked it,
+/// else the fill-mask fixture under that id) it prints what it prints from the directory.
+#[test]
+fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cache() {
+    let repo = fixtures_dir().join("..");
+    let example = std::fs::read_to_string(repo.join("crates/sesame/examples/quickstart.rs")).unwrap();
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let body: String = example.lines().skip_while(|l| l.starts_with("//!")).collect::<Vec<_>>().join("\n");
+    assert!(readme.contains(&format!("```rust\n{}\n```", body.trim())), "README.md's library example differs from crates/sesame/examples/quickstart.rs");
+
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/quickstart
+    let exe = std::env::current_exe().unwrap();
+    let quickstart = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(format!("quickstart{}", std::env::consts::EXE_SUFFIX));
+    assert!(quickstart.is_file(), "{} is not built (cargo test builds the workspace's examples)", quickstart.display());
+    let model = std::env::var_os("SESAME_MINILM_DIR").map(PathBuf::from).unwrap_or_else(fill_mask_dir);
+    let cache = std::env::temp_dir().join(format!("sesame-facade-hub-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let folder = cache.join("models--sentence-transformers--all-MiniLM-L6-v2");
+    let commit = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf";
+    std::fs::create_dir_all(folder.join("blobs")).unwrap();
+    std::fs::create_dir_all(folder.join("refs")).unwrap();
+    std::fs::create_dir_all(folder.join("snapshots").join(commit)).unwrap();
+    std::fs::write(folder.join("refs/main"), commit).unwrap();
+    for entry in std::fs::read_dir(&model).unwrap() {
+        let file = entry.unwrap().path();
+        if file.is_file() {
+            let name = file.file_name().unwrap().to_owned();
+            std::fs::copy(&file, folder.join("blobs").join(&name)).unwrap();
+            std::os::unix::fs::symlink(Path::new("../../blobs").join(&name), folder.join("snapshots").join(commit).join(&name)).unwrap();
+        }
+    }
+    let run = |arg: Option<&Path>| {
+        let mut command = std::process::Command::new(&quickstart);
+        command.args(arg).env("HF_HUB_CACHE", &cache);
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (by_id, by_dir) = (run(None), run(Some(&model)));
+    assert_eq!(by_id, by_dir);
+    let cosines: Vec<f32> = by_id.lines().map(|l| l.split_whitespace().next().unwrap().parse().unwrap()).collect();
+    assert_eq!(cosines.len(), 3, "{by_id}");
+    assert!((cosines[0] - 1.0).abs() < 1e-4, "a unit vector's cosine with itself: {by_id}");
+    if std::env::var_os("SESAME_MINILM_DIR").is_some() {
+        assert!(cosines[1] > cosines[2] + 0.3, "MiniLM ranks the related sentence first: {by_id}");
+    }
+    std::fs::remove_dir_all(&cache).unwrap();
+}
