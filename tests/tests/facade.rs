@@ -149,9 +149,10 @@ fn the_facade_knows_every_family_once() {
 }
 
 /// The README's "In your project" block is `crates/sesame/examples/quickstart.rs`, word for
-/// word, and that example (built by `cargo test`) runs: from a HuggingFace cache holding
-/// `sentence-transformers/all-MiniLM-L6-v2` (the real model when the setup script unpacked it,
-/// else the fill-mask fixture under that id) it prints what it prints from the directory.
+/// word (minilm.rs checks its cosines against sentence-transformers'), and that example, built
+/// by `cargo test`, reads `sentence-transformers/all-MiniLM-L6-v2` from a HuggingFace cache as it
+/// reads the directory (the real model when the setup script unpacked it, else the fill-mask
+/// fixture under that id).
 #[test]
 fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cache() {
     let repo = fixtures_dir().join("..");
@@ -181,20 +182,14 @@ fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cach
             std::os::unix::fs::symlink(Path::new("../../blobs").join(&name), folder.join("snapshots").join(commit).join(&name)).unwrap();
         }
     }
-    let run = |arg: Option<&Path>| {
-        let mut command = std::process::Command::new(&quickstart);
-        command.args(arg).env("HF_HUB_CACHE", &cache);
-        let out = command.output().unwrap();
+    let run = |model: &std::ffi::OsStr| {
+        let texts = ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."];
+        let out = std::process::Command::new(&quickstart).arg(model).args(texts).env("HF_HUB_CACHE", &cache).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    let (by_id, by_dir) = (run(None), run(Some(&model)));
+    let (by_id, by_dir) = (run("sentence-transformers/all-MiniLM-L6-v2".as_ref()), run(model.as_os_str()));
     assert_eq!(by_id, by_dir);
-    let cosines: Vec<f32> = by_id.lines().map(|l| l.split_whitespace().next().unwrap().parse().unwrap()).collect();
-    assert_eq!(cosines.len(), 3, "{by_id}");
-    assert!((cosines[0] - 1.0).abs() < 1e-4, "a unit vector's cosine with itself: {by_id}");
-    if std::env::var_os("SESAME_MINILM_DIR").is_some() {
-        assert!(cosines[1] > cosines[2] + 0.3, "MiniLM ranks the related sentence first: {by_id}");
-    }
+    assert_eq!(by_id.lines().count(), 3, "{by_id}");
     std::fs::remove_dir_all(&cache).unwrap();
 }

@@ -141,12 +141,13 @@ fn code_of(line: &str) -> &str {
     line.split("//").next().unwrap_or_default().trim()
 }
 
-/// The README's library example is `crates/sesame-pipelines/examples/embed.rs` (every code line
+/// The README's library example is `crates/sesame/examples/quickstart.rs` (every code line
 /// of the README's block is a line of the example), and the example, built by `cargo test` as
-/// every example is, gives sentence-transformers' cosines on the real checkpoint.
+/// every example is, gives sentence-transformers' cosines on the real checkpoint; so does
+/// `crates/sesame-pipelines/examples/embed.rs`, the same on the typed pipelines.
 #[test]
-fn the_readme_example_is_the_embed_example_and_gives_sentence_transformers_cosines() {
-    let example_source = fixtures_dir().join("../crates/sesame-pipelines/examples/embed.rs");
+fn the_readme_example_is_the_quickstart_example_and_gives_sentence_transformers_cosines() {
+    let example_source = fixtures_dir().join("../crates/sesame/examples/quickstart.rs");
     let example = std::fs::read_to_string(&example_source).unwrap();
     let readme = std::fs::read_to_string(fixtures_dir().join("../README.md")).unwrap();
     let section = readme.split("## In your project").nth(1).expect("README has '## In your project'");
@@ -161,20 +162,22 @@ fn the_readme_example_is_the_embed_example_and_gives_sentence_transformers_cosin
     let Some(dir) = model_dir() else { return };
     let reference: Reference =
         serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("minilm/reference.json")).unwrap()).unwrap();
-    // target/<profile>/deps/<this test> -> target/<profile>/examples/embed
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/quickstart
     let exe = std::env::current_exe().unwrap();
-    let binary = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(format!("embed{}", std::env::consts::EXE_SUFFIX));
-    assert!(binary.is_file(), "{} is not built (cargo test builds the workspace's examples)", binary.display());
-    let out = std::process::Command::new(&binary).arg(&dir).args(&reference.sentences).output().unwrap();
-    assert!(out.status.success(), "{}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
-    let printed = String::from_utf8(out.stdout).unwrap();
-    let n = reference.embeddings.len();
-    assert_eq!(printed.lines().count(), n * (n - 1) / 2, "{printed}");
-    for line in printed.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let (i, j, cosine): (usize, usize, f32) = (fields[0].parse().unwrap(), fields[1].parse().unwrap(), fields[2].parse().unwrap());
-        let expected: f32 = reference.embeddings[i].iter().zip(&reference.embeddings[j]).map(|(a, b)| a * b).sum();
-        // Printed to 4 decimals: within rounding (5e-5) and the embeddings' tolerance.
-        assert!((cosine - expected).abs() <= 1.5e-4, "sentences {i} and {j}: {cosine} against sentence-transformers' {expected}");
+    for example in ["quickstart", "embed"] {
+        let binary = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(format!("{example}{}", std::env::consts::EXE_SUFFIX));
+        assert!(binary.is_file(), "{} is not built (cargo test builds the workspace's examples)", binary.display());
+        let out = std::process::Command::new(&binary).arg(&dir).args(&reference.sentences).output().unwrap();
+        assert!(out.status.success(), "{}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
+        let printed = String::from_utf8(out.stdout).unwrap();
+        let n = reference.embeddings.len();
+        assert_eq!(printed.lines().count(), n * (n - 1) / 2, "{printed}");
+        for line in printed.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (i, j, cosine): (usize, usize, f32) = (fields[0].parse().unwrap(), fields[1].parse().unwrap(), fields[2].parse().unwrap());
+            let expected: f32 = reference.embeddings[i].iter().zip(&reference.embeddings[j]).map(|(a, b)| a * b).sum();
+            // Printed to 4 decimals: within rounding (5e-5) and the embeddings' tolerance.
+            assert!((cosine - expected).abs() <= 1.5e-4, "sentences {i} and {j}: {cosine} against sentence-transformers' {expected}");
+        }
     }
 }

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame_pipelines::{embed, fill_masks, sentence_transformers_max_seq_length, EmbedOptions, PipelineError};
-use sesame_layers::{Backbone, ForMaskedLM, Pooling, PretrainedModel};
+use sesame::{Pipeline, PipelineOptions, Task};
+use sesame_pipelines::{EmbedOptions, PipelineError};
+use sesame_layers::{Pooling, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_train::Backend;
-use sesame_layers::HfConfig as _;
 
 mod bench;
 mod bench_serve;
@@ -422,15 +422,9 @@ fn run(cli: Cli) -> Result<String, String> {
             bench::bench(args, backend.device()?, name, families::bench_target)
         }
         Command::Embed { model, pooling, layer, normalize, max_tokens, inputs, backend, texts } => {
-            let device = backend.device()?;
-            set_int8(inputs.int8, &device)?;
-            let max_tokens = match max_tokens {
-                Some(n) => Some(n),
-                None => sentence_transformers_max_seq_length(&model).map_err(|e| e.to_string())?,
-            };
-            let options = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
-            let family = families::model_family(&model)?;
-            family.command("embed", family.embed)?(&model, &device, &mut Texts::new(texts, inputs.input)?, options)
+            let mut options = pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)?;
+            options.embed = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
+            embed_with(&model, options, &mut Texts::new(texts, inputs.input)?)
         }
         Command::Forward { args, backend } => {
             let device = backend.device()?;
@@ -453,15 +447,10 @@ fn run(cli: Cli) -> Result<String, String> {
             family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, speed)
         }
         Command::Tag { model, stride, inputs, backend, texts } => {
-            let device = backend.device()?;
-            set_int8(inputs.int8, &device)?;
-            let family = families::model_family(&model)?;
-            family.command("tag", family.tag)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, stride)
+            let options = PipelineOptions { stride, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
+            tag_with(&model, options, &mut Texts::new(texts, inputs.input)?)
         }
         Command::Answer { model, context, stride, max_answer_len, allow_no_answer, null_threshold, inputs, backend, texts } => {
-            let device = backend.device()?;
-            set_int8(inputs.int8, &device)?;
-            let family = families::model_family(&model)?;
             let context = match context.strip_prefix('@') {
                 Some(path) => std::fs::read_to_string(path).map_err(|e| format!("--context @{path}: {e}"))?,
                 None => context,
@@ -469,20 +458,14 @@ fn run(cli: Cli) -> Result<String, String> {
             if context.trim().is_empty() {
                 return Err("--context is empty".into());
             }
-            let options = sesame_pipelines::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
-            family.command("answer", family.answer)?(&model, &device, &mut Texts::new(texts, inputs.input)?, &context, inputs.batch_size, stride, options)
+            let answer = sesame_pipelines::AnswerOptions { max_answer_len, allow_no_answer, null_threshold, ..Default::default() };
+            let options = PipelineOptions { stride, answer, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
+            answer_with(&model, options, &mut Texts::new(texts, inputs.input)?, &context)
         }
-        Command::Serve { args } => {
-            let family = families::model_family(&args.model)?;
-            let (name, load) = serve::loader(&args, family.serve)?;
-            let load = family.command(name, load)?;
-            serve::serve(args, load)
-        }
+        Command::Serve { args } => serve::serve(args),
         Command::FillMask { model, top_k, inputs, backend, texts } => {
-            let device = backend.device()?;
-            set_int8(inputs.int8, &device)?;
-            let family = families::model_family(&model)?;
-            family.command("fill-mask", family.fill_mask)?(&model, &device, &mut Texts::new(texts, inputs.input)?, top_k, inputs.batch_size)
+            let options = PipelineOptions { top_k, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
+            fill_mask_with(&model, options, &mut Texts::new(texts, inputs.input)?)
         }
     }
 }
@@ -498,13 +481,25 @@ pub(crate) fn config_json(dir: &std::path::Path) -> Result<serde_json::Value, St
     Ok(json)
 }
 
-pub(crate) fn embed_with<B: Backbone>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, options: EmbedOptions) -> Result<String, String> {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?);
-    report(&loaded.report);
+/// The facade's options for a command on `device` (`--int8` checked against it), at most
+/// `batch_size` texts a forward pass.
+pub(crate) fn pipeline_options(device: burn::tensor::Device, int8: bool, batch_size: usize) -> Result<PipelineOptions, String> {
+    set_int8(int8, &device)?;
+    Ok(PipelineOptions { device: Some(device), int8, batch_size, ..Default::default() })
+}
+
+/// The facade's pipeline for `task` on `dir`, its load report on stderr.
+pub(crate) fn load_pipeline(task: Task, dir: &std::path::Path, options: PipelineOptions) -> Result<Pipeline, String> {
+    let pipeline = sesame::pipeline(task, &dir.to_string_lossy(), options).map_err(|e| e.to_string())?;
+    report(pipeline.load_report());
+    Ok(pipeline)
+}
+
+fn embed_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
+    let pipeline = load_pipeline(Task::Embed, dir, options)?;
     let mut done = 0;
     run_texts(texts, |chunk| {
-        let vectors = embed(&loaded.model, &loaded.config, &tokenizer, chunk, options).map_err(|e| e.to_string())?;
+        let vectors = pipeline.embed(chunk).map_err(|e| e.to_string())?;
         if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
             return Err(format!("{}: the embedding of text {} is not finite (NaN or infinite); the checkpoint overflows", dir.display(), done + i));
         }
@@ -567,12 +562,11 @@ fn speed(s: &str) -> Result<f64, String> {
     }
 }
 
-pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, stride: Option<usize>) -> Result<String, String> {
-    check_architecture(dir, &M::architecture(), "token-classification")?;
-    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
-    let stride = stride.unwrap_or(loaded.config.input_limits().max_len / 4);
+fn tag_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
+    let pipeline = load_pipeline(Task::Tag, dir, options)?;
+    let stride = pipeline.stride().unwrap_or_default();
     run_texts(texts, |chunk| {
-        let out = sesame_pipelines::tag(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, stride).map_err(|e| format!("{e} (--stride {stride})"))?;
+        let out = pipeline.tag(chunk).map_err(|e| format!("{e} (--stride {stride})"))?;
         if !out.iter().flatten().all(|s| s.score.is_finite()) {
             return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
         }
@@ -580,25 +574,15 @@ pub(crate) fn tag_with<M: sesame_layers::TokenTagger>(dir: &std::path::Path, dev
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
-    dir: &std::path::Path,
-    device: &burn::tensor::Device,
-    texts: &mut Texts,
-    context: &str,
-    batch_size: usize,
-    stride: Option<usize>,
-    options: sesame_pipelines::AnswerOptions,
-) -> Result<String, String> {
-    check_architecture(dir, &M::architecture(), "question-answering")?;
-    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
-    let stride = stride.unwrap_or(loaded.config.input_limits().max_len / 3);
+fn answer_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts, context: &str) -> Result<String, String> {
+    let pipeline = load_pipeline(Task::Answer, dir, options)?;
+    let stride = pipeline.stride().unwrap_or_default();
     let mut done = 0;
     run_texts(texts, |chunk| {
         let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
-        let out = sesame_pipelines::answer(&loaded.model, &loaded.config, &tokenizer, &questions, batch_size, stride, &options).map_err(|e| match e {
+        let out = pipeline.answer(&questions).map_err(|e| match e {
             // Numbered among all the questions, not this chunk's.
-            PipelineError::EmptyText { what, index } => format!("{what} {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + index),
+            sesame::Error::Pipeline(PipelineError::EmptyText { what, index }) => format!("{what} {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + index),
             e => format!("{e} (--stride {stride})"),
         })?;
         done += chunk.len();
@@ -609,11 +593,11 @@ pub(crate) fn answer_with<M: sesame_layers::SpanExtractor>(
     })
 }
 
-pub(crate) fn fill_mask_with<B: sesame_layers::HasMaskedLmHead>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, top_k: usize, batch_size: usize) -> Result<String, String> {
-    let (tokenizer, loaded) = load_task_model::<ForMaskedLM<B>>(dir, device, "masked-LM", "fill-mask needs a checkpoint trained with one")?;
+fn fill_mask_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
+    let pipeline = load_pipeline(Task::FillMask, dir, options)?;
     let single = matches!(texts, Texts::Args(args) if args.len() == 1);
     let json = run_texts(texts, |chunk| {
-        let predictions = fill_masks(&loaded.model, &loaded.config, &tokenizer, chunk, top_k, batch_size).map_err(|e| e.to_string())?;
+        let predictions = pipeline.fill_mask(chunk).map_err(|e| e.to_string())?;
         if predictions.iter().flatten().flatten().any(|p| !p.score.is_finite()) {
             return Err(format!("{}: the predicted scores are not finite (NaN or infinite); the checkpoint overflows", dir.display()));
         }

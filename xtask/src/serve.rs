@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::tensor::Device;
-use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
-use sesame_pipelines::{sentence_transformers_max_seq_length, EmbedOptions};
+use sesame::Task;
+use sesame_layers::{HasMaskedLmHead, Pooling, PretrainedModel};
+use sesame_pipelines::EmbedOptions;
 use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
 use sesame_generate::GenerationConfig;
-use sesame_serve::{CausalGenerator, Embedder, MaskFiller, Reader, Seq2SeqGenerator, ServeOptions, ServedModel, Tagger, TextClassifier};
+use sesame_serve::{CausalGenerator, Seq2SeqGenerator, ServeOptions, ServedModel};
 use sesame_text::Tokenizer;
 
-use crate::{check_architecture, int8_if_asked, load_task_model, report, BackendArg};
+use crate::{int8_if_asked, BackendArg};
 
 /// What `serve` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -81,25 +82,8 @@ pub(crate) struct ServeArgs {
     pub backend: BackendArg,
 }
 
-/// A loader of one task's model for a family: the model of `dir` on `device`, ready to serve.
+/// A loader of a family's text generator: the model of `dir` on `device`, ready to serve.
 pub type ServeFn = fn(&Path, &Device, &ServeArgs) -> Result<Arc<dyn ServedModel>, String>;
-
-/// The tasks a family serves.
-#[derive(Clone, Copy)]
-pub struct Servers {
-    /// Sentence embeddings of its base model.
-    pub embed: Option<ServeFn>,
-    /// Its sequence classifier.
-    pub classify: Option<ServeFn>,
-    /// Its token classifier.
-    pub tag: Option<ServeFn>,
-    /// Its masked LM.
-    pub fill_mask: Option<ServeFn>,
-    /// Its extractive-QA model.
-    pub answer: Option<ServeFn>,
-    /// Its text generator.
-    pub generate: Option<ServeFn>,
-}
 
 /// The task `architectures` implies: its head's, else embeddings.
 fn task_of(dir: &Path) -> Result<ServeTask, String> {
@@ -114,28 +98,38 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
     })
 }
 
-/// The loader of `args`' task (`--task`, else the checkpoint's head) among `servers`: the
-/// command's name and the family's loader, if it has one.
-pub(crate) fn loader(args: &ServeArgs, servers: Servers) -> Result<(&'static str, Option<ServeFn>), String> {
+/// `cargo xtask serve`: load the model of `--task` (else the checkpoint's head) through the
+/// facade (a generator through its family's entry), serve it until SIGTERM or Ctrl-C.
+pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
     let task = match args.task {
         Some(task) => task,
         None => task_of(&args.model)?,
     };
-    Ok(match task {
-        ServeTask::Embed => ("serve --task embed", servers.embed),
-        ServeTask::Classify => ("serve --task classify", servers.classify),
-        ServeTask::Tag => ("serve --task tag", servers.tag),
-        ServeTask::FillMask => ("serve --task fill-mask", servers.fill_mask),
-        ServeTask::Answer => ("serve --task answer", servers.answer),
-        ServeTask::Generate => ("serve --task generate", servers.generate),
-    })
+    let pipeline_task = match task {
+        ServeTask::Embed => Task::Embed,
+        ServeTask::Classify => Task::Classify,
+        ServeTask::Tag => Task::Tag,
+        ServeTask::FillMask => Task::FillMask,
+        ServeTask::Answer => Task::Answer,
+        ServeTask::Generate => {
+            let family = crate::families::model_family(&args.model)?;
+            let load = family.command("serve --task generate", family.serve_generate)?;
+            let device = args.backend.device()?;
+            crate::set_int8(args.int8, &device)?;
+            let model = load(&args.model, &device, &args)?;
+            return listen(&args, model);
+        }
+    };
+    let mut options = crate::pipeline_options(args.backend.device()?, args.int8, args.batch_size)?;
+    // Each request says whether it wants unit vectors.
+    options.embed = EmbedOptions { pooling: args.pooling, layer: -1, normalize: false, batch_size: args.batch_size, max_tokens: args.max_tokens };
+    options.top_k = args.top_k;
+    let model = crate::load_pipeline(pipeline_task, &args.model, options)?.served();
+    listen(&args, model)
 }
 
-/// `cargo xtask serve`: load the model with `load`, serve it until SIGTERM or Ctrl-C.
-pub(crate) fn serve(args: ServeArgs, load: ServeFn) -> Result<String, String> {
-    let device = args.backend.device()?;
-    crate::set_int8(args.int8, &device)?;
-    let model = load(&args.model, &device, &args)?;
+/// Serve `model` as `args` say until SIGTERM or Ctrl-C.
+fn listen(args: &ServeArgs, model: Arc<dyn ServedModel>) -> Result<String, String> {
     let options = ServeOptions {
         host: args.host.clone(),
         port: args.port,
@@ -148,51 +142,6 @@ pub(crate) fn serve(args: ServeArgs, load: ServeFn) -> Result<String, String> {
     let route = model.task().route();
     sesame_serve::serve(model, options, |addr| eprintln!("listening on http://{addr} ({route})")).map_err(|e| e.to_string())?;
     Ok(String::new())
-}
-
-/// Embeddings of base model `B`, pooled and truncated as `cargo xtask embed` does.
-pub(crate) fn serve_embed<B: Backbone>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, device).map_err(|e| e.to_string())?);
-    report(&loaded.report);
-    let max_tokens = match args.max_tokens {
-        Some(n) => Some(n),
-        None => sentence_transformers_max_seq_length(dir).map_err(|e| e.to_string())?,
-    };
-    let options = EmbedOptions { pooling: args.pooling, layer: -1, normalize: false, batch_size: args.batch_size, max_tokens };
-    Ok(Arc::new(Embedder::new(loaded.model, loaded.config, tokenizer, options)))
-}
-
-/// Sequence classifier `M`.
-pub(crate) fn serve_classify<M: SequenceClassifier>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    check_architecture(dir, &M::architecture(), "sequence-classification")?;
-    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
-    Ok(Arc::new(TextClassifier::new(loaded.model, loaded.config, tokenizer, args.batch_size)))
-}
-
-/// Token classifier `M`, long texts windowed with a quarter of the model's positions shared.
-pub(crate) fn serve_tag<M: TokenTagger>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    use sesame_layers::HfConfig as _;
-    check_architecture(dir, &M::architecture(), "token-classification")?;
-    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "token-classification", "fine-tune one with `cargo xtask finetune --task tag`")?;
-    let stride = loaded.config.input_limits().max_len / 4;
-    Ok(Arc::new(Tagger::new(loaded.model, loaded.config, tokenizer, args.batch_size, stride)))
-}
-
-/// The masked LM of base model `B`.
-pub(crate) fn serve_fill_mask<B: HasMaskedLmHead>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    let (tokenizer, loaded) = load_task_model::<ForMaskedLM<B>>(dir, device, "masked-LM", "fill-mask needs a checkpoint trained with one")?;
-    Ok(Arc::new(MaskFiller::new(loaded.model, loaded.config, tokenizer, args.batch_size, args.top_k)))
-}
-
-/// Extractive-QA model `M`, long contexts windowed with a third of the model's positions
-/// shared, answers picked with `cargo xtask answer`'s defaults.
-pub(crate) fn serve_answer<M: SpanExtractor>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    use sesame_layers::HfConfig as _;
-    check_architecture(dir, &M::architecture(), "question-answering")?;
-    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "question-answering", "fine-tune one with `cargo xtask finetune --task qa`")?;
-    let stride = loaded.config.input_limits().max_len / 3;
-    Ok(Arc::new(Reader::new(loaded.model, loaded.config, tokenizer, args.batch_size, stride, Default::default())))
 }
 
 /// The generation settings of `dir` (generation_config.json, else config.json) for a model of

@@ -144,6 +144,15 @@ pub fn resolve(model: &str) -> Result<PathBuf, HubError> {
     resolve_in(model, &cache_dir())
 }
 
+/// [`resolve`] of a path argument: an existing path as it is, else its text as a hub id (a
+/// path that is not UTF-8 is returned as it is).
+pub fn resolve_path(model: &Path) -> Result<PathBuf, HubError> {
+    match model.to_str() {
+        Some(text) if !model.exists() => resolve(text),
+        _ => Ok(model.to_path_buf()),
+    }
+}
+
 /// [`resolve`] with an explicit cache directory.
 pub fn resolve_in(model: &str, cache: &Path) -> Result<PathBuf, HubError> {
     let path = Path::new(model);

@@ -17,6 +17,9 @@ pub enum PretrainedError {
     /// The weights are missing, unreadable or do not fit the config.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// Neither a directory nor a hub id in the local HuggingFace cache.
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
 }
 
 /// What input a model accepts (its configuration's [`HfConfig::input_limits`]).
@@ -105,8 +108,11 @@ pub trait PretrainedModel: Module + Sized + 'static {
     /// How this model's parameters map onto HF tensor names.
     fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec;
 
-    /// Load `dir` (config.json + weights) onto `device`.
+    /// Load `dir` (config.json + weights; or a hub id in the local HuggingFace cache,
+    /// [`crate::hub::resolve`]) onto `device`.
     fn from_pretrained(dir: &Path, device: &Device) -> Result<Pretrained<Self, Self::Config>, PretrainedError> {
+        let resolved = crate::hub::resolve_path(dir)?;
+        let dir = resolved.as_path();
         let config = Self::Config::from_dir(dir)?;
         let files = WeightFiles::find(dir)?;
         let mut loaded = Self::from_weights(config, &files, device)?;

@@ -208,7 +208,9 @@ impl Tokenizer {
     /// Load the tokenizer of an HF model directory: `tokenizer.json` if present, else
     /// byte-level BPE from `vocab.json` + `merges.txt`, else Unigram from `spiece.model`, else
     /// WordPiece from `vocab.txt`, with the settings of `tokenizer_config.json`.
+    /// `dir` may be a hub id in the local HuggingFace cache (`sesame_layers::hub::resolve`).
     pub fn from_dir(dir: &Path) -> Result<Self, TokenizerError> {
+        let dir = &sesame_layers::hub::resolve_path(dir).map_err(|e| TokenizerError::Load { path: dir.to_path_buf(), reason: e.to_string() })?;
         contain(|| Self::read_dir(dir), |reason| TokenizerError::Load { path: dir.to_path_buf(), reason })
     }
 

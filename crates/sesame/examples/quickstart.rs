@@ -1,17 +1,28 @@
-//! README's "In your project": sentence embeddings and their similarity, from a model in the
-//! HuggingFace cache (or a directory, as the first argument).
+//! README's "In your project": sentence embeddings through the facade, as sentence-transformers'
+//! `encode(normalize_embeddings=True)` gives them, and the cosine of each pair of texts:
+//!
+//! ```sh
+//! cargo run --release -p sesame --example quickstart -- sentence-transformers/all-MiniLM-L6-v2 \
+//!     "A man is eating food." "A man is eating a piece of bread."
+//! ```
 use sesame::{pipeline, PipelineOptions, Task};
 
-fn main() -> Result<(), sesame::Error> {
-    let model = std::env::args().nth(1).unwrap_or("sentence-transformers/all-MiniLM-L6-v2".into());
-    let mut options = PipelineOptions::default();
-    options.embed.normalize = true;
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let model = args.next().ok_or("usage: quickstart MODEL TEXT...")?; // a directory or a hub id
+    let texts: Vec<String> = args.collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+
+    let mut options = PipelineOptions::default(); // the flex backend, 32 texts a batch
+    options.embed.normalize = true; // mean pooling (the checkpoint's max_seq_length), then L2 norm
     let embedder = pipeline(Task::Embed, &model, options)?;
-    let texts = ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."];
     let vectors = embedder.embed(&texts)?;
-    for (text, vector) in texts.iter().zip(&vectors) {
-        let cosine: f32 = vector.iter().zip(&vectors[0]).map(|(a, b)| a * b).sum();
-        println!("{cosine:.4}  {text}");
+
+    for i in 0..vectors.len() {
+        for j in i + 1..vectors.len() {
+            let cosine: f32 = vectors[i].iter().zip(&vectors[j]).map(|(a, b)| a * b).sum();
+            println!("{i} {j} {cosine:.4}");
+        }
     }
     Ok(())
 }

@@ -31,7 +31,7 @@ pub enum Error {
         known: String,
     },
     /// The family has no model for the job.
-    #[error("{family} has no {what} (transformers has none either); {family} checkpoints run {has}")]
+    #[error("{family} has no {what}; {family} checkpoints run {has}")]
     Unsupported {
         /// The family.
         family: &'static str,
@@ -158,6 +158,9 @@ pub(crate) fn locate(model: &str) -> Result<(PathBuf, String), Error> {
     let dir = sesame_layers::hub::resolve(model)?;
     let path = dir.join("config.json");
     let json: serde_json::Value = sesame_layers::config::read_json_config(&path)?;
+    if !json.is_object() {
+        return Err(sesame_layers::ConfigError::Parse { path, reason: "not a JSON object".into() }.into());
+    }
     let model_type = match json.get("model_type") {
         None => "bert".to_string(),
         Some(serde_json::Value::String(kind)) => kind.clone(),
@@ -201,11 +204,11 @@ pub(crate) fn jobs<F: Family>() -> String {
     has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
 }
 
-/// Load `M` from `dir` onto `device` (int8 when asked), refusing a checkpoint whose
-/// `architectures` names another task's head, or that lacks `M`'s head: `head` names it,
-/// `hint` says how to get one.
-pub(crate) fn load_head<M: PretrainedModel>(dir: &Path, device: &Device, int8: bool, head: &'static str, hint: &'static str) -> Result<Pretrained<M, M::Config>, Error> {
-    sesame_layers::config::check_architecture(dir, &M::architecture(), head)?;
+/// Load `M` from `dir` onto `device` (int8 when asked), refusing a checkpoint that lacks `M`'s
+/// head: `head` names it, `hint` says how to get one. A fine-tuning head is refused too when
+/// `architectures` names another task's ([`check_architecture`]); a masked-LM head is read from any
+/// checkpoint that has one (`…ForPreTraining` included).
+pub(crate) fn load_head<M: PretrainedModel>(dir: &Path, device: &Device, int8: bool, (head, hint): (&'static str, &'static str)) -> Result<Pretrained<M, M::Config>, Error> {
     let mut loaded = M::from_pretrained(dir, device)?;
     if !loaded.report.initialized.is_empty() {
         return Err(Error::NoHead { dir: dir.to_path_buf(), head, missing: loaded.report.initialized.join(", "), hint });
@@ -214,6 +217,18 @@ pub(crate) fn load_head<M: PretrainedModel>(dir: &Path, device: &Device, int8: b
         loaded.model = sesame_layers::int8::quantize(loaded.model);
     }
     Ok(loaded)
+}
+
+/// Refuse a checkpoint whose `architectures` names another task's head than `M`'s (heads of
+/// different tasks can share tensor names), `head` naming the job's.
+pub(crate) fn check_architecture<M: PretrainedModel>(dir: &Path, (head, _): (&'static str, &'static str)) -> Result<(), Error> {
+    Ok(sesame_layers::config::check_architecture(dir, &M::architecture(), head)?)
+}
+
+/// [`load_head`] of a fine-tuning head, after [`check_architecture`].
+fn fine_tuned<M: PretrainedModel>(dir: &Path, device: &Device, int8: bool, head: (&'static str, &'static str)) -> Result<Pretrained<M, M::Config>, Error> {
+    check_architecture::<M>(dir, head)?;
+    load_head(dir, device, int8, head)
 }
 
 /// The head names and hints of each job, as the CLI gives them.
@@ -276,27 +291,21 @@ impl HeadVisitor for AutoVisitor<'_> {
 
     fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
         Ok(match self.class {
-            Class::MaskedLm => {
-                let (head, hint) = MASKED_LM;
-                Loaded::MaskedLm(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, head, hint)?))
-            }
+            Class::MaskedLm => Loaded::MaskedLm(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, MASKED_LM)?)),
             _ => Loaded::Model(Box::new(B::from_pretrained(self.dir, self.device)?)),
         })
     }
 
     fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        let (head, hint) = CLASSIFIER;
-        Ok(Loaded::SequenceClassification(Box::new(load_head::<M>(self.dir, self.device, false, head, hint)?)))
+        Ok(Loaded::SequenceClassification(Box::new(fine_tuned::<M>(self.dir, self.device, false, CLASSIFIER)?)))
     }
 
     fn token_classifier<M: TokenTagger>(self) -> Self::Out {
-        let (head, hint) = TAGGER;
-        Ok(Loaded::TokenClassification(Box::new(load_head::<M>(self.dir, self.device, false, head, hint)?)))
+        Ok(Loaded::TokenClassification(Box::new(fine_tuned::<M>(self.dir, self.device, false, TAGGER)?)))
     }
 
     fn question_answering<M: SpanExtractor>(self) -> Self::Out {
-        let (head, hint) = READER;
-        Ok(Loaded::QuestionAnswering(Box::new(load_head::<M>(self.dir, self.device, false, head, hint)?)))
+        Ok(Loaded::QuestionAnswering(Box::new(fine_tuned::<M>(self.dir, self.device, false, READER)?)))
     }
 
     fn unsupported(self) -> Self::Out {

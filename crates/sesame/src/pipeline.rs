@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use burn::tensor::Device;
 use sesame_layers::family::task;
-use sesame_layers::{Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{Family, ForMaskedLM, LoadReport, HasMaskedLmHead, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, TextClassifier};
 use sesame_pipelines::{Answer, AnswerOptions, Classification, EmbedOptions, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
-use crate::auto::{jobs, load_head, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
+use crate::auto::{check_architecture, jobs, load_head, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
 
 /// A job a pipeline does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +82,21 @@ pub struct Pipeline {
     task: Task,
     family: &'static str,
     model: Arc<dyn ServedModel>,
+    report: LoadReport,
+    stride: Option<usize>,
+}
+
+/// What a loader built: the model behind its task, what loading did, the windows' stride.
+struct Built {
+    model: Arc<dyn ServedModel>,
+    report: LoadReport,
+    stride: Option<usize>,
+}
+
+impl Built {
+    fn new(model: impl ServedModel + 'static, report: LoadReport) -> Self {
+        Self { model: Arc::new(model), report, stride: None }
+    }
 }
 
 /// A pipeline for `task` on `model` (a directory, or a hub id `org/name[@revision]` in the local
@@ -94,8 +109,8 @@ pub fn pipeline(task: Task, model: &str, options: PipelineOptions) -> Result<Pip
         None => crate::default_device().ok_or(Error::NoBackend)?,
     };
     let (dir, model_type) = locate(model)?;
-    let (family, model) = on_family(&dir, &model_type, Load { task, dir: &dir, device: &device, options: &options })??;
-    Ok(Pipeline { task, family, model })
+    let (family, built) = on_family(&dir, &model_type, Load { task, dir: &dir, device: &device, options: &options })??;
+    Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
 }
 
 /// Loads a pipeline's model: the family's type for the task.
@@ -107,7 +122,7 @@ struct Load<'a> {
 }
 
 impl WithFamily for Load<'_> {
-    type Out = Result<(&'static str, Arc<dyn ServedModel>), Error>;
+    type Out = Result<(&'static str, Built), Error>;
 
     fn with<F: Family>(self) -> Self::Out {
         let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, load: self };
@@ -134,15 +149,14 @@ impl LoadVisitor<'_> {
 }
 
 impl HeadVisitor for LoadVisitor<'_> {
-    type Out = Result<Arc<dyn ServedModel>, Error>;
+    type Out = Result<Built, Error>;
 
     fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
         let Load { task, dir, device, options } = self.load;
         let tokenizer = self.tokenizer()?;
         if task == Task::FillMask {
-            let (head, hint) = MASKED_LM;
-            let loaded = load_head::<ForMaskedLM<B>>(dir, device, options.int8, head, hint)?;
-            return Ok(Arc::new(MaskFiller::new(loaded.model, loaded.config, tokenizer, options.batch_size, options.top_k)));
+            let loaded = load_head::<ForMaskedLM<B>>(dir, device, options.int8, MASKED_LM)?;
+            return Ok(Built::new(MaskFiller::new(loaded.model, loaded.config, tokenizer, options.batch_size, options.top_k), loaded.report));
         }
         let mut loaded = <B as PretrainedModel>::from_pretrained(dir, device)?;
         if options.int8 {
@@ -153,37 +167,37 @@ impl HeadVisitor for LoadVisitor<'_> {
             None => sesame_pipelines::sentence_transformers_max_seq_length(dir)?,
         };
         let embed = EmbedOptions { batch_size: options.batch_size, max_tokens, ..options.embed };
-        Ok(Arc::new(Embedder::new(loaded.model, loaded.config, tokenizer, embed)))
+        Ok(Built::new(Embedder::new(loaded.model, loaded.config, tokenizer, embed), loaded.report))
     }
 
     fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        check_architecture::<M>(self.load.dir, CLASSIFIER)?;
         let tokenizer = self.tokenizer()?;
         let Load { task, dir, device, options } = self.load;
-        let (head, hint) = CLASSIFIER;
-        let loaded = load_head::<M>(dir, device, options.int8, head, hint)?;
+        let loaded = load_head::<M>(dir, device, options.int8, CLASSIFIER)?;
         let labels = crate::auto::label_names(&loaded.config).len();
         if task == Task::Rerank && labels != 1 {
             return Err(Error::NotACrossEncoder { dir: dir.to_path_buf(), labels });
         }
-        Ok(Arc::new(TextClassifier::new(loaded.model, loaded.config, tokenizer, options.batch_size)))
+        Ok(Built::new(TextClassifier::new(loaded.model, loaded.config, tokenizer, options.batch_size), loaded.report))
     }
 
     fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+        check_architecture::<M>(self.load.dir, TAGGER)?;
         let tokenizer = self.tokenizer()?;
         let Load { dir, device, options, .. } = self.load;
-        let (head, hint) = TAGGER;
-        let loaded = load_head::<M>(dir, device, options.int8, head, hint)?;
+        let loaded = load_head::<M>(dir, device, options.int8, TAGGER)?;
         let stride = options.stride.unwrap_or(loaded.config.input_limits().max_len / 4);
-        Ok(Arc::new(Tagger::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride)))
+        Ok(Built { stride: Some(stride), ..Built::new(Tagger::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride), loaded.report) })
     }
 
     fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+        check_architecture::<M>(self.load.dir, READER)?;
         let tokenizer = self.tokenizer()?;
         let Load { dir, device, options, .. } = self.load;
-        let (head, hint) = READER;
-        let loaded = load_head::<M>(dir, device, options.int8, head, hint)?;
+        let loaded = load_head::<M>(dir, device, options.int8, READER)?;
         let stride = options.stride.unwrap_or(loaded.config.input_limits().max_len / 3);
-        Ok(Arc::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer)))
+        Ok(Built { stride: Some(stride), ..Built::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer), loaded.report) })
     }
 
     fn unsupported(self) -> Self::Out {
@@ -212,6 +226,17 @@ impl Pipeline {
     /// The model behind it, as the server runs it (`sesame_serve::serve`).
     pub fn served(&self) -> Arc<dyn ServedModel> {
         self.model.clone()
+    }
+
+    /// What loading did: tensors initialised (none for a task head: it is refused), and
+    /// tensors of the files the model does not use.
+    pub fn load_report(&self) -> &LoadReport {
+        &self.report
+    }
+
+    /// Tag and answer: the tokens consecutive windows of a long text share.
+    pub fn stride(&self) -> Option<usize> {
+        self.stride
     }
 
     fn run(&self, called: &'static str, tasks: &[Task], inputs: Vec<Input>) -> Result<Vec<Output>, Error> {

@@ -18,8 +18,7 @@ use crate::finetune::finetune_without_tagger;
 use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
-use crate::{answer_with, classify_with};
-use crate::serve::{serve_answer, serve_classify, Servers};
+use crate::classify_with;
 
 /// `bart`: the encoder-decoder family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
@@ -30,22 +29,11 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     export: Some(export_bart),
     bench: Some(bench_bart),
     bench_presets: check_presets,
-    embed: None,
-    fill_mask: None,
     generate: Some(generate_bart),
     forward: Some(forward_bart),
-    serve: Servers {
-        embed: None,
-        classify: Some(serve_classify::<BartForSequenceClassification>),
-        tag: None,
-        fill_mask: None,
-        answer: Some(serve_answer::<BartForQuestionAnswering>),
-        generate: Some(serve_bart),
-    },
+    serve_generate: Some(serve_bart),
     finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
     classify: Some(classify_with::<BartForSequenceClassification>),
-    tag: None,
-    answer: Some(answer_with::<BartForQuestionAnswering>),
     prune: None,
     distill: Some(distill::<BartForSequenceClassification>),
     span: None,

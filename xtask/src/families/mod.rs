@@ -8,7 +8,7 @@ use std::path::Path;
 
 use burn::tensor::Device;
 use sesame_layers::{ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
-use sesame_pipelines::EmbedOptions;
+
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
 use crate::bench::{bench_family, check_encoder_presets, BenchArgs, BenchMode, BenchTarget};
@@ -17,9 +17,9 @@ use crate::finetune::{finetune, FinetuneArgs};
 use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
 use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
-use crate::serve::{serve_answer, serve_causal, serve_classify, serve_embed, serve_fill_mask, serve_tag, Servers};
+use crate::serve::{serve_causal, ServeFn};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
-use crate::{answer_with, classify_with, embed_with, fill_mask_with, tag_with, Texts};
+use crate::{classify_with, Texts};
 
 pub mod albert;
 pub mod bart;
@@ -47,10 +47,6 @@ pub struct FamilyEntry {
     /// Refuses a `--presets` name of `bench` the family does not have for the mode, before
     /// the machine's GEMM is timed.
     pub bench_presets: fn(&BenchArgs) -> Result<(), String>,
-    /// `cargo xtask embed` on a checkpoint of this family.
-    pub embed: Option<fn(&Path, &Device, &mut Texts, EmbedOptions) -> Result<String, String>>,
-    /// `cargo xtask fill-mask` on a checkpoint of this family (texts, top k, batch size).
-    pub fill_mask: Option<fn(&Path, &Device, &mut Texts, usize, usize) -> Result<String, String>>,
     /// `cargo xtask generate` on a checkpoint of this family.
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
@@ -58,14 +54,9 @@ pub struct FamilyEntry {
     /// `cargo xtask classify` with a fine-tuned classifier of this family (texts, batch size,
     /// early exit's `--speed`).
     pub classify: Option<fn(&Path, &Device, &mut Texts, usize, Option<f64>) -> Result<String, String>>,
-    /// `cargo xtask tag` with a fine-tuned token classifier of this family (texts, batch size,
-    /// stride).
-    pub tag: Option<fn(&Path, &Device, &mut Texts, usize, Option<usize>) -> Result<String, String>>,
-    /// `cargo xtask answer` with a fine-tuned extractive-QA model of this family (questions,
-    /// context, batch size, stride, options).
-    pub answer: Option<AnswerFn>,
-    /// `cargo xtask serve` of a checkpoint of this family, by task.
-    pub serve: Servers,
+    /// `cargo xtask serve --task generate` of a checkpoint of this family (the other tasks
+    /// load through the facade, `sesame::pipeline`).
+    pub serve_generate: Option<ServeFn>,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
     /// `cargo xtask prune` of a fine-tuned sequence classifier of this family.
@@ -92,9 +83,6 @@ pub struct Recipe {
     pub export: ExportFn,
 }
 
-/// `cargo xtask answer`'s entry point.
-pub type AnswerFn = fn(&Path, &Device, &mut Texts, &str, usize, Option<usize>, sesame_pipelines::AnswerOptions) -> Result<String, String>;
-
 impl FamilyEntry {
     /// A family pre-trained on masked batches by the shared task with `F`'s objective, whose
     /// base model is `B`, whose sequence classifier is `S` and multiple-choice scorer `C`, and
@@ -116,23 +104,12 @@ impl FamilyEntry {
             export: Some(export_model::<F>),
             bench: Some(bench_family::<F, B>),
             bench_presets: check_encoder_presets,
-            embed: Some(embed_with::<B>),
-            fill_mask: Some(fill_mask_with::<B>),
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
-            serve: Servers {
-                embed: Some(serve_embed::<B>),
-                classify: Some(serve_classify::<ForSequenceClassification<B, S>>),
-                tag: Some(serve_tag::<ForTokenClassification<B>>),
-                fill_mask: Some(serve_fill_mask::<B>),
-                answer: Some(serve_answer::<ForQuestionAnswering<B>>),
-                generate: Some(serve_causal::<B>),
-            },
+            serve_generate: Some(serve_causal::<B>),
             finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
             classify: Some(classify_with::<ForSequenceClassification<B, S>>),
-            tag: Some(tag_with::<ForTokenClassification<B>>),
-            answer: Some(answer_with::<ForQuestionAnswering<B>>),
             prune: Some(prune::<B, S>),
             distill: Some(distill::<ForSequenceClassification<B, S>>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
@@ -162,19 +139,11 @@ impl FamilyEntry {
             ("train", self.train.is_some()),
             ("export", self.export.is_some()),
             ("bench", self.bench.is_some()),
-            ("embed", self.embed.is_some()),
-            ("fill-mask", self.fill_mask.is_some()),
             ("generate", self.generate.is_some()),
             ("forward", self.forward.is_some()),
             ("finetune", self.finetune.is_some()),
             ("classify", self.classify.is_some()),
-            ("tag", self.tag.is_some()),
-            ("answer", self.answer.is_some()),
-            ("serve --task embed", self.serve.embed.is_some()),
-            ("serve --task classify", self.serve.classify.is_some()),
-            ("serve --task tag", self.serve.tag.is_some()),
-            ("serve --task fill-mask", self.serve.fill_mask.is_some()),
-            ("serve --task answer", self.serve.answer.is_some()),
+            ("serve --task generate", self.serve_generate.is_some()),
             ("prune", self.prune.is_some()),
             ("distill", self.distill.is_some()),
         ];

@@ -19,8 +19,7 @@ use crate::finetune::finetune;
 use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
-use crate::{answer_with, classify_with, tag_with};
-use crate::serve::{serve_answer, serve_classify, serve_tag, Servers};
+use crate::classify_with;
 
 /// `xlnet`: the two-stream family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
@@ -31,22 +30,11 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     export: Some(export_xlnet),
     bench: Some(bench_xlnet),
     bench_presets: check_encoder_presets,
-    embed: None,
-    fill_mask: None,
     generate: Some(generate_xlnet),
     forward: Some(forward_xlnet),
-    serve: Servers {
-        embed: None,
-        classify: Some(serve_classify::<XlnetForSequenceClassification>),
-        tag: Some(serve_tag::<XlnetForTokenClassification>),
-        fill_mask: None,
-        answer: Some(serve_answer::<XlnetForQuestionAnsweringSimple>),
-        generate: Some(crate::serve::serve_left_to_right::<sesame_xlnet::XlnetLmHeadModel>),
-    },
+    serve_generate: Some(crate::serve::serve_left_to_right::<sesame_xlnet::XlnetLmHeadModel>),
     finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
     classify: Some(classify_with::<XlnetForSequenceClassification>),
-    tag: Some(tag_with::<XlnetForTokenClassification>),
-    answer: Some(answer_with::<XlnetForQuestionAnsweringSimple>),
     prune: None,
     distill: Some(distill::<XlnetForSequenceClassification>),
     span: None,
