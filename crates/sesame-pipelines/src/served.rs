@@ -144,6 +144,12 @@ pub trait ServedModel: Send + Sync {
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
     /// order.
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError>;
+    /// A classifier with FastBERT's exit classifiers: each text stopped at the first layer
+    /// whose normalised entropy is below `speed` ([`crate::classify_early`]); refused by the
+    /// other tasks and by a classifier without them.
+    fn run_early(&self, _texts: &[&str], _speed: f64) -> Result<Vec<crate::EarlyClassification>, PipelineError> {
+        Err(PipelineError::NoEarlyExit)
+    }
 }
 
 fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
@@ -251,6 +257,10 @@ impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
             pairs.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
         }
         Ok(out.into_iter().flatten().map(Output::Classification).collect())
+    }
+
+    fn run_early(&self, texts: &[&str], speed: f64) -> Result<Vec<crate::EarlyClassification>, PipelineError> {
+        crate::classify_early(&self.model, &self.config, &self.tokenizer, texts, self.batch_size, speed)
     }
 }
 

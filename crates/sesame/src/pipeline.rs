@@ -10,7 +10,7 @@ use burn::tensor::Device;
 use sesame_layers::family::task;
 use sesame_layers::{Family, ForMaskedLM, LoadReport, HasMaskedLmHead, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, TextClassifier};
-use sesame_pipelines::{Answer, AnswerOptions, Classification, EmbedOptions, Prediction, TaggedSpan};
+use sesame_pipelines::{Answer, AnswerOptions, Classification, EarlyClassification, EmbedOptions, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
 use crate::auto::{check_architecture, jobs, load_head, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
@@ -266,6 +266,17 @@ impl Pipeline {
     /// The labels and scores of each pair, read as one sequence of two segments.
     pub fn classify_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<Classification>, Error> {
         self.classifications("classify_pairs", pairs.iter().map(|(a, b)| Input::Pair(a.to_string(), b.to_string())).collect())
+    }
+
+    /// The labels and scores of each text with FastBERT's early exit: each text stops at the
+    /// first layer whose normalised entropy is below `speed` (in [0, 1]; 0 runs every layer).
+    /// Refused for a classifier without exit classifiers (`cargo xtask finetune --early-exit`
+    /// trains them).
+    pub fn classify_early(&self, texts: &[&str], speed: f64) -> Result<Vec<EarlyClassification>, Error> {
+        if self.task != Task::Classify {
+            return Err(Error::WrongTask { task: self.task.name(), called: "classify_early" });
+        }
+        Ok(self.model.run_early(texts, speed)?)
     }
 
     fn classifications(&self, called: &'static str, inputs: Vec<Input>) -> Result<Vec<Classification>, Error> {

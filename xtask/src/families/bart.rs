@@ -18,7 +18,6 @@ use crate::finetune::finetune_without_tagger;
 use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
-use crate::classify_with;
 
 /// `bart`: the encoder-decoder family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
@@ -33,7 +32,6 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     forward: Some(forward_bart),
     serve_generate: Some(serve_bart),
     finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
-    classify: Some(classify_with::<BartForSequenceClassification>),
     prune: None,
     distill: Some(distill::<BartForSequenceClassification>),
     span: None,

@@ -19,7 +19,6 @@ use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
 use crate::serve::{serve_causal, ServeFn};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
-use crate::{classify_with, Texts};
 
 pub mod albert;
 pub mod bart;
@@ -51,9 +50,6 @@ pub struct FamilyEntry {
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
-    /// `cargo xtask classify` with a fine-tuned classifier of this family (texts, batch size,
-    /// early exit's `--speed`).
-    pub classify: Option<fn(&Path, &Device, &mut Texts, usize, Option<f64>) -> Result<String, String>>,
     /// `cargo xtask serve --task generate` of a checkpoint of this family (the other tasks
     /// load through the facade, `sesame::pipeline`).
     pub serve_generate: Option<ServeFn>,
@@ -109,7 +105,6 @@ impl FamilyEntry {
             forward: Some(forward_encoder::<B, S, C, H>),
             serve_generate: Some(serve_causal::<B>),
             finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
-            classify: Some(classify_with::<ForSequenceClassification<B, S>>),
             prune: Some(prune::<B, S>),
             distill: Some(distill::<ForSequenceClassification<B, S>>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
@@ -142,7 +137,6 @@ impl FamilyEntry {
             ("generate", self.generate.is_some()),
             ("forward", self.forward.is_some()),
             ("finetune", self.finetune.is_some()),
-            ("classify", self.classify.is_some()),
             ("serve --task generate", self.serve_generate.is_some()),
             ("prune", self.prune.is_some()),
             ("distill", self.distill.is_some()),

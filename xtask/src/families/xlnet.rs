@@ -19,7 +19,6 @@ use crate::finetune::finetune;
 use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
-use crate::classify_with;
 
 /// `xlnet`: the two-stream family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
@@ -34,7 +33,6 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     forward: Some(forward_xlnet),
     serve_generate: Some(crate::serve::serve_left_to_right::<sesame_xlnet::XlnetLmHeadModel>),
     finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
-    classify: Some(classify_with::<XlnetForSequenceClassification>),
     prune: None,
     distill: Some(distill::<XlnetForSequenceClassification>),
     span: None,
