@@ -96,7 +96,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub steps: usize,
     /// Embed, finetune: the HF / sentence-transformers model directory.
-    #[arg(long, value_parser = crate::model_dir)]
+    #[arg(long, value_parser = crate::common::model_dir)]
     pub model: Option<PathBuf>,
     /// Embed: how many sentences of `--corpus` to embed.
     #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
@@ -105,7 +105,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "data/moby-dick.txt")]
     pub corpus: PathBuf,
     /// Embed: pooling (sentence-transformers' MiniLM: mean, normalised).
-    #[arg(long, default_value = "mean", value_parser = crate::parse_pooling)]
+    #[arg(long, default_value = "mean", value_parser = crate::common::parse_pooling)]
     pub pooling: Pooling,
     /// Embed: L2-normalise.
     #[arg(long)]
@@ -277,7 +277,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
     if args.gemm_transposed && args.mode != BenchMode::Gemm {
         return Err("--gemm-transposed times --mode gemm only".into());
     }
-    crate::set_int8(args.int8, &device)?;
+    crate::common::set_int8(args.int8, &device)?;
     if args.child {
         if let Some(preset) = args.only_preset.take() {
             args.presets = vec![preset];
@@ -302,7 +302,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
         BenchMode::Gemm => {}
         BenchMode::Serve => {
             let dir = args.model.as_ref().ok_or("--mode serve needs --model (an embedding model's directory)")?;
-            crate::config_json(dir)?;
+            crate::common::config_json(dir)?;
         }
         BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
         BenchMode::Embed => target(&args).map(|_| ())?,
@@ -574,7 +574,7 @@ fn bench_embed<B: Backbone>(args: &BenchArgs, device: Device, backend: &str) -> 
     let start = Instant::now();
     let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
     let tokenizer_s = start.elapsed().as_secs_f64();
-    let loaded = crate::int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?);
+    let loaded = crate::common::int8_if_asked(<B as PretrainedModel>::from_pretrained(dir, &device).map_err(|e| e.to_string())?);
     device.sync().map_err(|e| format!("{e:?}"))?;
     let load_s = start.elapsed().as_secs_f64();
     let from_pretrained_s = load_s - tokenizer_s;

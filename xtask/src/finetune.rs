@@ -34,7 +34,7 @@ impl ColumnArgs {
 #[derive(clap::Args, Debug)]
 pub struct FinetuneArgs {
     /// The HF checkpoint to start from (config.json, weights, tokenizer files).
-    #[arg(long, value_parser = crate::model_dir)]
+    #[arg(long, value_parser = crate::common::model_dir)]
     pub model: PathBuf,
     /// `random`: train the architecture of --model (its config.json and tokenizer) from fresh
     /// weights, drawn from --seed as transformers initialises a new model (its weights are not
@@ -87,7 +87,7 @@ pub struct FinetuneArgs {
     pub n_best: usize,
     /// How far "no answer" must score ahead of the best span to win, for data with
     /// unanswerable questions (--task qa).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::finite_f32)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::common::finite_f32)]
     pub null_threshold: f32,
     /// Warm-up steps (then linear decay to 0).
     #[arg(long, default_value_t = 0)]

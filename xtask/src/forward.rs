@@ -16,7 +16,7 @@ use sesame_layers::HfConfig as _;
 #[derive(clap::Args, Debug)]
 pub struct ForwardArgs {
     /// HF model directory (config.json and weights).
-    #[arg(long, value_parser = crate::model_dir)]
+    #[arg(long, value_parser = crate::common::model_dir)]
     pub model: PathBuf,
     /// Inputs: a safetensors file of tensors named as transformers' arguments (`input_ids`,
     /// `attention_mask`, `labels`, `decoder_input_ids`, `start_positions`, …).
@@ -256,14 +256,14 @@ pub(crate) fn head_class(args: &ForwardArgs) -> Result<String, String> {
     if let Some(head) = &args.head {
         return Ok(head.clone());
     }
-    let json = crate::config_json(&args.model)?;
+    let json = crate::common::config_json(&args.model)?;
     json["architectures"][0].as_str().map(str::to_string).ok_or_else(|| format!("{}: no `architectures`; give --head", args.model.join("config.json").display()))
 }
 
 /// Load `M` from `--model` onto `device`, reporting what loading did.
 pub(crate) fn load<M: PretrainedModel>(args: &ForwardArgs, device: &Device) -> Result<(M, M::Config), String> {
     let loaded = M::from_pretrained(&args.model, device).map_err(|e| e.to_string())?;
-    crate::report(&loaded.report);
+    crate::common::report(&loaded.report);
     Ok((loaded.model, loaded.config))
 }
 
@@ -302,7 +302,7 @@ pub(crate) fn bad_input(head: &str) -> impl Fn(InputError) -> String + '_ {
 
 /// Whether `dir/config.json` sets `problem_type` to multi-label classification.
 pub(crate) fn multi_label(dir: &Path) -> Result<bool, String> {
-    Ok(crate::config_json(dir)?["problem_type"] == "multi_label_classification")
+    Ok(crate::common::config_json(dir)?["problem_type"] == "multi_label_classification")
 }
 
 /// Heads that only some encoder families have, beside the shared ones every family runs:

@@ -20,7 +20,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub int8: bool,
     /// HF model directory (config.json, weights; a tokenizer unless the inputs are ids).
-    #[arg(long, value_parser = crate::model_dir)]
+    #[arg(long, value_parser = crate::common::model_dir)]
     pub model: PathBuf,
     /// Texts to generate from (or --input).
     #[arg(conflicts_with = "input")]
@@ -178,7 +178,7 @@ pub(crate) fn lm_head_loaded<M, C>(dir: &Path, loaded: sesame_layers::Pretrained
         let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         return Err(format!("{} has no trained language-modelling head (missing: {}); generate needs a checkpoint trained to predict tokens", dir.display(), missing.join(", ")));
     }
-    crate::report(&loaded.report);
+    crate::common::report(&loaded.report);
     Ok(loaded)
 }
 
@@ -217,7 +217,7 @@ impl Inputs {
             }
             return Ok(Self { name: "arguments".into(), lines: None, texts: args.texts.clone().into_iter(), read: 0, prefix });
         };
-        let (name, reader) = crate::open_input(path)?;
+        let (name, reader) = crate::common::open_input(path)?;
         Ok(Self { name, lines: Some(reader), texts: Vec::new().into_iter(), read: 0, prefix })
     }
 
@@ -380,7 +380,7 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = lm_head_loaded(dir, crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
+    let loaded = lm_head_loaded(dir, crate::common::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let model = loaded.model;
     let config = settings(dir, args, (model.max_positions(), model.vocab_size()), None)?;
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
@@ -404,7 +404,7 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
 /// `BertLMHeadModel`): each prompt alone, continued after its last token.
 pub fn generate_causal<B: sesame_layers::HasMaskedLmHead>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let dir = &args.model;
-    let json = crate::config_json(dir)?;
+    let json = crate::common::config_json(dir)?;
     if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
         return Err(format!(
             "{}: not a left-to-right model (config.json's is_decoder is not true); generate runs decoders ({}) and encoder-decoders",
@@ -423,7 +423,7 @@ where
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
-    let loaded = lm_head_loaded(dir, crate::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
+    let loaded = lm_head_loaded(dir, crate::common::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let limits = <M as CausalLM>::causal_limits(&loaded.config);
     let config = settings(dir, args, (limits.max_len, limits.vocab_size), None)?;
     let (per_input, repeat) = rows_per_input(&config);

@@ -6,11 +6,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame::{Pipeline, PipelineOptions, Task};
-use sesame_pipelines::{EmbedOptions, PipelineError};
+use sesame::PipelineOptions;
+use sesame_pipelines::EmbedOptions;
 use sesame_layers::Pooling;
 use sesame_train::Backend;
 
+use common::{finite_f32, model_dir, parse_pooling, pipeline_options, set_int8, speed, BackendArg, Texts};
+use infer::{answer_with, classify_with, embed_with, fill_mask_with, tag_with};
+
+mod common;
+mod infer;
 mod bench;
 mod bench_serve;
 mod finetune;
@@ -29,30 +34,13 @@ struct Cli {
     command: Command,
 }
 
-#[derive(clap::Args)]
-struct BackendArg {
-    /// Backend to run on (must be compiled in; see `--features`).
-    #[arg(long, value_enum)]
-    backend: Option<Backend>,
-}
-
-impl BackendArg {
-    fn device(&self) -> Result<burn::tensor::Device, String> {
-        let backend = match self.backend {
-            Some(b) => b,
-            None => Backend::default_compiled().ok_or("no backend compiled in")?,
-        };
-        backend.device().map_err(|e| e.to_string())
-    }
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Sentence embeddings: prints `[[f32, ...], ...]`, one vector per text.
     Embed {
         /// HF model directory (config.json, weights, tokenizer), or a hub id (`org/name[@revision]`)
         /// in the local HuggingFace cache.
-        #[arg(long, value_parser = crate::model_dir)]
+        #[arg(long, value_parser = model_dir)]
         model: PathBuf,
         /// Pooling over tokens.
         #[arg(long, default_value = "mean", value_parser = parse_pooling)]
@@ -165,7 +153,7 @@ enum Command {
     /// (`{"value"}`).
     Classify {
         /// HF model directory with a sequence-classification head and a tokenizer.
-        #[arg(long, value_parser = crate::model_dir)]
+        #[arg(long, value_parser = model_dir)]
         model: PathBuf,
         #[command(flatten)]
         inputs: InputArgs,
@@ -186,7 +174,7 @@ enum Command {
     /// as transformers' token-classification pipeline with `aggregation_strategy="first"`.
     Tag {
         /// HF model directory with a token-classification head and a tokenizer.
-        #[arg(long, value_parser = crate::model_dir)]
+        #[arg(long, value_parser = model_dir)]
         model: PathBuf,
         /// Tokens shared by consecutive windows of a text longer than the model reads
         /// [default: a quarter of its positions].
@@ -205,7 +193,7 @@ enum Command {
     /// as transformers' run_qa.py post-processing picks it.
     Answer {
         /// HF model directory with a question-answering head and a tokenizer.
-        #[arg(long, value_parser = crate::model_dir)]
+        #[arg(long, value_parser = model_dir)]
         model: PathBuf,
         /// The passage to answer from (or `@FILE` to read it from a file).
         #[arg(long)]
@@ -242,7 +230,7 @@ enum Command {
     /// Predict masked tokens: prints, per mask, `[{"token", "id", "score"}, ...]`.
     FillMask {
         /// HF model directory with an MLM head and a tokenizer.
-        #[arg(long, value_parser = crate::model_dir)]
+        #[arg(long, value_parser = model_dir)]
         model: PathBuf,
         /// Candidates per mask.
         #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
@@ -255,16 +243,6 @@ enum Command {
         #[arg(conflicts_with = "input")]
         texts: Vec<String>,
     },
-}
-
-/// A `--model` value: a directory, or a hub id (`org/name[@revision]`) found in the local
-/// HuggingFace cache ([`sesame_layers::hub::resolve`]).
-pub(crate) fn model_dir(s: &str) -> Result<PathBuf, String> {
-    sesame_layers::hub::resolve(s).map_err(|e| e.to_string())
-}
-
-fn parse_pooling(s: &str) -> Result<Pooling, String> {
-    s.parse().map_err(|e: sesame_layers::pooling::UnknownPooling| e.to_string())
 }
 
 /// Where `embed` and `fill-mask` read texts from, and how many run at a time.
@@ -281,111 +259,6 @@ struct InputArgs {
     /// token's activations as it runs (flex and ndarray; a model saved quantised always is).
     #[arg(long)]
     int8: bool,
-}
-
-/// `--int8` of the command running: every model it loads is quantised.
-static INT8: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Honour `--int8` on `device`: refused, with one line, where the products cannot run in int8.
-pub(crate) fn set_int8(int8: bool, device: &burn::tensor::Device) -> Result<(), String> {
-    if int8 && !sesame_layers::device::is_host_memory(device) {
-        return Err(format!("--int8: int8 products run on the flex and ndarray backends, not on {device:?}; choose one with --backend"));
-    }
-    INT8.store(int8, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
-}
-
-/// `loaded` with its model quantised when the command runs with `--int8`.
-pub(crate) fn int8_if_asked<M: burn::module::Module, C>(mut loaded: sesame_layers::Pretrained<M, C>) -> sesame_layers::Pretrained<M, C> {
-    if INT8.load(std::sync::atomic::Ordering::Relaxed) {
-        loaded.model = sesame_layers::int8::quantize(loaded.model);
-    }
-    loaded
-}
-
-/// Texts to run: from the command line (one JSON result for all), or read from `--input` a
-/// chunk at a time (a JSON line per text), so that any number of texts streams through.
-pub(crate) enum Texts {
-    /// Given as arguments.
-    Args(Vec<String>),
-    /// Lines of a file or stdin.
-    Lines { name: String, lines: std::io::Lines<Box<dyn std::io::BufRead>>, number: usize },
-}
-
-impl Texts {
-    fn new(args: Vec<String>, input: Option<PathBuf>) -> Result<Self, String> {
-        let Some(path) = input else {
-            if args.is_empty() {
-                return Err("no texts: give them as arguments, or read them with --input FILE (- for stdin)".into());
-            }
-            return Ok(Texts::Args(args));
-        };
-        let (name, reader) = open_input(&path)?;
-        Ok(Texts::Lines { name, lines: std::io::BufRead::lines(reader), number: 0 })
-    }
-
-    /// Whether results stream as JSON lines.
-    pub(crate) fn streams(&self) -> bool {
-        matches!(self, Texts::Lines { .. })
-    }
-
-    /// The next (at most) `n` texts; empty at the end.
-    pub(crate) fn next_chunk(&mut self, n: usize) -> Result<Vec<String>, String> {
-        match self {
-            Texts::Args(args) => Ok(std::mem::take(args)),
-            Texts::Lines { name, lines, number } => {
-                let mut chunk = Vec::new();
-                for line in lines.by_ref().take(n) {
-                    *number += 1;
-                    let line = line.map_err(|e| format!("{name}: line {number}: {e}"))?;
-                    chunk.push(match sesame_text::inputs::parse_input_line(&line, false) {
-                        Ok(sesame_text::inputs::InputLine::Text(text)) => text,
-                        Ok(sesame_text::inputs::InputLine::Ids(_)) => return Err(format!("{name}: line {number}: token ids are for generate; this command reads texts")),
-                        Err(e) => return Err(format!("{name}: line {number}: {e}")),
-                    });
-                }
-                Ok(chunk)
-            }
-        }
-    }
-}
-
-/// The reader of `--input PATH` (`-`: stdin), and its name for errors.
-pub(crate) fn open_input(path: &std::path::Path) -> Result<(String, Box<dyn std::io::BufRead>), String> {
-    if path.as_os_str() == "-" {
-        return Ok(("stdin".into(), Box::new(std::io::BufReader::new(std::io::stdin()))));
-    }
-    let file = std::fs::File::open(path).map_err(|e| format!("--input {}: {e}", path.display()))?;
-    Ok((path.display().to_string(), Box::new(std::io::BufReader::new(file))))
-}
-
-/// Texts read per chunk from `--input`: enough for many batches, few enough to stream.
-const CHUNK: usize = 4096;
-
-/// Run `each` on `texts` chunk by chunk: with `--input`, print a JSON line per text as each
-/// chunk is done and return nothing; otherwise return the JSON array of all results.
-pub(crate) fn run_texts<T: serde::Serialize>(texts: &mut Texts, mut each: impl FnMut(&[&str]) -> Result<Vec<T>, String>) -> Result<String, String> {
-    use std::io::Write;
-    let mut all = Vec::new();
-    loop {
-        let chunk = texts.next_chunk(CHUNK)?;
-        if chunk.is_empty() {
-            break;
-        }
-        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-        let results = each(&refs)?;
-        if texts.streams() {
-            let mut out = std::io::stdout().lock();
-            for r in &results {
-                let line = serde_json::to_string(r).expect("JSON");
-                writeln!(out, "{line}").map_err(|e| format!("cannot write to stdout: {e}"))?;
-            }
-            out.flush().map_err(|e| format!("cannot write to stdout: {e}"))?;
-        } else {
-            all.extend(results);
-        }
-    }
-    Ok(if texts.streams() { String::new() } else { serde_json::to_string(&all).expect("JSON") })
 }
 
 fn run(cli: Cli) -> Result<String, String> {
@@ -464,134 +337,6 @@ fn run(cli: Cli) -> Result<String, String> {
             let options = PipelineOptions { top_k, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
             fill_mask_with(&model, options, &mut Texts::new(texts, inputs.input)?)
         }
-    }
-}
-
-/// `dir/config.json` as a JSON object, or an error naming the file.
-pub(crate) fn config_json(dir: &std::path::Path) -> Result<serde_json::Value, String> {
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !json.is_object() {
-        return Err(format!("{}: not a JSON object", path.display()));
-    }
-    Ok(json)
-}
-
-/// The facade's options for a command on `device` (`--int8` checked against it), at most
-/// `batch_size` texts a forward pass.
-pub(crate) fn pipeline_options(device: burn::tensor::Device, int8: bool, batch_size: usize) -> Result<PipelineOptions, String> {
-    set_int8(int8, &device)?;
-    Ok(PipelineOptions { device: Some(device), int8, batch_size, ..Default::default() })
-}
-
-/// The facade's pipeline for `task` on `dir`, its load report on stderr.
-pub(crate) fn load_pipeline(task: Task, dir: &std::path::Path, options: PipelineOptions) -> Result<Pipeline, String> {
-    let pipeline = sesame::pipeline(task, &dir.to_string_lossy(), options).map_err(|e| e.to_string())?;
-    report(pipeline.load_report());
-    Ok(pipeline)
-}
-
-fn embed_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
-    let pipeline = load_pipeline(Task::Embed, dir, options)?;
-    let mut done = 0;
-    run_texts(texts, |chunk| {
-        let vectors = pipeline.embed(chunk).map_err(|e| e.to_string())?;
-        if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
-            return Err(format!("{}: the embedding of text {} is not finite (NaN or infinite); the checkpoint overflows", dir.display(), done + i));
-        }
-        done += chunk.len();
-        Ok(vectors)
-    })
-}
-
-fn classify_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts, speed: Option<f64>) -> Result<String, String> {
-    use sesame_pipelines::Classification;
-    let pipeline = load_pipeline(Task::Classify, dir, options)?;
-    let finite = |c: &Classification| match c {
-        Classification::Value { value } => value.is_finite(),
-        Classification::Single { scores, .. } | Classification::Multi { scores, .. } => scores.iter().all(|s| s.score.is_finite()),
-    };
-    let overflow = || format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display());
-    match speed {
-        None => run_texts(texts, |chunk| {
-            let out = pipeline.classify(chunk).map_err(|e| e.to_string())?;
-            if out.iter().all(finite) { Ok(out) } else { Err(overflow()) }
-        }),
-        Some(speed) => run_texts(texts, |chunk| {
-            let out = pipeline.classify_early(chunk, speed).map_err(|e| format!("--speed {speed}: {}: {e}", dir.display()))?;
-            if out.iter().all(|c| finite(&c.classification)) { Ok(out) } else { Err(overflow()) }
-        }),
-    }
-}
-
-/// A finite number (a score threshold).
-pub(crate) fn finite_f32(s: &str) -> Result<f32, String> {
-    match s.parse::<f32>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("{s} is not a finite number")),
-    }
-}
-
-/// A `--speed`: a threshold in [0, 1].
-fn speed(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        _ => Err(format!("{s} is not a speed in [0, 1] (a threshold on the normalised entropy)")),
-    }
-}
-
-fn tag_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
-    let pipeline = load_pipeline(Task::Tag, dir, options)?;
-    let stride = pipeline.stride().unwrap_or_default();
-    run_texts(texts, |chunk| {
-        let out = pipeline.tag(chunk).map_err(|e| format!("{e} (--stride {stride})"))?;
-        if !out.iter().flatten().all(|s| s.score.is_finite()) {
-            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
-        }
-        Ok(out)
-    })
-}
-
-fn answer_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts, context: &str) -> Result<String, String> {
-    let pipeline = load_pipeline(Task::Answer, dir, options)?;
-    let stride = pipeline.stride().unwrap_or_default();
-    let mut done = 0;
-    run_texts(texts, |chunk| {
-        let questions: Vec<(&str, &str)> = chunk.iter().map(|q| (*q, context)).collect();
-        let out = pipeline.answer(&questions).map_err(|e| match e {
-            // Numbered among all the questions, not this chunk's.
-            sesame::Error::Pipeline(PipelineError::EmptyText { what, index }) => format!("{what} {} is empty: there is nothing to answer (transformers' QA pipeline refuses one too)", done + index),
-            e => format!("{e} (--stride {stride})"),
-        })?;
-        done += chunk.len();
-        if !out.iter().all(|a| a.score.is_finite()) {
-            return Err(format!("{}: the model's output is not finite (NaN or infinite); the checkpoint overflows", dir.display()));
-        }
-        Ok(out)
-    })
-}
-
-fn fill_mask_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
-    let pipeline = load_pipeline(Task::FillMask, dir, options)?;
-    let single = matches!(texts, Texts::Args(args) if args.len() == 1);
-    let json = run_texts(texts, |chunk| {
-        let predictions = pipeline.fill_mask(chunk).map_err(|e| e.to_string())?;
-        if predictions.iter().flatten().flatten().any(|p| !p.score.is_finite()) {
-            return Err(format!("{}: the predicted scores are not finite (NaN or infinite); the checkpoint overflows", dir.display()));
-        }
-        Ok(predictions)
-    })?;
-    // One text on the command line prints its masks' candidates, as before: `[[...], ...]`.
-    Ok(match single {
-        true => serde_json::to_string(&serde_json::from_str::<Vec<serde_json::Value>>(&json).expect("JSON")[0]).expect("JSON"),
-        false => json,
-    })
-}
-
-fn report(report: &sesame_layers::LoadReport) {
-    if !report.initialized.is_empty() || !report.unused.is_empty() {
-        eprintln!("note: {report}");
     }
 }
 

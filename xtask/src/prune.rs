@@ -14,7 +14,7 @@ use sesame_train::pruning::PruneOptions;
 pub struct PruneArgs {
     /// A fine-tuned sequence classifier: an HF directory with its labels (config.json), weights
     /// and tokenizer.
-    #[arg(long, value_parser = crate::model_dir)]
+    #[arg(long, value_parser = crate::common::model_dir)]
     pub model: PathBuf,
     /// Labelled rows on which the heads' importance is measured (CSV, TSV or JSON lines, as
     /// `finetune --train`; the labels must be the model's).

@@ -13,7 +13,7 @@ use sesame_generate::GenerationConfig;
 use sesame_serve::{CausalGenerator, Seq2SeqGenerator, ServeOptions, ServedModel};
 use sesame_text::Tokenizer;
 
-use crate::{int8_if_asked, BackendArg};
+use crate::common::{int8_if_asked, BackendArg};
 
 /// What `serve` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -37,7 +37,7 @@ pub enum ServeTask {
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
     /// HF model directory (config.json, weights, tokenizer).
-    #[arg(long, value_parser = crate::model_dir)]
+    #[arg(long, value_parser = crate::common::model_dir)]
     pub model: PathBuf,
     /// The task [default: the head `architectures` names in config.json: a sequence
     /// classifier, a token classifier, an extractive-QA model, a generator, else embeddings].
@@ -66,7 +66,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub batch_size: usize,
     /// Embeddings: pooling over tokens.
-    #[arg(long, default_value = "mean", value_parser = crate::parse_pooling)]
+    #[arg(long, default_value = "mean", value_parser = crate::common::parse_pooling)]
     pub pooling: Pooling,
     /// Embeddings: truncate texts to this many tokens [default: `max_seq_length` of the
     /// model's sentence_bert_config.json, else the model's limit].
@@ -87,7 +87,7 @@ pub type ServeFn = fn(&Path, &Device, &ServeArgs) -> Result<Arc<dyn ServedModel>
 
 /// The task `architectures` implies: its head's, else embeddings.
 fn task_of(dir: &Path) -> Result<ServeTask, String> {
-    let json = crate::config_json(dir)?;
+    let json = crate::common::config_json(dir)?;
     let class = json["architectures"][0].as_str().unwrap_or_default();
     Ok(match class {
         c if c.ends_with("ForSequenceClassification") => ServeTask::Classify,
@@ -115,16 +115,16 @@ pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
             let family = crate::families::model_family(&args.model)?;
             let load = family.command("serve --task generate", family.serve_generate)?;
             let device = args.backend.device()?;
-            crate::set_int8(args.int8, &device)?;
+            crate::common::set_int8(args.int8, &device)?;
             let model = load(&args.model, &device, &args)?;
             return listen(&args, model);
         }
     };
-    let mut options = crate::pipeline_options(args.backend.device()?, args.int8, args.batch_size)?;
+    let mut options = crate::common::pipeline_options(args.backend.device()?, args.int8, args.batch_size)?;
     // Each request says whether it wants unit vectors.
     options.embed = EmbedOptions { pooling: args.pooling, layer: -1, normalize: false, batch_size: args.batch_size, max_tokens: args.max_tokens };
     options.top_k = args.top_k;
-    let model = crate::load_pipeline(pipeline_task, &args.model, options)?.served();
+    let model = crate::common::load_pipeline(pipeline_task, &args.model, options)?.served();
     listen(&args, model)
 }
 
@@ -179,7 +179,7 @@ where
 
 /// A decoder checkpoint (`is_decoder`) of an encoder family `B`, left to right.
 pub(crate) fn serve_causal<B: HasMaskedLmHead>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    let json = crate::config_json(dir)?;
+    let json = crate::common::config_json(dir)?;
     if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
         return Err(format!("{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders", dir.display(), B::causal_lm_architecture()));
     }

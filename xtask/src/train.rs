@@ -37,7 +37,7 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "preset")]
     pub config: Option<PathBuf>,
     /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
-    #[arg(long, conflicts_with_all = ["config", "tokenizer"], value_parser = crate::model_dir)]
+    #[arg(long, conflicts_with_all = ["config", "tokenizer"], value_parser = crate::common::model_dir)]
     pub init_from: Option<PathBuf>,
     /// Distil this masked LM (an HF checkpoint of the family, kept fixed) into a smaller
     /// student, as DistilBERT was trained: masked LM on single sequences, the student learning
@@ -46,7 +46,7 @@ pub struct TrainArgs {
     /// (`--alpha-cos`). The student is the teacher's shape with `--student-layers` of its
     /// layers (every other one by default), or a fresh `--preset` or `--config`; the
     /// teacher's tokenizer is used. The default run directory is runs/FAMILY-distill.
-    #[arg(long, conflicts_with_all = ["init_from", "tokenizer", "objective"], value_parser = crate::model_dir)]
+    #[arg(long, conflicts_with_all = ["init_from", "tokenizer", "objective"], value_parser = crate::common::model_dir)]
     pub teacher: Option<PathBuf>,
     /// The student of `--teacher` and the weights of the loss's terms.
     #[command(flatten)]

@@ -216,7 +216,7 @@ fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Resul
 /// `generate` for BART: `BartForCausalLM` checkpoints (config.json's first architecture)
 /// left to right, the others as encoder-decoders.
 pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    match crate::config_json(&args.model)?["architectures"][0].as_str() {
+    match crate::common::config_json(&args.model)?["architectures"][0].as_str() {
         Some("BartForCausalLM") => generate_left_to_right::<sesame_bart::BartForCausalLM>(args, device),
         _ => generate_seq2seq::<sesame_bart::BartForConditionalGeneration>(args, device),
     }
@@ -225,7 +225,7 @@ pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String>
 /// `serve --task generate` for BART: `BartForCausalLM` checkpoints left to right, the others as
 /// encoder-decoders.
 fn serve_bart(dir: &std::path::Path, device: &Device, args: &crate::serve::ServeArgs) -> Result<std::sync::Arc<dyn sesame_serve::ServedModel>, String> {
-    match crate::config_json(dir)?["architectures"][0].as_str() {
+    match crate::common::config_json(dir)?["architectures"][0].as_str() {
         Some("BartForCausalLM") => crate::serve::serve_left_to_right::<sesame_bart::BartForCausalLM>(dir, device, args),
         _ => crate::serve::serve_seq2seq::<sesame_bart::BartForConditionalGeneration>(dir, device, args),
     }

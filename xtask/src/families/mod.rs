@@ -172,7 +172,7 @@ pub fn parser() -> clap::builder::PossibleValuesParser {
 /// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
 /// the file names none, as transformers' `BertModel` reads it).
 pub fn model_family(dir: &Path) -> Result<&'static FamilyEntry, String> {
-    let json = crate::config_json(dir)?;
+    let json = crate::common::config_json(dir)?;
     let path = dir.join("config.json");
     let model_type = match json.get("model_type") {
         None => "bert",

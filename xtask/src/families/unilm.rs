@@ -72,7 +72,7 @@ pub fn generate_unilm(args: &GenerateArgs, device: &Device) -> Result<(), String
         (None, None) => return Err(format!("--unilm-seq2seq: {} has no tokenizer to take the mask token from; give --mask-token-id", dir.display())),
     };
     let sep = tokenizer.as_ref().and_then(|t| t.token_to_id(&t.special_tokens().sep));
-    let loaded = lm_head_loaded(dir, crate::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
+    let loaded = lm_head_loaded(dir, crate::common::int8_if_asked(UnilmForMaskedLM::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
     let limits = loaded.config.input_limits();
     let config = settings(dir, args, (limits.max_len, limits.vocab_size), sep)?;
     let (per_input, repeat) = rows_per_input(&config);
