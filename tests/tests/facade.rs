@@ -142,6 +142,39 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
     assert!(refused.contains("/nonexistent/model/config.json"), "{refused}");
 }
 
+/// A family is its types and its `impl Family`: one declared here from BERT's types alone, as
+/// a crate of its own would declare it, runs through the facade's loaders (`pipeline_for`),
+/// with the jobs it names and none other.
+struct TinyBert;
+
+impl sesame::layers::Family for TinyBert {
+    const NAME: &'static str = "tiny-bert";
+    const MODEL_TYPES: &'static [&'static str] = &["bert"];
+    type Config = sesame_bert::BertConfig;
+    type Model = BertModel;
+    type Encoder = BertModel;
+    type ForSequenceClassification = BertForSequenceClassification;
+    type ForTokenClassification = sesame::layers::Unsupported;
+    type ForQuestionAnswering = sesame_bert::BertForQuestionAnswering;
+}
+
+#[test]
+fn a_family_built_from_its_parts_alone_runs_through_the_facade() {
+    let (_, device) = devices().remove(0);
+    let dir = fill_mask_dir();
+    let ours = sesame::pipeline_for::<TinyBert>(Task::Embed, path(&dir), options(&device)).unwrap();
+    let bert = pipeline(Task::Embed, path(&dir), options(&device)).unwrap();
+    assert_eq!((ours.family(), bert.family()), ("tiny-bert", "bert"));
+    assert_eq!(ours.embed(&TEXTS).unwrap(), bert.embed(&TEXTS).unwrap());
+    let filler = sesame::pipeline_for::<TinyBert>(Task::FillMask, path(&dir), options(&device)).unwrap();
+    assert_eq!(filler.fill_mask(&TEXTS[2..]).unwrap(), pipeline(Task::FillMask, path(&dir), options(&device)).unwrap().fill_mask(&TEXTS[2..]).unwrap());
+    let refused = sesame::pipeline_for::<TinyBert>(Task::Tag, path(&dir), options(&device)).err().unwrap().to_string();
+    assert_eq!(refused, "tiny-bert has no token classifier; tiny-bert checkpoints run embed, fill-mask, classify, rerank, answer");
+    let bart = fixtures_dir().join("bart/base-seqcls-single");
+    let refused = sesame::pipeline_for::<TinyBert>(Task::Classify, path(&bart), options(&device)).err().unwrap().to_string();
+    assert!(refused.ends_with("model_type `bart` is not tiny-bert's (it reads bert)"), "{refused}");
+}
+
 /// `sesame::auto::families()` is the facade's list of families, in lookup order.
 #[test]
 fn the_facade_knows_every_family_once() {

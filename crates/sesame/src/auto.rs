@@ -30,6 +30,18 @@ pub enum Error {
         /// The families compiled in.
         known: String,
     },
+    /// `config.json`'s `model_type` is not one the family asked for reads.
+    #[error("{path}: model_type `{model_type}` is not {family}'s (it reads {known})")]
+    WrongFamily {
+        /// The config file.
+        path: PathBuf,
+        /// Its `model_type`.
+        model_type: String,
+        /// The family asked for.
+        family: &'static str,
+        /// The `model_type`s it reads.
+        known: String,
+    },
     /// The family has no model for the job.
     #[error("{family} has no {what}; {family} checkpoints run {has}")]
     Unsupported {

@@ -20,7 +20,7 @@
 //! ```
 //!
 //! Adding a family is its crate, its `impl Family` ([`layers::Family`]) and one line in
-//! [`auto`]'s `FAMILIES`.
+//! [`auto`]'s list of families; [`pipeline_for`] runs a family of your own without it.
 
 pub mod auto;
 mod pipeline;
@@ -49,7 +49,7 @@ pub use sesame_unilm as unilm;
 pub use sesame_xlnet as xlnet;
 
 pub use auto::Error;
-pub use pipeline::{pipeline, Pipeline, PipelineOptions, Task};
+pub use pipeline::{pipeline, pipeline_for, Pipeline, PipelineOptions, Task};
 
 /// The device of the first backend compiled in, in the order flex, ndarray, wgpu (its default
 /// adapter), tch (CPU), cuda (GPU 0); `None` when the build has none.

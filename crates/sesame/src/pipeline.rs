@@ -104,13 +104,31 @@ impl Built {
 /// tokenizer. Refused, naming the file or the family, when the checkpoint has no head for the
 /// job, names another task's head, or its family has no model for the job.
 pub fn pipeline(task: Task, model: &str, options: PipelineOptions) -> Result<Pipeline, Error> {
-    let device = match &options.device {
-        Some(device) => device.clone(),
-        None => crate::default_device().ok_or(Error::NoBackend)?,
-    };
+    let device = device_of(&options)?;
     let (dir, model_type) = locate(model)?;
     let (family, built) = on_family(&dir, &model_type, Load { task, dir: &dir, device: &device, options: &options })??;
     Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
+}
+
+/// [`pipeline`] as family `F`, whatever the facade's list of families holds: a family crate of
+/// your own (its `impl Family`) runs through the same loaders. Refused when `config.json`'s
+/// `model_type` is not one of `F::MODEL_TYPES`.
+pub fn pipeline_for<F: Family>(task: Task, model: &str, options: PipelineOptions) -> Result<Pipeline, Error> {
+    let device = device_of(&options)?;
+    let (dir, model_type) = locate(model)?;
+    if !F::MODEL_TYPES.contains(&model_type.as_str()) {
+        return Err(Error::WrongFamily { path: dir.join("config.json"), model_type, family: F::NAME, known: F::MODEL_TYPES.join(", ") });
+    }
+    let (family, built) = Load { task, dir: &dir, device: &device, options: &options }.with::<F>()?;
+    Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
+}
+
+/// The options' device, else the first backend compiled in.
+fn device_of(options: &PipelineOptions) -> Result<Device, Error> {
+    match &options.device {
+        Some(device) => Ok(device.clone()),
+        None => crate::default_device().ok_or(Error::NoBackend),
+    }
 }
 
 /// Loads a pipeline's model: the family's type for the task.
