@@ -99,8 +99,9 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
 }
 
 /// `cargo xtask serve`: load the model of `--task` (else the checkpoint's head) through the
-/// facade (a generator through its family's entry), serve it until SIGTERM or Ctrl-C.
-pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
+/// facade (a generator by the loader `generator` gives for the checkpoint's directory: its
+/// family's), serve it until SIGTERM or Ctrl-C.
+pub(crate) fn serve(args: ServeArgs, generator: impl FnOnce(&Path) -> Result<ServeFn, String>) -> Result<String, String> {
     let task = match args.task {
         Some(task) => task,
         None => task_of(&args.model)?,
@@ -112,8 +113,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
         ServeTask::FillMask => Task::FillMask,
         ServeTask::Answer => Task::Answer,
         ServeTask::Generate => {
-            let family = crate::families::model_family(&args.model)?;
-            let load = family.command("serve --task generate", family.serve_generate)?;
+            let load = generator(&args.model)?;
             let device = args.backend.device()?;
             crate::common::set_int8(args.int8, &device)?;
             let model = load(&args.model, &device, &args)?;

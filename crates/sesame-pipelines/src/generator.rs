@@ -10,31 +10,7 @@ use crate::generate::{continue_ids, generate_ids, open_prompt};
 use crate::PipelineError;
 use sesame_text::Tokenizer;
 
-use crate::served::{ServedModel, Task};
-
-/// What a search wrote after its prompt.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Generation {
-    /// The generated tokens, up to and with the first end-of-sequence token (no padding).
-    pub tokens: Vec<u32>,
-    /// With `output_scores` set (greedy search and sampling), each token's log-probability
-    /// under the processed scores it was picked from.
-    pub logprobs: Option<Vec<f32>>,
-}
-
-/// A model that writes text: its settings, how it reads a prompt, and its search.
-pub trait Generator: Send + Sync {
-    /// The model directory's generation settings, which a request's parameters override.
-    fn settings(&self) -> &GenerationConfig;
-    /// The ids `text` starts the search from; refuses an empty or too long prompt.
-    fn prompt_ids(&self, text: &str) -> Result<Vec<u32>, PipelineError>;
-    /// The most tokens a search from `prompt_len` prompt tokens can write within the model's
-    /// positions.
-    fn room(&self, prompt_len: usize) -> usize;
-    /// Run the search `settings` ask for from `prompt`, giving `streamer` the tokens as they
-    /// are final.
-    fn generate(&self, prompt: &[u32], settings: &GenerationConfig, seed: u64, streamer: &mut dyn TokenStreamer) -> Result<Generation, PipelineError>;
-}
+use crate::served::{Generation, Generator, ServedModel, Task};
 
 /// The ids of `text`, or why it cannot be a prompt of a model of `max_len` positions.
 fn encode(tokenizer: &Tokenizer, text: &str, max_len: usize) -> Result<Vec<u32>, PipelineError> {

@@ -138,7 +138,7 @@ pub trait ServedModel: Send + Sync {
         0
     }
     /// A generator's search (`None` for the other tasks).
-    fn generator(&self) -> Option<&dyn crate::generator::Generator> {
+    fn generator(&self) -> Option<&dyn Generator> {
         None
     }
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
@@ -391,4 +391,28 @@ impl<M: SpanExtractor> ServedModel for Reader<M> {
         let out = crate::answer(&self.model, &self.config, &self.tokenizer, &questions, self.batch_size, self.stride, &self.options)?;
         Ok(out.into_iter().map(Output::Answer).collect())
     }
+}
+
+/// What a search wrote after its prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generation {
+    /// The generated tokens, up to and with the first end-of-sequence token (no padding).
+    pub tokens: Vec<u32>,
+    /// With `output_scores` set (greedy search and sampling), each token's log-probability
+    /// under the processed scores it was picked from.
+    pub logprobs: Option<Vec<f32>>,
+}
+
+/// A model that writes text: its settings, how it reads a prompt, and its search.
+pub trait Generator: Send + Sync {
+    /// The model directory's generation settings, which a request's parameters override.
+    fn settings(&self) -> &sesame_generate::GenerationConfig;
+    /// The ids `text` starts the search from; refuses an empty or too long prompt.
+    fn prompt_ids(&self, text: &str) -> Result<Vec<u32>, PipelineError>;
+    /// The most tokens a search from `prompt_len` prompt tokens can write within the model's
+    /// positions.
+    fn room(&self, prompt_len: usize) -> usize;
+    /// Run the search `settings` ask for from `prompt`, giving `streamer` the tokens as they
+    /// are final.
+    fn generate(&self, prompt: &[u32], settings: &sesame_generate::GenerationConfig, seed: u64, streamer: &mut dyn sesame_generate::TokenStreamer) -> Result<Generation, PipelineError>;
 }

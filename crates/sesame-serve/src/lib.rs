@@ -38,8 +38,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use sesame_pipelines::generator::{CausalGenerator, Generation, Generator, Seq2SeqGenerator};
-pub use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
+pub use sesame_pipelines::generator::{CausalGenerator, Seq2SeqGenerator};
+pub use sesame_pipelines::served::{Embedder, Generation, Generator, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
 
 /// How the server listens and what it accepts.
 #[derive(Clone, Debug)]
