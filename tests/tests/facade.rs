@@ -123,13 +123,13 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
         let refused = pipeline(task, path(&bart), options(&device)).err().unwrap();
         assert!(matches!(refused, Error::Unsupported { family: "bart", .. }), "{task:?}: {refused}");
         let line = refused.to_string();
-        assert!(line.starts_with("bart has no ") && line.ends_with("bart checkpoints run classify, rerank, answer"), "{line}");
+        assert!(line.starts_with("bart has no ") && line.ends_with("bart checkpoints run classify, rerank, answer, generate"), "{line}");
     }
     let refused = AutoModelForTokenClassification::from_pretrained(path(&bart), &device).err().unwrap().to_string();
     assert!(refused.starts_with("bart has no token classifier"), "{refused}");
     let xlnet = fixtures_dir().join("xlnet/base-seqcls-single");
     let refused = pipeline(Task::Embed, path(&xlnet), options(&device)).err().unwrap().to_string();
-    assert!(refused.starts_with("xlnet has no ") && refused.ends_with("xlnet checkpoints run classify, rerank, tag, answer"), "{refused}");
+    assert!(refused.starts_with("xlnet has no ") && refused.ends_with("xlnet checkpoints run classify, rerank, tag, answer, generate"), "{refused}");
 
     // A model_type no family reads, and a name that is neither a directory nor a cached id.
     let dir = std::env::temp_dir().join(format!("sesame-facade-gpt2-{}", std::process::id()));
@@ -140,6 +140,34 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
     std::fs::remove_dir_all(&dir).unwrap();
     let refused = pipeline(Task::Embed, "/nonexistent/model", options(&device)).err().unwrap().to_string();
     assert!(refused.contains("/nonexistent/model/config.json"), "{refused}");
+}
+
+/// `Task::Generate` runs the family's generator with the checkpoint's own settings: BART's
+/// encoder-decoder writes what `sesame_pipelines::generate` writes; an encoder checkpoint not
+/// saved as a decoder is refused, naming `is_decoder`.
+#[test]
+fn the_generate_pipeline_writes_what_the_typed_pipeline_writes() {
+    let (_, device) = devices().remove(0);
+    let dir = std::env::temp_dir().join(format!("sesame-facade-bart-generation-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (from, f) in [("bart/base-generation", "config.json"), ("bart/base-generation", "generation_config.json"), ("bart/base-generation", "model.safetensors"), ("bert/base-fill-mask", "vocab.txt"), ("bert/base-fill-mask", "tokenizer.json"), ("bert/base-fill-mask", "tokenizer_config.json")] {
+        std::fs::copy(fixtures_dir().join(from).join(f), dir.join(f)).unwrap();
+    }
+    let prompts = ["the cat sat", "hello world"];
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    let model = sesame_bart::BartForConditionalGeneration::from_pretrained(&dir, &device).unwrap().model;
+    let mut settings = sesame_generate::GenerationConfig::from_dir(&dir).unwrap();
+    settings.model_max_positions = Some(sesame_layers::generative::Seq2SeqLM::max_positions(&model));
+    let expected: Vec<String> = sesame_pipelines::generate(&model, &tokenizer, &prompts, &settings, 0, 1, &device).unwrap().into_iter().map(|g| g.texts[0].clone()).collect();
+    let generator = pipeline(Task::Generate, path(&dir), options(&device)).unwrap();
+    assert_eq!(generator.family(), "bart");
+    assert_eq!(generator.generate(&prompts).unwrap(), expected);
+    assert!(expected.iter().any(|t| !t.is_empty()), "something was written: {expected:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let refused = pipeline(Task::Generate, path(&fill_mask_dir()), options(&device)).err().unwrap().to_string();
+    assert!(refused.contains("not a left-to-right model (config.json's is_decoder is not true)"), "{refused}");
 }
 
 /// A family is its types and its `impl Family`: one declared here from BERT's types alone, as
@@ -156,6 +184,8 @@ impl sesame::layers::Family for TinyBert {
     type ForSequenceClassification = BertForSequenceClassification;
     type ForTokenClassification = sesame::layers::Unsupported;
     type ForQuestionAnswering = sesame_bert::BertForQuestionAnswering;
+    type ForConditionalGeneration = sesame::layers::Unsupported;
+    type ForCausalLM = sesame_bert::BertLMHeadModel;
 }
 
 #[test]
@@ -169,7 +199,7 @@ fn a_family_built_from_its_parts_alone_runs_through_the_facade() {
     let filler = sesame::pipeline_for::<TinyBert>(Task::FillMask, path(&dir), options(&device)).unwrap();
     assert_eq!(filler.fill_mask(&TEXTS[2..]).unwrap(), pipeline(Task::FillMask, path(&dir), options(&device)).unwrap().fill_mask(&TEXTS[2..]).unwrap());
     let refused = sesame::pipeline_for::<TinyBert>(Task::Tag, path(&dir), options(&device)).err().unwrap().to_string();
-    assert_eq!(refused, "tiny-bert has no token classifier; tiny-bert checkpoints run embed, fill-mask, classify, rerank, answer");
+    assert_eq!(refused, "tiny-bert has no token classifier; tiny-bert checkpoints run embed, fill-mask, classify, rerank, answer, generate");
     let bart = fixtures_dir().join("bart/base-seqcls-single");
     let refused = sesame::pipeline_for::<TinyBert>(Task::Classify, path(&bart), options(&device)).err().unwrap().to_string();
     assert!(refused.ends_with("model_type `bart` is not tiny-bert's (it reads bert)"), "{refused}");

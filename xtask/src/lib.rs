@@ -332,10 +332,7 @@ fn run(cli: Cli) -> Result<String, String> {
             let options = PipelineOptions { stride, answer, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
             answer_with(&model, options, &mut Texts::new(texts, inputs.input)?, &context)
         }
-        Command::Serve { args } => serve::serve(args, |dir| {
-            let family = families::model_family(dir)?;
-            family.command("serve --task generate", family.serve_generate)
-        }),
+        Command::Serve { args } => serve::serve(args),
         Command::FillMask { model, top_k, inputs, backend, texts } => {
             let options = PipelineOptions { top_k, ..pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)? };
             fill_mask_with(&model, options, &mut Texts::new(texts, inputs.input)?)

@@ -4,16 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use burn::tensor::Device;
 use sesame::Task;
-use sesame_layers::{HasMaskedLmHead, Pooling, PretrainedModel};
+use sesame_layers::Pooling;
 use sesame_pipelines::EmbedOptions;
-use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
-use sesame_generate::GenerationConfig;
-use sesame_serve::{CausalGenerator, Seq2SeqGenerator, ServeOptions, ServedModel};
-use sesame_text::Tokenizer;
+use sesame_serve::{ServeOptions, ServedModel};
 
-use crate::common::{int8_if_asked, BackendArg};
+use crate::common::BackendArg;
 
 /// What `serve` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -82,9 +78,6 @@ pub(crate) struct ServeArgs {
     pub backend: BackendArg,
 }
 
-/// A loader of a family's text generator: the model of `dir` on `device`, ready to serve.
-pub type ServeFn = fn(&Path, &Device, &ServeArgs) -> Result<Arc<dyn ServedModel>, String>;
-
 /// The task `architectures` implies: its head's, else embeddings.
 fn task_of(dir: &Path) -> Result<ServeTask, String> {
     let json = crate::common::config_json(dir)?;
@@ -99,32 +92,25 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
 }
 
 /// `cargo xtask serve`: load the model of `--task` (else the checkpoint's head) through the
-/// facade (a generator by the loader `generator` gives for the checkpoint's directory: its
-/// family's), serve it until SIGTERM or Ctrl-C.
-pub(crate) fn serve(args: ServeArgs, generator: impl FnOnce(&Path) -> Result<ServeFn, String>) -> Result<String, String> {
+/// facade, serve it until SIGTERM or Ctrl-C.
+pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
     let task = match args.task {
         Some(task) => task,
         None => task_of(&args.model)?,
     };
-    let pipeline_task = match task {
+    let task = match task {
         ServeTask::Embed => Task::Embed,
         ServeTask::Classify => Task::Classify,
         ServeTask::Tag => Task::Tag,
         ServeTask::FillMask => Task::FillMask,
         ServeTask::Answer => Task::Answer,
-        ServeTask::Generate => {
-            let load = generator(&args.model)?;
-            let device = args.backend.device()?;
-            crate::common::set_int8(args.int8, &device)?;
-            let model = load(&args.model, &device, &args)?;
-            return listen(&args, model);
-        }
+        ServeTask::Generate => Task::Generate,
     };
     let mut options = crate::common::pipeline_options(args.backend.device()?, args.int8, args.batch_size)?;
     // Each request says whether it wants unit vectors.
     options.embed = EmbedOptions { pooling: args.pooling, layer: -1, normalize: false, batch_size: args.batch_size, max_tokens: args.max_tokens };
     options.top_k = args.top_k;
-    let model = crate::common::load_pipeline(pipeline_task, &args.model, options)?.served();
+    let model = crate::common::load_pipeline(task, &args.model, options)?.served();
     listen(&args, model)
 }
 
@@ -142,46 +128,4 @@ fn listen(args: &ServeArgs, model: Arc<dyn ServedModel>) -> Result<String, Strin
     let route = model.task().route();
     sesame_serve::serve(model, options, |addr| eprintln!("listening on http://{addr} ({route})")).map_err(|e| e.to_string())?;
     Ok(String::new())
-}
-
-/// The generation settings of `dir` (generation_config.json, else config.json) for a model of
-/// `max_positions` and `vocab_size`, checked; a request's parameters go over them.
-fn generation_settings(dir: &Path, (max_positions, vocab_size): (usize, usize)) -> Result<GenerationConfig, String> {
-    let in_file = |e: sesame_generate::ProcessorError| format!("{}: {e} (generation_config.json, else config.json)", dir.display());
-    let mut settings = GenerationConfig::from_dir(dir).map_err(|e| e.to_string())?;
-    settings.validate_ids(vocab_size).map_err(in_file)?;
-    settings.model_max_positions = Some(max_positions);
-    settings.validate().map_err(in_file)?;
-    Ok(settings)
-}
-
-/// Encoder-decoder `M` (BART), as `cargo xtask generate` runs it.
-pub(crate) fn serve_seq2seq<M: PretrainedModel + Seq2SeqLM + Sync>(dir: &Path, device: &Device, _args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = crate::generate::lm_head_loaded(dir, int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
-    let settings = generation_settings(dir, (loaded.model.max_positions(), loaded.model.vocab_size()))?;
-    let generator = Seq2SeqGenerator::new(loaded.model, tokenizer, settings)
-        .ok_or_else(|| format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display()))?;
-    Ok(Arc::new(generator))
-}
-
-/// Left-to-right model `M` (XLNet, BART's decoder), as `cargo xtask generate` runs it.
-pub(crate) fn serve_left_to_right<M>(dir: &Path, device: &Device, _args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String>
-where
-    M: PretrainedModel + CausalLM<Config = <M as PretrainedModel>::Config> + Sync,
-{
-    let tokenizer = Tokenizer::from_dir(dir).map_err(|e| e.to_string())?;
-    let loaded = crate::generate::lm_head_loaded(dir, int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
-    let limits = <M as CausalLM>::causal_limits(&loaded.config);
-    let settings = generation_settings(dir, (limits.max_len, limits.vocab_size))?;
-    Ok(Arc::new(CausalGenerator::new(loaded.model, loaded.config, tokenizer, settings)))
-}
-
-/// A decoder checkpoint (`is_decoder`) of an encoder family `B`, left to right.
-pub(crate) fn serve_causal<B: HasMaskedLmHead>(dir: &Path, device: &Device, args: &ServeArgs) -> Result<Arc<dyn ServedModel>, String> {
-    let json = crate::common::config_json(dir)?;
-    if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
-        return Err(format!("{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders", dir.display(), B::causal_lm_architecture()));
-    }
-    serve_left_to_right::<sesame_layers::ForCausalLM<B>>(dir, device, args)
 }

@@ -32,20 +32,12 @@ pub enum ConfigError {
         reason: String,
     },
     /// `architectures` names a head of another task than the one asked for.
-    #[error("{path}: architectures says {found}, {found_kind}; this command needs {wanted_kind} ({head} head, as {wanted})")]
+    #[error("{path}: {reason}")]
     WrongHead {
         /// The config file.
         path: PathBuf,
-        /// The class it names.
-        found: String,
-        /// What that class is (`a token classifier`).
-        found_kind: &'static str,
-        /// The class asked for.
-        wanted: String,
-        /// What it is.
-        wanted_kind: &'static str,
-        /// The head, as the task calls it (`sequence-classification`).
-        head: String,
+        /// The class it names, what that is, and what the task needs.
+        reason: String,
     },
 }
 
@@ -79,11 +71,7 @@ pub fn check_architecture(dir: &Path, wanted: &str, head: &str) -> Result<(), Co
     match (kind(found), kind(wanted)) {
         (Some(found_kind), Some(wanted_kind)) if found_kind != wanted_kind => Err(ConfigError::WrongHead {
             path,
-            found: found.to_string(),
-            found_kind,
-            wanted: wanted.to_string(),
-            wanted_kind,
-            head: head.to_string(),
+            reason: format!("architectures says {found}, {found_kind}; this command needs {wanted_kind} ({head} head, as {wanted})"),
         }),
         _ => Ok(()),
     }

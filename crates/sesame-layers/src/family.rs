@@ -3,6 +3,7 @@
 //! transformers has none. The facade (`sesame::auto`, `sesame::pipeline`) loads any family
 //! through it; nothing else names a family's types.
 
+use crate::generative::{CausalLM, Seq2SeqLM};
 use crate::pretrained::{HfConfig, PretrainedModel};
 use crate::tasks::{SequenceClassifier, SpanExtractor, TokenTagger};
 use crate::HasMaskedLmHead;
@@ -19,6 +20,8 @@ use crate::HasMaskedLmHead;
 ///     type ForSequenceClassification = BertForSequenceClassification;
 ///     type ForTokenClassification = BertForTokenClassification;
 ///     type ForQuestionAnswering = BertForQuestionAnswering;
+///     type ForConditionalGeneration = Unsupported;
+///     type ForCausalLM = BertLMHeadModel;
 /// }
 /// ```
 pub trait Family: 'static {
@@ -39,6 +42,12 @@ pub trait Family: 'static {
     type ForTokenClassification: Head<task::Tag>;
     /// The extractive-QA model (HF `…ForQuestionAnswering`, XLNet's `…Simple`): answer.
     type ForQuestionAnswering: Head<task::Answer>;
+    /// The encoder-decoder with an LM head (BART's `…ForConditionalGeneration`): generate from
+    /// a source.
+    type ForConditionalGeneration: Head<task::Seq2Seq>;
+    /// The left-to-right LM (an encoder's `…ForCausalLM` saved with `is_decoder`,
+    /// `BartForCausalLM`, XLNet's `…LMHeadModel`): generate a continuation.
+    type ForCausalLM: Head<task::Causal>;
 }
 
 /// Stands for a model a family does not have (transformers has no
@@ -61,6 +70,12 @@ pub mod task {
     /// Extractive question answering.
     #[derive(Clone, Copy, Debug)]
     pub struct Answer;
+    /// Generation from a source by an encoder-decoder.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Seq2Seq;
+    /// Generation of a continuation, left to right.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Causal;
 }
 
 /// A family's model type for the job `T`, handed to a loader as the trait the job runs on
@@ -83,6 +98,10 @@ pub trait HeadVisitor {
     fn token_classifier<M: TokenTagger>(self) -> Self::Out;
     /// `M` answers questions from a context.
     fn question_answering<M: SpanExtractor>(self) -> Self::Out;
+    /// `M` generates from a source, encoder and decoder.
+    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out;
+    /// `M` generates a continuation, left to right.
+    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out;
     /// The family has no model for the job.
     fn unsupported(self) -> Self::Out;
 }
@@ -108,6 +127,18 @@ impl<M: TokenTagger> Head<task::Tag> for M {
 impl<M: SpanExtractor> Head<task::Answer> for M {
     fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
         visitor.question_answering::<M>()
+    }
+}
+
+impl<M: Seq2SeqLM + PretrainedModel + Send + Sync> Head<task::Seq2Seq> for M {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.seq2seq::<M>()
+    }
+}
+
+impl<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync> Head<task::Causal> for M {
+    fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
+        visitor.causal::<M>()
     }
 }
 

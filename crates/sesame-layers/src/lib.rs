@@ -18,6 +18,7 @@ pub mod embeddings;
 pub mod encoder;
 pub mod family;
 pub mod feed_forward;
+pub mod generative;
 pub mod fs;
 pub mod heads;
 pub mod hub;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use sesame_layers::family::task;
+use sesame_layers::generative::{CausalLM, Seq2SeqLM};
 use sesame_layers::{
     Backbone, EncoderInput, Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, HfConfig, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier,
     SpanExtractor, TokenTagger,
@@ -73,6 +74,10 @@ pub enum Error {
     /// A pipeline refused its input or failed.
     #[error(transparent)]
     Pipeline(#[from] sesame_pipelines::PipelineError),
+    /// A generator could not be made of the checkpoint (no trained LM head, no decoder start,
+    /// settings transformers refuses), as one line naming the directory.
+    #[error("{0}")]
+    Generator(String),
     /// `rerank` was asked of a classifier with more than one label.
     #[error("{dir}: rerank needs a classifier with one label (a cross-encoder); this one has {labels}")]
     NotACrossEncoder {
@@ -186,8 +191,8 @@ pub(crate) fn on_family<A: WithFamily>(dir: &Path, model_type: &str, action: A) 
     with_family(model_type, action).ok_or_else(|| Error::UnknownFamily { path: dir.join("config.json"), model_type: model_type.to_string(), known: families().join(", ") })
 }
 
-/// The jobs family `F` has, for messages.
-pub(crate) fn jobs<F: Family>() -> String {
+/// Whether `H`, a family's type for a job, runs it (is not [`sesame_layers::Unsupported`]).
+pub(crate) fn supports<T, H: Head<T> + ?Sized>() -> bool {
     struct Has;
     impl HeadVisitor for Has {
         type Out = bool;
@@ -203,15 +208,27 @@ pub(crate) fn jobs<F: Family>() -> String {
         fn question_answering<M: SpanExtractor>(self) -> bool {
             true
         }
+        fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> bool {
+            true
+        }
+        fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> bool {
+            true
+        }
         fn unsupported(self) -> bool {
             false
         }
     }
+    H::accept(Has)
+}
+
+/// The jobs family `F` has, for messages.
+pub(crate) fn jobs<F: Family>() -> String {
     let has = [
-        ("embed, fill-mask", <F::Encoder as Head<task::Encode>>::accept(Has)),
-        ("classify, rerank", <F::ForSequenceClassification as Head<task::Classify>>::accept(Has)),
-        ("tag", <F::ForTokenClassification as Head<task::Tag>>::accept(Has)),
-        ("answer", <F::ForQuestionAnswering as Head<task::Answer>>::accept(Has)),
+        ("embed, fill-mask", supports::<task::Encode, F::Encoder>()),
+        ("classify, rerank", supports::<task::Classify, F::ForSequenceClassification>()),
+        ("tag", supports::<task::Tag, F::ForTokenClassification>()),
+        ("answer", supports::<task::Answer, F::ForQuestionAnswering>()),
+        ("generate", supports::<task::Seq2Seq, F::ForConditionalGeneration>() || supports::<task::Causal, F::ForCausalLM>()),
     ];
     has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
 }
@@ -318,6 +335,15 @@ impl HeadVisitor for AutoVisitor<'_> {
 
     fn question_answering<M: SpanExtractor>(self) -> Self::Out {
         Ok(Loaded::QuestionAnswering(Box::new(fine_tuned::<M>(self.dir, self.device, false, READER)?)))
+    }
+
+    /// No Auto class generates (`sesame::pipeline(Task::Generate, …)` does).
+    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        self.unsupported()
+    }
+
+    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        self.unsupported()
     }
 
     fn unsupported(self) -> Self::Out {

@@ -9,11 +9,14 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use sesame_layers::family::task;
 use sesame_layers::{Family, ForMaskedLM, LoadReport, HasMaskedLmHead, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_generate::GenerationConfig;
+use sesame_layers::generative::{CausalLM, Seq2SeqLM};
+use sesame_pipelines::generator::{CausalGenerator, Seq2SeqGenerator};
 use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, TextClassifier};
 use sesame_pipelines::{Answer, AnswerOptions, Classification, EarlyClassification, EmbedOptions, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
-use crate::auto::{check_architecture, jobs, load_head, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
+use crate::auto::{check_architecture, jobs, load_head, supports, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
 
 /// A job a pipeline does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +34,9 @@ pub enum Task {
     Tag,
     /// The answer to a question in a context: [`Pipeline::answer`].
     Answer,
+    /// Text written from a prompt (an encoder-decoder's source, or a left-to-right model's
+    /// beginning) with the model's generation settings: [`Pipeline::generate`].
+    Generate,
 }
 
 impl Task {
@@ -43,6 +49,7 @@ impl Task {
             Task::Rerank => "rerank",
             Task::Tag => "token-classification",
             Task::Answer => "question-answering",
+            Task::Generate => "text-generation",
         }
     }
 }
@@ -143,12 +150,19 @@ impl WithFamily for Load<'_> {
     type Out = Result<(&'static str, Built), Error>;
 
     fn with<F: Family>(self) -> Self::Out {
-        let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, load: self };
+        // An encoder family's left-to-right head generates only from a checkpoint saved as a
+        // decoder (`is_decoder`), as transformers' `BertLMHeadModel` warns.
+        let is_decoder_needed = supports::<task::Encode, F::Encoder>();
+        let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, is_decoder_needed, load: self };
         let model = match visitor.load.task {
             Task::Embed | Task::FillMask => <F::Encoder as Head<task::Encode>>::accept(visitor),
             Task::Classify | Task::Rerank => <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor),
             Task::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(visitor),
             Task::Answer => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
+            // BART's `BartForCausalLM` checkpoints (and every family without an encoder-decoder)
+            // write left to right; the others from a source.
+            Task::Generate if visitor.left_to_right::<F>()? => <F::ForCausalLM as Head<task::Causal>>::accept(visitor),
+            Task::Generate => <F::ForConditionalGeneration as Head<task::Seq2Seq>>::accept(visitor),
         }?;
         Ok((F::NAME, model))
     }
@@ -157,12 +171,52 @@ impl WithFamily for Load<'_> {
 struct LoadVisitor<'a> {
     family: &'static str,
     jobs: fn() -> String,
+    is_decoder_needed: bool,
     load: Load<'a>,
 }
 
 impl LoadVisitor<'_> {
     fn tokenizer(&self) -> Result<Tokenizer, Error> {
         Ok(Tokenizer::from_dir(self.load.dir)?)
+    }
+
+    /// Whether family `F` generates from this checkpoint left to right: `architectures` names
+    /// a left-to-right head, or the family has no encoder-decoder.
+    fn left_to_right<F: Family>(&self) -> Result<bool, Error> {
+        let json: serde_json::Value = sesame_layers::config::read_json_config(&self.load.dir.join("config.json"))?;
+        let class = json["architectures"][0].as_str().unwrap_or_default();
+        Ok(class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") || !supports::<task::Seq2Seq, F::ForConditionalGeneration>())
+    }
+
+    /// `M` loaded for generation (int8 when asked), refused without a trained LM head (BART's
+    /// `final_logits_bias` may be absent: it is zeros).
+    fn generator_model<M: PretrainedModel>(&self) -> Result<sesame_layers::Pretrained<M, M::Config>, Error> {
+        let dir = self.load.dir;
+        let mut loaded = M::from_pretrained(dir, self.load.device)?;
+        if self.load.options.int8 {
+            loaded.model = sesame_layers::int8::quantize(loaded.model);
+        }
+        let missing: Vec<&str> = loaded.report.initialized.iter().map(String::as_str).filter(|name| !name.ends_with("final_logits_bias")).collect();
+        if !missing.is_empty() {
+            return Err(Error::Generator(format!(
+                "{} has no trained language-modelling head (missing: {}); generate needs a checkpoint trained to predict tokens",
+                dir.display(),
+                missing.join(", ")
+            )));
+        }
+        Ok(loaded)
+    }
+
+    /// The generation settings of the checkpoint (generation_config.json, else config.json) for
+    /// a model of `max_positions` and `vocab_size`, checked.
+    fn generation_settings(&self, (max_positions, vocab_size): (usize, usize)) -> Result<GenerationConfig, Error> {
+        let dir = self.load.dir;
+        let in_file = |e: sesame_generate::ProcessorError| Error::Generator(format!("{}: {e} (generation_config.json, else config.json)", dir.display()));
+        let mut settings = GenerationConfig::from_dir(dir).map_err(|e| Error::Generator(e.to_string()))?;
+        settings.validate_ids(vocab_size).map_err(in_file)?;
+        settings.model_max_positions = Some(max_positions);
+        settings.validate().map_err(in_file)?;
+        Ok(settings)
     }
 }
 
@@ -218,6 +272,36 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built { stride: Some(stride), ..Built::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer), loaded.report) })
     }
 
+    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        let tokenizer = self.tokenizer()?;
+        let loaded = self.generator_model::<M>()?;
+        let settings = self.generation_settings((loaded.model.max_positions(), loaded.model.vocab_size()))?;
+        let report = loaded.report;
+        let dir = self.load.dir.display();
+        let generator = Seq2SeqGenerator::new(loaded.model, tokenizer, settings)
+            .ok_or_else(|| Error::Generator(format!("{dir}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)")))?;
+        Ok(Built::new(generator, report))
+    }
+
+    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        let dir = self.load.dir;
+        if self.is_decoder_needed {
+            let json: serde_json::Value = sesame_layers::config::read_json_config(&dir.join("config.json"))?;
+            if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
+                return Err(Error::Generator(format!(
+                    "{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders",
+                    dir.display(),
+                    M::architecture()
+                )));
+            }
+        }
+        let tokenizer = self.tokenizer()?;
+        let loaded = self.generator_model::<M>()?;
+        let limits = <M as CausalLM>::causal_limits(&loaded.config);
+        let settings = self.generation_settings((limits.max_len, limits.vocab_size))?;
+        Ok(Built::new(CausalGenerator::new(loaded.model, loaded.config, tokenizer, settings), loaded.report))
+    }
+
     fn unsupported(self) -> Self::Out {
         let what = match self.load.task {
             Task::Embed => "bidirectional encoder for embeddings",
@@ -225,6 +309,7 @@ impl HeadVisitor for LoadVisitor<'_> {
             Task::Classify | Task::Rerank => "sequence classifier",
             Task::Tag => "token classifier",
             Task::Answer => "extractive-QA model",
+            Task::Generate => "text generator",
         };
         Err(Error::Unsupported { family: self.family, what, has: (self.jobs)() })
     }
@@ -321,6 +406,24 @@ impl Pipeline {
     pub fn tag(&self, texts: &[&str]) -> Result<Vec<Vec<TaggedSpan>>, Error> {
         let outputs = self.run("tag", &[Task::Tag], texts_of(texts))?;
         Ok(outputs.into_iter().filter_map(|o| if let Output::Entities(e) = o { Some(e) } else { None }).collect())
+    }
+
+    /// The text written from each prompt with the model's generation settings
+    /// (`generation_config.json`, else `config.json`: greedy unless they say otherwise), up to
+    /// and without the end-of-sequence token, special tokens left out.
+    pub fn generate(&self, prompts: &[&str]) -> Result<Vec<String>, Error> {
+        let generator = match (self.task, self.model.generator()) {
+            (Task::Generate, Some(generator)) => generator,
+            _ => return Err(Error::WrongTask { task: self.task.name(), called: "generate" }),
+        };
+        prompts
+            .iter()
+            .map(|prompt| {
+                let ids = generator.prompt_ids(prompt)?;
+                let out = generator.generate(&ids, generator.settings(), 0, &mut ())?;
+                Ok(self.model.tokenizer().decode(&out.tokens)?)
+            })
+            .collect()
     }
 
     /// The answer to each (question, context) pair.

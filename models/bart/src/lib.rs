@@ -54,4 +54,6 @@ impl sesame_layers::Family for Bart {
     type ForSequenceClassification = BartForSequenceClassification;
     type ForTokenClassification = sesame_layers::Unsupported;
     type ForQuestionAnswering = BartForQuestionAnswering;
+    type ForConditionalGeneration = BartForConditionalGeneration;
+    type ForCausalLM = BartForCausalLM;
 }

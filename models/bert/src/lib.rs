@@ -60,4 +60,6 @@ impl sesame_layers::Family for Bert {
     type ForSequenceClassification = BertForSequenceClassification;
     type ForTokenClassification = BertForTokenClassification;
     type ForQuestionAnswering = BertForQuestionAnswering;
+    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForCausalLM = BertLMHeadModel;
 }

@@ -49,4 +49,6 @@ impl sesame_layers::Family for Roberta {
     type ForSequenceClassification = RobertaForSequenceClassification;
     type ForTokenClassification = RobertaForTokenClassification;
     type ForQuestionAnswering = RobertaForQuestionAnswering;
+    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForCausalLM = sesame_layers::ForCausalLM<RobertaModel>;
 }

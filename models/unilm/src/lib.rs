@@ -56,4 +56,7 @@ impl sesame_layers::Family for Unilm {
     type ForSequenceClassification = UnilmForSequenceClassification;
     type ForTokenClassification = UnilmForTokenClassification;
     type ForQuestionAnswering = UnilmForQuestionAnswering;
+    // UniLM's sequence-to-sequence decoding is its own (`UnilmSeq2SeqDecoder`, `generate --unilm-seq2seq`).
+    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForCausalLM = sesame_layers::ForCausalLM<UnilmModel>;
 }

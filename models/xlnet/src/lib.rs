@@ -58,4 +58,6 @@ impl sesame_layers::Family for Xlnet {
     type ForSequenceClassification = XlnetForSequenceClassification;
     type ForTokenClassification = XlnetForTokenClassification;
     type ForQuestionAnswering = XlnetForQuestionAnsweringSimple;
+    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForCausalLM = XlnetLmHeadModel;
 }

@@ -30,7 +30,6 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     bench_presets: check_presets,
     generate: Some(generate_bart),
     forward: Some(forward_bart),
-    serve_generate: Some(serve_bart),
     finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
     prune: None,
     distill: Some(distill::<BartForSequenceClassification>),
@@ -222,14 +221,6 @@ pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String>
     }
 }
 
-/// `serve --task generate` for BART: `BartForCausalLM` checkpoints left to right, the others as
-/// encoder-decoders.
-fn serve_bart(dir: &std::path::Path, device: &Device, args: &crate::serve::ServeArgs) -> Result<std::sync::Arc<dyn sesame_serve::ServedModel>, String> {
-    match crate::common::config_json(dir)?["architectures"][0].as_str() {
-        Some("BartForCausalLM") => crate::serve::serve_left_to_right::<sesame_bart::BartForCausalLM>(dir, device, args),
-        _ => crate::serve::serve_seq2seq::<sesame_bart::BartForConditionalGeneration>(dir, device, args),
-    }
-}
 
 /// `forward` for BART: every head.
 pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {

@@ -17,7 +17,6 @@ use crate::finetune::{finetune, FinetuneArgs};
 use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
 use crate::generate::{generate_causal, GenerateArgs};
 use crate::prune::{prune, PruneArgs};
-use crate::serve::{serve_causal, ServeFn};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
 
 pub mod albert;
@@ -50,9 +49,6 @@ pub struct FamilyEntry {
     pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
-    /// `cargo xtask serve --task generate` of a checkpoint of this family (the other tasks
-    /// load through the facade, `sesame::pipeline`).
-    pub serve_generate: Option<ServeFn>,
     /// `cargo xtask finetune` from a checkpoint of this family.
     pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
     /// `cargo xtask prune` of a fine-tuned sequence classifier of this family.
@@ -103,7 +99,6 @@ impl FamilyEntry {
             // Checkpoints saved as left-to-right models (`is_decoder`) generate.
             generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
-            serve_generate: Some(serve_causal::<B>),
             finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
             prune: Some(prune::<B, S>),
             distill: Some(distill::<ForSequenceClassification<B, S>>),
@@ -137,7 +132,6 @@ impl FamilyEntry {
             ("generate", self.generate.is_some()),
             ("forward", self.forward.is_some()),
             ("finetune", self.finetune.is_some()),
-            ("serve --task generate", self.serve_generate.is_some()),
             ("prune", self.prune.is_some()),
             ("distill", self.distill.is_some()),
         ];

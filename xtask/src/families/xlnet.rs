@@ -31,7 +31,6 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     bench_presets: check_encoder_presets,
     generate: Some(generate_xlnet),
     forward: Some(forward_xlnet),
-    serve_generate: Some(crate::serve::serve_left_to_right::<sesame_xlnet::XlnetLmHeadModel>),
     finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
     prune: None,
     distill: Some(distill::<XlnetForSequenceClassification>),
