@@ -39,3 +39,16 @@ fn only_xtask_compiles_the_cli_dependencies() {
         }
     }
 }
+
+/// The facade a user adds (`sesame`, every family by default) runs models: it compiles neither
+/// the trainer, nor plotting, nor the CLI's crates, nor the server's.
+#[test]
+fn the_facade_compiles_no_trainer_plotting_cli_or_server() {
+    let tree = dependency_tree("sesame");
+    for family in ["sesame-bert", "sesame-bart", "sesame-xlnet", "sesame-pipelines"] {
+        assert!(tree.iter().any(|c| c == family), "sesame does not depend on {family}:\n{tree:?}");
+    }
+    for unwanted in ["sesame-train", "sesame-serve", "plotters", "clap", "indicatif", "axum", "tokio"] {
+        assert!(!tree.iter().any(|c| c == unwanted), "sesame depends on {unwanted} by default:\n{tree:?}");
+    }
+}
