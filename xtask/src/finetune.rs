@@ -29,8 +29,14 @@ impl ColumnArgs {
     }
 }
 
+/// The library's defaults (`FinetuneOptions::new`), which the flags show and take: each is
+/// written once, there.
+fn defaults() -> FinetuneOptions {
+    FinetuneOptions::new("", "", "", "")
+}
+
 /// Options of `cargo xtask finetune` (names as `train`'s where they overlap; defaults as
-/// transformers' `Trainer`'s).
+/// transformers' `Trainer`'s, from [`FinetuneOptions::new`]).
 #[derive(clap::Args, Debug)]
 pub struct FinetuneArgs {
     /// The HF checkpoint to start from (config.json, weights, tokenizer files).
@@ -57,19 +63,19 @@ pub struct FinetuneArgs {
     #[command(flatten)]
     pub columns: ColumnArgs,
     /// Passes over the training rows.
-    #[arg(long, default_value_t = 3.0, conflicts_with = "steps", value_parser = positive_epochs)]
+    #[arg(long, default_value_t = defaults().epochs, conflicts_with = "steps", value_parser = positive_epochs)]
     pub epochs: f64,
     /// Optimizer steps, instead of --epochs.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: Option<u64>,
     /// Rows per batch.
-    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    #[arg(long, default_value_t = defaults().batch_size, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub batch_size: usize,
     /// Batches per optimizer step (gradients averaged).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = defaults().grad_accum, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: u64,
     /// Peak learning rate.
-    #[arg(long, default_value_t = 5e-5)]
+    #[arg(long, default_value_t = defaults().lr)]
     pub lr: f64,
     /// Tokens per row at most (longer texts are truncated), special tokens included
     /// [default: 128 (384 for qa), or the model's positions if fewer].
@@ -80,23 +86,23 @@ pub struct FinetuneArgs {
     #[arg(long)]
     pub stride: Option<usize>,
     /// Longest answer in tokens (--task qa).
-    #[arg(long, default_value_t = 30, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    #[arg(long, default_value_t = defaults().max_answer_len, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub max_answer_len: usize,
     /// Start and end candidates per window (--task qa).
-    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    #[arg(long, default_value_t = defaults().n_best, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub n_best: usize,
     /// How far "no answer" must score ahead of the best span to win, for data with
     /// unanswerable questions (--task qa).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::common::finite_f32)]
+    #[arg(long, default_value_t = defaults().null_threshold, allow_negative_numbers = true, value_parser = crate::common::finite_f32)]
     pub null_threshold: f32,
     /// Warm-up steps (then linear decay to 0).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults().warmup)]
     pub warmup: u64,
     /// AdamW weight decay (not on biases and LayerNorm).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = defaults().weight_decay)]
     pub weight_decay: f64,
     /// Global gradient-norm clip (0: none).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = defaults().max_grad_norm)]
     pub max_grad_norm: f64,
     /// Layer-wise learning-rate decay (ELECTRA's fine-tuning recipe, 0.8 for its base model):
     /// the head at --lr, the top layer at --lr × D², each layer below D times the one above,
@@ -112,7 +118,7 @@ pub struct FinetuneArgs {
     #[arg(long)]
     pub metric: Option<String>,
     /// Stop after this many evaluations without a better --metric (0: never).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults().patience)]
     pub patience: u64,
     /// Feature extraction: keep the pre-trained embeddings and encoder layers fixed and train
     /// the task head alone (with BERT's and ALBERT's pooler, the dense layer of their head).
@@ -132,7 +138,7 @@ pub struct FinetuneArgs {
     #[arg(long, conflicts_with_all = ["freeze", "feature_layer", "layer_lr_decay"])]
     pub early_exit: bool,
     /// Random seed (head initialisation, shuffling, dropout).
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = defaults().seed)]
     pub seed: u64,
     /// Continue the run in --out from its latest checkpoint.
     #[arg(long)]
@@ -140,7 +146,7 @@ pub struct FinetuneArgs {
     /// Micro-batches each batch is split into, trained at once on a CPU backend's threads, their
     /// losses weighted so that the gradient is the whole batch's (at most --batch-size). The
     /// dropout masks follow it: --seed reproduces a run with the same --micro-batches.
-    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    #[arg(long, default_value_t = defaults().micro_batches, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub micro_batches: usize,
     /// Micro-batches trained at once on a CPU backend (default: its cores).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]

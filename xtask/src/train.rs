@@ -13,7 +13,13 @@ use sesame_train::Decay;
 pub use sesame_train::pretraining::run::{export_distilled, export_model, ExportFn, Objective, PackingKind, RunSpec};
 pub(crate) use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer};
 
-/// Options of `cargo xtask train`.
+/// The library's defaults (`PretrainOptions::new`), which the flags show and take: each is
+/// written once, there.
+fn defaults() -> PretrainOptions {
+    PretrainOptions::new("bert", "")
+}
+
+/// Options of `cargo xtask train` (defaults from [`PretrainOptions::new`]).
 #[derive(clap::Args, Debug)]
 pub struct TrainArgs {
     /// Model family.
@@ -27,7 +33,7 @@ pub struct TrainArgs {
     pub tokenizer: Option<PathBuf>,
     /// Vocabulary size when training a tokenizer (2000: on a corpus the size of the shipped
     /// one, a small vocabulary leaves a tiny model more to learn from context in a few minutes).
-    #[arg(long, default_value_t = 2000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1_000_000))]
+    #[arg(long, default_value_t = defaults().vocab_size, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1_000_000))]
     pub vocab_size: usize,
     /// Model size preset: tiny, mini, small or base [default: tiny; with --teacher, the
     /// teacher's own shape with --student-layers].
@@ -57,16 +63,16 @@ pub struct TrainArgs {
     pub steps: Option<u64>,
     /// Sequences per micro-batch (32 of the default 16 tokens; with `--grad-accum 4`, 2048
     /// tokens a step).
-    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    #[arg(long, default_value_t = defaults().batch_size, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub batch_size: usize,
     /// Maximum sequence length (tokens, special tokens included; at least 8, so that a pair of
     /// segments has room for words). The default 16 is for the few-minute main job: a tiny
     /// model leaves the unigram plateau far sooner on short sequences (docs/guide/pre-training.md); raise
     /// it, with `--batch-size`, for a model meant for longer inputs.
-    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8..=65_536))]
+    #[arg(long, default_value_t = defaults().seq_len, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8..=65_536))]
     pub seq_len: usize,
     /// Peak learning rate (1e-3 suits the tiny model; lower it for larger ones).
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = defaults().lr)]
     pub lr: f64,
     /// Warm-up steps (default: 10% of the steps).
     #[arg(long)]
@@ -76,7 +82,7 @@ pub struct TrainArgs {
     pub decay: Decay,
     /// Micro-batches per optimizer step, gradients averaged (4: small micro-batches run
     /// faster per token on a CPU, and `--threads` of them at once).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = defaults().grad_accum, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: u64,
     /// Micro-batches of a step trained at once on a CPU backend, each on its own thread
     /// (default: the number of CPU cores on flex and ndarray, 1 on libtorch, whose operations
@@ -85,10 +91,10 @@ pub struct TrainArgs {
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub threads: Option<usize>,
     /// AdamW weight decay.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = defaults().weight_decay)]
     pub weight_decay: f64,
     /// Global gradient-norm clip (0 = off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = defaults().max_grad_norm)]
     pub max_grad_norm: f64,
     /// Pre-train with this objective instead of the family's own (masked-LM families): `span`
     /// is SpanBERT's, `mlm` masked LM alone on single sequences. The default run directory is
@@ -129,19 +135,19 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub permutation: PermutationArgs,
     /// Random seed.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = defaults().seed)]
     pub seed: u64,
     /// Fraction of documents held out for evaluation (at least one document).
-    #[arg(long, default_value_t = 0.02, value_parser = held_out_fraction)]
+    #[arg(long, default_value_t = defaults().held_out, value_parser = held_out_fraction)]
     pub held_out: f64,
     /// Log every N steps.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = defaults().log_every)]
     pub log_every: u64,
     /// Evaluate every N steps (0: only at the end).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = defaults().eval_every)]
     pub eval_every: u64,
     /// Checkpoint every N steps (0: only at the end).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = defaults().checkpoint_every)]
     pub checkpoint_every: u64,
     /// Run directory (checkpoints, metrics.jsonl, loss.svg, export/); default runs/FAMILY.
     #[arg(long)]
