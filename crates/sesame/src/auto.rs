@@ -111,6 +111,7 @@ pub(crate) trait WithFamily {
 /// Run `action` with the family whose `model_type`s hold `model_type`; `None` when no family
 /// compiled in has it. One line a family: the order decides a `model_type` two families read
 /// (UniLM reads BERT checkpoints; `bert` is BERT's).
+#[allow(unused_variables)] // built without any family, no line reads `model_type`
 pub(crate) fn with_family<A: WithFamily>(model_type: &str, action: A) -> Option<A::Out> {
     let step = Step::Pending(action);
     #[cfg(feature = "bert")]
