@@ -86,6 +86,14 @@ fn the_library_example_fine_tunes_a_classifier_as_the_cli_does() {
     assert_eq!(format!("{:.4}", done["metrics"]["accuracy"].as_f64().unwrap()), format!("{accuracy:.4}"), "{done}\n{printed}");
     let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
     assert!(weights(&library) == weights(&cli), "the library's and the CLI's exports differ");
+
+    // The library takes a hub id too: the same run from a HuggingFace cache, the same weights.
+    let cache = dir.join("hub");
+    crate::inference_cli::into_hub_cache(&model_dir(), &cache, "sesame-fixtures/bert-fill-mask");
+    let by_id = dir.join("by-id");
+    let out = Command::new(&example).args(["sesame-fixtures/bert-fill-mask", &train, &eval, &by_id.display().to_string()]).env("HF_HUB_CACHE", &cache).output().unwrap();
+    assert!(out.status.success(), "{}: {}", example.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(weights(&by_id) == weights(&library), "the run by hub id and by directory differ");
 }
 
 #[test]

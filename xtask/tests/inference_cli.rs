@@ -562,7 +562,7 @@ fn forward_refuses_what_the_head_does_not_take() {
 
 /// Copy the files of `dir` into `cache` as `hf download ID` lays them out: each file's bytes in
 /// `blobs/`, a relative symlink to it in `snapshots/<commit>/`, `refs/main` naming the commit.
-fn into_hub_cache(dir: &Path, cache: &Path, id: &str) {
+pub(crate) fn into_hub_cache(dir: &Path, cache: &Path, id: &str) {
     let folder = cache.join(format!("models--{}", id.replace('/', "--")));
     let commit = "5d9d7bbc4c6e64c3ecaee2b5bc7e5a4c84f1d2a3";
     let snapshot = folder.join("snapshots").join(commit);

@@ -92,6 +92,7 @@ impl StudentOptions {
 /// Distil the fine-tuned sequence classifier `run.model` (the teacher, of type `M`) into a
 /// student of fewer layers, trained on `run`'s rows and exported to `run.out/model`.
 pub fn distill_classifier<M: SequenceClassifier>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
+    let run = &run.resolved()?;
     run.check()?;
     for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay"), (run.init == Init::Random, "--init random")] {
         if set {

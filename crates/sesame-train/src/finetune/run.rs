@@ -217,6 +217,12 @@ impl FinetuneOptions {
         }
     }
 
+    /// These options with `model` a directory: a hub id (`org/name[@revision]`) is found in the
+    /// local HuggingFace cache.
+    pub fn resolved(&self) -> Result<Self, String> {
+        Ok(Self { model: sesame_layers::hub::resolve_path(&self.model).map_err(|e| e.to_string())?, ..self.clone() })
+    }
+
     /// The options a run cannot start with, as one line naming the option.
     pub(crate) fn check(&self) -> Result<(), String> {
         let positive = |value: u64, flag: &str| if value == 0 { Err(format!("{flag} 0: must be at least 1")) } else { Ok(()) };
@@ -330,6 +336,7 @@ pub(crate) fn best_metric(job: &FinetuneOptions, what: &str, names: &[&str], def
 /// `finetune` of a family whose sequence classifier is `C`, token classifier `T` and
 /// extractive-QA model `Q`: the task of `--task`.
 pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let job = &job.resolved()?;
     job.check()?;
     match job.task {
         FinetuneTask::Tag => finetune_tagger::<T>(job, device),
@@ -341,6 +348,7 @@ pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(job: &F
 /// `finetune` of a family with a sequence classifier `C` and an extractive-QA model `Q` but no
 /// token classifier (BART: transformers has no `BartForTokenClassification`).
 pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let job = &job.resolved()?;
     job.check()?;
     match job.task {
         FinetuneTask::Tag => Err(format!("--task tag: {} models have no token-classification head (transformers has none for them either)", C::architecture().trim_end_matches("ForSequenceClassification"))),

@@ -191,6 +191,13 @@ impl PretrainOptions {
         self.preset.as_deref().unwrap_or("tiny")
     }
 
+    /// These options with `init_from` and `teacher` directories: a hub id
+    /// (`org/name[@revision]`) is found in the local HuggingFace cache.
+    pub fn resolved(&self) -> Result<Self, String> {
+        let resolve = |dir: &Option<PathBuf>| dir.as_deref().map(sesame_layers::hub::resolve_path).transpose().map_err(|e| e.to_string());
+        Ok(Self { init_from: resolve(&self.init_from)?, teacher: resolve(&self.teacher)?, ..self.clone() })
+    }
+
     /// The options a run cannot start with, as one line naming the option.
     pub fn check(&self) -> Result<(), String> {
         for (value, flag) in [(self.batch_size as u64, "--batch-size"), (self.grad_accum, "--grad-accum"), (self.vocab_size as u64, "--vocab-size"), (self.log_every, "--log-every")] {
@@ -491,6 +498,7 @@ where
 /// caller as `F`), on `job.corpus`, into the run directory: checkpoints, metrics, plots, and
 /// the export in HF layout.
 pub fn pretrain<F: PretrainingFamily>(job: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String> {
+    let job = &job.resolved()?;
     job.check()?;
     let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
@@ -594,6 +602,7 @@ where
     B: HasMaskedLmHead,
     F::Model: PretrainedModel<Config = B::Config>,
 {
+    let job = &job.resolved()?;
     job.check()?;
     let teacher_dir = job.teacher.as_ref().expect("train --teacher");
     let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);

@@ -97,7 +97,8 @@ where
     if let Some(n) = job.seq_len.filter(|&n| n < 2) {
         return Err(format!("--seq-len {n}: too short for a row (2 tokens at least)"));
     }
-    let model_dir = &job.model;
+    // A hub id (`org/name[@revision]`) is found in the local HuggingFace cache.
+    let model_dir = &sesame_layers::hub::resolve_path(&job.model).map_err(|e| e.to_string())?;
     let tokenizer = Tokenizer::from_dir(model_dir).map_err(|e| format!("{}: {e}", model_dir.display()))?;
     let train_device = device.clone().autodiff();
     let loaded = M::<B, S>::from_pretrained(model_dir, &train_device).map_err(|e| e.to_string())?;
