@@ -177,7 +177,7 @@ pub(crate) fn pipeline_options(device: burn::tensor::Device, int8: bool, batch_s
 
 /// The facade's pipeline for `task` on `dir`, its load report on stderr.
 pub(crate) fn load_pipeline(task: Task, dir: &std::path::Path, options: PipelineOptions) -> Result<Pipeline, String> {
-    let pipeline = sesame::pipeline(task, &dir.to_string_lossy(), options).map_err(|e| e.to_string())?;
+    let pipeline = sesame::pipeline(task, dir, options).map_err(|e| e.to_string())?;
     report(pipeline.load_report());
     Ok(pipeline)
 }

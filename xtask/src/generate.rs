@@ -169,15 +169,10 @@ pub(crate) fn settings(dir: &Path, args: &GenerateArgs, (max_positions, vocab_si
     Ok(config)
 }
 
-/// `loaded`, unless a tensor of its language-modelling head was missing from the checkpoint:
-/// a head drawn at random would generate random tokens. (A missing `final_logits_bias`, zeros
-/// in transformers too, is no loss.)
+/// `loaded`, unless a tensor of its language-modelling head was missing from the checkpoint
+/// ([`sesame_pipelines::generator::check_lm_head`]).
 pub(crate) fn lm_head_loaded<M, C>(dir: &Path, loaded: sesame_layers::Pretrained<M, C>) -> Result<sesame_layers::Pretrained<M, C>, String> {
-    let missing: Vec<&String> = loaded.report.initialized.iter().filter(|name| !name.ends_with("final_logits_bias")).collect();
-    if !missing.is_empty() {
-        let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-        return Err(format!("{} has no trained language-modelling head (missing: {}); generate needs a checkpoint trained to predict tokens", dir.display(), missing.join(", ")));
-    }
+    sesame_pipelines::generator::check_lm_head(dir, &loaded.report)?;
     crate::common::report(&loaded.report);
     Ok(loaded)
 }

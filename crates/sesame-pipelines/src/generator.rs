@@ -12,6 +12,17 @@ use sesame_text::Tokenizer;
 
 use crate::served::{Generation, Generator, ServedModel, Task};
 
+/// Refuse a generator loaded from `dir` whose language-modelling head was missing from the
+/// checkpoint (`report`): a head drawn at random would generate random tokens. A missing
+/// `final_logits_bias` (zeros in transformers too) is no loss.
+pub fn check_lm_head(dir: &std::path::Path, report: &sesame_layers::LoadReport) -> Result<(), String> {
+    let missing: Vec<&str> = report.initialized.iter().map(String::as_str).filter(|name| !name.ends_with("final_logits_bias")).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!("{} has no trained language-modelling head (missing: {}); generate needs a checkpoint trained to predict tokens", dir.display(), missing.join(", ")))
+}
+
 /// The ids of `text`, or why it cannot be a prompt of a model of `max_len` positions.
 fn encode(tokenizer: &Tokenizer, text: &str, max_len: usize) -> Result<Vec<u32>, PipelineError> {
     Ok(crate::generate::encode(tokenizer, &[text], 0, max_len)?.remove(0))

@@ -152,7 +152,8 @@ pub trait ServedModel: Send + Sync {
     }
 }
 
-fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
+/// The label names of a classifier's or tagger's `config`, by id.
+pub fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
     let labels = config.labels();
     (0..labels.count(0)).map(|i| labels.name(i)).collect()
 }

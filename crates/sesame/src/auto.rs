@@ -8,7 +8,7 @@ use burn::prelude::*;
 use sesame_layers::family::task;
 use sesame_layers::generative::{CausalLM, Seq2SeqLM};
 use sesame_layers::{
-    Backbone, EncoderInput, Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, HfConfig, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier,
+    Backbone, EncoderInput, Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier,
     SpanExtractor, TokenTagger,
 };
 
@@ -171,9 +171,16 @@ pub fn families() -> Vec<&'static str> {
     names
 }
 
-/// The directory `model` names (a path, or a hub id in the local cache) and its `model_type`.
-pub(crate) fn locate(model: &str) -> Result<(PathBuf, String), Error> {
-    let dir = sesame_layers::hub::resolve(model)?;
+/// A checkpoint found: its directory, its `model_type`, and its `config.json` as read.
+pub(crate) struct Located {
+    pub(crate) dir: PathBuf,
+    pub(crate) model_type: String,
+    pub(crate) config: serde_json::Value,
+}
+
+/// The checkpoint `model` names (a path, or a hub id in the local cache).
+pub(crate) fn locate(model: &Path) -> Result<Located, Error> {
+    let dir = sesame_layers::hub::resolve_path(model)?;
     let path = dir.join("config.json");
     let json: serde_json::Value = sesame_layers::config::read_json_config(&path)?;
     if !json.is_object() {
@@ -184,7 +191,7 @@ pub(crate) fn locate(model: &str) -> Result<(PathBuf, String), Error> {
         Some(serde_json::Value::String(kind)) => kind.clone(),
         Some(other) => return Err(sesame_layers::ConfigError::Parse { path, reason: format!("field `model_type` must be a string, found {other}") }.into()),
     };
-    Ok((dir, model_type))
+    Ok(Located { dir, model_type, config: json })
 }
 
 /// Run `action` on the family of the checkpoint in `dir`, whose type is `model_type`.
@@ -239,10 +246,16 @@ pub(crate) fn jobs<F: Family>() -> String {
 /// `architectures` names another task's ([`check_architecture`]); a masked-LM head is read from any
 /// checkpoint that has one (`…ForPreTraining` included).
 pub(crate) fn load_head<M: PretrainedModel>(dir: &Path, device: &Device, int8: bool, (head, hint): (&'static str, &'static str)) -> Result<Pretrained<M, M::Config>, Error> {
-    let mut loaded = M::from_pretrained(dir, device)?;
+    let loaded = load::<M>(dir, device, int8)?;
     if !loaded.report.initialized.is_empty() {
         return Err(Error::NoHead { dir: dir.to_path_buf(), head, missing: loaded.report.initialized.join(", "), hint });
     }
+    Ok(loaded)
+}
+
+/// `M` from `dir` onto `device`, its linear layers quantised when `int8`.
+pub(crate) fn load<M: PretrainedModel>(dir: &Path, device: &Device, int8: bool) -> Result<Pretrained<M, M::Config>, Error> {
+    let mut loaded = M::from_pretrained(dir, device)?;
     if int8 {
         loaded.model = sesame_layers::int8::quantize(loaded.model);
     }
@@ -360,8 +373,8 @@ impl HeadVisitor for AutoVisitor<'_> {
 }
 
 /// Load the Auto class `class` of `model` onto `device`.
-fn auto_load(class: Class, model: &str, device: &Device) -> Result<(&'static str, Loaded), Error> {
-    let (dir, model_type) = locate(model)?;
+fn auto_load(class: Class, model: &Path, device: &Device) -> Result<(&'static str, Loaded), Error> {
+    let Located { dir, model_type, .. } = locate(model)?;
     on_family(&dir, &model_type, AutoLoad { class, dir: &dir, device })?
 }
 
@@ -395,7 +408,7 @@ impl<M: SequenceClassifier> ClassifierDyn for Pretrained<M, M::Config> {
         self.model.classify(input)
     }
     fn labels(&self) -> Vec<String> {
-        label_names(&self.config)
+        sesame_pipelines::served::label_names(&self.config)
     }
 }
 
@@ -409,7 +422,7 @@ impl<M: TokenTagger> TaggerDyn for Pretrained<M, M::Config> {
         self.model.tag(input)
     }
     fn labels(&self) -> Vec<String> {
-        label_names(&self.config)
+        sesame_pipelines::served::label_names(&self.config)
     }
 }
 
@@ -424,12 +437,6 @@ impl<M: SpanExtractor> ReaderDyn for Pretrained<M, M::Config> {
     }
 }
 
-/// The label names of a classifier's config, by id.
-pub(crate) fn label_names<C: HfConfig>(config: &C) -> Vec<String> {
-    let labels = config.labels();
-    (0..labels.count(0)).map(|i| labels.name(i)).collect()
-}
-
 /// An encoder family's base model (HF `AutoModel`): token states of a batch.
 pub struct AutoModel {
     family: &'static str,
@@ -438,8 +445,8 @@ pub struct AutoModel {
 
 impl AutoModel {
     /// Load `model` (a directory or a hub id) onto `device`.
-    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::Model, model, device)? {
+    pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::Model, model.as_ref(), device)? {
             (family, Loaded::Model(model)) => Ok(Self { family, model }),
             _ => unreachable!("AutoLoad gives the class it was asked for"),
         }
@@ -464,8 +471,8 @@ pub struct AutoModelForMaskedLM {
 
 impl AutoModelForMaskedLM {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a masked-LM head.
-    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::MaskedLm, model, device)? {
+    pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::MaskedLm, model.as_ref(), device)? {
             (family, Loaded::MaskedLm(model)) => Ok(Self { family, model }),
             _ => unreachable!("AutoLoad gives the class it was asked for"),
         }
@@ -490,8 +497,8 @@ pub struct AutoModelForSequenceClassification {
 
 impl AutoModelForSequenceClassification {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a classifier head.
-    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::SequenceClassification, model, device)? {
+    pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::SequenceClassification, model.as_ref(), device)? {
             (family, Loaded::SequenceClassification(model)) => Ok(Self { family, model }),
             _ => unreachable!("AutoLoad gives the class it was asked for"),
         }
@@ -521,8 +528,8 @@ pub struct AutoModelForTokenClassification {
 
 impl AutoModelForTokenClassification {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a tagger head.
-    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::TokenClassification, model, device)? {
+    pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::TokenClassification, model.as_ref(), device)? {
             (family, Loaded::TokenClassification(model)) => Ok(Self { family, model }),
             _ => unreachable!("AutoLoad gives the class it was asked for"),
         }
@@ -553,8 +560,8 @@ pub struct AutoModelForQuestionAnswering {
 
 impl AutoModelForQuestionAnswering {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a QA head.
-    pub fn from_pretrained(model: &str, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::QuestionAnswering, model, device)? {
+    pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
+        match auto_load(Class::QuestionAnswering, model.as_ref(), device)? {
             (family, Loaded::QuestionAnswering(model)) => Ok(Self { family, model }),
             _ => unreachable!("AutoLoad gives the class it was asked for"),
         }

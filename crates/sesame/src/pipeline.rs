@@ -16,7 +16,7 @@ use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, Serv
 use sesame_pipelines::{Answer, AnswerOptions, Classification, EarlyClassification, EmbedOptions, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
-use crate::auto::{check_architecture, jobs, load_head, supports, locate, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
+use crate::auto::{check_architecture, jobs, load, load_head, locate, supports, Located, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
 
 /// A job a pipeline does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,23 +110,23 @@ impl Built {
 /// HuggingFace cache): the family from its `config.json`, the family's type for the job, its
 /// tokenizer. Refused, naming the file or the family, when the checkpoint has no head for the
 /// job, names another task's head, or its family has no model for the job.
-pub fn pipeline(task: Task, model: &str, options: PipelineOptions) -> Result<Pipeline, Error> {
+pub fn pipeline(task: Task, model: impl AsRef<Path>, options: PipelineOptions) -> Result<Pipeline, Error> {
     let device = device_of(&options)?;
-    let (dir, model_type) = locate(model)?;
-    let (family, built) = on_family(&dir, &model_type, Load { task, dir: &dir, device: &device, options: &options })??;
+    let Located { dir, model_type, config } = locate(model.as_ref())?;
+    let (family, built) = on_family(&dir, &model_type, Load { task, dir: &dir, config: &config, device: &device, options: &options })??;
     Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
 }
 
 /// [`pipeline`] as family `F`, whatever the facade's list of families holds: a family crate of
 /// your own (its `impl Family`) runs through the same loaders. Refused when `config.json`'s
 /// `model_type` is not one of `F::MODEL_TYPES`.
-pub fn pipeline_for<F: Family>(task: Task, model: &str, options: PipelineOptions) -> Result<Pipeline, Error> {
+pub fn pipeline_for<F: Family>(task: Task, model: impl AsRef<Path>, options: PipelineOptions) -> Result<Pipeline, Error> {
     let device = device_of(&options)?;
-    let (dir, model_type) = locate(model)?;
+    let Located { dir, model_type, config } = locate(model.as_ref())?;
     if !F::MODEL_TYPES.contains(&model_type.as_str()) {
         return Err(Error::WrongFamily { path: dir.join("config.json"), model_type, family: F::NAME, known: F::MODEL_TYPES.join(", ") });
     }
-    let (family, built) = Load { task, dir: &dir, device: &device, options: &options }.with::<F>()?;
+    let (family, built) = Load { task, dir: &dir, config: &config, device: &device, options: &options }.with::<F>()?;
     Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
 }
 
@@ -142,6 +142,8 @@ fn device_of(options: &PipelineOptions) -> Result<Device, Error> {
 struct Load<'a> {
     task: Task,
     dir: &'a Path,
+    /// Its `config.json`, as `locate` read it.
+    config: &'a serde_json::Value,
     device: &'a Device,
     options: &'a PipelineOptions,
 }
@@ -161,7 +163,7 @@ impl WithFamily for Load<'_> {
             Task::Answer => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
             // BART's `BartForCausalLM` checkpoints (and every family without an encoder-decoder)
             // write left to right; the others from a source.
-            Task::Generate if visitor.left_to_right::<F>()? => <F::ForCausalLM as Head<task::Causal>>::accept(visitor),
+            Task::Generate if visitor.left_to_right::<F>() => <F::ForCausalLM as Head<task::Causal>>::accept(visitor),
             Task::Generate => <F::ForConditionalGeneration as Head<task::Seq2Seq>>::accept(visitor),
         }?;
         Ok((F::NAME, model))
@@ -182,28 +184,16 @@ impl LoadVisitor<'_> {
 
     /// Whether family `F` generates from this checkpoint left to right: `architectures` names
     /// a left-to-right head, or the family has no encoder-decoder.
-    fn left_to_right<F: Family>(&self) -> Result<bool, Error> {
-        let json: serde_json::Value = sesame_layers::config::read_json_config(&self.load.dir.join("config.json"))?;
-        let class = json["architectures"][0].as_str().unwrap_or_default();
-        Ok(class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") || !supports::<task::Seq2Seq, F::ForConditionalGeneration>())
+    fn left_to_right<F: Family>(&self) -> bool {
+        let class = self.load.config["architectures"][0].as_str().unwrap_or_default();
+        class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") || !supports::<task::Seq2Seq, F::ForConditionalGeneration>()
     }
 
     /// `M` loaded for generation (int8 when asked), refused without a trained LM head (BART's
     /// `final_logits_bias` may be absent: it is zeros).
     fn generator_model<M: PretrainedModel>(&self) -> Result<sesame_layers::Pretrained<M, M::Config>, Error> {
-        let dir = self.load.dir;
-        let mut loaded = M::from_pretrained(dir, self.load.device)?;
-        if self.load.options.int8 {
-            loaded.model = sesame_layers::int8::quantize(loaded.model);
-        }
-        let missing: Vec<&str> = loaded.report.initialized.iter().map(String::as_str).filter(|name| !name.ends_with("final_logits_bias")).collect();
-        if !missing.is_empty() {
-            return Err(Error::Generator(format!(
-                "{} has no trained language-modelling head (missing: {}); generate needs a checkpoint trained to predict tokens",
-                dir.display(),
-                missing.join(", ")
-            )));
-        }
+        let loaded = load::<M>(self.load.dir, self.load.device, self.load.options.int8)?;
+        sesame_pipelines::generator::check_lm_head(self.load.dir, &loaded.report).map_err(Error::Generator)?;
         Ok(loaded)
     }
 
@@ -224,16 +214,13 @@ impl HeadVisitor for LoadVisitor<'_> {
     type Out = Result<Built, Error>;
 
     fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
-        let Load { task, dir, device, options } = self.load;
+        let Load { task, dir, device, options, .. } = self.load;
         let tokenizer = self.tokenizer()?;
         if task == Task::FillMask {
             let loaded = load_head::<ForMaskedLM<B>>(dir, device, options.int8, MASKED_LM)?;
             return Ok(Built::new(MaskFiller::new(loaded.model, loaded.config, tokenizer, options.batch_size, options.top_k), loaded.report));
         }
-        let mut loaded = <B as PretrainedModel>::from_pretrained(dir, device)?;
-        if options.int8 {
-            loaded.model = sesame_layers::int8::quantize(loaded.model);
-        }
+        let loaded = load::<B>(dir, device, options.int8)?;
         let max_tokens = match options.embed.max_tokens {
             Some(n) => Some(n),
             None => sesame_pipelines::sentence_transformers_max_seq_length(dir)?,
@@ -245,9 +232,9 @@ impl HeadVisitor for LoadVisitor<'_> {
     fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
         check_architecture::<M>(self.load.dir, CLASSIFIER)?;
         let tokenizer = self.tokenizer()?;
-        let Load { task, dir, device, options } = self.load;
+        let Load { task, dir, device, options, .. } = self.load;
         let loaded = load_head::<M>(dir, device, options.int8, CLASSIFIER)?;
-        let labels = crate::auto::label_names(&loaded.config).len();
+        let labels = sesame_pipelines::served::label_names(&loaded.config).len();
         if task == Task::Rerank && labels != 1 {
             return Err(Error::NotACrossEncoder { dir: dir.to_path_buf(), labels });
         }
@@ -284,16 +271,12 @@ impl HeadVisitor for LoadVisitor<'_> {
     }
 
     fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
-        let dir = self.load.dir;
-        if self.is_decoder_needed {
-            let json: serde_json::Value = sesame_layers::config::read_json_config(&dir.join("config.json"))?;
-            if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
-                return Err(Error::Generator(format!(
-                    "{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders",
-                    dir.display(),
-                    M::architecture()
-                )));
-            }
+        if self.is_decoder_needed && self.load.config.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
+            return Err(Error::Generator(format!(
+                "{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders",
+                self.load.dir.display(),
+                M::architecture()
+            )));
         }
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
