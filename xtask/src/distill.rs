@@ -1,10 +1,9 @@
 //! `cargo xtask distill`: the flags of a distillation job, parsed into the library's options
-//! for [`sesame_train::distill::distill_classifier`] (a fine-tuned sequence classifier, the
+//! for [`sesame::train::distill_classifier`] (a fine-tuned sequence classifier, the
 //! teacher `--model`, teaches a student of the same family with fewer layers). A masked LM
 //! distils in a pre-training run, `cargo xtask train FAMILY --teacher DIR`
 //! (`crate::train::train_distilled`), with the same [`StudentArgs`].
 use burn::tensor::Device;
-use sesame_layers::SequenceClassifier;
 use sesame_train::distill::StudentOptions;
 
 use crate::finetune::{printed, FinetuneArgs};
@@ -94,11 +93,10 @@ fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `distill` of a family whose sequence classifier is `M`: the library's run, printed as one
-/// JSON line.
-pub fn distill<M: SequenceClassifier>(args: &DistillArgs, device: Device) -> Result<String, String> {
+/// `distill`: the library's run on the teacher's family, printed as one JSON line.
+pub fn distill(args: &DistillArgs, device: Device) -> Result<String, String> {
     if args.run.init.is_some() {
         return Err("distill: --init is for `finetune`; the student trains whole".into());
     }
-    sesame_train::distill::distill_classifier::<M>(&args.run.options(), &args.student.options(), device).map(|done| printed(&done))
+    sesame::train::distill_classifier(&args.run.options(), &args.student.options(), device).map(|done| printed(&done)).map_err(|e| e.to_string())
 }

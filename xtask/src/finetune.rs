@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use burn::tensor::Device;
-use sesame_layers::{SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_train::finetune::{ColumnNames, FeatureLayer, FinetuneOptions, FinetuneTask, Finetuned, Init};
 
 /// Where a labelled file keeps its texts and labels (`finetune`, `prune`).
@@ -200,15 +199,9 @@ impl FinetuneArgs {
     }
 }
 
-/// `finetune` of a family whose sequence classifier is `C`, token classifier `T` and
-/// extractive-QA model `Q`: the library's run, printed as one JSON line.
-pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
-    sesame_train::finetune::finetune::<C, T, Q>(&args.options(), device).map(|done| printed(&done))
-}
-
-/// `finetune` of a family without a token classifier (BART).
-pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(args: &FinetuneArgs, device: Device) -> Result<String, String> {
-    sesame_train::finetune::finetune_without_tagger::<C, Q>(&args.options(), device).map(|done| printed(&done))
+/// `finetune`: the library's run on the checkpoint's family, printed as one JSON line.
+pub fn finetune(args: &FinetuneArgs, device: Device) -> Result<String, String> {
+    sesame::train::finetune(&args.options(), device).map(|done| printed(&done)).map_err(|e| e.to_string())
 }
 
 /// A run's outcome as the JSON line the command prints.

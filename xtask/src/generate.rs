@@ -10,7 +10,8 @@ use sesame_generate::config::EarlyStoppingValue;
 use sesame_generate::{GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
 use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
 use sesame_pipelines::generate::{continue_ids, generate_ids, open_prompt, rows_per_input};
-use sesame_layers::{ForCausalLM, InputError, PretrainedModel};
+use sesame::auto::{Checkpoint, WithFamily};
+use sesame_layers::{Family, HeadVisitor, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
 
 /// What to generate from, and how.
@@ -371,7 +372,7 @@ pub(crate) fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<
 }
 
 /// `generate` for an encoder-decoder `M` (BART): sources batched and padded, encoded once.
-pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
@@ -395,19 +396,40 @@ pub fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, dev
     Ok(())
 }
 
-/// `generate` for a left-to-right model (a checkpoint saved with `is_decoder`, such as
-/// `BertLMHeadModel`): each prompt alone, continued after its last token.
-pub fn generate_causal<B: sesame_layers::HasMaskedLmHead>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    let dir = &args.model;
-    let json = crate::common::config_json(dir)?;
-    if json.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
-        return Err(format!(
-            "{}: not a left-to-right model (config.json's is_decoder is not true); generate runs decoders ({}) and encoder-decoders",
-            dir.display(),
-            B::causal_lm_architecture()
-        ));
+/// `generate` on the checkpoint `--model`: its family's left-to-right model or encoder-decoder
+/// ([`sesame::auto::visit_generator`] picks it, as `pipeline(Task::Generate, …)` does).
+pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+    struct Generate<'a> {
+        args: &'a GenerateArgs,
+        device: &'a Device,
+        checkpoint: &'a Checkpoint,
     }
-    generate_left_to_right::<ForCausalLM<B>>(args, device)
+    impl WithFamily for Generate<'_> {
+        type Out = Result<(), String>;
+        fn with<F: Family>(self) -> Self::Out {
+            let visitor = Generator { args: self.args, device: self.device, family: F::NAME };
+            sesame::auto::visit_generator::<F, _>(&self.checkpoint.dir, &self.checkpoint.config, visitor).map_err(|e| e.to_string())?
+        }
+    }
+    struct Generator<'a> {
+        args: &'a GenerateArgs,
+        device: &'a Device,
+        family: &'static str,
+    }
+    impl HeadVisitor for Generator<'_> {
+        type Out = Result<(), String>;
+        fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+            generate_seq2seq::<M>(self.args, self.device)
+        }
+        fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+            generate_left_to_right::<M>(self.args, self.device)
+        }
+        fn unsupported(self) -> Self::Out {
+            Err(format!("{}: {} models do not generate", self.args.model.display(), self.family))
+        }
+    }
+    let checkpoint = sesame::auto::locate(&args.model).map_err(|e| e.to_string())?;
+    checkpoint.with_family(Generate { args, device, checkpoint: &checkpoint }).map_err(|e| e.to_string())?
 }
 
 /// `generate` for a left-to-right model `M`: each prompt alone, continued after its last token.

@@ -265,16 +265,8 @@ fn run(cli: Cli) -> Result<String, String> {
     match cli.command {
         Command::Train { args, backend } => families::train(args, backend.device()?),
         Command::Export { args, backend } => train::export(args, backend.device()?, families::export_of),
-        Command::Finetune { args, backend } => {
-            let device = backend.device()?;
-            let family = families::model_family(&args.model)?;
-            family.command("finetune", family.finetune)?(&args, device)
-        }
-        Command::Distill { args, backend } => {
-            let device = backend.device()?;
-            let family = families::model_family(&args.run.model)?;
-            family.command("distill", family.distill)?(&args, device)
-        }
+        Command::Finetune { args, backend } => finetune::finetune(&args, backend.device()?),
+        Command::Distill { args, backend } => distill::distill(&args, backend.device()?),
         Command::Plot { data, out, title, x, y } => {
             let text = std::fs::read_to_string(&data).map_err(|e| format!("{}: {e}", data.display()))?;
             let series: std::collections::BTreeMap<String, Vec<(f64, f64)>> =
@@ -284,11 +276,7 @@ fn run(cli: Cli) -> Result<String, String> {
             sesame_layers::fs::write_atomic(&out, svg.as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             Ok(String::new())
         }
-        Command::Prune { args, backend } => {
-            let device = backend.device()?;
-            let family = families::model_family(&args.model)?;
-            family.command("prune", family.prune)?(&args, device)
-        }
+        Command::Prune { args, backend } => prune::prune(&args, backend.device()?),
         Command::Bench { args, backend } => {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
             bench::bench(args, backend.device()?, name, families::bench_target)
@@ -309,8 +297,7 @@ fn run(cli: Cli) -> Result<String, String> {
             if args.unilm_seq2seq {
                 return families::unilm::generate_unilm(&args, &device).map(|()| String::new());
             }
-            let family = families::model_family(&args.model)?;
-            family.command("generate", family.generate)?(&args, &device).map(|()| String::new())
+            generate::generate(&args, &device).map(|()| String::new())
         }
         Command::Classify { model, inputs, backend, texts, speed } => {
             let options = pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)?;

@@ -1,13 +1,12 @@
 //! `cargo xtask prune`: the flags of a pruning job, parsed into the library's options for
-//! [`sesame_train::pruning::prune_classifier`] (remove the least important attention heads of a
+//! [`sesame::train::prune_classifier`] (remove the least important attention heads of a
 //! fine-tuned sequence classifier, Michel et al. 2019). Fine-tune the pruned model again with
 //! `cargo xtask finetune --model OUT` to recover what pruning lost.
 
 use std::path::PathBuf;
 
 use burn::tensor::Device;
-use sesame_layers::{Backbone, ForSequenceClassification, SequenceHead, TaskModel};
-use sesame_train::pruning::PruneOptions;
+use sesame::train::PruneOptions;
 
 /// Options of `cargo xtask prune`.
 #[derive(clap::Args, Debug)]
@@ -40,12 +39,8 @@ pub struct PruneArgs {
     pub columns: crate::finetune::ColumnArgs,
 }
 
-/// `prune` of a family whose sequence classifier is `ForSequenceClassification<B, S>`: the
-/// library's run, printed as one JSON line.
-pub fn prune<B: Backbone, S: SequenceHead<B>>(args: &PruneArgs, device: Device) -> Result<String, String>
-where
-    ForSequenceClassification<B, S>: TaskModel<Config = B::Config> + sesame_layers::SequenceClassifier,
-{
+/// `prune`: the library's run on the checkpoint's family, printed as one JSON line.
+pub fn prune(args: &PruneArgs, device: Device) -> Result<String, String> {
     let options = PruneOptions {
         model: args.model.clone(),
         data: args.data.clone(),
@@ -56,5 +51,5 @@ where
         seq_len: args.seq_len,
         columns: args.columns.names(),
     };
-    sesame_train::pruning::prune_classifier::<B, S>(&options, device).map(|pruned| serde_json::to_string(&pruned).expect("JSON"))
+    sesame::train::prune_classifier(&options, device).map(|pruned| serde_json::to_string(&pruned).expect("JSON")).map_err(|e| e.to_string())
 }

@@ -298,6 +298,8 @@ fn bad_training_flags_corpora_and_run_directories() {
     // `prune` takes a fine-tuned sequence classifier, and removes one head at least.
     fails(&["prune", "--model", "fixtures/bert/base-fill-mask", "--data", "data.csv", "--heads", "1"], &["not a fine-tuned sequence classifier"]);
     fails(&["prune", "--model", "fixtures/bert/base-fill-mask", "--data", "data.csv", "--heads", "0"], &["--heads"]);
+    // A family whose heads cannot be pruned (BART's layers are not one encoder stack) says so.
+    fails(&["prune", "--model", "fixtures/bart/base-seqcls-single", "--data", "data.csv", "--heads", "1"], &["base-seqcls-single", "the heads of bart models cannot be pruned"]);
     fails(&["train", "xlnet", "--mask", "0.2", "--out", path(&o)], &["--mask"]);
     fails(&["train", "bert", "--reuse-len", "4", "--out", path(&o)], &["--reuse-len"]);
     fails(&["train", "bart", "--num-predict", "4", "--out", path(&o)], &["--num-predict"]);

@@ -86,24 +86,38 @@ pub trait Head<T> {
     fn accept<V: HeadVisitor>(visitor: V) -> V::Out;
 }
 
-/// What a loader does with a family's model type, by the job it runs (the facade's loaders).
-pub trait HeadVisitor {
+/// What a loader does with a family's model type, by the job it runs (the facade's loaders,
+/// the training jobs). A visitor writes the methods of the jobs it runs; the others, like a
+/// type the family names [`Unsupported`], give [`HeadVisitor::unsupported`].
+pub trait HeadVisitor: Sized {
     /// What the loader gives.
     type Out;
-    /// `B` embeds and fills masks.
-    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out;
-    /// `M` classifies sequences.
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out;
-    /// `M` tags tokens.
-    fn token_classifier<M: TokenTagger>(self) -> Self::Out;
-    /// `M` answers questions from a context.
-    fn question_answering<M: SpanExtractor>(self) -> Self::Out;
-    /// `M` generates from a source, encoder and decoder.
-    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out;
-    /// `M` generates a continuation, left to right.
-    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out;
     /// The family has no model for the job.
     fn unsupported(self) -> Self::Out;
+    /// `B` embeds and fills masks.
+    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
+        self.unsupported()
+    }
+    /// `M` classifies sequences.
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        self.unsupported()
+    }
+    /// `M` tags tokens.
+    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+        self.unsupported()
+    }
+    /// `M` answers questions from a context.
+    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+        self.unsupported()
+    }
+    /// `M` generates from a source, encoder and decoder.
+    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        self.unsupported()
+    }
+    /// `M` generates a continuation, left to right.
+    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        self.unsupported()
+    }
 }
 
 impl<B: HasMaskedLmHead> Head<task::Encode> for B {

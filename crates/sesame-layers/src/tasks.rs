@@ -582,6 +582,18 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     fn keep_layers(self, _config: &mut Self::Config, _layers: &[usize]) -> Result<Self, crate::ConfigError> {
         Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{}'s layers cannot be picked one by one", Self::architecture()) })
     }
+
+    /// The encoder stack whose attention heads pruning scores and removes
+    /// ([`Backbone::encoder`]); `None` where its heads cannot be pruned.
+    fn encoder(&self) -> Option<&crate::Encoder> {
+        None
+    }
+
+    /// The model without `heads` of its encoder, `config` recording them
+    /// ([`Backbone::prune_heads`]). Refused where the heads cannot be pruned.
+    fn prune_heads(self, _config: &mut Self::Config, _heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
+        Err(crate::ConfigError::Invalid { field: "pruned_heads".into(), reason: format!("{}'s heads cannot be pruned", Self::architecture()) })
+    }
 }
 
 /// A sequence classifier's logits and what distillation compares of its layers.
@@ -650,6 +662,14 @@ impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B,
             return Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: "a model with exit classifiers or a scalar mix reads every layer".into() });
         }
         Ok(Self { base: self.base.keep_layers(config, layers)?, ..self })
+    }
+
+    fn encoder(&self) -> Option<&crate::Encoder> {
+        self.base.encoder()
+    }
+
+    fn prune_heads(self, config: &mut B::Config, heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
+        Ok(Self { base: self.base.prune_heads(config, heads)?, ..self })
     }
 }
 

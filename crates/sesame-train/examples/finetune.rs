@@ -7,7 +7,7 @@
 //! ```
 
 use burn::prelude::*;
-use sesame_bert::{BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification};
+use sesame_bert::Bert;
 use sesame_train::finetune::{finetune, FinetuneOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..FinetuneOptions::new(model, train, eval, out)
     };
     let device = Device::flex(); // or Device::wgpu(..) with burn's wgpu feature
-    let result = finetune::<BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering>(&options, device)?;
+    let result = finetune::<Bert>(&options, device)?;
 
     println!("accuracy {:.4} at step {}; the model is in {}", result.metrics["accuracy"], result.step, result.model.display());
     Ok(())

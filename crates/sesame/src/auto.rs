@@ -86,6 +86,10 @@ pub enum Error {
         /// Its labels.
         labels: usize,
     },
+    /// A training job (`sesame::train`) failed, as one line naming the file, flag or field.
+    #[cfg(feature = "train")]
+    #[error("{0}")]
+    Train(String),
     /// The build has no backend (`default_device`): enable one of the features flex, ndarray,
     /// wgpu, tch, cuda, or give `PipelineOptions::device`.
     #[error("no backend compiled in: enable a feature of sesame (flex, ndarray, wgpu, tch, cuda) or give PipelineOptions::device")]
@@ -100,8 +104,9 @@ pub enum Error {
     },
 }
 
-/// Does something with a family: the facade's loaders, run on the family of a checkpoint.
-pub(crate) trait WithFamily {
+/// Does something with a family: the facade's loaders and training jobs, run on the family of
+/// a checkpoint ([`Checkpoint::with_family`]).
+pub trait WithFamily {
     /// What it gives.
     type Out;
     /// Do it with `F`.
@@ -172,14 +177,28 @@ pub fn families() -> Vec<&'static str> {
 }
 
 /// A checkpoint found: its directory, its `model_type`, and its `config.json` as read.
-pub(crate) struct Located {
-    pub(crate) dir: PathBuf,
-    pub(crate) model_type: String,
-    pub(crate) config: serde_json::Value,
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    /// Its directory (a hub id resolved in the local cache).
+    pub dir: PathBuf,
+    /// Its `config.json`'s `model_type` (`bert` when the file names none, as transformers'
+    /// `BertModel` reads it).
+    pub model_type: String,
+    /// Its `config.json`.
+    pub config: serde_json::Value,
 }
 
-/// The checkpoint `model` names (a path, or a hub id in the local cache).
-pub(crate) fn locate(model: &Path) -> Result<Located, Error> {
+impl Checkpoint {
+    /// Do `action` with the family of this checkpoint: what the facade's loaders and
+    /// `sesame::train` do, for a job of your own.
+    pub fn with_family<A: WithFamily>(&self, action: A) -> Result<A::Out, Error> {
+        on_family(&self.dir, &self.model_type, action)
+    }
+}
+
+/// The checkpoint `model` names (a path, or a hub id in the local cache), its `config.json`
+/// read and checked.
+pub fn locate(model: &Path) -> Result<Checkpoint, Error> {
     let dir = sesame_layers::hub::resolve_path(model)?;
     let path = dir.join("config.json");
     let json: serde_json::Value = sesame_layers::config::read_json_config(&path)?;
@@ -191,12 +210,54 @@ pub(crate) fn locate(model: &Path) -> Result<Located, Error> {
         Some(serde_json::Value::String(kind)) => kind.clone(),
         Some(other) => return Err(sesame_layers::ConfigError::Parse { path, reason: format!("field `model_type` must be a string, found {other}") }.into()),
     };
-    Ok(Located { dir, model_type, config: json })
+    Ok(Checkpoint { dir, model_type, config: json })
 }
 
 /// Run `action` on the family of the checkpoint in `dir`, whose type is `model_type`.
 pub(crate) fn on_family<A: WithFamily>(dir: &Path, model_type: &str, action: A) -> Result<A::Out, Error> {
     with_family(model_type, action).ok_or_else(|| Error::UnknownFamily { path: dir.join("config.json"), model_type: model_type.to_string(), known: families().join(", ") })
+}
+
+/// Visit family `F`'s generator for the checkpoint in `dir` whose `config.json` is `config`:
+/// its left-to-right model when `architectures` names one (`…ForCausalLM`, `…LMHeadModel`) or
+/// the family has no encoder-decoder, else its encoder-decoder. An encoder family's
+/// left-to-right model generates only from a checkpoint saved as a decoder (`is_decoder`, as
+/// transformers' `BertLMHeadModel` warns): refused otherwise, without calling `visitor`.
+pub fn visit_generator<F: Family, V: HeadVisitor>(dir: &Path, config: &serde_json::Value, visitor: V) -> Result<V::Out, Error> {
+    let class = config["architectures"][0].as_str().unwrap_or_default();
+    if class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") || !supports::<task::Seq2Seq, F::ForConditionalGeneration>() {
+        let is_decoder = config.get("is_decoder") == Some(&serde_json::Value::Bool(true));
+        let visitor = DecoderCheck { visitor, dir, refuse: supports::<task::Encode, F::Encoder>() && !is_decoder };
+        <F::ForCausalLM as Head<task::Causal>>::accept(visitor)
+    } else {
+        Ok(<F::ForConditionalGeneration as Head<task::Seq2Seq>>::accept(visitor))
+    }
+}
+
+/// [`visit_generator`]'s check of an encoder family's left-to-right model.
+struct DecoderCheck<'a, V> {
+    visitor: V,
+    dir: &'a Path,
+    refuse: bool,
+}
+
+impl<V: HeadVisitor> HeadVisitor for DecoderCheck<'_, V> {
+    type Out = Result<V::Out, Error>;
+
+    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        if self.refuse {
+            return Err(Error::Generator(format!(
+                "{}: not a left-to-right model (config.json's is_decoder is not true); generation runs decoders ({}) and encoder-decoders",
+                self.dir.display(),
+                M::architecture()
+            )));
+        }
+        Ok(self.visitor.causal::<M>())
+    }
+
+    fn unsupported(self) -> Self::Out {
+        Ok(self.visitor.unsupported())
+    }
 }
 
 /// Whether `H`, a family's type for a job, runs it (is not [`sesame_layers::Unsupported`]).
@@ -332,6 +393,9 @@ struct AutoVisitor<'a> {
 impl HeadVisitor for AutoVisitor<'_> {
     type Out = Result<Loaded, Error>;
 
+    // No Auto class generates (`sesame::pipeline(Task::Generate, …)` does): the generators
+    // are unsupported here.
+
     fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
         Ok(match self.class {
             Class::MaskedLm => Loaded::MaskedLm(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, MASKED_LM)?)),
@@ -351,15 +415,6 @@ impl HeadVisitor for AutoVisitor<'_> {
         Ok(Loaded::QuestionAnswering(Box::new(fine_tuned::<M>(self.dir, self.device, false, READER)?)))
     }
 
-    /// No Auto class generates (`sesame::pipeline(Task::Generate, …)` does).
-    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
-        self.unsupported()
-    }
-
-    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
-        self.unsupported()
-    }
-
     fn unsupported(self) -> Self::Out {
         let what = match self.class {
             Class::Model => "bidirectional encoder for AutoModel (load its base model from its crate)",
@@ -374,7 +429,7 @@ impl HeadVisitor for AutoVisitor<'_> {
 
 /// Load the Auto class `class` of `model` onto `device`.
 fn auto_load(class: Class, model: &Path, device: &Device) -> Result<(&'static str, Loaded), Error> {
-    let Located { dir, model_type, .. } = locate(model)?;
+    let Checkpoint { dir, model_type, .. } = locate(model)?;
     on_family(&dir, &model_type, AutoLoad { class, dir: &dir, device })?
 }
 

@@ -7,6 +7,7 @@
 //! - [`auto`]: `AutoModel`, `AutoModelForSequenceClassification`, `…ForTokenClassification`,
 //!   `…ForQuestionAnswering`, `…ForMaskedLM`, each picking the family from `config.json`'s
 //!   `model_type`.
+//! - [`train`] (feature `train`): fine-tune, distil and prune a checkpoint of any family.
 //! - A model is a directory, or a hub id (`org/name[@revision]`) found in the local
 //!   HuggingFace cache ([`hub`]); nothing is downloaded.
 //!
@@ -24,6 +25,8 @@
 
 pub mod auto;
 mod pipeline;
+#[cfg(feature = "train")]
+pub mod train;
 
 pub use burn;
 pub use burn::tensor::Device;

@@ -16,7 +16,7 @@ use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, Serv
 use sesame_pipelines::{Answer, AnswerOptions, Classification, EarlyClassification, EmbedOptions, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
-use crate::auto::{check_architecture, jobs, load, load_head, locate, supports, Located, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
+use crate::auto::{check_architecture, jobs, load, load_head, locate, visit_generator, Checkpoint, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
 
 /// A job a pipeline does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl Built {
 /// job, names another task's head, or its family has no model for the job.
 pub fn pipeline(task: Task, model: impl AsRef<Path>, options: PipelineOptions) -> Result<Pipeline, Error> {
     let device = device_of(&options)?;
-    let Located { dir, model_type, config } = locate(model.as_ref())?;
+    let Checkpoint { dir, model_type, config } = locate(model.as_ref())?;
     let (family, built) = on_family(&dir, &model_type, Load { task, dir: &dir, config: &config, device: &device, options: &options })??;
     Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
 }
@@ -122,7 +122,7 @@ pub fn pipeline(task: Task, model: impl AsRef<Path>, options: PipelineOptions) -
 /// `model_type` is not one of `F::MODEL_TYPES`.
 pub fn pipeline_for<F: Family>(task: Task, model: impl AsRef<Path>, options: PipelineOptions) -> Result<Pipeline, Error> {
     let device = device_of(&options)?;
-    let Located { dir, model_type, config } = locate(model.as_ref())?;
+    let Checkpoint { dir, model_type, config } = locate(model.as_ref())?;
     if !F::MODEL_TYPES.contains(&model_type.as_str()) {
         return Err(Error::WrongFamily { path: dir.join("config.json"), model_type, family: F::NAME, known: F::MODEL_TYPES.join(", ") });
     }
@@ -152,19 +152,16 @@ impl WithFamily for Load<'_> {
     type Out = Result<(&'static str, Built), Error>;
 
     fn with<F: Family>(self) -> Self::Out {
-        // An encoder family's left-to-right head generates only from a checkpoint saved as a
-        // decoder (`is_decoder`), as transformers' `BertLMHeadModel` warns.
-        let is_decoder_needed = supports::<task::Encode, F::Encoder>();
-        let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, is_decoder_needed, load: self };
+        let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, load: self };
         let model = match visitor.load.task {
             Task::Embed | Task::FillMask => <F::Encoder as Head<task::Encode>>::accept(visitor),
             Task::Classify | Task::Rerank => <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor),
             Task::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(visitor),
             Task::Answer => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
-            // BART's `BartForCausalLM` checkpoints (and every family without an encoder-decoder)
-            // write left to right; the others from a source.
-            Task::Generate if visitor.left_to_right::<F>() => <F::ForCausalLM as Head<task::Causal>>::accept(visitor),
-            Task::Generate => <F::ForConditionalGeneration as Head<task::Seq2Seq>>::accept(visitor),
+            Task::Generate => {
+                let (dir, config) = (visitor.load.dir, visitor.load.config);
+                visit_generator::<F, _>(dir, config, visitor)?
+            }
         }?;
         Ok((F::NAME, model))
     }
@@ -173,20 +170,12 @@ impl WithFamily for Load<'_> {
 struct LoadVisitor<'a> {
     family: &'static str,
     jobs: fn() -> String,
-    is_decoder_needed: bool,
     load: Load<'a>,
 }
 
 impl LoadVisitor<'_> {
     fn tokenizer(&self) -> Result<Tokenizer, Error> {
         Ok(Tokenizer::from_dir(self.load.dir)?)
-    }
-
-    /// Whether family `F` generates from this checkpoint left to right: `architectures` names
-    /// a left-to-right head, or the family has no encoder-decoder.
-    fn left_to_right<F: Family>(&self) -> bool {
-        let class = self.load.config["architectures"][0].as_str().unwrap_or_default();
-        class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") || !supports::<task::Seq2Seq, F::ForConditionalGeneration>()
     }
 
     /// `M` loaded for generation (int8 when asked), refused without a trained LM head (BART's
@@ -271,13 +260,6 @@ impl HeadVisitor for LoadVisitor<'_> {
     }
 
     fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
-        if self.is_decoder_needed && self.load.config.get("is_decoder") != Some(&serde_json::Value::Bool(true)) {
-            return Err(Error::Generator(format!(
-                "{}: not a left-to-right model (config.json's is_decoder is not true); serve --task generate runs decoders ({}) and encoder-decoders",
-                self.load.dir.display(),
-                M::architecture()
-            )));
-        }
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
         let limits = <M as CausalLM>::causal_limits(&loaded.config);

@@ -13,8 +13,6 @@ use sesame_layers::{PretrainedModel, Seq2SeqInput};
 use crate::forward::Inputs;
 use super::{FamilyEntry, Recipe};
 use crate::bench::*;
-use crate::distill::distill;
-use crate::finetune::finetune_without_tagger;
 use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
@@ -28,11 +26,7 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     export: Some(export_bart),
     bench: Some(bench_bart),
     bench_presets: check_presets,
-    generate: Some(generate_bart),
     forward: Some(forward_bart),
-    finetune: Some(finetune_without_tagger::<BartForSequenceClassification, BartForQuestionAnswering>),
-    prune: None,
-    distill: Some(distill::<BartForSequenceClassification>),
     span: None,
     mlm: None,
     // The same task with MASS's corruption; the same export.
@@ -211,16 +205,6 @@ fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Resul
     }
     Ok(rows)
 }
-
-/// `generate` for BART: `BartForCausalLM` checkpoints (config.json's first architecture)
-/// left to right, the others as encoder-decoders.
-pub fn generate_bart(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    match crate::common::config_json(&args.model)?["architectures"][0].as_str() {
-        Some("BartForCausalLM") => generate_left_to_right::<sesame_bart::BartForCausalLM>(args, device),
-        _ => generate_seq2seq::<sesame_bart::BartForConditionalGeneration>(args, device),
-    }
-}
-
 
 /// `forward` for BART: every head.
 pub fn forward_bart(args: &ForwardArgs, device: &Device) -> Result<(), String> {

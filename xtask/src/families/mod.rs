@@ -1,22 +1,18 @@
-//! The one registry of model families. Each family has a file here holding its entry and
-//! everything family-specific the commands run (BART's and XLNet's pre-training, bench,
-//! generation and `forward`; BERT's and ELECTRA's own heads for `forward`); the command files
-//! take an entry and name no family. Adding a family is its crate, its file here and one line
-//! in [`FAMILIES`].
+//! What the command line still runs per family beside the library's `Family` contract:
+//! pre-training recipes and their export, `bench`, and `forward` (BART's and XLNet's
+//! pre-training runs; BERT's and ELECTRA's own heads for `forward`). The inference commands,
+//! `generate`, `finetune`, `distill` and `prune` go through the `sesame` facade and name no
+//! family. Each family has a file here holding its entry and one line in [`FAMILIES`].
 
 use std::path::Path;
 
 use burn::tensor::Device;
-use sesame_layers::{ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HasMaskedLmHead, PretrainedModel, SequenceHead};
+use sesame_layers::{HasMaskedLmHead, PretrainedModel, SequenceHead};
 
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
 use crate::bench::{bench_family, check_encoder_presets, BenchArgs, BenchMode, BenchTarget};
-use crate::distill::{distill, DistillArgs};
-use crate::finetune::{finetune, FinetuneArgs};
 use crate::forward::{forward_encoder, ExtraHeads, ForwardArgs};
-use crate::generate::{generate_causal, GenerateArgs};
-use crate::prune::{prune, PruneArgs};
 use crate::train::{export_distilled, export_model, train_distilled, train_family, ExportFn, RunSpec, TrainArgs};
 
 pub mod albert;
@@ -45,16 +41,8 @@ pub struct FamilyEntry {
     /// Refuses a `--presets` name of `bench` the family does not have for the mode, before
     /// the machine's GEMM is timed.
     pub bench_presets: fn(&BenchArgs) -> Result<(), String>,
-    /// `cargo xtask generate` on a checkpoint of this family.
-    pub generate: Option<fn(&GenerateArgs, &Device) -> Result<(), String>>,
     /// `cargo xtask forward` on a checkpoint of this family.
     pub forward: Option<fn(&ForwardArgs, &Device) -> Result<(), String>>,
-    /// `cargo xtask finetune` from a checkpoint of this family.
-    pub finetune: Option<fn(&FinetuneArgs, Device) -> Result<String, String>>,
-    /// `cargo xtask prune` of a fine-tuned sequence classifier of this family.
-    pub prune: Option<fn(&PruneArgs, Device) -> Result<String, String>>,
-    /// `cargo xtask distill` of a fine-tuned sequence classifier of this family.
-    pub distill: Option<fn(&DistillArgs, Device) -> Result<String, String>>,
     /// `cargo xtask train <name> --objective span` (SpanBERT's recipe) and its export.
     pub span: Option<Recipe>,
     /// `cargo xtask train <name> --objective mlm` (masked LM alone on single sequences).
@@ -96,12 +84,7 @@ impl FamilyEntry {
             export: Some(export_model::<F>),
             bench: Some(bench_family::<F, B>),
             bench_presets: check_encoder_presets,
-            // Checkpoints saved as left-to-right models (`is_decoder`) generate.
-            generate: Some(generate_causal::<B>),
             forward: Some(forward_encoder::<B, S, C, H>),
-            finetune: Some(finetune::<ForSequenceClassification<B, S>, ForTokenClassification<B>, ForQuestionAnswering<B>>),
-            prune: Some(prune::<B, S>),
-            distill: Some(distill::<ForSequenceClassification<B, S>>),
             span: Some(Recipe { train: train_family::<SpanBoundaryRecipe<F, B>>, export: export_model::<SpanBoundaryRecipe<F, B>> }),
             mlm: Some(Recipe { train: train_family::<SingleSequenceRecipe<F, B>>, export: export_model::<SingleSequenceRecipe<F, B>> }),
             mass: None,
@@ -129,11 +112,7 @@ impl FamilyEntry {
             ("train", self.train.is_some()),
             ("export", self.export.is_some()),
             ("bench", self.bench.is_some()),
-            ("generate", self.generate.is_some()),
             ("forward", self.forward.is_some()),
-            ("finetune", self.finetune.is_some()),
-            ("prune", self.prune.is_some()),
-            ("distill", self.distill.is_some()),
         ];
         has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect()
     }

@@ -14,8 +14,6 @@ use sesame_layers::PretrainedModel;
 use crate::forward::Inputs;
 use super::FamilyEntry;
 use crate::bench::*;
-use crate::distill::distill;
-use crate::finetune::finetune;
 use crate::forward::*;
 use crate::generate::*;
 use crate::train::*;
@@ -29,11 +27,7 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     export: Some(export_xlnet),
     bench: Some(bench_xlnet),
     bench_presets: check_encoder_presets,
-    generate: Some(generate_xlnet),
     forward: Some(forward_xlnet),
-    finetune: Some(finetune::<XlnetForSequenceClassification, XlnetForTokenClassification, XlnetForQuestionAnsweringSimple>),
-    prune: None,
-    distill: Some(distill::<XlnetForSequenceClassification>),
     span: None,
     mlm: None,
     mass: None,
@@ -214,13 +208,6 @@ pub fn bench_xlnet(args: &BenchArgs, device: Device, backend: &str) -> Result<Ve
     }
     Ok(rows)
 }
-
-/// `generate` for XLNet (`XLNetLMHeadModel`), as transformers runs it: a dummy token predicted
-/// through the query stream after the memory.
-pub fn generate_xlnet(args: &GenerateArgs, device: &Device) -> Result<(), String> {
-    generate_left_to_right::<sesame_xlnet::XlnetLmHeadModel>(args, device)
-}
-
 
 /// `forward` for XLNet: every head, with `perm_mask`, `target_mapping` and `mems.N` as inputs
 /// and the new memory among the outputs.

@@ -6,7 +6,8 @@
 //! the same [`StudentOptions`] for a masked LM.
 
 use burn::tensor::Device;
-use sesame_layers::{HfConfig, SequenceClassifier};
+use sesame_layers::family::task;
+use sesame_layers::{Family, Head, HeadVisitor, HfConfig, SequenceClassifier};
 use sesame_text::labelled::ProblemType;
 
 use super::{ClassifierDistillation, DistillLoss};
@@ -89,9 +90,34 @@ impl StudentOptions {
     }
 }
 
-/// Distil the fine-tuned sequence classifier `run.model` (the teacher, of type `M`) into a
-/// student of fewer layers, trained on `run`'s rows and exported to `run.out/model`.
-pub fn distill_classifier<M: SequenceClassifier>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
+/// Distil the fine-tuned sequence classifier `run.model` (the teacher, a checkpoint of family
+/// `F`: `distill_classifier::<Bert>`) into a student of fewer layers, trained on `run`'s rows
+/// and exported to `run.out/model`.
+pub fn distill_classifier<F: Family>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
+    <F::ForSequenceClassification as Head<task::Classify>>::accept(Distill { run, student, device, family: F::NAME })
+}
+
+/// [`distill_classifier`] of the family's sequence classifier.
+struct Distill<'a> {
+    run: &'a FinetuneOptions,
+    student: &'a StudentOptions,
+    device: Device,
+    family: &'static str,
+}
+
+impl HeadVisitor for Distill<'_> {
+    type Out = Result<Finetuned, String>;
+
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        distill::<M>(self.run, self.student, self.device)
+    }
+
+    fn unsupported(self) -> Self::Out {
+        Err(format!("{}: {} models have no sequence classifier to distil", self.run.model.display(), self.family))
+    }
+}
+
+fn distill<M: SequenceClassifier>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
     let run = &run.resolved()?;
     run.check()?;
     for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay"), (run.init == Init::Random, "--init random")] {

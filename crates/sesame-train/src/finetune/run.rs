@@ -6,11 +6,11 @@
 //!
 //! ```no_run
 //! # fn run() -> Result<(), String> {
-//! use sesame_bert::{BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification};
+//! use sesame_bert::Bert;
 //! use sesame_train::finetune::{finetune, FinetuneOptions};
 //!
 //! let options = FinetuneOptions { epochs: 5.0, lr: 1e-4, ..FinetuneOptions::new("bert-tiny", "train.csv", "test.csv", "runs/sst") };
-//! let result = finetune::<BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering>(&options, burn::tensor::Device::flex())?;
+//! let result = finetune::<Bert>(&options, burn::tensor::Device::flex())?;
 //! println!("accuracy {:.3}; the model is in {}", result.metrics["accuracy"], result.model.display());
 //! # Ok(()) }
 //! ```
@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
-use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
+use sesame_layers::family::task;
+use sesame_layers::{Family, Head, HeadVisitor, HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
 use sesame_pipelines::AnswerOptions;
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
@@ -333,27 +334,49 @@ pub(crate) fn best_metric(job: &FinetuneOptions, what: &str, names: &[&str], def
     Ok((name, !lower_is_better))
 }
 
-/// `finetune` of a family whose sequence classifier is `C`, token classifier `T` and
-/// extractive-QA model `Q`: the task of `--task`.
-pub fn finetune<C: SequenceClassifier, T: TokenTagger, Q: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+/// Fine-tune `job.model`, a checkpoint of family `F` (`finetune::<Bert>`), for `job.task`:
+/// the family's sequence classifier, token classifier or extractive-QA model, as [`Family`]
+/// names them. A task the family has no model for is refused by name.
+pub fn finetune<F: Family>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let job = &job.resolved()?;
     job.check()?;
+    let run = Finetune { job, device, family: F::NAME };
     match job.task {
-        FinetuneTask::Tag => finetune_tagger::<T>(job, device),
-        FinetuneTask::Qa => finetune_qa::<Q>(job, device),
-        _ => finetune_classifier::<C>(job, device),
+        FinetuneTask::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(run),
+        FinetuneTask::Qa => <F::ForQuestionAnswering as Head<task::Answer>>::accept(run),
+        _ => <F::ForSequenceClassification as Head<task::Classify>>::accept(run),
     }
 }
 
-/// `finetune` of a family with a sequence classifier `C` and an extractive-QA model `Q` but no
-/// token classifier (BART: transformers has no `BartForTokenClassification`).
-pub fn finetune_without_tagger<C: SequenceClassifier, Q: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
-    let job = &job.resolved()?;
-    job.check()?;
-    match job.task {
-        FinetuneTask::Tag => Err(format!("--task tag: {} models have no token-classification head (transformers has none for them either)", C::architecture().trim_end_matches("ForSequenceClassification"))),
-        FinetuneTask::Qa => finetune_qa::<Q>(job, device),
-        _ => finetune_classifier::<C>(job, device),
+/// [`finetune`] of the family's model for the task.
+struct Finetune<'a> {
+    job: &'a FinetuneOptions,
+    device: Device,
+    family: &'static str,
+}
+
+impl HeadVisitor for Finetune<'_> {
+    type Out = Result<Finetuned, String>;
+
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        finetune_classifier::<M>(self.job, self.device)
+    }
+
+    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+        finetune_tagger::<M>(self.job, self.device)
+    }
+
+    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+        finetune_qa::<M>(self.job, self.device)
+    }
+
+    fn unsupported(self) -> Self::Out {
+        let (flag, head) = match self.job.task {
+            FinetuneTask::Tag => ("--task tag", "token-classification"),
+            FinetuneTask::Qa => ("--task qa", "question-answering"),
+            _ => ("--task", "sequence-classification"),
+        };
+        Err(format!("{flag}: {} models have no {head} head (transformers has none for them either)", self.family))
     }
 }
 

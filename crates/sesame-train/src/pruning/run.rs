@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use serde::Serialize;
-use sesame_layers::{Backbone, ForSequenceClassification, HfConfig, PretrainedModel, SequenceHead, TaskModel};
+use sesame_layers::family::task;
+use sesame_layers::{Family, Head, HeadVisitor, HfConfig, SequenceClassifier};
 use sesame_text::labelled::{self, ProblemType};
 use sesame_text::Tokenizer;
 
@@ -83,12 +83,31 @@ pub struct Evaluated {
     pub after: BTreeMap<String, f64>,
 }
 
-/// Prune the fine-tuned classifier `job.model`, a `ForSequenceClassification<B, S>`.
-pub fn prune_classifier<B: Backbone, S: SequenceHead<B>>(job: &PruneOptions, device: Device) -> Result<Pruned, String>
-where
-    ForSequenceClassification<B, S>: TaskModel<Config = B::Config> + sesame_layers::SequenceClassifier,
-{
-    type M<B, S> = ForSequenceClassification<B, S>;
+/// Prune the fine-tuned classifier `job.model`, a checkpoint of family `F`.
+pub fn prune_classifier<F: Family>(job: &PruneOptions, device: Device) -> Result<Pruned, String> {
+    <F::ForSequenceClassification as Head<task::Classify>>::accept(Prune { job, device, family: F::NAME })
+}
+
+/// [`prune_classifier`] of the family's sequence classifier.
+struct Prune<'a> {
+    job: &'a PruneOptions,
+    device: Device,
+    family: &'static str,
+}
+
+impl HeadVisitor for Prune<'_> {
+    type Out = Result<Pruned, String>;
+
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        prune::<M>(self.job, self.device, self.family)
+    }
+
+    fn unsupported(self) -> Self::Out {
+        Err(format!("{}: {} models have no sequence classifier to prune", self.job.model.display(), self.family))
+    }
+}
+
+fn prune<M: SequenceClassifier>(job: &PruneOptions, device: Device, family: &str) -> Result<Pruned, String> {
     for (value, flag) in [(job.heads, "--heads"), (job.batch_size, "--batch-size")] {
         if value == 0 {
             return Err(format!("{flag} 0: must be at least 1"));
@@ -99,16 +118,16 @@ where
     }
     // A hub id (`org/name[@revision]`) is found in the local HuggingFace cache.
     let model_dir = &sesame_layers::hub::resolve_path(&job.model).map_err(|e| e.to_string())?;
-    let tokenizer = Tokenizer::from_dir(model_dir).map_err(|e| format!("{}: {e}", model_dir.display()))?;
     let train_device = device.clone().autodiff();
-    let loaded = M::<B, S>::from_pretrained(model_dir, &train_device).map_err(|e| e.to_string())?;
+    let loaded = M::from_pretrained(model_dir, &train_device).map_err(|e| e.to_string())?;
     if !loaded.report.initialized.is_empty() {
         return Err(format!("{}: not a fine-tuned sequence classifier ({})", model_dir.display(), loaded.report));
     }
     let (model, mut config) = (without_dropout(loaded.model), loaded.config);
-    if model.base.encoder().is_none() {
-        return Err(format!("{}: the heads of {} models cannot be pruned", model_dir.display(), B::CLASS));
+    if model.encoder().is_none() {
+        return Err(format!("{}: the heads of {family} models cannot be pruned", model_dir.display()));
     }
+    let tokenizer = Tokenizer::from_dir(model_dir).map_err(|e| format!("{}: {e}", model_dir.display()))?;
 
     // The rows, their labels as the model's classes.
     let labels = config.labels().clone();
@@ -127,7 +146,7 @@ where
         None => 128.min(limits.max_len),
     };
     // A file's rows as a task whose held-out batches are all of them.
-    let read = |path: &PathBuf| -> Result<(SequenceClassification<M<B, S>>, usize), String> {
+    let read = |path: &PathBuf| -> Result<(SequenceClassification<M>, usize), String> {
         let rows = labelled::read_rows(path, &job.columns.columns()).map_err(|e| e.to_string())?;
         let targets = labelled::targets(path, &rows, problem, &classes).map_err(|e| e.to_string())?;
         let texts: Vec<&str> = rows.iter().map(|r| r.text.as_str()).collect();
@@ -144,7 +163,7 @@ where
     let eval_batches = eval_task.held_out_batches(&device);
 
     // Importance: |∂L/∂ξ_h| summed over the batches, normalised per layer.
-    let encoder = || model.base.encoder().expect("checked above");
+    let encoder = || model.encoder().expect("checked above");
     let mut importance = HeadImportance::new(encoder());
     for batch in batches.iter().cloned() {
         let loss = task.step(&model, batch).loss;
@@ -159,8 +178,7 @@ where
     let before = trainer.evaluate(eval_task, &model, &eval_batches);
     let params_before = model.num_params();
 
-    let mut model = model;
-    model.base = model.base.clone().prune_heads(&mut config, &unpruned).map_err(|e| e.to_string())?;
+    let model = model.prune_heads(&mut config, &unpruned).map_err(|e| e.to_string())?;
     let after = trainer.evaluate(eval_task, &model, &eval_batches);
     let out = job.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-pruned", model_dir.display())));
     save_model(&model.valid(), &config, &out, model_dir, &tokenizer)?;
