@@ -11,7 +11,7 @@ use sesame_train::pretraining::{MaskingKind, PretrainOptions, PretrainingFamily,
 use sesame_train::Decay;
 
 pub use sesame_train::pretraining::run::{export_distilled, export_model, ExportFn, Objective, PackingKind, RunSpec};
-pub(crate) use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer};
+pub(crate) use sesame_train::pretraining::run::refuse_masked_lm_flags;
 
 /// The library's defaults (`PretrainOptions::new`), which the flags show and take: each is
 /// written once, there.
@@ -167,11 +167,6 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
-    /// `--preset`, or `tiny`.
-    pub(crate) fn preset(&self) -> &str {
-        self.preset.as_deref().unwrap_or("tiny")
-    }
-
     /// The library's options of these flags (BART's noise and XLNet's permutation LM are read
     /// by their families' runs).
     pub(crate) fn options(&self) -> PretrainOptions {

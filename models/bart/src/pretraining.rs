@@ -16,6 +16,7 @@
 //! every token the source still shows for free and predicts the infilled ones by frequency:
 //! a model below it has learned more than copying.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::prelude::*;
@@ -27,7 +28,9 @@ use sesame_text::{
     mass, mix_seeds, sentence_blocks, tokenize_documents, unigram_nll, Corpus, DenoisingConfig, DenoisingError, DenoisingExample, EpochStream, MassConfig,
     NoiseVocab, Tokenizer, TokenizerError, TokenizerKind,
 };
-use sesame_train::pretraining::{read_back, DataError};
+use sesame_layers::{HfConfig, PretrainedModel};
+use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer, RunSpec};
+use sesame_train::pretraining::{read_back, DataError, Objective, PretrainOptions, Pretrained};
 use sesame_train::{Metric, StepOutput, TrainTask};
 
 use crate::{BartConfig, BartForConditionalGeneration};
@@ -369,4 +372,90 @@ pub fn denoising_step(model: &BartForConditionalGeneration, batch: DenoisingBatc
         metrics.push(Metric::mean("infill_accuracy", infill_correct, infilled));
     }
     StepOutput { loss, metrics, tokens: batch.tokens, predictions: None }
+}
+
+/// Default optimizer steps of a BART run.
+pub const STEPS: u64 = 1600;
+
+/// How a BART run corrupts its blocks: BART's noise, or MASS's under
+/// [`Objective::Mass`](sesame_train::pretraining::Objective::Mass).
+#[derive(Clone, Debug, Default)]
+pub struct DenoisingOptions {
+    /// BART's noise (fairseq's `DenoisingDataset` settings; by default sentence permutation and
+    /// text infilling of 30% of the words in Poisson(3.5) spans).
+    pub noise: DenoisingConfig,
+    /// MASS's corruption, used when the run's objective is MASS: one fragment of each block
+    /// masked in the source and predicted by the decoder.
+    pub mass: MassConfig,
+    /// The loss covers only the target tokens the source no longer shows (masked, replaced or
+    /// deleted) instead of every token (`--loss-on infilled`).
+    pub infilled_loss: bool,
+}
+
+/// Pre-train BART (`cargo xtask train bart`; `--objective mass`): denoising, or MASS when
+/// `job.objective` says so, on blocks of whole sentences of `job.corpus`, with the shared
+/// trainer's progress, checkpoints, resume and export. The exported model is a
+/// `BartForConditionalGeneration` that transformers loads.
+pub fn pretrain(job: &PretrainOptions, denoising: &DenoisingOptions, device: Device) -> Result<Pretrained, String> {
+    let job = &job.resolved()?;
+    job.check()?;
+    refuse_masked_lm_flags(job, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
+    let DenoisingOptions { noise, mass, infilled_loss } = denoising;
+    noise.validate().map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    let mass = match job.objective {
+        None => None,
+        Some(Objective::Mass) if *infilled_loss => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
+        Some(Objective::Mass) => Some(mass.clone()),
+        Some(other) => return Err(format!("--objective {}: BART trains with its own denoising or --objective mass", other.name())),
+    };
+    if *infilled_loss && noise.mask == 0.0 {
+        return Err("--loss-on infilled needs --mask above 0: with nothing masked there is nothing to infill".into());
+    }
+    let steps = job.steps.unwrap_or(STEPS);
+    let corruption = match &mass {
+        Some(m) => format!("MASS {m:?}"),
+        None if *infilled_loss => format!("{noise:?}, loss on the infilled tokens"),
+        None => format!("{noise:?}"),
+    };
+    let spec = RunSpec::new(job, corruption.clone(), "sentence blocks (complete_doc)".into());
+    let out = &open_run(job, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(job)?;
+    let (tokenizer, tok_config) = run_tokenizer(job, out, TOKENIZER, &train_text)?;
+    let train_device = device.autodiff();
+    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
+    let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
+    let (model, config) = run_model::<BartForConditionalGeneration>(job, out, &train_device, || {
+        preset_model(&train_device, BartConfig::preset(job.preset(), tokenizer.vocab_size(), job.seq_len.max(64), ids))
+    })?;
+    if job.seq_len > config.max_position_embeddings {
+        return Err(format!("--seq-len {} exceeds the model's {} positions", job.seq_len, config.max_position_embeddings));
+    }
+    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise.clone(), job.seq_len, job.batch_size, job.seed).map_err(|e| corpus_err(job, e))?;
+    if let Some(mass) = mass {
+        task = task.with_mass(mass).map_err(err)?;
+    }
+    if *infilled_loss {
+        task = task.with_infilled_loss();
+    }
+    eprintln!(
+        "model: {}, {} parameters; {} training blocks of whole sentences, {corruption}; {} steps of {} x {}",
+        BartForConditionalGeneration::architecture(),
+        model.num_params(),
+        task.num_train_examples(),
+        steps,
+        job.grad_accum,
+        job.batch_size
+    );
+    fit_and_export(job, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.save_pretrained(&config, dir)?;
+        Ok(vec![dir.to_path_buf()])
+    })
+}
+
+/// `export` of a BART run: the checkpoint's model (its config from the run) in HF layout.
+pub fn export(run: &Path, checkpoint: &Path, out: &Path, device: &Device) -> Result<Vec<PathBuf>, String> {
+    let config = BartConfig::from_dir(run).map_err(err)?;
+    let model = BartForConditionalGeneration::init(&config, device).try_load_file(checkpoint).map_err(err)?;
+    model.save_pretrained(&config, out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
 }

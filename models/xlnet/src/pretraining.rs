@@ -23,7 +23,7 @@
 //! Every random draw comes from a seed fixed by (seed, batch, row), so `--seed` reproduces a
 //! run and a resumed run sees the same data.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::prelude::*;
@@ -33,7 +33,9 @@ use rand::{Rng, SeedableRng};
 use sesame_layers::loss::{per_token_cross_entropy, IGNORE_INDEX};
 use sesame_layers::OutputOptions;
 use sesame_text::{mix_seeds, tokenize_documents, unigram_nll, Corpus, Tokenizer, TokenizerError, TokenizerKind};
-use sesame_train::pretraining::{read_back, DataError};
+use sesame_layers::{HfConfig, PretrainedModel};
+use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer, RunSpec};
+use sesame_train::pretraining::{read_back, DataError, PretrainOptions, Pretrained};
 use sesame_train::{BoxError, CarriedState, Metric, StepOutput, TrainTask};
 
 use crate::config::XlnetConfig;
@@ -759,4 +761,124 @@ mod tests {
         assert_eq!(PermutationConfig { reuse_len: 30, perm_size: 2, ..PermutationConfig::new(32) }.validate(8).unwrap_err().field, "reuse_len");
         assert_eq!(PermutationConfig { num_predict: 40, ..PermutationConfig::new(32) }.validate(8).unwrap_err().field, "num_predict");
     }
+}
+
+/// Default optimizer steps of an XLNet run.
+pub const STEPS: u64 = 1500;
+
+/// XLNet's permutation-LM settings of a run (the original's `data_utils.py` flags), each
+/// `None` at its default, which follows from the run's `seq_len`.
+#[derive(Clone, Debug)]
+pub struct PermutationOptions {
+    /// Tokens of each window that continue the previous one and go into the memory [default:
+    /// half of `seq_len`].
+    pub reuse_len: Option<usize>,
+    /// Length of the blocks a factorisation order is drawn within [default: `reuse_len`].
+    pub perm_size: Option<usize>,
+    /// Tokens predicted per window [default: 85 per 512].
+    pub num_predict: Option<usize>,
+    /// States the memory keeps [default: twice `reuse_len`].
+    pub mem_len: Option<usize>,
+    /// Context tokens per group of `mask_beta` predicted ones [default: 6].
+    pub mask_alpha: Option<usize>,
+    /// Predicted tokens per `mask_alpha` of context [default: 1].
+    pub mask_beta: Option<usize>,
+    /// Add the rows read backwards (the original's `bi_data`).
+    pub bi_data: bool,
+    /// Spans of whole words, as the authors intended; `false`: of pieces, as the original code
+    /// samples them.
+    pub whole_words: bool,
+}
+
+impl Default for PermutationOptions {
+    fn default() -> Self {
+        Self { reuse_len: None, perm_size: None, num_predict: None, mem_len: None, mask_alpha: None, mask_beta: None, bi_data: true, whole_words: true }
+    }
+}
+
+impl PermutationOptions {
+    /// The windows' settings for `seq_len` tokens and `batch_size` rows, checked; an error
+    /// names the flag at fault (`--seq-len` for a default it implies).
+    pub fn config(&self, seq_len: usize, batch_size: usize) -> Result<PermutationConfig, String> {
+        let mut permutation = PermutationConfig::new(seq_len);
+        permutation.reuse_len = self.reuse_len.unwrap_or(permutation.reuse_len);
+        permutation.perm_size = self.perm_size.unwrap_or(permutation.reuse_len);
+        permutation.num_predict = self.num_predict.unwrap_or(permutation.num_predict);
+        permutation.mask_alpha = self.mask_alpha.unwrap_or(permutation.mask_alpha);
+        permutation.mask_beta = self.mask_beta.unwrap_or(permutation.mask_beta);
+        permutation.bi_data = self.bi_data;
+        permutation.whole_words = self.whole_words;
+        // A setting left to its default, which follows from seq_len, is --seq-len's fault.
+        let given = |field: &str| match field {
+            "reuse_len" => self.reuse_len.is_some(),
+            "perm_size" => self.perm_size.is_some() || self.reuse_len.is_some(),
+            "num_predict" => self.num_predict.is_some(),
+            _ => true,
+        };
+        permutation.validate(batch_size).map_err(|e| match e.field {
+            "bi_data" => format!("--batch-size {batch_size}: {} (or train without backward rows: --no-bi-data)", e.reason),
+            field if !given(field) => format!(
+                "--seq-len {seq_len}: too short for XLNet's windows: the {field} it implies fails ({}); give a longer --seq-len or set --{}",
+                e.reason,
+                field.replace('_', "-")
+            ),
+            field => format!("--{}: {}", field.replace('_', "-"), e.reason),
+        })?;
+        Ok(permutation)
+    }
+}
+
+/// Pre-train XLNet (`cargo xtask train xlnet`): the permutation LM as the original's data
+/// pipeline, the memory of each window carried to the next, with the shared trainer's
+/// progress, checkpoints, resume and export. The exported model is an `XLNetLMHeadModel` that
+/// transformers loads.
+pub fn pretrain(job: &PretrainOptions, options: &PermutationOptions, device: Device) -> Result<Pretrained, String> {
+    let job = &job.resolved()?;
+    job.check()?;
+    refuse_masked_lm_flags(job, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
+    if let Some(objective) = job.objective {
+        return Err(format!("--objective {}: XLNet trains with its permutation LM", objective.name()));
+    }
+    let permutation = options.config(job.seq_len, job.batch_size)?;
+    let mem_len = options.mem_len.unwrap_or(2 * permutation.reuse_len);
+    let steps = job.steps.unwrap_or(STEPS);
+    let spec = RunSpec::new(job, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
+    let out = &open_run(job, NAME, &spec)?;
+    let (train_text, held_out_text) = read_corpus(job)?;
+    let (tokenizer, tok_config) = run_tokenizer(job, out, TOKENIZER, &train_text)?;
+    let train_device = device.autodiff();
+    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
+    let ids = [tokenizer.special_tokens().pad.1 as usize, special("<s>")?, special("</s>")?];
+    let (model, config) = run_model::<XlnetLmHeadModel>(job, out, &train_device, || {
+        preset_model(&train_device, XlnetConfig::preset(job.preset(), tokenizer.vocab_size(), &permutation, mem_len, ids))
+    })?;
+    if config.bi_data != permutation.bi_data {
+        return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
+    }
+    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), job.batch_size, job.seed).map_err(|e| corpus_err(job, e))?;
+    eprintln!(
+        "model: {}, {} parameters; {} windows of {} tokens per pass ({} reused, {} predicted, memory {mem_len}); {} steps of {} x {}",
+        XlnetLmHeadModel::architecture(),
+        model.num_params(),
+        task.num_train_windows(),
+        permutation.seq_len,
+        permutation.reuse_len,
+        permutation.num_predict,
+        steps,
+        job.grad_accum,
+        job.batch_size
+    );
+    fit_and_export(job, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
+        model.save_pretrained(&config.for_inference(), dir)?;
+        Ok(vec![dir.to_path_buf()])
+    })
+}
+
+/// `export` of an XLNet run: the language model in HF layout (`bi_data` and `reuse_len`, which
+/// shape the pre-training data, left out).
+pub fn export(run: &Path, checkpoint: &Path, out: &Path, device: &Device) -> Result<Vec<PathBuf>, String> {
+    let config = XlnetConfig::from_dir(run).map_err(err)?;
+    let model = XlnetLmHeadModel::init(&config, device).try_load_file(checkpoint).map_err(err)?;
+    model.save_pretrained(&config.for_inference(), out).map_err(err)?;
+    Ok(vec![out.to_path_buf()])
 }

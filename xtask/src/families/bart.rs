@@ -2,11 +2,10 @@
 //! denoising (and MASS) pre-training and its export, the bench presets and timings, generation
 //! with `BartForCausalLM` checkpoints, and `forward` on every BART head.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::prelude::*;
 use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
-use sesame_layers::HfConfig;
 
 use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartModel};
 use sesame_layers::{PretrainedModel, Seq2SeqInput};
@@ -14,7 +13,6 @@ use crate::forward::Inputs;
 use super::{FamilyEntry, Recipe};
 use crate::bench::*;
 use crate::forward::*;
-use crate::generate::*;
 use crate::train::*;
 
 /// `bart`: the encoder-decoder family.
@@ -23,14 +21,14 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     about: "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE",
     model_types: sesame_bart::config::MODEL_TYPES,
     train: Some(train_bart),
-    export: Some(export_bart),
+    export: Some(sesame_bart::pretraining::export),
     bench: Some(bench_bart),
     bench_presets: check_presets,
     forward: Some(forward_bart),
     span: None,
     mlm: None,
     // The same task with MASS's corruption; the same export.
-    mass: Some(Recipe { train: train_bart, export: export_bart }),
+    mass: Some(Recipe { train: train_bart, export: sesame_bart::pretraining::export }),
     train_teacher: None,
 };
 
@@ -43,15 +41,11 @@ fn check_presets(args: &BenchArgs) -> Result<(), String> {
     check_encoder_presets(args)
 }
 
-/// Default `--steps` of BART.
-const BART_STEPS: u64 = 1600;
-
-/// `train bart`: denoising pre-training (text infilling and sentence permutation by default)
-/// on blocks of whole sentences.
+/// `train bart` (and `--objective mass`): the flags checked and parsed into
+/// [`sesame_bart::pretraining::pretrain`]'s options, its run printed as one JSON line.
 pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    use sesame_bart::pretraining::{Denoising, NAME, TOKENIZER};
+    use sesame_bart::pretraining::{pretrain, DenoisingOptions};
     use sesame_text::MassConfig;
-    use sesame_bart::{BartConfig, BartForConditionalGeneration};
     let options = args.options();
     options.check()?;
     refuse_masked_lm_flags(&options, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
@@ -63,60 +57,13 @@ pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<Strin
         Some(Objective::Mass) if args.noise.loss_on.is_some() => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
         Some(Objective::Mass) => match args.noise.given() {
             Some(flag) => return Err(format!("{flag} is one of BART's noise settings; --objective mass masks one fragment of each block (--mass-fraction)")),
-            None => Some(MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
+            None => MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() },
         },
         _ if args.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
-        _ => None,
+        _ => MassConfig::default(),
     };
     let infilled_loss = args.noise.loss_on == Some(crate::train::LossOn::Infilled);
-    if infilled_loss && noise.mask == 0.0 {
-        return Err("--loss-on infilled needs --mask above 0: with nothing masked there is nothing to infill".into());
-    }
-    let steps = args.steps.unwrap_or(BART_STEPS);
-    let corruption = match mass {
-        Some(m) => format!("MASS {m:?}"),
-        None if infilled_loss => format!("{noise:?}, loss on the infilled tokens"),
-        None => format!("{noise:?}"),
-    };
-    let spec = RunSpec::new(&options, corruption.clone(), "sentence blocks (complete_doc)".into());
-    let out = &open_run(&options, NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&options)?;
-    let (tokenizer, tok_config) = run_tokenizer(&options, out, TOKENIZER, &train_text)?;
-    let train_device = device.autodiff();
-    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
-    let ids = [special(&tokenizer.special_tokens().cls)?, tokenizer.special_tokens().pad.1 as usize, special(&tokenizer.special_tokens().sep)?];
-    let (model, config) = run_model::<BartForConditionalGeneration>(&options, out, &train_device, || {
-        preset_model(&train_device, BartConfig::preset(args.preset(), tokenizer.vocab_size(), args.seq_len.max(64), ids))
-    })?;
-    if args.seq_len > config.max_position_embeddings {
-        return Err(format!("--seq-len {} exceeds the model's {} positions", args.seq_len, config.max_position_embeddings));
-    }
-    let mut task = Denoising::new(&train_text, &held_out_text, &tokenizer, &config, noise, args.seq_len, args.batch_size, args.seed).map_err(|e| corpus_err(&options, e))?;
-    if let Some(mass) = mass {
-        task = task.with_mass(mass).map_err(err)?;
-    }
-    if infilled_loss {
-        task = task.with_infilled_loss();
-    }
-    eprintln!(
-        "model: {}, {} parameters; {} training blocks of whole sentences, {corruption}; {} steps of {} x {}",
-        BartForConditionalGeneration::architecture(), burn::module::Module::num_params(&model), task.num_train_examples(),
-        steps, args.grad_accum, args.batch_size
-    );
-    fit_and_export(&options, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
-        model.save_pretrained(&config, dir)?;
-        Ok(vec![dir.to_path_buf()])
-    })
-    .map(|done| printed(&done))
-}
-
-/// Load a checkpoint of a BART run (config from the run) and save it in HF layout.
-pub fn export_bart(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
-    use sesame_bart::{BartConfig, BartForConditionalGeneration};
-    let config = BartConfig::from_dir(run).map_err(err)?;
-    let model = burn::module::Module::try_load_file(BartForConditionalGeneration::init(&config, device), checkpoint).map_err(err)?;
-    model.save_pretrained(&config, out).map_err(err)?;
-    Ok(vec![out.to_path_buf()])
+    pretrain(&options, &DenoisingOptions { noise, mass, infilled_loss }, device).map(|done| printed(&done))
 }
 
 /// `bench --family bart` (`--mode train`): BART's denoising step (forward with every target

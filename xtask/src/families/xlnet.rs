@@ -3,10 +3,9 @@
 //! generation, generation with transformers' dummy-token scheme, and `forward` on every XLNet
 //! head with `perm_mask`, `target_mapping` and `mems`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::prelude::*;
-use sesame_layers::HfConfig;
 use sesame_xlnet::{XlnetForQuestionAnsweringSimple, XlnetForSequenceClassification, XlnetForTokenClassification};
 
 use sesame_xlnet::{SquadLabels, XlnetInput, XlnetConfig, XlnetForMultipleChoice, XlnetForQuestionAnswering, XlnetLmHeadModel, XlnetModel};
@@ -15,7 +14,6 @@ use crate::forward::Inputs;
 use super::FamilyEntry;
 use crate::bench::*;
 use crate::forward::*;
-use crate::generate::*;
 use crate::train::*;
 
 /// `xlnet`: the two-stream family.
@@ -24,7 +22,7 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     about: "permutation LM: two-stream relative attention with memory, SentencePiece",
     model_types: sesame_xlnet::config::MODEL_TYPES,
     train: Some(train_xlnet),
-    export: Some(export_xlnet),
+    export: Some(sesame_xlnet::pretraining::export),
     bench: Some(bench_xlnet),
     bench_presets: check_encoder_presets,
     forward: Some(forward_xlnet),
@@ -34,14 +32,10 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     train_teacher: None,
 };
 
-/// Default `--steps` of XLNet.
-const XLNET_STEPS: u64 = 1500;
-
-/// `train xlnet`: permutation-LM pre-training as the original's data pipeline, the memory of
-/// each window carried to the next.
+/// `train xlnet`: the flags checked and parsed into [`sesame_xlnet::pretraining::pretrain`]'s
+/// options, its run printed as one JSON line.
 pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    use sesame_xlnet::pretraining::{PermutationConfig, PermutationLm, NAME, TOKENIZER};
-    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
+    use sesame_xlnet::pretraining::{pretrain, PermutationOptions};
     let options = args.options();
     options.check()?;
     refuse_masked_lm_flags(&options, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
@@ -49,67 +43,18 @@ pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<Stri
         return Err(format!("{flag} is one of BART's noise settings; XLNet's permutation LM is set by --reuse-len, --num-predict, …"));
     }
     let p = &args.permutation;
-    let mut permutation = PermutationConfig::new(args.seq_len);
-    permutation.reuse_len = p.reuse_len.unwrap_or(permutation.reuse_len);
-    permutation.perm_size = p.perm_size.unwrap_or(permutation.reuse_len);
-    permutation.num_predict = p.num_predict.unwrap_or(permutation.num_predict);
-    permutation.mask_alpha = p.mask_alpha.unwrap_or(permutation.mask_alpha);
-    permutation.mask_beta = p.mask_beta.unwrap_or(permutation.mask_beta);
-    permutation.bi_data = !p.no_bi_data;
-    permutation.whole_words = !p.piece_spans;
-    // A setting the user left to its default, which follows from --seq-len, is --seq-len's fault.
-    let given = |field: &str| match field {
-        "reuse_len" => p.reuse_len.is_some(),
-        "perm_size" => p.perm_size.is_some() || p.reuse_len.is_some(),
-        "num_predict" => p.num_predict.is_some(),
-        _ => true,
+    let permutation = PermutationOptions {
+        reuse_len: p.reuse_len,
+        perm_size: p.perm_size,
+        num_predict: p.num_predict,
+        mem_len: p.mem_len,
+        mask_alpha: p.mask_alpha,
+        mask_beta: p.mask_beta,
+        bi_data: !p.no_bi_data,
+        whole_words: !p.piece_spans,
     };
-    permutation.validate(args.batch_size).map_err(|e| match e.field {
-        "bi_data" => format!("--batch-size {}: {} (or train without backward rows: --no-bi-data)", args.batch_size, e.reason),
-        field if !given(field) => format!(
-            "--seq-len {}: too short for XLNet's windows: the {field} it implies fails ({}); give a longer --seq-len or set --{}",
-            args.seq_len, e.reason, field.replace('_', "-")
-        ),
-        field => format!("--{}: {}", field.replace('_', "-"), e.reason),
-    })?;
-    let mem_len = p.mem_len.unwrap_or(2 * permutation.reuse_len);
-    let steps = args.steps.unwrap_or(XLNET_STEPS);
-    let spec = RunSpec::new(&options, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
-    let out = &open_run(&options, NAME, &spec)?;
-    let (train_text, held_out_text) = read_corpus(&options)?;
-    let (tokenizer, tok_config) = run_tokenizer(&options, out, TOKENIZER, &train_text)?;
-    let train_device = device.autodiff();
-    let special = |t: &str| tokenizer.token_to_id(t).map(|id| id as usize).ok_or_else(|| format!("the tokenizer has no {t}"));
-    let ids = [tokenizer.special_tokens().pad.1 as usize, special("<s>")?, special("</s>")?];
-    let (model, config) = run_model::<XlnetLmHeadModel>(&options, out, &train_device, || {
-        preset_model(&train_device, XlnetConfig::preset(args.preset(), tokenizer.vocab_size(), &permutation, mem_len, ids))
-    })?;
-    if config.bi_data != permutation.bi_data {
-        return Err(format!("the model's config.json says bi_data {}, the run {}: they must agree (--no-bi-data)", config.bi_data, permutation.bi_data));
-    }
-    let task = PermutationLm::new(&train_text, &held_out_text, &tokenizer, config.vocab_size, permutation.clone(), args.batch_size, args.seed).map_err(|e| corpus_err(&options, e))?;
-    eprintln!(
-        "model: {}, {} parameters; {} windows of {} tokens per pass ({} reused, {} predicted, memory {mem_len}); {} steps of {} x {}",
-        XlnetLmHeadModel::architecture(), burn::module::Module::num_params(&model), task.num_train_windows(), permutation.seq_len,
-        permutation.reuse_len, permutation.num_predict, steps, args.grad_accum, args.batch_size
-    );
-    fit_and_export(&options, steps, out, &task, model, &train_device, (&tokenizer, &tok_config), |model, dir| {
-        model.save_pretrained(&config.for_inference(), dir)?;
-        Ok(vec![dir.to_path_buf()])
-    })
-    .map(|done| printed(&done))
+    pretrain(&options, &permutation, device).map(|done| printed(&done))
 }
-
-/// `export` of an XLNet run: the language model in HF layout (`bi_data` and `reuse_len`, which
-/// shape the pre-training data, left out).
-pub fn export_xlnet(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
-    use sesame_xlnet::{XlnetConfig, XlnetLmHeadModel};
-    let config = XlnetConfig::from_dir(run).map_err(err)?;
-    let model = burn::module::Module::try_load_file(XlnetLmHeadModel::init(&config, device), checkpoint).map_err(err)?;
-    model.save_pretrained(&config.for_inference(), out).map_err(err)?;
-    Ok(vec![out.to_path_buf()])
-}
-
 
 /// `bench --family xlnet`:
 /// - `--mode train`: the permutation-LM step (two streams, `num_predict` targets through

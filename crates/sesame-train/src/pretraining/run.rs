@@ -3,7 +3,8 @@
 //! checkpoint), trains the family's objective with the shared [`Trainer`] (checkpoints, exact
 //! resume, metrics and plots), and exports the model in HF layout. [`pretrain_distilled`]
 //! distils a masked LM into a smaller student the same way. `cargo xtask train` parses its
-//! flags into [`PretrainOptions`] and calls these; BART's and XLNet's runs are made of the
+//! flags into [`PretrainOptions`] and calls these; BART's and XLNet's runs
+//! (`sesame_bart::pretraining::pretrain`, `sesame_xlnet::pretraining::pretrain`) are made of the
 //! same steps ([`open_run`], [`read_corpus`], [`run_tokenizer`], [`run_model`],
 //! [`fit_and_export`]).
 //!
