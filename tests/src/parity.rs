@@ -4,9 +4,7 @@
 
 use burn::prelude::*;
 use sesame_layers::{
-    Backbone, EncoderInput, HasMaskedLmHead, HasSentenceHead, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering,
-    ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SequenceHead,
-    SequenceLabels,
+    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, SequenceHead, SequenceLabels,
 };
 
 use crate::{devices, Checker, Fixture, TOLERANCE};
@@ -85,9 +83,9 @@ pub fn base_model<B: Backbone>(family: &str, shapes: &[&str]) {
 }
 
 /// MLM + sentence-level head (`{shape}-pretraining`); the reference names the sentence logits
-/// and labels as the family's capability does (`B::LOGITS`, `B::LABELS`).
-pub fn pretraining<B: HasSentenceHead>(family: &str, shapes: &[&str]) {
-    let (sentence_logits, sentence_labels) = (B::LOGITS, B::LABELS);
+/// and labels as the family's sentence-pair head does ([`Backbone::SENTENCE_HEAD`]).
+pub fn pretraining<B: Backbone>(family: &str, shapes: &[&str]) {
+    let SentenceHead { logits: sentence_logits, labels: sentence_labels } = const { SentenceHead::of::<B>() };
     each(family, shapes, "pretraining", |f, device, c, options| {
         let model = ForPreTraining::<B>::from_pretrained(&f.dir, device).unwrap().model;
         let labels = PreTrainingLabels {
@@ -103,7 +101,7 @@ pub fn pretraining<B: HasSentenceHead>(family: &str, shapes: &[&str]) {
 }
 
 /// The MLM head (`{shape}-masked-lm`).
-pub fn masked_lm<B: HasMaskedLmHead>(family: &str, shapes: &[&str]) {
+pub fn masked_lm<B: Backbone>(family: &str, shapes: &[&str]) {
     each(family, shapes, "masked-lm", |f, device, c, options| {
         let model = ForMaskedLM::<B>::from_pretrained(&f.dir, device).unwrap().model;
         let out = model.forward(input(f, device), Some(f.int("label.labels", device)), options);

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use sesame_layers::{
-    Backbone, EncoderInput, HasMaskedLmHead, HasSentenceHead, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
-    ForTokenClassification, InputError, NamedOutput, OutputOptions, PreTrainingLabels, PretrainedModel, Seq2SeqInput, SequenceHead, SequenceLabels,
+    Backbone, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, InputError, NamedOutput, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, Seq2SeqInput, SequenceHead, SequenceLabels,
 };
 use sesame_layers::HfConfig as _;
 
@@ -306,7 +305,7 @@ pub(crate) fn multi_label(dir: &Path) -> Result<bool, String> {
 }
 
 /// Heads that only some encoder families have, beside the shared ones every family runs:
-/// those a capability gives ([`PreTraining`] for a family [`HasSentenceHead`]) and a family's
+/// those a capability gives ([`PreTraining`] for a family with a sentence-pair head, `Backbone::SENTENCE_HEAD`) and a family's
 /// own head models (BERT's next-sentence head, ELECTRA's discriminator). A tuple runs either.
 pub trait ExtraHeads<B: Backbone> {
     /// The HF classes these heads are.
@@ -339,23 +338,24 @@ impl<B: Backbone, X: ExtraHeads<B>, Y: ExtraHeads<B>> ExtraHeads<B> for (X, Y) {
 /// `labels` and the sentence head's labels (`next_sentence_label`, `sentence_order_label`).
 pub struct PreTraining;
 
-impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
+impl<B: Backbone> ExtraHeads<B> for PreTraining {
     fn classes() -> Vec<String> {
         vec![format!("{}ForPreTraining", B::CLASS)]
     }
 
     fn run(head: &str, args: &ForwardArgs, input: &EncoderInput, inputs: &Inputs, device: &Device) -> Option<Result<Vec<NamedOutput>, String>> {
         (head == <Self as ExtraHeads<B>>::classes()[0]).then(|| {
+            let names = const { SentenceHead::of::<B>() };
             let (m, c) = load::<ForPreTraining<B>>(args, device)?;
             input.validate(&c.input_limits()).map_err(bad_input(head))?;
             let [b, s] = input.input_ids.dims();
             let mlm = inputs.labels::<2>("labels", [b, s], c.input_limits().vocab_size, true, device)?;
-            let labels = match (mlm, inputs.labels::<1>(B::LABELS, [b], 2, true, device)?) {
+            let labels = match (mlm, inputs.labels::<1>(names.labels, [b], 2, true, device)?) {
                 (Some(mlm), Some(sentence)) => Some(PreTrainingLabels { mlm, sentence }),
                 (None, None) => None,
-                _ => return Err(format!("--inputs {}: {head} takes `labels` and `{}` together", args.inputs.display(), B::LABELS)),
+                _ => return Err(format!("--inputs {}: {head} takes `labels` and `{}` together", args.inputs.display(), names.labels)),
             };
-            Ok(m.forward(input.clone(), labels, options(args)).named(B::LOGITS))
+            Ok(m.forward(input.clone(), labels, options(args)).named(names.logits))
         })
     }
 }
@@ -365,7 +365,7 @@ impl<B: HasSentenceHead> ExtraHeads<B> for PreTraining {
 /// multiple choice, QA and left-to-right heads, and the heads `H` only it has.
 pub fn forward_encoder<B, S, C, H>(args: &ForwardArgs, device: &Device) -> Result<(), String>
 where
-    B: HasMaskedLmHead,
+    B: Backbone,
     S: SequenceHead<B>,
     C: SequenceHead<B>,
     H: ExtraHeads<B>,

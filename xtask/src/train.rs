@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use sesame_layers::{HasMaskedLmHead, PretrainedModel};
+use sesame_layers::{Backbone, PretrainedModel};
 use sesame_text::{DenoisingConfig, MaskLength};
 use sesame_train::pretraining::{MaskingKind, PretrainOptions, PretrainingFamily, Pretrained};
 use sesame_train::Decay;
@@ -389,7 +389,7 @@ pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor:
 pub fn train_distilled<F, B>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String>
 where
     F: PretrainingFamily,
-    B: HasMaskedLmHead,
+    B: Backbone,
     F::Model: PretrainedModel<Config = B::Config>,
 {
     refuse_other_corruptions(&args, F::NAME)?;

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use sesame_layers::{EncoderInput, HasMaskedLmHead, ForMaskedLM, OutputOptions, PretrainedModel};
+use sesame_layers::{EncoderInput, Backbone, ForMaskedLM, OutputOptions, PretrainedModel};
 use sesame_text::Tokenizer;
 use sesame_tests::python;
 
@@ -168,7 +168,7 @@ fn discriminator_logits(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec
 }
 
 /// MLM logits of the model saved in `export`, on `batch`.
-fn sesame_logits<B: HasMaskedLmHead>(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec<f32> {
+fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) -> Vec<f32> {
     let device = Device::flex();
     let model = ForMaskedLM::<B>::from_pretrained(export, &device).unwrap().model;
     let (ids, mask, types) = batch.tensors(&device);

@@ -194,9 +194,9 @@ pub struct ClassifierSizes {
 }
 
 /// A family's base model (HF `BertModel`, `RobertaModel`, `AlbertModel`): what the shared task
-/// heads need from it. What only some families have is a capability of its own
-/// ([`HasPooler`], [`HasMaskedLmHead`], [`HasSentenceHead`]): a head model that needs one
-/// does not compile on a family without it. Its configuration and its load hooks (`hf_form`, `stored_config`,
+/// heads need from it. What only some families have is declared here too ([`Backbone::POOLER`],
+/// [`Backbone::SENTENCE_HEAD`]): a head model that needs it does not compile on a family without
+/// it (`ForPreTraining<RobertaModel>` is refused when it is built). Its configuration and its load hooks (`hf_form`, `stored_config`,
 /// `from_stored`) are those of its [`PretrainedModel`] implementation: one `Config`, one set of
 /// hooks.
 pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
@@ -213,6 +213,34 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
 
     /// The input word-embedding table `[vocab, embedding]` (what an LM decoder is tied to).
     fn word_embeddings(&self) -> Tensor<2>;
+
+    /// The masked-LM head's configuration (HF `cls.predictions`, `lm_head`,
+    /// `generator_predictions`), its decoder tied to [`Backbone::word_embeddings`]. Masked LM,
+    /// fill-mask, and the left-to-right LM of an encoder family (`is_decoder`) run on it.
+    fn lm_head(config: &Self::Config) -> MaskedLmHeadConfig;
+
+    /// Whether [`Backbone::new`] builds a pooler when asked (HF `pooler`,
+    /// `tanh(dense(h[:, 0]))`). Heads on the pooled output need one (BERT's classifier, the
+    /// sentence-pair head); ELECTRA has none.
+    const POOLER: bool = false;
+
+    /// The sentence-pair pre-training head trained beside masked LM in `…ForPreTraining`
+    /// (BERT's next-sentence prediction, ALBERT's sentence order), by its HF names; `None`
+    /// where the family has none (RoBERTa, ELECTRA).
+    const SENTENCE_HEAD: Option<SentenceHead> = None;
+
+    /// The configuration of the [`Backbone::SENTENCE_HEAD`]: two classes on the pooled output.
+    fn sentence_head(config: &Self::Config) -> ClassifierConfig {
+        ClassifierConfig::new(Self::classifier_sizes(config).hidden_size, 2)
+    }
+
+    /// The pooled output `[batch, hidden]` of a model built with its pooler, which every head
+    /// model needing it is (they build their base model with `add_pooling_layer`). Refused
+    /// when it is built for a family without a pooler.
+    fn pooled(out: &BackboneOutput) -> Tensor<2> {
+        const { assert!(Self::POOLER, "a head on the pooled output needs a family with a pooler (Backbone::POOLER)") };
+        out.pooler_output.clone().expect("a head on the pooled output builds its base model with the pooler")
+    }
 
     /// The sizes of the fine-tuning heads.
     fn classifier_sizes(config: &Self::Config) -> ClassifierSizes;
@@ -293,41 +321,29 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
     }
 }
 
-/// Capability: a pooler (HF `pooler`, `tanh(dense(h[:, 0]))`), built when
-/// [`Backbone::new`] is asked for it. Heads on the pooled output need it (BERT's classifier,
-/// the sentence-pair head); ELECTRA has none.
-pub trait HasPooler: Backbone {
-    /// The pooled output `[batch, hidden]` of a model built with its pooler, which every head
-    /// model needing it is (they build their base model with `add_pooling_layer`).
-    fn pooled(out: &BackboneOutput) -> Tensor<2> {
-        out.pooler_output.clone().expect("a head on the pooled output builds its base model with the pooler")
-    }
-}
-
-/// Capability: a masked-LM head (HF `cls.predictions`, `lm_head`, `generator_predictions`) whose
-/// decoder is tied to [`Backbone::word_embeddings`]. Masked LM, fill-mask, and the left-to-right
-/// LM of an encoder family (`is_decoder`) run on it.
-pub trait HasMaskedLmHead: Backbone {
-    /// The head's configuration.
-    fn lm_head(config: &Self::Config) -> MaskedLmHeadConfig;
-}
-
-/// Capability: a sentence-pair pre-training head on the pooled output (BERT's next-sentence
-/// prediction, ALBERT's sentence order), trained beside masked LM in `…ForPreTraining`.
-pub trait HasSentenceHead: HasMaskedLmHead + HasPooler {
-    /// HF's name of the head's logits in the pre-training output (`seq_relationship_logits`,
+/// The HF names of a family's sentence-pair pre-training head ([`Backbone::SENTENCE_HEAD`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentenceHead {
+    /// The name of its logits in the pre-training output (`seq_relationship_logits`,
     /// `sop_logits`).
-    const LOGITS: &'static str;
-    /// HF's name of its labels (`next_sentence_label`, `sentence_order_label`).
-    const LABELS: &'static str;
+    pub logits: &'static str,
+    /// The name of its labels (`next_sentence_label`, `sentence_order_label`).
+    pub labels: &'static str,
+}
 
-    /// The head's configuration.
-    fn sentence_head(config: &Self::Config) -> ClassifierConfig;
+impl SentenceHead {
+    /// Family `B`'s, refused when it is built for a family without one.
+    pub const fn of<B: Backbone>() -> SentenceHead {
+        match B::SENTENCE_HEAD {
+            Some(head) => head,
+            None => panic!("…ForPreTraining needs a family with a sentence-pair head (Backbone::SENTENCE_HEAD)"),
+        }
+    }
 }
 
 /// A head that gives one row of logits per sequence (sequence classification, a choice's
 /// score) on base model `B`: reads its output and, where it needs them, the input. A head on
-/// the pooled output is one only for a base model [`HasPooler`].
+/// the pooled output is one only for a base model with a pooler ([`Backbone::POOLER`]).
 pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay + Sync + 'static {
     /// Whether the head reads the pooler output (the backbone is then built with a pooler).
     const POOLED: bool;
@@ -338,7 +354,7 @@ pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay + Sync
 }
 
 /// BERT's and ALBERT's head: dropout + linear on the pooled output.
-impl<B: HasPooler> SequenceHead<B> for Classifier {
+impl<B: Backbone> SequenceHead<B> for Classifier {
     const POOLED: bool = true;
 
     fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {

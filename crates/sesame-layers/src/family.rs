@@ -6,7 +6,7 @@
 use crate::generative::{CausalLM, Seq2SeqLM};
 use crate::pretrained::{HfConfig, PretrainedModel};
 use crate::tasks::{SequenceClassifier, SpanExtractor, TokenTagger};
-use crate::HasMaskedLmHead;
+use crate::Backbone;
 
 /// A family of checkpoints (BERT, RoBERTa, BART, …): which Sesame type runs which job.
 ///
@@ -95,7 +95,7 @@ pub trait HeadVisitor: Sized {
     /// The family has no model for the job.
     fn unsupported(self) -> Self::Out;
     /// `B` embeds and fills masks.
-    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
+    fn encoder<B: Backbone>(self) -> Self::Out {
         self.unsupported()
     }
     /// `M` classifies sequences.
@@ -120,7 +120,7 @@ pub trait HeadVisitor: Sized {
     }
 }
 
-impl<B: HasMaskedLmHead> Head<task::Encode> for B {
+impl<B: Backbone> Head<task::Encode> for B {
     fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
         visitor.encoder::<B>()
     }

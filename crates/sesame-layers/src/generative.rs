@@ -5,7 +5,7 @@
 use burn::prelude::*;
 
 use crate::attention::row_index;
-use crate::backbone::{EncoderInput, HasMaskedLmHead};
+use crate::backbone::{EncoderInput, Backbone};
 use crate::decoder::DecoderCache;
 use crate::encoder::{EncoderCache, OutputOptions};
 use crate::tasks::ForCausalLM;
@@ -36,7 +36,7 @@ pub trait CausalLM {
     fn device(&self) -> Device;
 }
 
-impl<B: HasMaskedLmHead> CausalLM for ForCausalLM<B> {
+impl<B: Backbone> CausalLM for ForCausalLM<B> {
     type Config = B::Config;
     type Cache = EncoderCache;
 

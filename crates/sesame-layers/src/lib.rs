@@ -36,7 +36,7 @@ pub mod tasks;
 
 pub use activation::Activation;
 pub use attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
-pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler, HasSentenceHead, SequenceHead};
+pub use backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, SentenceHead, SequenceHead};
 pub use checkpoint::{CheckpointError, CheckpointSpec, KeyMap, LoadReport, WeightFiles, WeightFormat};
 pub use config::ConfigError;
 pub use dropout::{Dropout, DropoutConfig};

@@ -6,7 +6,7 @@
 use burn::prelude::*;
 
 use crate::attention::causal_restriction;
-use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasSentenceHead, SequenceHead};
+use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, SentenceHead, SequenceHead};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
@@ -111,9 +111,10 @@ pub struct PreTrainingOutput {
 }
 
 /// The base model with the MLM head and a two-way classifier on the pooled output (HF
-/// `BertForPreTraining` with NSP, `AlbertForPreTraining` with SOP).
+/// `BertForPreTraining` with NSP, `AlbertForPreTraining` with SOP): of a family with a
+/// sentence-pair head ([`Backbone::SENTENCE_HEAD`]); of another, refused when it is built.
 #[derive(Module, Debug)]
-pub struct ForPreTraining<B: HasSentenceHead> {
+pub struct ForPreTraining<B: Backbone> {
     /// The base model, with pooler.
     pub base: B,
     /// MLM head.
@@ -122,7 +123,7 @@ pub struct ForPreTraining<B: HasSentenceHead> {
     pub sentence_head: Classifier,
 }
 
-impl<B: HasSentenceHead> ForPreTraining<B> {
+impl<B: Backbone> ForPreTraining<B> {
     /// Logits of both heads, and `mlm + sentence` loss when `labels` are given.
     pub fn forward(&self, input: EncoderInput, labels: Option<PreTrainingLabels>, options: OutputOptions) -> PreTrainingOutput {
         let out = self.base.forward(input, options);
@@ -140,7 +141,7 @@ impl<B: HasSentenceHead> ForPreTraining<B> {
     }
 }
 
-impl<B: HasSentenceHead> PretrainedModel for ForPreTraining<B> {
+impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -148,6 +149,7 @@ impl<B: HasSentenceHead> PretrainedModel for ForPreTraining<B> {
     }
 
     fn init(config: &B::Config, device: &Device) -> Self {
+        const { SentenceHead::of::<B>() };
         Self {
             base: B::new(config, true, device),
             lm_head: B::lm_head(config).init(device),
@@ -164,14 +166,14 @@ impl<B: HasSentenceHead> PretrainedModel for ForPreTraining<B> {
 
 /// The base model with the MLM head only (HF `BertForMaskedLM`; no pooler).
 #[derive(Module, Debug)]
-pub struct ForMaskedLM<B: HasMaskedLmHead> {
+pub struct ForMaskedLM<B: Backbone> {
     /// The base model, without pooler.
     pub base: B,
     /// The MLM head.
     pub lm_head: MaskedLmHead,
 }
 
-impl<B: HasMaskedLmHead> ForMaskedLM<B> {
+impl<B: Backbone> ForMaskedLM<B> {
     /// Vocabulary logits `[batch, seq, vocab]`; MLM loss when `labels` `[batch, seq]` are given.
     pub fn forward(&self, input: EncoderInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> HeadOutput<3> {
         let out = self.base.forward(input, options);
@@ -188,7 +190,7 @@ impl<B: HasMaskedLmHead> ForMaskedLM<B> {
     }
 }
 
-impl<B: HasMaskedLmHead> PretrainedModel for ForMaskedLM<B> {
+impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
     type Config = B::Config;
 
     fn architecture() -> String {
@@ -210,14 +212,14 @@ impl<B: HasMaskedLmHead> PretrainedModel for ForMaskedLM<B> {
 /// `RobertaForCausalLM`, `ElectraForCausalLM`: a `config.json` with `is_decoder`): each position
 /// attends to itself and the positions before it, and predicts the next token.
 #[derive(Module, Debug)]
-pub struct ForCausalLM<B: HasMaskedLmHead> {
+pub struct ForCausalLM<B: Backbone> {
     /// The base model, without pooler.
     pub base: B,
     /// The language-model head (the MLM head's weights).
     pub lm_head: MaskedLmHead,
 }
 
-impl<B: HasMaskedLmHead> ForCausalLM<B> {
+impl<B: Backbone> ForCausalLM<B> {
     /// Next-token logits `[batch, seq, vocab]`; with `labels` `[batch, seq]` (the input ids, -100
     /// where not predicted) HF's loss: logits at `i` against the label at `i + 1`. A cache in
     /// `input` continues after its positions (the returned cache is in `encoder.cache`).
@@ -248,7 +250,7 @@ fn causal(input: EncoderInput) -> EncoderInput {
     input.with_attention_restriction(restriction)
 }
 
-impl<B: HasMaskedLmHead> PretrainedModel for ForCausalLM<B> {
+impl<B: Backbone> PretrainedModel for ForCausalLM<B> {
     type Config = B::Config;
 
     fn architecture() -> String {

@@ -11,7 +11,7 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 use sesame_text::{EncodedBatch, EncodedText, TokenWindow, Tokenizer, TokenizerError, Words};
 
-use sesame_layers::backbone::{Backbone, EncoderInput, HasMaskedLmHead};
+use sesame_layers::backbone::{Backbone, EncoderInput};
 use sesame_layers::InputLimits;
 use sesame_layers::config::{read_json_config, ConfigError};
 use sesame_layers::device::default_threads;
@@ -122,7 +122,7 @@ fn to_input(batch: &EncodedBatch, limits: &InputLimits, device: &Device) -> Resu
 }
 
 /// The `top_k` most likely tokens for each mask token in `text`, in order of appearance.
-pub fn fill_mask<B: HasMaskedLmHead>(
+pub fn fill_mask<B: Backbone>(
     model: &ForMaskedLM<B>,
     config: &B::Config,
     tokenizer: &Tokenizer,
@@ -134,7 +134,7 @@ pub fn fill_mask<B: HasMaskedLmHead>(
 
 /// [`fill_mask`] for many texts, run `batch_size` at a time in batches of similar length;
 /// the results in the order of `texts`. The vocabulary projection runs on the mask tokens only.
-pub fn fill_masks<B: HasMaskedLmHead>(
+pub fn fill_masks<B: Backbone>(
     model: &ForMaskedLM<B>,
     config: &B::Config,
     tokenizer: &Tokenizer,

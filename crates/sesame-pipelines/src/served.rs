@@ -3,7 +3,7 @@
 //! [`Reader`]) over this crate's pipelines; the generators are in [`crate::generator`]. The
 //! server (`sesame-serve`) and the facade's `sesame::pipeline` both run these.
 
-use sesame_layers::{Backbone, ForMaskedLM, HasMaskedLmHead, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{Backbone, ForMaskedLM, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_layers::InputError;
 use crate::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
@@ -309,7 +309,7 @@ impl<M: TokenTagger> ServedModel for Tagger<M> {
 }
 
 /// A masked LM `ForMaskedLM<B>`: the `top_k` most likely tokens at each mask token.
-pub struct MaskFiller<B: HasMaskedLmHead> {
+pub struct MaskFiller<B: Backbone> {
     model: ForMaskedLM<B>,
     config: B::Config,
     tokenizer: Tokenizer,
@@ -317,7 +317,7 @@ pub struct MaskFiller<B: HasMaskedLmHead> {
     top_k: usize,
 }
 
-impl<B: HasMaskedLmHead> MaskFiller<B> {
+impl<B: Backbone> MaskFiller<B> {
     /// Serve `model`, giving at most `top_k` candidates per mask (a request may ask for fewer).
     pub fn new(model: ForMaskedLM<B>, config: B::Config, tokenizer: Tokenizer, batch_size: usize, top_k: usize) -> Self {
         Self { model, config, tokenizer, batch_size, top_k }
@@ -325,7 +325,7 @@ impl<B: HasMaskedLmHead> MaskFiller<B> {
 
 }
 
-impl<B: HasMaskedLmHead> ServedModel for MaskFiller<B> {
+impl<B: Backbone> ServedModel for MaskFiller<B> {
     fn task(&self) -> Task {
         Task::FillMask
     }

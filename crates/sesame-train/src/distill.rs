@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use sesame_layers::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::{log_sigmoid, log_softmax};
-use sesame_layers::{EncoderOutput, ForMaskedLM, HasMaskedLmHead, OutputOptions, SequenceClassifier, SequenceLabels};
+use sesame_layers::{EncoderOutput, ForMaskedLM, Backbone, OutputOptions, SequenceClassifier, SequenceLabels};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
 use crate::pretraining::{masked_lm_counts, masked_lm_metrics, read_back, Pretraining, PretrainingBatch};
@@ -235,21 +235,21 @@ pub struct Distilled<M: Module> {
 /// terms as options. Metrics are the student's `mlm_loss`, `perplexity` and `mlm_accuracy`, as
 /// plain pre-training reports them, and each term; the teacher's held-out MLM loss is a
 /// baseline (`teacher_mlm_loss`).
-pub struct MaskedLmDistillation<B: HasMaskedLmHead> {
+pub struct MaskedLmDistillation<B: Backbone> {
     data: Pretraining<ForMaskedLM<B>>,
     teacher: ForMaskedLM<B>,
     loss: DistillLoss,
     device: Device,
 }
 
-impl<B: HasMaskedLmHead> MaskedLmDistillation<B> {
+impl<B: Backbone> MaskedLmDistillation<B> {
     /// The task: `teacher` (fixed, without dropout, on `device`) teaches on `data`'s batches.
     pub fn new(data: Pretraining<ForMaskedLM<B>>, teacher: ForMaskedLM<B>, loss: DistillLoss, device: Device) -> Self {
         Self { data, teacher, loss, device }
     }
 }
 
-impl<B: HasMaskedLmHead> TrainTask for MaskedLmDistillation<B> {
+impl<B: Backbone> TrainTask for MaskedLmDistillation<B> {
     type Model = Distilled<ForMaskedLM<B>>;
     type Batch = PretrainingBatch;
     type State = ();
@@ -288,7 +288,7 @@ impl<B: HasMaskedLmHead> TrainTask for MaskedLmDistillation<B> {
 /// Loss and metrics of `student` learning from `teacher` on a masked batch
 /// ([`MaskedLmDistillation`]'s step; `projection` as [`Distilled`]'s): the weighted terms of
 /// `loss`, each a metric, and the student's `mlm_loss`, `perplexity` and `mlm_accuracy`.
-pub fn masked_lm_distillation_step<B: HasMaskedLmHead>(
+pub fn masked_lm_distillation_step<B: Backbone>(
     student: &ForMaskedLM<B>,
     projection: Option<&Linear>,
     teacher: &ForMaskedLM<B>,

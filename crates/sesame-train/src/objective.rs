@@ -5,12 +5,12 @@
 
 use burn::prelude::*;
 use sesame_layers::loss::{cross_entropy, IGNORE_INDEX};
-use sesame_layers::{EncoderInput, ForMaskedLM, ForPreTraining, HasMaskedLmHead, HasSentenceHead, HeadOutput, OutputOptions, PretrainedModel};
+use sesame_layers::{EncoderInput, ForMaskedLM, ForPreTraining, Backbone, HeadOutput, OutputOptions, PretrainedModel};
 
 /// Vocabulary logits of the `masked` positions only `[masked, vocab]`, with their MLM loss
 /// and the encoder's outputs asked for in `options`: the pre-training objective's forward
 /// pass, and a distillation teacher's and student's.
-pub fn forward_masked<B: HasMaskedLmHead>(model: &ForMaskedLM<B>, input: EncoderInput, masked: &MaskedPositions, options: OutputOptions) -> HeadOutput<2> {
+pub fn forward_masked<B: Backbone>(model: &ForMaskedLM<B>, input: EncoderInput, masked: &MaskedPositions, options: OutputOptions) -> HeadOutput<2> {
     let out = model.base.forward(input, options);
     let logits = model.lm_head.forward(masked.gather(out.last_hidden_state()), model.base.word_embeddings());
     let loss = cross_entropy(logits.clone(), masked.targets.clone());
@@ -147,7 +147,7 @@ pub trait MaskedLmObjective: PretrainedModel {
 
 }
 
-impl<B: HasSentenceHead> MaskedLmObjective for ForPreTraining<B> {
+impl<B: Backbone> MaskedLmObjective for ForPreTraining<B> {
     const SENTENCE_TASK: bool = true;
 
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, sentence: Tensor<1, Int>) -> ObjectiveOutput {
@@ -167,7 +167,7 @@ impl<B: HasSentenceHead> MaskedLmObjective for ForPreTraining<B> {
 
 }
 
-impl<B: HasMaskedLmHead> MaskedLmObjective for ForMaskedLM<B> {
+impl<B: Backbone> MaskedLmObjective for ForMaskedLM<B> {
     const SENTENCE_TASK: bool = false;
 
     fn objective(&self, input: EncoderInput, masked: &MaskedPositions, _sentence: Tensor<1, Int>) -> ObjectiveOutput {

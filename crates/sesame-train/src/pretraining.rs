@@ -15,7 +15,7 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, HasMaskedLmHead, PretrainedModel};
+use sesame_layers::{ConfigError, EncoderInput, ForMaskedLM, Backbone, PretrainedModel};
 use crate::{ForSpanPreTraining, MaskedLmObjective, MaskedPositions};
 use sesame_text::{
     collate, pack_sentences, sentence_pairs, tokenize_documents, unigram_nll, mix_seeds as mix, Corpus, EpochStream, Example, MaskVocab, MaskedBatch, MaskingStrategy, NgramMasking, Packing,
@@ -272,7 +272,7 @@ pub struct SpanBoundaryRecipe<F, B>(PhantomData<fn() -> (F, B)>);
 impl<F, B> PretrainingFamily for SpanBoundaryRecipe<F, B>
 where
     F: PretrainingFamily,
-    B: HasMaskedLmHead,
+    B: Backbone,
     F::Model: PretrainedModel<Config = B::Config>,
 {
     type Model = ForSpanPreTraining<B>;
@@ -303,7 +303,7 @@ pub struct SingleSequenceRecipe<F, B>(PhantomData<fn() -> (F, B)>);
 impl<F, B> PretrainingFamily for SingleSequenceRecipe<F, B>
 where
     F: PretrainingFamily,
-    B: HasMaskedLmHead,
+    B: Backbone,
     F::Model: PretrainedModel<Config = B::Config>,
 {
     type Model = ForMaskedLM<B>;

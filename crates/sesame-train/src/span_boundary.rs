@@ -22,7 +22,7 @@ use burn::tensor::module::linear;
 
 use sesame_layers::heads::{MaskedLmHead, MaskedLmHeadConfig};
 use sesame_layers::loss::{cross_entropy, IGNORE_INDEX};
-use sesame_layers::{Activation, CheckpointSpec, EncoderInput, HasMaskedLmHead, OutputOptions, PretrainedModel};
+use sesame_layers::{Activation, CheckpointSpec, EncoderInput, Backbone, OutputOptions, PretrainedModel};
 
 use crate::objective::{MaskedLmObjective, MaskedPositions, MaskedSpans, ObjectiveOutput};
 
@@ -116,7 +116,7 @@ impl SpanBoundaryHead {
 /// A masked-LM model pre-trained as SpanBERT: MLM + span-boundary objective, no sentence task.
 /// Saved as the family's masked LM (`BertForMaskedLM`) with the SBO head beside it.
 #[derive(Module, Debug)]
-pub struct ForSpanPreTraining<B: HasMaskedLmHead> {
+pub struct ForSpanPreTraining<B: Backbone> {
     /// The base model, without pooler.
     pub base: B,
     /// The MLM head.
@@ -134,7 +134,7 @@ const SPAN_HEAD_ROWS: &[(&str, &str)] = &[
     ("^cls.pair_target_predictions", "^span_head"),
 ];
 
-impl<B: HasMaskedLmHead> MaskedLmObjective for ForSpanPreTraining<B> {
+impl<B: Backbone> MaskedLmObjective for ForSpanPreTraining<B> {
     const SENTENCE_TASK: bool = false;
     const READS_SPANS: bool = true;
 
@@ -150,7 +150,7 @@ impl<B: HasMaskedLmHead> MaskedLmObjective for ForSpanPreTraining<B> {
 
 }
 
-impl<B: HasMaskedLmHead> PretrainedModel for ForSpanPreTraining<B> {
+impl<B: Backbone> PretrainedModel for ForSpanPreTraining<B> {
     type Config = B::Config;
 
     fn architecture() -> String {

@@ -8,8 +8,7 @@ use burn::prelude::*;
 use sesame_layers::family::task;
 use sesame_layers::generative::{CausalLM, Seq2SeqLM};
 use sesame_layers::{
-    Backbone, EncoderInput, Family, ForMaskedLM, HasMaskedLmHead, Head, HeadVisitor, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier,
-    SpanExtractor, TokenTagger,
+    Backbone, EncoderInput, Family, ForMaskedLM, Head, HeadVisitor, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger,
 };
 
 /// Why a model could not be found, loaded or run.
@@ -265,7 +264,7 @@ pub(crate) fn supports<T, H: Head<T> + ?Sized>() -> bool {
     struct Has;
     impl HeadVisitor for Has {
         type Out = bool;
-        fn encoder<B: HasMaskedLmHead>(self) -> bool {
+        fn encoder<B: Backbone>(self) -> bool {
             true
         }
         fn sequence_classifier<M: SequenceClassifier>(self) -> bool {
@@ -396,7 +395,7 @@ impl HeadVisitor for AutoVisitor<'_> {
     // No Auto class generates (`sesame::pipeline(Task::Generate, …)` does): the generators
     // are unsupported here.
 
-    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
+    fn encoder<B: Backbone>(self) -> Self::Out {
         Ok(match self.class {
             Class::MaskedLm => Loaded::MaskedLm(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, MASKED_LM)?)),
             _ => Loaded::Model(Box::new(B::from_pretrained(self.dir, self.device)?)),
@@ -447,7 +446,7 @@ trait MaskedLmDyn: Send + Sync {
     fn logits(&self, input: EncoderInput) -> Tensor<3>;
 }
 
-impl<B: HasMaskedLmHead> MaskedLmDyn for Pretrained<ForMaskedLM<B>, B::Config> {
+impl<B: Backbone> MaskedLmDyn for Pretrained<ForMaskedLM<B>, B::Config> {
     fn logits(&self, input: EncoderInput) -> Tensor<3> {
         self.model.forward(input, None, OutputOptions::default()).logits
     }

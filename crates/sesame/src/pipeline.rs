@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use burn::tensor::Device;
 use sesame_layers::family::task;
-use sesame_layers::{Family, ForMaskedLM, LoadReport, HasMaskedLmHead, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{Family, ForMaskedLM, LoadReport, Backbone, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_generate::GenerationConfig;
 use sesame_layers::generative::{CausalLM, Seq2SeqLM};
 use sesame_pipelines::generator::{CausalGenerator, Seq2SeqGenerator};
@@ -202,7 +202,7 @@ impl LoadVisitor<'_> {
 impl HeadVisitor for LoadVisitor<'_> {
     type Out = Result<Built, Error>;
 
-    fn encoder<B: HasMaskedLmHead>(self) -> Self::Out {
+    fn encoder<B: Backbone>(self) -> Self::Out {
         let Load { task, dir, device, options, .. } = self.load;
         let tokenizer = self.tokenizer()?;
         if task == Task::FillMask {

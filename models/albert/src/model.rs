@@ -8,9 +8,7 @@ use burn::prelude::*;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::encoder::run_layers;
 use sesame_layers::{
-    Activation, AttentionMask, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, EncoderCache,
-    EncoderInput, EncoderLayer, FeedForward, ClassifierSizes, HasMaskedLmHead, HasPooler, HasSentenceHead, KeyMap, LayerParts, MaskedLmHeadConfig,
-    MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
+    Activation, AttentionMask, Backbone, BackboneOutput, CheckpointSpec, ClassifierConfig, Embeddings, EncoderCache, EncoderInput, EncoderLayer, FeedForward, ClassifierSizes, KeyMap, SentenceHead, LayerParts, MaskedLmHeadConfig, MultiHeadAttention, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
 };
 
 use crate::checkpoint::{ALBERT_HEAD_ROWS, ALBERT_ROWS, ALBERT_TIED_DECODER};
@@ -194,6 +192,20 @@ impl Backbone for AlbertModel {
 
     const CLASS: &'static str = Albert::CLASS;
     const PREFIX: &'static str = Albert::PREFIX;
+    const POOLER: bool = true;
+    /// Sentence-order prediction (HF `AlbertSOPHead`).
+    const SENTENCE_HEAD: Option<SentenceHead> = Some(SentenceHead { logits: "sop_logits", labels: "sentence_order_label" });
+
+    fn lm_head(config: &AlbertConfig) -> MaskedLmHeadConfig {
+        MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, config.hidden_act)
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings)
+    }
+
+    /// Dropout, then as many outputs as labels.
+    fn sentence_head(config: &AlbertConfig) -> ClassifierConfig {
+        ClassifierConfig::new(config.hidden_size, config.num_labels()).with_dropout(config.classifier_dropout_prob)
+    }
 
     fn new(config: &AlbertConfig, add_pooling_layer: bool, device: &Device) -> Self {
         Self::new(config, add_pooling_layer, device)
@@ -262,26 +274,6 @@ impl Backbone for AlbertModel {
 
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "encoder".into(), "pooler".into()]
-    }
-}
-
-impl HasPooler for AlbertModel {}
-
-impl HasMaskedLmHead for AlbertModel {
-    fn lm_head(config: &AlbertConfig) -> MaskedLmHeadConfig {
-        MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, config.hidden_act)
-            .with_layer_norm_eps(config.layer_norm_eps)
-            .with_tie_word_embeddings(config.tie_word_embeddings)
-    }
-}
-
-/// Sentence-order prediction (HF `AlbertSOPHead`): dropout, then as many outputs as labels.
-impl HasSentenceHead for AlbertModel {
-    const LOGITS: &'static str = "sop_logits";
-    const LABELS: &'static str = "sentence_order_label";
-
-    fn sentence_head(config: &AlbertConfig) -> ClassifierConfig {
-        ClassifierConfig::new(config.hidden_size, config.num_labels()).with_dropout(config.classifier_dropout_prob)
     }
 }
 

@@ -25,6 +25,9 @@ pub trait BertLikeFamily: Clone + Copy + Debug + Default + Send + Sync + 'static
     const POSITIONS_AFTER_PADDING: bool = false;
     /// The regex of the tied MLM decoder's HF names (skipped when loading a tied model).
     const TIED_DECODER: &'static str;
+    /// Whether the family pre-trains with next-sentence prediction beside masked LM (BERT,
+    /// UniLM; not RoBERTa, which dropped it): its `…ForPreTraining` has the NSP head.
+    const NEXT_SENTENCE: bool = false;
 
     /// `config.json` values that differ from BERT's defaults, as a JSON object.
     fn defaults() -> serde_json::Value {
@@ -68,6 +71,7 @@ impl BertLikeFamily for Bert {
     const MODEL_TYPES: &'static [&'static str] = &["bert"];
     const CLASS: &'static str = "Bert";
     const PREFIX: &'static str = "bert";
+    const NEXT_SENTENCE: bool = true;
     const TIED_DECODER: &'static str = crate::checkpoint::BERT_TIED_DECODER;
 
     fn causal_lm_architecture() -> String {

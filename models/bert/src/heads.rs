@@ -5,7 +5,7 @@
 use burn::prelude::*;
 use sesame_layers::loss::cross_entropy;
 use sesame_layers::{
-    Backbone, CheckpointSpec, HasPooler, HasSentenceHead, Classifier, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining,
+    Backbone, CheckpointSpec, Classifier, EncoderInput, ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining,
     ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, HeadOutput, OutputOptions, PretrainedModel,
 };
 

@@ -40,7 +40,7 @@ pub use heads::{
 };
 #[cfg(feature = "train")]
 pub use heads::BertForSpanPreTraining;
-pub use model::{BertLikeModel, NextSentenceFamily};
+pub use model::BertLikeModel;
 pub use sesame_layers::{HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput};
 
 /// BERT hyper-parameters (HF `BertConfig`, same names and defaults).

@@ -7,8 +7,7 @@ use std::marker::PhantomData;
 use burn::module::Param;
 use burn::prelude::*;
 use sesame_layers::{
-    Activation, Backbone, ConfigError, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, HasMaskedLmHead, HasPooler,
-    HasSentenceHead, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SequenceSummaryConfig,
+    Activation, Backbone, ConfigError, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SentenceHead, SequenceSummaryConfig,
 };
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{Embeddings, Encoder, LayerParts};
@@ -85,6 +84,21 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
 
     const CLASS: &'static str = F::CLASS;
     const PREFIX: &'static str = F::PREFIX;
+    const POOLER: bool = true;
+    /// Next-sentence prediction, for the families that pre-train with it.
+    const SENTENCE_HEAD: Option<SentenceHead> = if F::NEXT_SENTENCE { Some(SentenceHead { logits: "seq_relationship_logits", labels: "next_sentence_label" }) } else { None };
+
+    fn lm_head(config: &Self::Config) -> MaskedLmHeadConfig {
+        let hidden = config.hidden_size;
+        MaskedLmHeadConfig::new(hidden, hidden, config.vocab_size, F::lm_head_activation(config))
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings)
+    }
+
+    fn sentence_head(config: &Self::Config) -> ClassifierConfig {
+        // BERT's NSP head has no dropout.
+        ClassifierConfig::new(config.hidden_size, 2).with_dropout(0.0)
+    }
 
     fn new(config: &Self::Config, add_pooling_layer: bool, device: &Device) -> Self {
         Self::new(config, add_pooling_layer, device)
@@ -149,33 +163,6 @@ impl<F: BertLikeFamily> Backbone for BertLikeModel<F> {
 
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "encoder".into(), "pooler".into()]
-    }
-}
-
-impl<F: BertLikeFamily> HasPooler for BertLikeModel<F> {}
-
-impl<F: BertLikeFamily> HasMaskedLmHead for BertLikeModel<F> {
-    fn lm_head(config: &Self::Config) -> MaskedLmHeadConfig {
-        let hidden = config.hidden_size;
-        MaskedLmHeadConfig::new(hidden, hidden, config.vocab_size, F::lm_head_activation(config))
-            .with_layer_norm_eps(config.layer_norm_eps)
-            .with_tie_word_embeddings(config.tie_word_embeddings)
-    }
-}
-
-/// A BERT-shaped family pre-trained with next-sentence prediction beside masked LM (BERT,
-/// UniLM; not RoBERTa, which dropped it).
-pub trait NextSentenceFamily: BertLikeFamily {}
-
-impl NextSentenceFamily for crate::config::Bert {}
-
-impl<F: NextSentenceFamily> HasSentenceHead for BertLikeModel<F> {
-    const LOGITS: &'static str = "seq_relationship_logits";
-    const LABELS: &'static str = "next_sentence_label";
-
-    fn sentence_head(config: &Self::Config) -> ClassifierConfig {
-        // BERT's NSP head has no dropout.
-        ClassifierConfig::new(config.hidden_size, 2).with_dropout(0.0)
     }
 }
 

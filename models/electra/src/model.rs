@@ -8,8 +8,7 @@ use burn::prelude::*;
 use sesame_bert::checkpoint::encoder_rows;
 use sesame_layers::checkpoint::encoder_ignored;
 use sesame_layers::{
-    Activation, Backbone, BackboneOutput, CheckpointSpec, ConfigError, Embeddings, Encoder, EncoderInput, EncoderOutput, ClassifierSizes,
-    HasMaskedLmHead, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
+    Activation, Backbone, BackboneOutput, CheckpointSpec, ConfigError, Embeddings, Encoder, EncoderInput, EncoderOutput, ClassifierSizes, KeyMap, MaskedLmHeadConfig, OutputOptions, PretrainedModel,
 };
 
 use crate::checkpoint::{ELECTRA_HEAD_ROWS, ELECTRA_TIED_DECODER};
@@ -17,17 +16,35 @@ use crate::config::ElectraConfig;
 
 /// The ELECTRA encoder (HF `ElectraModel`), the body of both the generator and the discriminator.
 ///
-/// It has a masked-LM head (the generator's) but neither a pooler nor a sentence-level task, so
-/// the head models that need those do not compile on it:
+/// It has a masked-LM head (the generator's) but neither a pooler nor a sentence-level task
+/// (`Backbone::POOLER`, `Backbone::SENTENCE_HEAD`), so the head models that need those do not
+/// build on it:
 /// ```
-/// fn masked_lm(_: sesame_layers::ForMaskedLM<sesame_electra::ElectraModel>) {}
-/// fn choices(_: sesame_layers::ForMultipleChoice<sesame_electra::ElectraModel, sesame_layers::SummaryClassifier>) {}
+/// use sesame_electra::{ElectraConfig, ElectraModel};
+/// use sesame_layers::{ForMaskedLM, ForMultipleChoice, PretrainedModel, SummaryClassifier};
+/// fn masked_lm(config: &ElectraConfig, device: &burn::tensor::Device) -> ForMaskedLM<ElectraModel> {
+///     ForMaskedLM::init(config, device)
+/// }
+/// fn choices(config: &ElectraConfig, device: &burn::tensor::Device) -> ForMultipleChoice<ElectraModel, SummaryClassifier> {
+///     ForMultipleChoice::init(config, device)
+/// }
+/// let _built = (masked_lm as fn(&_, &_) -> _, choices as fn(&_, &_) -> _);
 /// ```
-/// ```compile_fail
-/// fn pretraining(_: sesame_layers::ForPreTraining<sesame_electra::ElectraModel>) {}
+/// ```compile_fail,E0080
+/// use sesame_electra::{ElectraConfig, ElectraModel};
+/// use sesame_layers::{ForPreTraining, PretrainedModel};
+/// fn pretraining(config: &ElectraConfig, device: &burn::tensor::Device) -> ForPreTraining<ElectraModel> {
+///     ForPreTraining::init(config, device)
+/// }
+/// let _built = pretraining as fn(&_, &_) -> _;
 /// ```
-/// ```compile_fail
-/// fn pooled_choices(_: sesame_layers::ForMultipleChoice<sesame_electra::ElectraModel, sesame_layers::Classifier>) {}
+/// ```compile_fail,E0080
+/// use sesame_electra::{ElectraConfig, ElectraModel};
+/// use sesame_layers::{Classifier, EncoderInput, ForMultipleChoice, HeadOutput, OutputOptions};
+/// fn pooled_choices(model: &ForMultipleChoice<ElectraModel, Classifier>, input: EncoderInput) -> HeadOutput<2> {
+///     model.forward(input, 2, None, OutputOptions::default())
+/// }
+/// let _built = pooled_choices as fn(&_, _) -> _;
 /// ```
 #[derive(Module, Debug)]
 pub struct ElectraModel {
@@ -86,9 +103,18 @@ pub fn project_and_encode(
     encoder.forward(x, &input.mask(), input.cache, options)
 }
 
+/// ELECTRA has neither a pooler nor a sentence-level task.
 impl Backbone for ElectraModel {
     const CLASS: &'static str = "Electra";
     const PREFIX: &'static str = "electra";
+
+    /// The generator's head: dense to the embedding width, GELU (always), LayerNorm, the tied
+    /// word embeddings plus its own bias (HF `generator_predictions` + `generator_lm_head`).
+    fn lm_head(config: &ElectraConfig) -> MaskedLmHeadConfig {
+        MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, Activation::Gelu)
+            .with_layer_norm_eps(config.layer_norm_eps)
+            .with_tie_word_embeddings(config.tie_word_embeddings)
+    }
 
     /// ELECTRA has no pooler: `add_pooling_layer` is ignored.
     fn new(config: &ElectraConfig, _add_pooling_layer: bool, device: &Device) -> Self {
@@ -164,17 +190,6 @@ impl Backbone for ElectraModel {
 
     fn base_roots() -> Vec<String> {
         vec!["embeddings".into(), "embeddings_project".into(), "encoder".into()]
-    }
-}
-
-/// The generator's head: dense to the embedding width, GELU (always), LayerNorm, the tied word
-/// embeddings plus its own bias (HF `generator_predictions` + `generator_lm_head`). ELECTRA has
-/// neither a pooler nor a sentence-level task.
-impl HasMaskedLmHead for ElectraModel {
-    fn lm_head(config: &ElectraConfig) -> MaskedLmHeadConfig {
-        MaskedLmHeadConfig::new(config.hidden_size, config.embedding_size, config.vocab_size, Activation::Gelu)
-            .with_layer_norm_eps(config.layer_norm_eps)
-            .with_tie_word_embeddings(config.tie_word_embeddings)
     }
 }
 

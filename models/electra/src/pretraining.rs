@@ -21,7 +21,7 @@ use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use sesame_layers::loss::cross_entropy;
 use sesame_layers::random::uniform;
-use sesame_layers::{HasMaskedLmHead, Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, OutputOptions, Pretrained, PretrainedError, PretrainedModel, WeightFiles};
+use sesame_layers::{Backbone, CheckpointError, CheckpointSpec, ConfigError, Encoder, EncoderInput, HfConfig, MaskedLmHead, OutputOptions, Pretrained, PretrainedError, PretrainedModel, WeightFiles};
 use sesame_train::{MaskedPositions};
 use sesame_text::{MaskingConfig, Packing, TokenMasking, TokenizerKind};
 use sesame_train::pretraining::{read_back, Layout, Masking, PretrainingBatch, PretrainingFamily, PretrainingModel};

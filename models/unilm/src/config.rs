@@ -24,6 +24,8 @@ pub mod token_types {
 }
 
 impl BertLikeFamily for Unilm {
+    /// UniLM keeps BERT's next-sentence prediction beside its cloze objectives.
+    const NEXT_SENTENCE: bool = true;
     /// UniLM v1 releases Google-format configs (no `model_type`); BERT checkpoints are read too.
     /// Sesame writes `bert`, so that transformers loads an exported UniLM as the BERT it is.
     const MODEL_TYPES: &'static [&'static str] = &["bert", "unilm"];
@@ -71,7 +73,4 @@ impl BertLikeFamily for Unilm {
 
 /// UniLM hyper-parameters: BERT's, with UniLM v1's defaults (six token types, LayerNorm
 /// epsilon 1e-5).
-/// UniLM keeps BERT's next-sentence prediction beside its cloze objectives.
-impl sesame_bert::NextSentenceFamily for Unilm {}
-
 pub type UnilmConfig = BertLikeConfig<Unilm>;

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use burn::tensor::Device;
-use sesame_layers::{HasMaskedLmHead, PretrainedModel, SequenceHead};
+use sesame_layers::{Backbone, PretrainedModel, SequenceHead};
 
 use sesame_train::pretraining::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
@@ -73,7 +73,7 @@ impl FamilyEntry {
         C: SequenceHead<B>,
         H: ExtraHeads<B>,
         S: SequenceHead<B>,
-        B: HasMaskedLmHead,
+        B: Backbone,
         F::Model: PretrainedModel<Config = B::Config>,
     {
         Self {

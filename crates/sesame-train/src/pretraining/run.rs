@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sesame_layers::fs::write_atomic;
-use sesame_layers::{ForMaskedLM, HasMaskedLmHead, HfConfig, LinearConfig, PretrainedModel};
+use sesame_layers::{ForMaskedLM, Backbone, HfConfig, LinearConfig, PretrainedModel};
 use sesame_text::{find_phrases, tokenize_documents, Corpus, Lexicon, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
 
 use super::{Knowledge, Layout, Masking, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
@@ -600,7 +600,7 @@ fn knowledge(job: &PretrainOptions, masking: Masking, train_text: &Corpus, token
 pub fn pretrain_distilled<F, B>(job: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String>
 where
     F: PretrainingFamily,
-    B: HasMaskedLmHead,
+    B: Backbone,
     F::Model: PretrainedModel<Config = B::Config>,
 {
     let job = &job.resolved()?;
@@ -689,7 +689,7 @@ where
 
 /// `export` of a distillation run of `train FAMILY --teacher` (student `ForMaskedLM<B>`): the
 /// student alone, in HF layout.
-pub fn export_distilled<B: HasMaskedLmHead>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
+pub fn export_distilled<B: Backbone>(run: &Path, checkpoint: &Path, out: &Path, device: &burn::tensor::Device) -> Result<Vec<PathBuf>, String> {
     let config = B::Config::from_dir(run).map_err(err)?;
     let projection = RunSpec::read(run)?.teacher.and_then(|t| t.projection);
     let init = Distilled { student: ForMaskedLM::<B>::init(&config, device), projection: projection.map(|[from, to]| LinearConfig::new(from, to).init(device)) };
