@@ -1700,10 +1700,110 @@ def make_windows():
     (out / "windows.json").write_text(json.dumps(cases, ensure_ascii=False) + "\n")
 
 
+def make_embedding():
+    """fixtures/embedding/losses.json and retrieval.json: sentence-transformers' training losses
+    (their `compute_loss_from_embeddings`, MatryoshkaLoss's `shrink`) on fixed embeddings, with
+    the gradient of each column, and its evaluators' metrics (InformationRetrievalEvaluator's
+    `compute_metrics`, BinaryClassificationEvaluator's threshold searches, scikit-learn's
+    average precision) on fixed scores."""
+    import random
+
+    import numpy as np
+    import sentence_transformers
+    from sentence_transformers.sentence_transformer import losses as st_losses
+    from sentence_transformers.sentence_transformer.evaluation import BinaryClassificationEvaluator, InformationRetrievalEvaluator
+    from sentence_transformers.sentence_transformer.losses.matryoshka import shrink
+    from sklearn.metrics import average_precision_score, matthews_corrcoef
+
+    g = torch.Generator().manual_seed(0)
+    b, d = 6, 16
+    columns = [torch.randn(b, d, generator=g, dtype=torch.float64) for _ in range(4)]
+    # A positive near each anchor (cosine about 0.5), so that no loss sits at 0 or at its
+    # chance value.
+    columns[1] = columns[0] + 1.6 * columns[1]
+    scores = [0.0, 0.25, 1.0, 0.25, 0.75, 1.0]
+    labels = [1, 0, 1, 1, 0, 0]
+
+    def case(name, loss, ncols, target=None, dims=None):
+        cols = [c.clone().requires_grad_(True) for c in columns[:ncols]]
+        y = None if target is None else torch.tensor(target, dtype=torch.float64)
+        if dims is None:
+            value = loss.compute_loss_from_embeddings(cols, y)
+        else:
+            value = sum(loss.compute_loss_from_embeddings([shrink(c, dim) for c in cols], y) for dim in dims)
+        value.backward()
+        return {"name": name, "columns": ncols, "labels": target, "matryoshka_dims": dims, "loss": value.item(),
+                "grads": [c.grad.flatten().tolist() for c in cols]}
+
+    class NoModel(torch.nn.Module):
+        pass
+
+    model = NoModel()
+    mnrl = lambda **kw: st_losses.MultipleNegativesRankingLoss(model, **kw)
+    all_directions = ("query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc")
+    cases = [
+        case("mnrl", mnrl(), 2),
+        case("mnrl_negatives", mnrl(), 4),
+        case("mnrl_scale10", mnrl(scale=10.0), 3),
+        case("mnrl_symmetric", mnrl(directions=("query_to_doc", "doc_to_query"), partition_mode="per_direction"), 2),
+        case("mnrl_gte", mnrl(directions=all_directions, partition_mode="joint"), 3),
+        case("mnrl_hard_in_batch", mnrl(hardness_mode="in_batch_negatives", hardness_strength=9.0), 3),
+        case("mnrl_hard_negatives", mnrl(hardness_mode="hard_negatives", hardness_strength=5.0), 4),
+        case("mnrl_hard_all", mnrl(hardness_mode="all_negatives", hardness_strength=5.0), 3),
+        case("cosent", st_losses.CoSENTLoss(model), 2, scores),
+        case("contrastive", st_losses.ContrastiveLoss(model), 2, labels),
+        case("online_contrastive", st_losses.OnlineContrastiveLoss(model), 2, labels),
+        case("online_contrastive_positives_only", st_losses.OnlineContrastiveLoss(model), 2, [1] * b),
+        # Labels that leave out a positive nearer than every negative and, with the wider
+        # margin, a negative within the margin but farther than every positive.
+        case("online_contrastive_mixed", st_losses.OnlineContrastiveLoss(model), 2, [1, 1, 0, 0, 1, 0]),
+        case("online_contrastive_wide", st_losses.OnlineContrastiveLoss(model, margin=0.6), 2, [1, 1, 0, 0, 1, 0]),
+        case("triplet", st_losses.TripletLoss(model), 3),
+        case("matryoshka_mnrl", mnrl(), 3, dims=[16, 8, 4]),
+        case("matryoshka_cosent", st_losses.CoSENTLoss(model), 2, scores, dims=[16, 8, 4]),
+        case("matryoshka_triplet", st_losses.TripletLoss(model), 3, dims=[12, 4]),
+    ]
+    out = OUT / "embedding"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "losses.json").write_text(json.dumps({
+        "versions": {"sentence-transformers": sentence_transformers.__version__, "torch": torch.__version__},
+        "embeddings": [c.tolist() for c in columns], "cases": cases}) + "\n")
+
+    # Retrieval: 5 queries over 12 documents, scores rounded so that some tie (broken by id).
+    rng = random.Random(0)
+    docs = [f"d{i:02}" for i in range(12)]
+    queries = []
+    for q in range(5):
+        relevant = sorted(rng.sample(docs, rng.randint(1, 3)))
+        ranking = [{"corpus_id": doc, "score": round(rng.uniform(-1, 1) + (0.6 if doc in relevant else 0.0), 1)} for doc in docs]
+        queries.append({"relevant": relevant, "ranking": ranking})
+    ks = {"accuracy": [1, 3, 5, 10], "precision_recall": [1, 3, 5, 10], "mrr": [1, 10], "ndcg": [3, 10], "map": [5, 100]}
+    evaluator = InformationRetrievalEvaluator(
+        {str(q): "query" for q in range(5)}, {doc: doc for doc in docs}, {str(q): set(x["relevant"]) for q, x in enumerate(queries)},
+        accuracy_at_k=ks["accuracy"], precision_recall_at_k=ks["precision_recall"], mrr_at_k=ks["mrr"], ndcg_at_k=ks["ndcg"], map_at_k=ks["map"])
+    metrics = evaluator.compute_metrics([[dict(hit) for hit in x["ranking"]] for x in queries])
+    retrieval = {"queries": queries, "cutoffs": ks, "metrics": {name: {str(k): float(v) for k, v in by_k.items()} for name, by_k in metrics.items()}}
+
+    # Pairs: similarities with ties, labels, as BinaryClassificationEvaluator scores them.
+    pairs = []
+    for n, ties in [(20, False), (30, True), (9, True)]:
+        labels = [rng.random() < 0.45 for _ in range(n)]
+        sims = [float(np.float32(round(rng.uniform(-0.2, 0.6) + (0.3 if l else 0.0), 1 if ties else 6))) for l in labels]
+        s, y = np.asarray(sims, dtype=np.float32), np.asarray(labels, dtype=int)
+        acc, acc_threshold = BinaryClassificationEvaluator.find_best_acc_and_threshold(s, y, True)
+        f1, precision, recall, f1_threshold = BinaryClassificationEvaluator.find_best_f1_and_threshold(s, y, True)
+        pairs.append({"similarities": sims, "labels": labels, "accuracy": float(acc), "accuracy_threshold": float(acc_threshold),
+                      "f1": float(f1), "f1_threshold": float(f1_threshold), "precision": float(precision), "recall": float(recall),
+                      "ap": float(average_precision_score(y, s)), "mcc": float(matthews_corrcoef(y, s >= f1_threshold))})
+    retrieval["pairs"] = pairs
+    retrieval["versions"] = {"sentence-transformers": sentence_transformers.__version__, "scikit-learn": __import__("sklearn").__version__}
+    (out / "retrieval.json").write_text(json.dumps(retrieval, indent=1) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["mass", "train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["mass", "train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance", "embedding"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1736,6 +1836,9 @@ def main():
         return
     if args.only == "metrics":
         make_metrics()
+        return
+    if args.only == "embedding":
+        make_embedding()
         return
     if args.only == "windows":
         make_windows()

@@ -13,6 +13,7 @@ mod checkpoint_io;
 mod dependencies;
 mod distillation;
 mod early_exit;
+mod embedding_losses;
 mod electra_parity;
 mod electra_pretraining;
 mod export;

@@ -9,7 +9,10 @@
 //! - [`tagging`]: entity-level precision / recall / F1 by type (seqeval: its default,
 //!   conlleval-like chunking, and its strict mode for IOB2 and IOBES);
 //! - [`squad`]: exact match and F1 of extracted answers with the official SQuAD script's answer
-//!   normalisation, unanswerable questions as SQuAD 2.0 scores them.
+//!   normalisation, unanswerable questions as SQuAD 2.0 scores them;
+//! - [`retrieval`]: sentence-transformers' retrieval metrics (accuracy, precision, recall, MRR,
+//!   nDCG and MAP at k) and its pair-classification scores (best accuracy and F1 with their
+//!   thresholds, average precision, Matthews' correlation).
 //!
 //! Undefined ratios (a class never predicted, …) are 0, as scikit-learn's and seqeval's
 //! `zero_division` default makes them; no function returns a non-finite number for finite
@@ -17,6 +20,7 @@
 
 pub mod classification;
 pub mod regression;
+pub mod retrieval;
 pub mod squad;
 pub mod tagging;
 

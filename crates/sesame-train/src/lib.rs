@@ -11,6 +11,7 @@ pub mod adamw;
 pub mod backend;
 pub mod clip;
 pub mod distill;
+pub mod embedding_losses;
 pub mod finetune;
 pub mod metrics;
 pub mod objective;
