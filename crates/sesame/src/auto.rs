@@ -340,96 +340,138 @@ pub(crate) const TAGGER: (&str, &str) = ("token-classification", "fine-tune one 
 pub(crate) const READER: (&str, &str) = ("question-answering", "fine-tune one with `cargo xtask finetune --task qa`");
 pub(crate) const MASKED_LM: (&str, &str) = ("masked-LM", "fill-mask needs a checkpoint trained with one");
 
-/// Which Auto class is loading, for [`AutoLoad`].
-#[derive(Clone, Copy)]
-enum Class {
-    Model,
-    MaskedLm,
-    SequenceClassification,
-    TokenClassification,
-    QuestionAnswering,
+/// An Auto class's model, boxed behind the trait the class runs it through: which of the
+/// family's types it is ([`AutoClass::visit`]) and what loading it takes (its
+/// [`HeadVisitor`]).
+trait AutoClass: Sized {
+    /// What the family lacks when it has no such model, for the message.
+    const WHAT: &'static str;
+    /// Visit the family's type for the class.
+    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error>;
 }
 
-/// Loads an Auto class's model: a [`WithFamily`] that visits the family's type for the class.
-struct AutoLoad<'a> {
-    class: Class,
-    dir: &'a Path,
-    device: &'a Device,
-}
-
-/// An Auto class's model, of any family.
-enum Loaded {
-    Model(Box<dyn EncoderDyn>),
-    MaskedLm(Box<dyn MaskedLmDyn>),
-    SequenceClassification(Box<dyn ClassifierDyn>),
-    TokenClassification(Box<dyn TaggerDyn>),
-    QuestionAnswering(Box<dyn ReaderDyn>),
-}
-
-impl WithFamily for AutoLoad<'_> {
-    type Out = Result<(&'static str, Loaded), Error>;
-
-    fn with<F: Family>(self) -> Self::Out {
-        let visitor = AutoVisitor { family: F::NAME, jobs: jobs::<F>, class: self.class, dir: self.dir, device: self.device };
-        let loaded = match self.class {
-            Class::Model | Class::MaskedLm => <F::Encoder as Head<task::Encode>>::accept(visitor),
-            Class::SequenceClassification => <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor),
-            Class::TokenClassification => <F::ForTokenClassification as Head<task::Tag>>::accept(visitor),
-            Class::QuestionAnswering => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
-        }?;
-        Ok((F::NAME, loaded))
-    }
-}
-
-struct AutoVisitor<'a> {
+/// Loads an Auto class's model `M` from `dir` onto `device`.
+struct AutoLoad<'a, M> {
     family: &'static str,
     jobs: fn() -> String,
-    class: Class,
     dir: &'a Path,
     device: &'a Device,
+    class: std::marker::PhantomData<M>,
 }
 
-impl HeadVisitor for AutoVisitor<'_> {
-    type Out = Result<Loaded, Error>;
+/// [`auto_load`] on a checkpoint's family.
+struct Auto<'a, M> {
+    dir: &'a Path,
+    device: &'a Device,
+    class: std::marker::PhantomData<M>,
+}
 
-    // No Auto class generates (`sesame::pipeline(Task::Generate, …)` does): the generators
-    // are unsupported here.
+impl<M: AutoClass> WithFamily for Auto<'_, M> {
+    type Out = Result<(&'static str, M), Error>;
 
-    fn encoder<B: Backbone>(self) -> Self::Out {
-        Ok(match self.class {
-            Class::MaskedLm => Loaded::MaskedLm(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, MASKED_LM)?)),
-            _ => Loaded::Model(Box::new(B::from_pretrained(self.dir, self.device)?)),
-        })
-    }
-
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        Ok(Loaded::SequenceClassification(Box::new(fine_tuned::<M>(self.dir, self.device, false, CLASSIFIER)?)))
-    }
-
-    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
-        Ok(Loaded::TokenClassification(Box::new(fine_tuned::<M>(self.dir, self.device, false, TAGGER)?)))
-    }
-
-    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
-        Ok(Loaded::QuestionAnswering(Box::new(fine_tuned::<M>(self.dir, self.device, false, READER)?)))
-    }
-
-    fn unsupported(self) -> Self::Out {
-        let what = match self.class {
-            Class::Model => "bidirectional encoder for AutoModel (load its base model from its crate)",
-            Class::MaskedLm => "masked LM",
-            Class::SequenceClassification => "sequence classifier",
-            Class::TokenClassification => "token classifier",
-            Class::QuestionAnswering => "extractive-QA model",
-        };
-        Err(Error::Unsupported { family: self.family, what, has: (self.jobs)() })
+    fn with<F: Family>(self) -> Self::Out {
+        let visitor = AutoLoad { family: F::NAME, jobs: jobs::<F>, dir: self.dir, device: self.device, class: self.class };
+        Ok((F::NAME, M::visit::<F>(visitor)?))
     }
 }
 
-/// Load the Auto class `class` of `model` onto `device`.
-fn auto_load(class: Class, model: &Path, device: &Device) -> Result<(&'static str, Loaded), Error> {
+impl<M: AutoClass> AutoLoad<'_, M> {
+    /// The family has no model for the class (no Auto class generates:
+    /// `sesame::pipeline(Task::Generate, …)` does).
+    fn refused(self) -> Result<M, Error> {
+        Err(Error::Unsupported { family: self.family, what: M::WHAT, has: (self.jobs)() })
+    }
+}
+
+/// Load the Auto class `M` of `model` onto `device`.
+fn auto_load<M: AutoClass>(model: &Path, device: &Device) -> Result<(&'static str, M), Error> {
     let Checkpoint { dir, model_type, .. } = locate(model)?;
-    on_family(&dir, &model_type, AutoLoad { class, dir: &dir, device })?
+    on_family(&dir, &model_type, Auto::<M> { dir: &dir, device, class: std::marker::PhantomData })?
+}
+
+impl AutoClass for Box<dyn EncoderDyn> {
+    const WHAT: &'static str = "bidirectional encoder for AutoModel (load its base model from its crate)";
+    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
+        <F::Encoder as Head<task::Encode>>::accept(visitor)
+    }
+}
+
+impl HeadVisitor for AutoLoad<'_, Box<dyn EncoderDyn>> {
+    type Out = Result<Box<dyn EncoderDyn>, Error>;
+    fn encoder<B: Backbone>(self) -> Self::Out {
+        Ok(Box::new(B::from_pretrained(self.dir, self.device)?))
+    }
+    fn unsupported(self) -> Self::Out {
+        self.refused()
+    }
+}
+
+impl AutoClass for Box<dyn MaskedLmDyn> {
+    const WHAT: &'static str = "masked LM";
+    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
+        <F::Encoder as Head<task::Encode>>::accept(visitor)
+    }
+}
+
+impl HeadVisitor for AutoLoad<'_, Box<dyn MaskedLmDyn>> {
+    type Out = Result<Box<dyn MaskedLmDyn>, Error>;
+    fn encoder<B: Backbone>(self) -> Self::Out {
+        Ok(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, MASKED_LM)?))
+    }
+    fn unsupported(self) -> Self::Out {
+        self.refused()
+    }
+}
+
+impl AutoClass for Box<dyn ClassifierDyn> {
+    const WHAT: &'static str = "sequence classifier";
+    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
+        <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor)
+    }
+}
+
+impl HeadVisitor for AutoLoad<'_, Box<dyn ClassifierDyn>> {
+    type Out = Result<Box<dyn ClassifierDyn>, Error>;
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+        Ok(Box::new(fine_tuned::<M>(self.dir, self.device, false, CLASSIFIER)?))
+    }
+    fn unsupported(self) -> Self::Out {
+        self.refused()
+    }
+}
+
+impl AutoClass for Box<dyn TaggerDyn> {
+    const WHAT: &'static str = "token classifier";
+    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
+        <F::ForTokenClassification as Head<task::Tag>>::accept(visitor)
+    }
+}
+
+impl HeadVisitor for AutoLoad<'_, Box<dyn TaggerDyn>> {
+    type Out = Result<Box<dyn TaggerDyn>, Error>;
+    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+        Ok(Box::new(fine_tuned::<M>(self.dir, self.device, false, TAGGER)?))
+    }
+    fn unsupported(self) -> Self::Out {
+        self.refused()
+    }
+}
+
+impl AutoClass for Box<dyn ReaderDyn> {
+    const WHAT: &'static str = "extractive-QA model";
+    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
+        <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor)
+    }
+}
+
+impl HeadVisitor for AutoLoad<'_, Box<dyn ReaderDyn>> {
+    type Out = Result<Box<dyn ReaderDyn>, Error>;
+    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+        Ok(Box::new(fine_tuned::<M>(self.dir, self.device, false, READER)?))
+    }
+    fn unsupported(self) -> Self::Out {
+        self.refused()
+    }
 }
 
 trait EncoderDyn: Send + Sync {
@@ -500,10 +542,8 @@ pub struct AutoModel {
 impl AutoModel {
     /// Load `model` (a directory or a hub id) onto `device`.
     pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::Model, model.as_ref(), device)? {
-            (family, Loaded::Model(model)) => Ok(Self { family, model }),
-            _ => unreachable!("AutoLoad gives the class it was asked for"),
-        }
+        let (family, model) = auto_load(model.as_ref(), device)?;
+        Ok(Self { family, model })
     }
 
     /// The last layer's states `[batch, seq, hidden]`.
@@ -526,10 +566,8 @@ pub struct AutoModelForMaskedLM {
 impl AutoModelForMaskedLM {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a masked-LM head.
     pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::MaskedLm, model.as_ref(), device)? {
-            (family, Loaded::MaskedLm(model)) => Ok(Self { family, model }),
-            _ => unreachable!("AutoLoad gives the class it was asked for"),
-        }
+        let (family, model) = auto_load(model.as_ref(), device)?;
+        Ok(Self { family, model })
     }
 
     /// Vocabulary logits `[batch, seq, vocab]`.
@@ -552,10 +590,8 @@ pub struct AutoModelForSequenceClassification {
 impl AutoModelForSequenceClassification {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a classifier head.
     pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::SequenceClassification, model.as_ref(), device)? {
-            (family, Loaded::SequenceClassification(model)) => Ok(Self { family, model }),
-            _ => unreachable!("AutoLoad gives the class it was asked for"),
-        }
+        let (family, model) = auto_load(model.as_ref(), device)?;
+        Ok(Self { family, model })
     }
 
     /// Logits `[batch, num_labels]`.
@@ -583,10 +619,8 @@ pub struct AutoModelForTokenClassification {
 impl AutoModelForTokenClassification {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a tagger head.
     pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::TokenClassification, model.as_ref(), device)? {
-            (family, Loaded::TokenClassification(model)) => Ok(Self { family, model }),
-            _ => unreachable!("AutoLoad gives the class it was asked for"),
-        }
+        let (family, model) = auto_load(model.as_ref(), device)?;
+        Ok(Self { family, model })
     }
 
     /// Logits `[batch, seq, num_labels]`.
@@ -615,10 +649,8 @@ pub struct AutoModelForQuestionAnswering {
 impl AutoModelForQuestionAnswering {
     /// Load `model` (a directory or a hub id) onto `device`; refused without a QA head.
     pub fn from_pretrained(model: impl AsRef<Path>, device: &Device) -> Result<Self, Error> {
-        match auto_load(Class::QuestionAnswering, model.as_ref(), device)? {
-            (family, Loaded::QuestionAnswering(model)) => Ok(Self { family, model }),
-            _ => unreachable!("AutoLoad gives the class it was asked for"),
-        }
+        let (family, model) = auto_load(model.as_ref(), device)?;
+        Ok(Self { family, model })
     }
 
     /// Span-start and span-end logits, each `[batch, seq]`.
