@@ -13,6 +13,7 @@ pub mod pretraining;
 pub mod sentencepiece;
 pub mod squad;
 pub mod tagged;
+pub mod text_rows;
 pub mod tokenizer;
 pub mod tokenizer_training;
 

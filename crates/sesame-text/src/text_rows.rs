@@ -1,0 +1,217 @@
+//! Rows of texts for training embedding models and rerankers, in sentence-transformers'
+//! conventions (`SentenceTransformerTrainer`'s datasets): every column is an input text, in
+//! the file's order (`anchor, positive[, negative…]`, `sentence1, sentence2`, `query,
+//! passage`), except one named `label` or `score`, the row's number (a similarity score, a 0/1
+//! label). CSV or TSV with a header row, or JSON lines (one object a line, the same fields on
+//! every line, in the order the first line writes them).
+//!
+//! Every problem is reported with the file, the line and the column.
+
+use std::path::{Path, PathBuf};
+
+use crate::labelled::LabelledError;
+
+/// The column names sentence-transformers reads as the label.
+pub const LABEL_COLUMNS: [&str; 2] = ["label", "score"];
+
+/// A file of text rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextRows {
+    /// The file.
+    pub path: PathBuf,
+    /// The text columns' names, in order.
+    pub columns: Vec<String>,
+    /// The label column's name (`label` or `score`), if the file has one.
+    pub label: Option<String>,
+    /// The rows, in file order.
+    pub rows: Vec<TextRow>,
+}
+
+/// One row: a text per text column, and its label.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextRow {
+    /// The texts, in the columns' order.
+    pub texts: Vec<String>,
+    /// The label or score (present exactly when the file has a label column).
+    pub label: Option<f64>,
+    /// 1-based line of the row in its file.
+    pub line: u64,
+}
+
+/// Read `path` (`.csv`, `.tsv`, `.jsonl`), refusing an empty file, a file without a text column,
+/// an empty text and a label that is not a finite number.
+pub fn read_text_rows(path: &Path) -> Result<TextRows, LabelledError> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default();
+    let (header, rows) = match ext.as_str() {
+        "csv" => read_delimited(path, b',')?,
+        "tsv" | "tab" => read_delimited(path, b'\t')?,
+        "jsonl" | "json" => read_json_lines(path)?,
+        _ => return Err(file(path, "unknown format: name it .csv, .tsv or .jsonl")),
+    };
+    if rows.is_empty() {
+        return Err(file(path, "no rows"));
+    }
+    let label_at = header.iter().position(|h| LABEL_COLUMNS.contains(&h.as_str()));
+    if let Some(second) = header.iter().enumerate().filter(|(_, h)| LABEL_COLUMNS.contains(&h.as_str())).nth(1) {
+        return Err(file(path, format!("two label columns ({:?} and {:?}); keep one", header[label_at.unwrap_or(0)], second.1)));
+    }
+    let columns: Vec<String> = header.iter().enumerate().filter(|(i, _)| Some(*i) != label_at).map(|(_, h)| h.clone()).collect();
+    if columns.is_empty() {
+        return Err(file(path, "no text column (every column but `label` or `score` is a text)"));
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (line, cells) in rows {
+        let mut texts = Vec::with_capacity(columns.len());
+        let mut label = None;
+        for (i, (name, cell)) in header.iter().zip(cells).enumerate() {
+            if Some(i) == label_at {
+                let value: f64 = cell.trim().parse().map_err(|_| at(path, line, format!("column {name:?}: {cell:?} is not a number")))?;
+                if !value.is_finite() {
+                    return Err(at(path, line, format!("column {name:?}: {cell:?} is not a finite number")));
+                }
+                label = Some(value);
+            } else if cell.trim().is_empty() {
+                return Err(at(path, line, format!("column {name:?} is empty")));
+            } else {
+                texts.push(cell);
+            }
+        }
+        out.push(TextRow { texts, label, line });
+    }
+    Ok(TextRows { path: path.into(), columns, label: label_at.map(|i| header[i].clone()), rows: out })
+}
+
+fn at(path: &Path, line: u64, reason: impl Into<String>) -> LabelledError {
+    LabelledError::At { path: path.into(), line, reason: reason.into() }
+}
+
+fn file(path: &Path, reason: impl Into<String>) -> LabelledError {
+    LabelledError::File { path: path.into(), reason: reason.into() }
+}
+
+/// The header and each row's line and cells.
+type Cells = (Vec<String>, Vec<(u64, Vec<String>)>);
+
+fn read_delimited(path: &Path, delimiter: u8) -> Result<Cells, LabelledError> {
+    let mut reader = csv::ReaderBuilder::new().delimiter(delimiter).flexible(false).from_path(path).map_err(|e| csv_error(path, e))?;
+    let header: Vec<String> = reader.headers().map_err(|e| csv_error(path, e))?.iter().map(|h| h.trim().to_string()).collect();
+    if let Some(name) = header.iter().enumerate().find_map(|(i, h)| header[..i].contains(h).then_some(h)) {
+        return Err(at(path, 1, format!("column {name:?} appears twice in the header")));
+    }
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| csv_error(path, e))?;
+        let line = record.position().map_or(0, |p| p.line());
+        rows.push((line, record.iter().map(str::to_string).collect()));
+    }
+    Ok((header, rows))
+}
+
+fn csv_error(path: &Path, e: csv::Error) -> LabelledError {
+    let line = e.position().map(|p| p.line());
+    let reason = match e.kind() {
+        csv::ErrorKind::Utf8 { err, .. } => format!("not UTF-8 text (field {})", err.field() + 1),
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!("{len} fields where the header has {expected_len} (unbalanced quotes?)"),
+        csv::ErrorKind::Io(err) => return LabelledError::Io { path: path.into(), source: std::io::Error::new(err.kind(), err.to_string()) },
+        _ => e.to_string(),
+    };
+    match line {
+        Some(line) => at(path, line, reason),
+        None => file(path, reason),
+    }
+}
+
+/// A JSON object's fields in the order the line writes them.
+struct Fields(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    fields.push(entry);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+fn read_json_lines(path: &Path) -> Result<Cells, LabelledError> {
+    let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
+    let mut header: Option<Vec<String>> = None;
+    let mut rows = Vec::new();
+    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = i as u64 + 1;
+        let text = std::str::from_utf8(raw).map_err(|e| at(path, line, format!("not UTF-8 text (byte {})", e.valid_up_to() + 1)))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let Fields(fields) = serde_json::from_str(text).map_err(|e| at(path, line, format!("not a JSON object: {e}")))?;
+        let names: Vec<String> = fields.iter().map(|(name, _)| name.clone()).collect();
+        let header = header.get_or_insert_with(|| names.clone());
+        let mut cells = Vec::with_capacity(header.len());
+        for name in header.iter() {
+            let value = fields.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| at(path, line, format!("no field {name:?}, which the first row has")))?;
+            cells.push(match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) if LABEL_COLUMNS.contains(&name.as_str()) => n.to_string(),
+                serde_json::Value::Bool(b) if LABEL_COLUMNS.contains(&name.as_str()) => u8::from(*b).to_string(),
+                other => return Err(at(path, line, format!("field {name:?} is {other}, not a string"))),
+            });
+        }
+        if let Some(extra) = names.iter().find(|n| !header.contains(n)) {
+            return Err(at(path, line, format!("field {extra:?}, which the first row does not have")));
+        }
+        rows.push((line, cells));
+    }
+    Ok((header.unwrap_or_default(), rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sesame-text-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn columns_are_texts_in_file_order_and_label_or_score_is_the_number() {
+        let rows = read_text_rows(&write("triplets.csv", "anchor,positive,negative\nq,p,n\nq2,\"p, 2\",n2\n")).unwrap();
+        assert_eq!((rows.columns.as_slice(), rows.label.as_deref()), (&["anchor".to_string(), "positive".into(), "negative".into()][..], None));
+        assert_eq!(rows.rows[1], TextRow { texts: vec!["q2".into(), "p, 2".into(), "n2".into()], label: None, line: 3 });
+        let scored = read_text_rows(&write("scored.tsv", "score\tsentence1\tsentence2\n0.5\ta\tb\n")).unwrap();
+        assert_eq!((scored.columns, scored.label.as_deref(), scored.rows[0].label, scored.rows[0].texts.clone()), (vec!["sentence1".to_string(), "sentence2".into()], Some("score"), Some(0.5), vec!["a".to_string(), "b".into()]));
+        // JSON lines keep the first line's field order, not the alphabet's.
+        let json = read_text_rows(&write("pairs.jsonl", "{\"query\": \"q\", \"passage\": \"p\", \"label\": 1}\n\n{\"label\": true, \"passage\": \"p2\", \"query\": \"q2\"}\n")).unwrap();
+        assert_eq!(json.columns, vec!["query".to_string(), "passage".into()]);
+        assert_eq!(json.rows[1], TextRow { texts: vec!["q2".into(), "p2".into()], label: Some(1.0), line: 3 });
+    }
+
+    #[test]
+    fn a_bad_row_or_file_is_refused_naming_the_file_line_and_column() {
+        let err = |name: &str, text: &str| read_text_rows(&write(name, text)).unwrap_err().to_string();
+        assert!(err("e1.csv", "anchor,positive\nq,\n").ends_with("e1.csv:2: column \"positive\" is empty"), "{}", err("e1.csv", "anchor,positive\nq,\n"));
+        assert!(err("e2.csv", "a,b,score\nx,y,high\n").ends_with("e2.csv:2: column \"score\": \"high\" is not a number"));
+        assert!(err("e3.csv", "a,b,score\nx,y,NaN\n").ends_with("e3.csv:2: column \"score\": \"NaN\" is not a finite number"));
+        assert!(err("e4.csv", "a,b\n").ends_with("e4.csv: no rows"));
+        assert!(err("e5.csv", "label\n1\n").ends_with("e5.csv: no text column (every column but `label` or `score` is a text)"));
+        assert!(err("e6.jsonl", "{\"a\": \"x\", \"b\": \"y\"}\n{\"a\": \"x\"}\n").ends_with("e6.jsonl:2: no field \"b\", which the first row has"));
+        assert!(err("e7.jsonl", "{\"a\": \"x\", \"b\": 3}\n").ends_with("e7.jsonl:1: field \"b\" is 3, not a string"));
+        assert!(err("e8.csv", "a,a\nx,y\n").ends_with("e8.csv:1: column \"a\" appears twice in the header"));
+        assert!(err("e9.csv", "label,a,score\n1,x,2\n").contains("two label columns"));
+        assert!(err("e10.txt", "x\n").ends_with("unknown format: name it .csv, .tsv or .jsonl"));
+    }
+}
