@@ -102,6 +102,47 @@ fn sentence_bert_config_is_optional_and_a_bad_one_names_the_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A sentence-transformers directory's settings read as sentence-transformers reads them
+/// (all-MiniLM-L6-v2: mean pooling, Normalize, 256 tokens), and written so that
+/// sentence-transformers loads the directory and embeds as `embed` does with the settings read
+/// back: CLS pooling, no Normalize, 64 tokens, on every backend.
+#[test]
+fn a_sentence_transformers_directory_round_trips_through_sentence_transformers() {
+    use sesame_pipelines::sentence_transformers::SentenceTransformerConfig;
+    let (Some(dir), Some(python)) = (model_dir(), sesame_tests::python()) else { return };
+    let theirs = SentenceTransformerConfig::from_dir(&dir).unwrap().expect("MiniLM has modules.json");
+    assert_eq!(theirs, SentenceTransformerConfig { pooling: sesame_layers::Pooling::Mean, normalize: true, max_seq_length: Some(256), dimension: 384 });
+
+    let out = std::env::temp_dir().join(format!("sesame-st-round-trip-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"] {
+        std::fs::copy(dir.join(file), out.join(file)).unwrap();
+    }
+    let ours = SentenceTransformerConfig { pooling: sesame_layers::Pooling::Cls, normalize: false, max_seq_length: Some(64), dimension: 384 };
+    ours.save(&out).unwrap();
+    assert_eq!(SentenceTransformerConfig::from_dir(&out).unwrap(), Some(ours));
+
+    let texts = ["A man is eating food.", "A man is riding a horse, far away along the river, for what seems to be a very long time indeed and then some more.", "Rust"];
+    let script = "import json, sys\nfrom sentence_transformers import SentenceTransformer\nm = SentenceTransformer(sys.argv[1], device='cpu')\nprint(json.dumps(m.encode(json.loads(sys.argv[2])).tolist()))";
+    let run = std::process::Command::new(python).args(["-c", script, out.to_str().unwrap(), &serde_json::to_string(&texts).unwrap()]).env("HF_HUB_OFFLINE", "1").output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let reference: Vec<Vec<f32>> = serde_json::from_slice(&run.stdout).unwrap();
+    let tokenizer = Tokenizer::from_dir(&out).unwrap();
+    for (backend, device) in devices() {
+        let loaded = BertModel::from_pretrained(&out, &device).unwrap();
+        let vectors = embed(&loaded.model, &loaded.config, &tokenizer, &texts, ours.embed_options(32)).unwrap();
+        for (i, (v, r)) in vectors.iter().zip(&reference).enumerate() {
+            let diff = max_abs_diff(v, r);
+            assert!(diff <= TOLERANCE, "{backend}: text {i} differs from sentence-transformers' by {diff:e}");
+        }
+    }
+    // A module embed does not compute is refused, naming the file.
+    std::fs::write(out.join("modules.json"), r#"[{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},{"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},{"idx":2,"name":"2","path":"2_Dense","type":"sentence_transformers.models.Dense"}]"#).unwrap();
+    let err = SentenceTransformerConfig::from_dir(&out).unwrap_err().to_string();
+    assert!(err.contains("modules.json") && err.contains("Dense"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// int8 (`sesame_layers::int8`, what `embed --int8` runs): every embedding at cosine ≥ 0.99
 /// of sentence-transformers' on every backend, and of the float model's on 64 lines of the
 /// shipped corpus on the backends that multiply in int8 (flex, ndarray).

@@ -4,6 +4,7 @@
 
 pub mod generate;
 pub mod generator;
+pub mod sentence_transformers;
 pub mod served;
 pub use generate::{continue_prompts, generate, GeneratedText};
 
