@@ -405,7 +405,7 @@ pub fn pretrain(job: &PretrainOptions, denoising: &DenoisingOptions, device: Dev
     let mass = match job.objective {
         None => None,
         Some(Objective::Mass) if *infilled_loss => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
-        Some(Objective::Mass) => Some(mass.clone()),
+        Some(Objective::Mass) => Some(*mass),
         Some(other) => return Err(format!("--objective {}: BART trains with its own denoising or --objective mass", other.name())),
     };
     if *infilled_loss && noise.mask == 0.0 {
