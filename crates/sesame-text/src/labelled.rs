@@ -180,7 +180,8 @@ fn read_delimited(path: &Path, columns: &Columns, delimiter: u8) -> Result<Vec<L
     Ok(rows)
 }
 
-fn csv_error(path: &Path, e: csv::Error) -> LabelledError {
+/// A CSV reader's error as one line naming the file and, where known, the line.
+pub(crate) fn csv_error(path: &Path, e: csv::Error) -> LabelledError {
     let line = e.position().map(|p| p.line());
     let reason = match e.kind() {
         csv::ErrorKind::Utf8 { err, .. } => format!("not UTF-8 text (field {})", err.field() + 1),

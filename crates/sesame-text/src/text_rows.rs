@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::labelled::LabelledError;
+use crate::labelled::{csv_error, LabelledError};
 
 /// The column names sentence-transformers reads as the label.
 pub const LABEL_COLUMNS: [&str; 2] = ["label", "score"];
@@ -105,20 +105,6 @@ fn read_delimited(path: &Path, delimiter: u8) -> Result<Cells, LabelledError> {
         rows.push((line, record.iter().map(str::to_string).collect()));
     }
     Ok((header, rows))
-}
-
-fn csv_error(path: &Path, e: csv::Error) -> LabelledError {
-    let line = e.position().map(|p| p.line());
-    let reason = match e.kind() {
-        csv::ErrorKind::Utf8 { err, .. } => format!("not UTF-8 text (field {})", err.field() + 1),
-        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!("{len} fields where the header has {expected_len} (unbalanced quotes?)"),
-        csv::ErrorKind::Io(err) => return LabelledError::Io { path: path.into(), source: std::io::Error::new(err.kind(), err.to_string()) },
-        _ => e.to_string(),
-    };
-    match line {
-        Some(line) => at(path, line, reason),
-        None => file(path, reason),
-    }
 }
 
 /// A JSON object's fields in the order the line writes them.
