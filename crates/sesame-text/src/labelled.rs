@@ -111,8 +111,19 @@ pub fn read_rows(path: &Path, columns: &Columns) -> Result<Vec<LabelledRow>, Lab
     Ok(rows)
 }
 
-fn at(path: &Path, line: u64, reason: impl Into<String>) -> LabelledError {
+/// An error at `line` of `path`.
+pub(crate) fn at(path: &Path, line: u64, reason: impl Into<String>) -> LabelledError {
     LabelledError::At { path: path.into(), line, reason: reason.into() }
+}
+
+/// The lines of a file's `bytes`, numbered from 1, without a closing `\r`; a line that is not
+/// UTF-8 is an error naming it.
+pub(crate) fn lines<'a>(path: &'a Path, bytes: &'a [u8]) -> impl Iterator<Item = Result<(u64, &'a str), LabelledError>> + 'a {
+    bytes.split(|&b| b == b'\n').enumerate().map(move |(i, raw)| {
+        let line = i as u64 + 1;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        std::str::from_utf8(raw).map(|t| (line, t)).map_err(|e| at(path, line, format!("not UTF-8 text (byte {})", e.valid_up_to() + 1)))
+    })
 }
 
 /// A label cell of a CSV/TSV file: a JSON list is a set, an integer or float a number, anything
@@ -198,9 +209,8 @@ pub(crate) fn csv_error(path: &Path, e: csv::Error) -> LabelledError {
 fn read_json_lines(path: &Path, columns: &Columns) -> Result<Vec<LabelledRow>, LabelledError> {
     let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
     let mut rows = Vec::new();
-    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line = i as u64 + 1;
-        let text = std::str::from_utf8(raw).map_err(|e| at(path, line, format!("not UTF-8 text (byte {})", e.valid_up_to() + 1)))?;
+    for item in lines(path, &bytes) {
+        let (line, text) = item?;
         if text.trim().is_empty() {
             continue;
         }

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::labelled::{sorted_classes, LabelledError, RawLabel};
+use crate::labelled::{at, lines, sorted_classes, LabelledError, RawLabel};
 
 /// One sentence: its tokens (words) and one tag per token.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,10 +35,6 @@ impl Default for TagFields {
     }
 }
 
-fn at(path: &Path, line: u64, reason: impl Into<String>) -> LabelledError {
-    LabelledError::At { path: path.into(), line, reason: reason.into() }
-}
-
 /// Read the sentences of `path`: JSON lines (`.jsonl`, `.json`) with `fields`, or CoNLL (any
 /// other name). Tokens and tags of different lengths, a line without a tag, an empty token or
 /// tag, a CoNLL line with another number of columns than the file's first, and text that is not
@@ -51,14 +47,6 @@ pub fn read_sentences(path: &Path, fields: &TagFields) -> Result<Vec<TaggedSente
         return Err(LabelledError::File { path: path.into(), reason: "no tagged sentences".into() });
     }
     Ok(sentences)
-}
-
-fn lines<'a>(path: &'a Path, bytes: &'a [u8]) -> impl Iterator<Item = Result<(u64, &'a str), LabelledError>> + 'a {
-    bytes.split(|&b| b == b'\n').enumerate().map(move |(i, raw)| {
-        let line = i as u64 + 1;
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        std::str::from_utf8(raw).map(|t| (line, t)).map_err(|e| at(path, line, format!("not UTF-8 text (byte {})", e.valid_up_to() + 1)))
-    })
 }
 
 fn conll(path: &Path, bytes: &[u8]) -> Result<Vec<TaggedSentence>, LabelledError> {

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::labelled::{csv_error, LabelledError};
+use crate::labelled::{at, csv_error, lines, LabelledError};
 
 /// The column names sentence-transformers reads as the label.
 pub const LABEL_COLUMNS: [&str; 2] = ["label", "score"];
@@ -81,10 +81,6 @@ pub fn read_text_rows(path: &Path) -> Result<TextRows, LabelledError> {
     Ok(TextRows { path: path.into(), columns, label: label_at.map(|i| header[i].clone()), rows: out })
 }
 
-fn at(path: &Path, line: u64, reason: impl Into<String>) -> LabelledError {
-    LabelledError::At { path: path.into(), line, reason: reason.into() }
-}
-
 fn file(path: &Path, reason: impl Into<String>) -> LabelledError {
     LabelledError::File { path: path.into(), reason: reason.into() }
 }
@@ -134,9 +130,8 @@ fn read_json_lines(path: &Path) -> Result<Cells, LabelledError> {
     let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
     let mut header: Option<Vec<String>> = None;
     let mut rows = Vec::new();
-    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line = i as u64 + 1;
-        let text = std::str::from_utf8(raw).map_err(|e| at(path, line, format!("not UTF-8 text (byte {})", e.valid_up_to() + 1)))?;
+    for item in lines(path, &bytes) {
+        let (line, text) = item?;
         if text.trim().is_empty() {
             continue;
         }
