@@ -142,17 +142,12 @@ pub fn parser() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(training.map(|f| clap::builder::PossibleValue::new(f.name).help(f.about)))
 }
 
-/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` (BERT when
-/// the file names none, as transformers' `BertModel` reads it).
+/// The family of the checkpoint in `dir`, from its `config.json`'s `model_type` as the facade
+/// reads it ([`sesame::auto::locate`]: BERT when the file names none).
 pub fn model_family(dir: &Path) -> Result<&'static FamilyEntry, String> {
-    let json = crate::common::config_json(dir)?;
-    let path = dir.join("config.json");
-    let model_type = match json.get("model_type") {
-        None => "bert",
-        Some(serde_json::Value::String(kind)) => kind.as_str(),
-        Some(other) => return Err(format!("{}: field `model_type` must be a string, found {other}", path.display())),
-    };
-    by_model_type(model_type).ok_or_else(|| format!("{}: model_type `{model_type}` is not a family this command runs ({})", path.display(), names().join(", ")))
+    let checkpoint = sesame::auto::locate(dir).map_err(|e| e.to_string())?;
+    let model_type = checkpoint.model_type.as_str();
+    by_model_type(model_type).ok_or_else(|| format!("{}: model_type `{model_type}` is not a family this command runs ({})", dir.join("config.json").display(), names().join(", ")))
 }
 
 /// `cargo xtask train`: the family's own recipe, `--objective`'s or `--teacher`'s.
