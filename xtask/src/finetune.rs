@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use burn::tensor::Device;
+use sesame_train::embedding_losses::LossKind;
 use sesame_train::finetune::{ColumnNames, FeatureLayer, FinetuneOptions, FinetuneTask, Finetuned, Init};
 
 /// Where a labelled file keeps its texts and labels (`finetune`, `prune`).
@@ -49,7 +50,9 @@ pub struct FinetuneArgs {
     /// What to learn.
     #[arg(long, value_enum, default_value = "classify")]
     pub task: FinetuneTask,
-    /// Training rows: CSV or TSV with a header, or JSON lines.
+    /// Training rows: CSV or TSV with a header, or JSON lines (CoNLL for --task tag, SQuAD's
+    /// JSON for qa; sentence-transformers' columns for embed: `anchor,positive[,negative…]`,
+    /// `sentence1,sentence2,score` or `sentence1,sentence2,label`).
     #[arg(long)]
     pub train: PathBuf,
     /// Evaluation rows, in the same form.
@@ -156,6 +159,26 @@ pub struct FinetuneArgs {
     /// Hide the progress bar (log lines instead).
     #[arg(long)]
     pub quiet: bool,
+    /// The embedding loss (--task embed), by name or sentence-transformers' class name
+    /// [default: by the training rows: mnrl without a label or score column, online-contrastive
+    /// with labels 0 and 1, cosent with scores].
+    #[arg(long, value_enum)]
+    pub loss: Option<LossKind>,
+    /// The loss's scale, the cosine's multiplier (mnrl, symmetric-mnrl, cosent) [default: 20].
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// The loss's margin (contrastive and online-contrastive [default: 0.5], triplet [default: 5]).
+    #[arg(long)]
+    pub margin: Option<f64>,
+    /// Matryoshka embeddings (--task embed): the loss again on each of these leading
+    /// dimensions, renormalised, summed (`384,256,128,64`), so that `embed --dimensions N`
+    /// keeps working when truncated.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub matryoshka_dims: Vec<usize>,
+    /// Pooling of a plain checkpoint's token states for --task embed: mean, cls or max
+    /// [default: mean; a sentence-transformers directory keeps its own].
+    #[arg(long)]
+    pub pooling: Option<sesame_layers::Pooling>,
 }
 
 impl FinetuneArgs {
@@ -195,6 +218,11 @@ impl FinetuneArgs {
             threads: self.threads,
             stop_after: self.stop_after,
             progress: !self.quiet,
+            loss: self.loss,
+            scale: self.scale,
+            margin: self.margin,
+            matryoshka_dims: self.matryoshka_dims.clone(),
+            pooling: self.pooling,
         }
     }
 }

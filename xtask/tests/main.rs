@@ -5,6 +5,7 @@
 mod bad_inputs;
 mod finetune_cli;
 mod finetune_common;
+mod finetune_embed_cli;
 mod finetune_families;
 mod finetune_qa_cli;
 mod finetune_tag_cli;

@@ -598,6 +598,28 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     }
 }
 
+/// A base model is itself a task model: a sentence-embedding model, trained whole (its base
+/// is the model, so `BASE` names no field and nothing is kept fixed by it).
+impl<B: Backbone> TaskModel for B {
+    const BASE: &'static str = "";
+
+    fn device(&self) -> Device {
+        Backbone::device(self)
+    }
+
+    fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        Backbone::keep_layers(self, config, layers)
+    }
+
+    fn encoder(&self) -> Option<&crate::Encoder> {
+        Backbone::encoder(self)
+    }
+
+    fn prune_heads(self, config: &mut B::Config, heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
+        Backbone::prune_heads(self, config, heads)
+    }
+}
+
 /// A sequence classifier's logits and what distillation compares of its layers.
 #[derive(Clone, Debug)]
 pub struct ClassifierLayers {

@@ -290,6 +290,68 @@ impl EmbeddingLoss {
     }
 }
 
+/// The losses by name, as `--loss` takes them (sentence-transformers' class names are accepted
+/// too); [`LossKind::with`] gives the loss with its settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum LossKind {
+    /// `MultipleNegativesRankingLoss`: (anchor, positive[, negative…]) rows.
+    #[cfg_attr(feature = "cli", value(alias = "MultipleNegativesRankingLoss"))]
+    Mnrl,
+    /// `MultipleNegativesSymmetricRankingLoss`: also each positive against the anchors.
+    #[cfg_attr(feature = "cli", value(alias = "MultipleNegativesSymmetricRankingLoss"))]
+    SymmetricMnrl,
+    /// `CoSENTLoss`: (sentence1, sentence2, score) rows.
+    #[cfg_attr(feature = "cli", value(alias = "CoSENTLoss"))]
+    Cosent,
+    /// `ContrastiveLoss`: (sentence1, sentence2, label) rows, label 1 or 0.
+    #[cfg_attr(feature = "cli", value(alias = "ContrastiveLoss"))]
+    Contrastive,
+    /// `OnlineContrastiveLoss`: as contrastive, on the batch's hard pairs.
+    #[cfg_attr(feature = "cli", value(alias = "OnlineContrastiveLoss"))]
+    OnlineContrastive,
+    /// `TripletLoss`: (anchor, positive, negative) rows.
+    #[cfg_attr(feature = "cli", value(alias = "TripletLoss"))]
+    Triplet,
+}
+
+impl LossKind {
+    /// The loss with `scale` (MNRL, CoSENT) and `margin` (the contrastive losses, triplet), each
+    /// at sentence-transformers' default when `None`; a setting the loss does not take is refused.
+    pub fn with(self, scale: Option<f64>, margin: Option<f64>) -> Result<EmbeddingLoss, LossError> {
+        let loss = match self {
+            Self::Mnrl => EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale: scale.unwrap_or(20.0), ..MultipleNegativesRanking::default() }),
+            Self::SymmetricMnrl => EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale: scale.unwrap_or(20.0), ..MultipleNegativesRanking::symmetric() }),
+            Self::Cosent => EmbeddingLoss::CoSent { scale: scale.unwrap_or(20.0) },
+            Self::Contrastive => EmbeddingLoss::Contrastive { margin: margin.unwrap_or(0.5) },
+            Self::OnlineContrastive => EmbeddingLoss::OnlineContrastive { margin: margin.unwrap_or(0.5) },
+            Self::Triplet => EmbeddingLoss::Triplet { margin: margin.unwrap_or(5.0) },
+        };
+        let takes_scale = matches!(self, Self::Mnrl | Self::SymmetricMnrl | Self::Cosent);
+        if let (Some(value), false) = (scale, takes_scale) {
+            return Err(LossError::Setting { field: "--scale", value: value.to_string(), reason: "this loss has no scale (MNRL and CoSENT have)" });
+        }
+        if let (Some(value), true) = (margin, takes_scale) {
+            return Err(LossError::Setting { field: "--margin", value: value.to_string(), reason: "this loss has no margin (the contrastive and triplet losses have)" });
+        }
+        match loss {
+            EmbeddingLoss::CoSent { scale } | EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale, .. }) if !(scale > 0.0 && scale.is_finite()) => {
+                Err(LossError::Setting { field: "--scale", value: scale.to_string(), reason: "must be a finite number > 0" })
+            }
+            EmbeddingLoss::Contrastive { margin } | EmbeddingLoss::OnlineContrastive { margin } | EmbeddingLoss::Triplet { margin } if !(margin >= 0.0 && margin.is_finite()) => {
+                Err(LossError::Setting { field: "--margin", value: margin.to_string(), reason: "must be a finite number >= 0" })
+            }
+            loss => Ok(loss),
+        }
+    }
+
+    /// Whether the loss compares each row with the batch's other rows' texts (so that a batch
+    /// must not hold one text twice: sentence-transformers' `NO_DUPLICATES` batches).
+    pub fn in_batch_negatives(self) -> bool {
+        matches!(self, Self::Mnrl | Self::SymmetricMnrl)
+    }
+}
+
 /// sentence-transformers' `MatryoshkaLoss`: the loss again on each prefix of the embeddings
 /// (the first `d` dimensions, L2-renormalised), weighted and summed, so that a truncated
 /// embedding still works.

@@ -154,7 +154,7 @@ fn distill<M: SequenceClassifier>(run: &FinetuneOptions, student: &StudentOption
     let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len().max(1), batching(run));
     let task = ClassifierDistillation::new(rows, teacher, loss);
     let per_epoch = task.batches_per_epoch();
-    let runner = Run { job: run, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &classes };
+    let runner = Run { job: run, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &classes, save_beside: None };
     let prepare = |model: M, config: &mut M::Config, _: &sesame_layers::LoadReport| model.keep_layers(config, &kept).map_err(|e| format!("distill: {e}"));
     runner.fit_and_export_with(&task, config, prepare, |model, device| {
         let predictions = held_out_predictions(&task, model, device);

@@ -25,13 +25,15 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
 use sesame_layers::family::task;
-use sesame_layers::{Family, Head, HeadVisitor, HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
+use sesame_layers::{Backbone, Family, Head, HeadVisitor, HfConfig, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
+use sesame_pipelines::sentence_transformers::SentenceTransformerConfig;
 use sesame_pipelines::AnswerOptions;
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, Embedding, EmbeddingTraining, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
 /// What to learn.
@@ -52,6 +54,11 @@ pub enum FinetuneTask {
     /// Extractive question answering: SQuAD's JSON (v1.1, or v2.0 with unanswerable
     /// questions) or JSON lines with `question`, `context` and `answers`.
     Qa,
+    /// A sentence-embedding model (sentence-transformers' bi-encoder): rows of texts in its
+    /// conventions (`anchor, positive[, negative…]`; `sentence1, sentence2, score`;
+    /// `sentence1, sentence2, label`), a loss of [`crate::embedding_losses`], exported as a
+    /// sentence-transformers directory.
+    Embed,
 }
 
 /// Where fine-tuning starts.
@@ -175,6 +182,18 @@ pub struct FinetuneOptions {
     pub stop_after: Option<u64>,
     /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines.
     pub progress: bool,
+    /// The loss of `--task embed` [default: by the training rows: MNRL without a label column,
+    /// online contrastive with labels 0 and 1, CoSENT with scores].
+    pub loss: Option<LossKind>,
+    /// The loss's scale (MNRL, CoSENT) [default: 20].
+    pub scale: Option<f64>,
+    /// The loss's margin (contrastive 0.5, triplet 5).
+    pub margin: Option<f64>,
+    /// Matryoshka: the loss again on each of these leading dimensions (`--task embed`).
+    pub matryoshka_dims: Vec<usize>,
+    /// Pooling of a plain checkpoint's token states (`--task embed`) [default: mean; a
+    /// sentence-transformers directory's own].
+    pub pooling: Option<Pooling>,
 }
 
 impl FinetuneOptions {
@@ -215,6 +234,11 @@ impl FinetuneOptions {
             threads: None,
             stop_after: None,
             progress: false,
+            loss: None,
+            scale: None,
+            margin: None,
+            matryoshka_dims: Vec::new(),
+            pooling: None,
         }
     }
 
@@ -251,6 +275,19 @@ impl FinetuneOptions {
         }
         if let Some(d) = self.layer_lr_decay.filter(|d| !(*d > 0.0 && *d <= 1.0)) {
             return Err(format!("--layer-lr-decay {d}: not a factor in (0, 1]"));
+        }
+        if self.task == FinetuneTask::Embed {
+            let flag = [(self.freeze, "--freeze"), (self.early_exit, "--early-exit"), (self.feature_layer == Some(FeatureLayer::Mix), "--feature-layer mix"), (self.micro_batches > 1, "--micro-batches")]
+                .into_iter()
+                .find_map(|(set, flag)| set.then_some(flag));
+            if let Some(flag) = flag {
+                return Err(format!("{flag}: does not apply to --task embed (the whole model learns, and a loss over the batch's rows needs the batch whole)"));
+            }
+        } else {
+            let embed_only = [(self.loss.is_some(), "--loss"), (self.scale.is_some(), "--scale"), (self.margin.is_some(), "--margin"), (!self.matryoshka_dims.is_empty(), "--matryoshka-dims"), (self.pooling.is_some(), "--pooling")];
+            if let Some((_, flag)) = embed_only.into_iter().find(|(set, _)| *set) {
+                return Err(format!("{flag}: for --task embed only"));
+            }
         }
         if self.early_exit && (self.freeze || self.feature_layer.is_some() || self.layer_lr_decay.is_some()) {
             return Err("--early-exit trains exit classifiers on a fixed model: --freeze, --feature-layer and --layer-lr-decay do not apply".into());
@@ -344,6 +381,7 @@ pub fn finetune<F: Family>(job: &FinetuneOptions, device: Device) -> Result<Fine
     match job.task {
         FinetuneTask::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(run),
         FinetuneTask::Qa => <F::ForQuestionAnswering as Head<task::Answer>>::accept(run),
+        FinetuneTask::Embed => <F::Encoder as Head<task::Encode>>::accept(run),
         _ => <F::ForSequenceClassification as Head<task::Classify>>::accept(run),
     }
 }
@@ -370,10 +408,17 @@ impl HeadVisitor for Finetune<'_> {
         finetune_qa::<M>(self.job, self.device)
     }
 
+    fn encoder<B: Backbone>(self) -> Self::Out {
+        finetune_embedding::<B>(self.job, self.device)
+    }
+
     fn unsupported(self) -> Self::Out {
         let (flag, head) = match self.job.task {
             FinetuneTask::Tag => ("--task tag", "token-classification"),
             FinetuneTask::Qa => ("--task qa", "question-answering"),
+            FinetuneTask::Embed => {
+                return Err(format!("--task embed: {} models are not sentence encoders (as for `embed`: BERT, RoBERTa, ALBERT, ELECTRA and UniLM are)", self.family));
+            }
             _ => ("--task", "sequence-classification"),
         };
         Err(format!("{flag}: {} models have no {head} head (transformers has none for them either)", self.family))
@@ -428,7 +473,7 @@ fn finetune_classifier<M: SequenceClassifier>(job: &FinetuneOptions, device: Dev
     let task = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, num_labels, batching(job));
     let what = format!("{rows}, {} {}", data.problem.hf_name(), if data.classes.is_empty() { String::new() } else { format!("over {:?}", data.classes) });
     let per_epoch = task.batches_per_epoch();
-    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes };
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: data.problem.hf_name(), labels: &data.classes, save_beside: None };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         Ok(per_class(task.report(&predictions)))
@@ -462,7 +507,7 @@ fn early_exit<M: SequenceClassifier>(job: &FinetuneOptions, data: FinetuneData, 
     let rows = SequenceClassification::<M>::new(train, eval, tokenizer.clone(), data.problem, classes.len(), batching(job));
     let task = EarlyExitDistillation::new(rows);
     let per_epoch = task.batches_per_epoch();
-    let run = Run { job, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes };
+    let run = Run { job, device, tokenizer: &tokenizer, metric: ("loss".into(), false), per_epoch, what, task_name: "single_label_classification", labels: &classes, save_beside: None };
     // Fine steps near 0, where most rows already stop low.
     let speeds: Vec<f64> = [0.0, 0.01, 0.02, 0.05].into_iter().chain((1..=10).map(|i| i as f64 / 10.0)).collect();
     let prepare = |model: M, _: &mut M::Config, loaded: &sesame_layers::LoadReport| {
@@ -568,7 +613,7 @@ fn finetune_tagger<M: TokenTagger>(job: &FinetuneOptions, device: Device) -> Res
     );
     let task = TokenClassification::<M>::new(train_set, eval_set, tokenizer.clone(), names.clone(), entities, batching(job));
     let per_epoch = task.batches_per_epoch();
-    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names };
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "token_classification", labels: &names, save_beside: None };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         Ok(per_class(task.scores(&predictions).map_or(serde_json::Value::Null, |(_, per_class)| serde_json::json!({ "scores": per_class }))))
@@ -594,13 +639,73 @@ fn finetune_qa<M: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Resul
     );
     let task = QuestionAnswering::<M>::new(train_set, eval_set, tokenizer.clone(), options, batching(job));
     let per_epoch = task.batches_per_epoch();
-    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[] };
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "question_answering", labels: &[], save_beside: None };
     run.fit_and_export(&task, config, |model, device| {
         let predictions = held_out_predictions(&task, model, device);
         let ids = task.eval_examples().iter().map(|x| x.id.clone());
         Ok(per_class(task.answers(&predictions).map_or(serde_json::Value::Null, |answers| serde_json::json!({ "answers": ids.zip(answers.iter().map(|a| serde_json::to_value(a).expect("JSON"))).collect::<serde_json::Map<_, _>>() }))))
     })
 }
+
+/// `finetune --task embed`: a sentence-embedding model trained with a sentence-transformers
+/// loss, exported as a sentence-transformers directory (the checkpoint's pooling,
+/// normalisation and `max_seq_length` kept when it is one).
+fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let read = |path: &Path| sesame_text::text_rows::read_text_rows(path).map_err(|e| e.to_string());
+    let (train_rows, eval_rows) = (read(&job.train)?, read(&job.eval)?);
+    let (tokenizer, config, seq_len) = load_start::<B>(job)?;
+    let sentence = SentenceTransformerConfig::from_dir(&job.model).map_err(|e| e.to_string())?;
+    let width = B::classifier_sizes(&config).hidden_size;
+    let pooling = match (sentence, job.pooling) {
+        (Some(st), Some(asked)) if st.pooling != asked => {
+            return Err(format!("--pooling {asked:?}: {} pools with {:?} (its modules.json); leave --pooling out to keep it", job.model.display(), st.pooling).to_lowercase());
+        }
+        (Some(st), _) => st.pooling,
+        (None, asked) => asked.unwrap_or(Pooling::Mean),
+    };
+    let embedding = Embedding { pooling, normalize: sentence.is_some_and(|st| st.normalize) };
+    // A sentence-transformers directory's own max_seq_length, unless --seq-len says otherwise.
+    let limit = config.input_limits().max_len;
+    let seq_len = match (job.seq_len, sentence.and_then(|st| st.max_seq_length)) {
+        (None, Some(n)) => n.min(limit),
+        _ => seq_len,
+    };
+    let kind = job.loss.unwrap_or(if train_rows.label.is_none() {
+        LossKind::Mnrl
+    } else if train_rows.rows.iter().all(|r| matches!(r.label, Some(y) if y == 0.0 || y == 1.0)) {
+        LossKind::OnlineContrastive
+    } else {
+        LossKind::Cosent
+    });
+    let loss = kind.with(job.scale, job.margin).map_err(|e| e.to_string())?;
+    let matryoshka = (!job.matryoshka_dims.is_empty()).then(|| Matryoshka { dims: job.matryoshka_dims.iter().map(|&d| (d, 1.0)).collect() });
+    let encode = |rows: &sesame_text::text_rows::TextRows| TextSet::encode(&tokenizer, rows, seq_len).map_err(|e| format!("{}: {e}", rows.path.display()));
+    let (train, eval) = (encode(&train_rows)?, encode(&eval_rows)?);
+    check_loss(&loss, matryoshka.as_ref(), &train, width, &job.train, &device)?;
+    check_loss(&loss, matryoshka.as_ref(), &eval, width, &job.eval, &device)?;
+    let task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), embedding, loss.clone(), matryoshka, job.batch_size, job.seed, kind.in_batch_negatives());
+    let evaluation = task.evaluation();
+    let metric = best_metric(job, &format!("embedding evaluation on {}", evaluation.name()), &evaluation.metric_names(), evaluation.default_metric())?;
+    let what = format!(
+        "{} training rows of {:?}, {} evaluation rows ({}); {}{}, {:?} pooling{}, {seq_len} tokens",
+        train_rows.rows.len(),
+        train_rows.columns,
+        eval_rows.rows.len(),
+        evaluation.name(),
+        loss.name(),
+        if job.matryoshka_dims.is_empty() { String::new() } else { format!(" over dimensions {:?}", job.matryoshka_dims) },
+        embedding.pooling,
+        if embedding.normalize { ", normalised" } else { "" },
+    );
+    let exported = SentenceTransformerConfig { pooling: embedding.pooling, normalize: embedding.normalize, max_seq_length: Some(seq_len), dimension: width };
+    let save_beside = move |dir: &Path| exported.save(dir).map_err(|e| format!("cannot write the sentence-transformers files in {}: {e}", dir.display()));
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "sentence_embedding", labels: &[], save_beside: Some(&save_beside) };
+    run.fit_and_export(&task, config, |_, _| Ok(Report::from_iter([("loss_function".to_string(), serde_json::json!(loss.name()))])))
+}
+
+/// Writes files into an exported model's directory (given its path).
+pub(crate) type SaveBeside = dyn Fn(&Path) -> Result<(), String>;
 
 /// What every fine-tuning run shares once its task is built.
 pub(crate) struct Run<'a> {
@@ -617,6 +722,9 @@ pub(crate) struct Run<'a> {
     pub(crate) task_name: &'a str,
     /// Class or tag names.
     pub(crate) labels: &'a [String],
+    /// What else the exported model's directory holds, written into it before it is moved
+    /// into place (a sentence-transformers model's modules).
+    pub(crate) save_beside: Option<&'a SaveBeside>,
 }
 
 impl Run<'_> {
@@ -749,7 +857,7 @@ impl Run<'_> {
         };
         let model = model.valid();
         let export = out.join("model");
-        save_model(&model, &config, &export, &job.model, self.tokenizer)?;
+        save_model_with(&model, &config, &export, &job.model, self.tokenizer, |dir| self.save_beside.map_or(Ok(()), |save| save(dir)))?;
         let mut results = serde_json::json!({
             "task": self.task_name,
             "labels": self.labels,
@@ -837,11 +945,17 @@ fn set_labels(labels: &mut sesame_layers::hparams::LabelConfig, classes: &[Strin
 /// Save `model` with `config` and the tokenizer of `source` in `dir` (written beside, then
 /// moved into place).
 pub fn save_model<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, source: &Path, tokenizer: &Tokenizer) -> Result<(), String> {
+    save_model_with(model, config, dir, source, tokenizer, |_| Ok(()))
+}
+
+/// [`save_model`], with the files `beside` writes into the directory before it is moved into place.
+fn save_model_with<M: PretrainedModel>(model: &M, config: &M::Config, dir: &Path, source: &Path, tokenizer: &Tokenizer, beside: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
     let tmp = dir.with_extension("tmp");
     let _ = std::fs::remove_dir_all(&tmp);
     model.save_pretrained(config, &tmp).map_err(|e| e.to_string())?;
     let tok_config = TokenizerConfig::of_dir(source).map_err(|e| e.to_string())?;
     tokenizer.save(&tmp, &tok_config).map_err(|e| e.to_string())?;
+    beside(&tmp)?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move {} to {}: {e}", tmp.display(), dir.display()))
 }

