@@ -7,11 +7,20 @@ use sesame_pipelines::PipelineError;
 
 use crate::common::{load_pipeline, run_texts, Texts};
 
-pub(crate) fn embed_with(dir: &std::path::Path, options: PipelineOptions, texts: &mut Texts) -> Result<String, String> {
+/// `embed`: each text's vector, cut to its first `cut.0` dimensions (`--dimensions`) and then
+/// normalised if `cut.1`, when `cut` is given.
+pub(crate) fn embed_with(dir: &std::path::Path, options: PipelineOptions, cut: Option<(usize, bool)>, texts: &mut Texts) -> Result<String, String> {
     let pipeline = load_pipeline(Task::Embed, dir, options)?;
     let mut done = 0;
     run_texts(texts, |chunk| {
-        let vectors = pipeline.embed(chunk).map_err(|e| e.to_string())?;
+        let mut vectors = pipeline.embed(chunk).map_err(|e| e.to_string())?;
+        if let Some((dimensions, normalize)) = cut {
+            let width = vectors.first().map_or(dimensions, Vec::len);
+            if dimensions > width {
+                return Err(format!("--dimensions {dimensions}: {} gives {width}-dimensional embeddings", dir.display()));
+            }
+            vectors = vectors.into_iter().map(|v| sesame_pipelines::truncated(v, Some(dimensions), normalize)).collect();
+        }
         if let Some(i) = vectors.iter().position(|v| v.iter().any(|x| !x.is_finite())) {
             return Err(format!("{}: the embedding of text {} is not finite (NaN or infinite); the checkpoint overflows", dir.display(), done + i));
         }

@@ -48,9 +48,13 @@ enum Command {
         /// Hidden state to pool: 0 = embeddings, -1 = last layer, -2 = penultimate, ...
         #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
         layer: i64,
-        /// L2-normalise each vector.
+        /// L2-normalise each vector (after --dimensions cut it).
         #[arg(long)]
         normalize: bool,
+        /// Keep each vector's first N dimensions (a Matryoshka model's shorter embedding:
+        /// `finetune --task embed --matryoshka-dims`).
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+        dimensions: Option<usize>,
         /// Truncate texts to this many tokens [default: `max_seq_length` of the model's
         /// sentence_bert_config.json, as sentence-transformers does, else the model's limit].
         #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=1_000_000))]
@@ -281,10 +285,12 @@ fn run(cli: Cli) -> Result<String, String> {
             let name = backend.backend.or(Backend::default_compiled()).map_or("none", Backend::name);
             bench::bench(args, backend.device()?, name, families::bench_target)
         }
-        Command::Embed { model, pooling, layer, normalize, max_tokens, inputs, backend, texts } => {
+        Command::Embed { model, pooling, layer, normalize, dimensions, max_tokens, inputs, backend, texts } => {
             let mut options = pipeline_options(backend.device()?, inputs.int8, inputs.batch_size)?;
-            options.embed = EmbedOptions { pooling, layer, normalize, batch_size: inputs.batch_size, max_tokens };
-            embed_with(&model, options, &mut Texts::new(texts, inputs.input)?)
+            // The cut vector is normalised, not the whole one.
+            options.embed = EmbedOptions { pooling, layer, normalize: normalize && dimensions.is_none(), batch_size: inputs.batch_size, max_tokens };
+            let cut = dimensions.map(|d| (d, normalize));
+            embed_with(&model, options, cut, &mut Texts::new(texts, inputs.input)?)
         }
         Command::Forward { args, backend } => {
             let device = backend.device()?;

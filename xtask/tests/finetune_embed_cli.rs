@@ -117,7 +117,7 @@ print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
 }
 
 #[test]
-fn labelled_pairs_are_scored_as_a_classifier_and_matryoshka_dimensions_train() {
+fn labelled_pairs_are_scored_as_a_classifier_and_a_matryoshka_model_embeds_in_fewer_dimensions() {
     let dir = scratch("pairs");
     let Some(model) = small_model(&dir) else { return };
     // Trained on (anchor, positive) rows, evaluated on pairs labelled 1 (the same verse) or 0.
@@ -128,6 +128,21 @@ fn labelled_pairs_are_scored_as_a_classifier_and_matryoshka_dimensions_train() {
     // Half the pairs are paraphrases: a chance ranking's average precision is about 0.5.
     assert!(ap > 0.9, "{done}");
     assert!(done["metrics"]["cosine_f1"].as_f64().is_some(), "{done}");
+
+    // `embed --dimensions 16 --normalize`: the first 16 dimensions, made unit length.
+    let export = out.join("model").display().to_string();
+    let embed = |extra: &[&str]| -> Result<Vec<Vec<f64>>, String> {
+        let args: Vec<String> = ["embed", "--model", &export].iter().chain(extra).chain(&["The meek will inherit the land."]).map(|s| s.to_string()).collect();
+        xtask(&args).map(|out| serde_json::from_str(&out).unwrap())
+    };
+    let (full, cut) = (embed(&[]).unwrap(), embed(&["--dimensions", "16", "--normalize"]).unwrap());
+    assert_eq!(cut[0].len(), 16);
+    let norm = full[0][..16].iter().map(|x| x * x).sum::<f64>().sqrt();
+    for (a, b) in cut[0].iter().zip(&full[0][..16]) {
+        assert!((a - b / norm).abs() < 1e-5, "{:?} against {:?}", cut[0], &full[0][..16]);
+    }
+    let e = embed(&["--dimensions", "65"]).unwrap_err();
+    assert!(e.trim().ends_with(&format!("--dimensions 65: {export} gives 64-dimensional embeddings")), "{e}");
 }
 
 #[test]

@@ -359,6 +359,19 @@ pub struct LabelScore {
     pub score: f32,
 }
 
+/// `embedding` cut to its first `dimensions` (a Matryoshka model's shorter embedding), then
+/// made unit length if `normalize`.
+pub fn truncated(mut embedding: Vec<f32>, dimensions: Option<usize>, normalize: bool) -> Vec<f32> {
+    if let Some(d) = dimensions {
+        embedding.truncate(d);
+    }
+    if normalize {
+        let norm = embedding.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        embedding.iter_mut().for_each(|x| *x /= norm);
+    }
+    embedding
+}
+
 /// What [`classify`] says of one text, by the checkpoint's `problem_type`, as transformers'
 /// text-classification pipeline scores it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

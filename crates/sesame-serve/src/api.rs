@@ -342,16 +342,7 @@ fn embeddings(outputs: Vec<Output>, dimensions: Option<usize>, normalize: bool) 
     outputs
         .into_iter()
         .filter_map(|o| match o {
-            Output::Embedding(mut v) => {
-                if let Some(d) = dimensions {
-                    v.truncate(d);
-                }
-                if normalize {
-                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                    v.iter_mut().for_each(|x| *x /= norm);
-                }
-                Some(v)
-            }
+            Output::Embedding(v) => Some(sesame_pipelines::truncated(v, dimensions, normalize)),
             _ => None,
         })
         .collect()
