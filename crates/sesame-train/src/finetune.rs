@@ -31,7 +31,7 @@ mod qa;
 pub(crate) mod run;
 mod tagging;
 pub use early_exit::{exit_curve, freeze_all_but_exits, EarlyExitDistillation, ExitPoint};
-pub use embedding::{check_loss, no_duplicate_batches, Embedding, EmbeddingBatch, EmbeddingTraining, Evaluation, TextSet};
+pub use embedding::{check_loss, no_duplicate_batches, Embedding, EmbeddingBatch, EmbeddingObjective, EmbeddingTraining, Evaluation, TextSet};
 pub use run::{finetune, save_model, ColumnNames, FeatureLayer, FinetuneOptions, FinetuneTask, Finetuned, Init};
 pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, QA_METRICS};
 pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, ENTITY_METRICS, WORD_METRICS};

@@ -156,7 +156,25 @@ pub struct Embedding {
 /// One epoch's batches (rows of the training set), by the epoch's number.
 type EpochBatches = (u64, std::sync::Arc<Vec<Vec<usize>>>);
 
-/// Training a sentence-embedding model `B` on a [`TextSet`] with an [`EmbeddingLoss`],
+/// What an embedding model is trained with: how a text becomes its vector, the loss, and how
+/// the training rows are batched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddingObjective {
+    /// Pooling and normalisation.
+    pub embedding: Embedding,
+    /// The loss of a batch's columns.
+    pub loss: EmbeddingLoss,
+    /// The loss again on leading dimensions, when given.
+    pub matryoshka: Option<Matryoshka>,
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// The seed of the epochs' shuffles.
+    pub seed: u64,
+    /// Batches without a text twice (the in-batch-negative losses).
+    pub no_duplicates: bool,
+}
+
+/// Training a sentence-embedding model `B` on a [`TextSet`] with an [`EmbeddingObjective`],
 /// evaluated on another.
 pub struct EmbeddingTraining<B> {
     train: TextSet,
@@ -164,13 +182,7 @@ pub struct EmbeddingTraining<B> {
     /// Held-out rows in batch order (by the first text's length).
     eval_order: Vec<usize>,
     tokenizer: Tokenizer,
-    embedding: Embedding,
-    loss: EmbeddingLoss,
-    matryoshka: Option<Matryoshka>,
-    batch_size: usize,
-    seed: u64,
-    /// Batches without a text twice (the in-batch-negative losses).
-    no_duplicates: bool,
+    objective: EmbeddingObjective,
     evaluation: Evaluation,
     /// The batches of the epoch last asked for.
     epoch: Mutex<Option<EpochBatches>>,
@@ -178,25 +190,12 @@ pub struct EmbeddingTraining<B> {
 }
 
 impl<B> EmbeddingTraining<B> {
-    /// The task: `loss` (over the dimensions of `matryoshka`, when given) on `train`, scored on
-    /// `eval`, in batches of `batch_size` rows drawn from `seed`, without a text twice when
-    /// `no_duplicates`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        train: TextSet,
-        eval: TextSet,
-        tokenizer: Tokenizer,
-        embedding: Embedding,
-        loss: EmbeddingLoss,
-        matryoshka: Option<Matryoshka>,
-        batch_size: usize,
-        seed: u64,
-        no_duplicates: bool,
-    ) -> Self {
+    /// The task of `objective` on `train`, scored on `eval`, the texts padded by `tokenizer`.
+    pub fn new(train: TextSet, eval: TextSet, tokenizer: Tokenizer, objective: EmbeddingObjective) -> Self {
         let mut eval_order: Vec<usize> = (0..eval.len()).collect();
         eval_order.sort_by_key(|&i| eval.encoded[i].first().map_or(0, EncodedText::len));
         let evaluation = Evaluation::of(&eval);
-        Self { train, eval, eval_order, tokenizer, embedding, loss, matryoshka, batch_size, seed, no_duplicates, evaluation, epoch: Mutex::new(None), model: std::marker::PhantomData }
+        Self { train, eval, eval_order, tokenizer, objective, evaluation, epoch: Mutex::new(None), model: std::marker::PhantomData }
     }
 
     /// How the held-out rows are scored.
@@ -206,13 +205,13 @@ impl<B> EmbeddingTraining<B> {
 
     /// Training batches per epoch.
     pub fn batches_per_epoch(&self) -> u64 {
-        self.train.len().div_ceil(self.batch_size) as u64
+        self.train.len().div_ceil(self.objective.batch_size) as u64
     }
 
     /// The rows of training batch `index`.
     fn train_rows(&self, index: u64) -> Vec<usize> {
-        if !self.no_duplicates {
-            return epoch_batch(self.train.len(), self.batch_size, self.seed, index);
+        if !self.objective.no_duplicates {
+            return epoch_batch(self.train.len(), self.objective.batch_size, self.objective.seed, index);
         }
         let per_epoch = self.batches_per_epoch().max(1);
         let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
@@ -221,7 +220,7 @@ impl<B> EmbeddingTraining<B> {
             match cached.as_ref() {
                 Some((e, batches)) if *e == epoch => batches.clone(),
                 _ => {
-                    let batches = std::sync::Arc::new(no_duplicate_batches(&self.train.texts, self.batch_size, mix_seeds(self.seed, epoch)));
+                    let batches = std::sync::Arc::new(no_duplicate_batches(&self.train.texts, self.objective.batch_size, mix_seeds(self.objective.seed, epoch)));
                     *cached = Some((epoch, batches.clone()));
                     batches
                 }
@@ -241,9 +240,9 @@ impl<B> EmbeddingTraining<B> {
 
     /// The loss of the columns' embeddings.
     fn loss_of(&self, columns: &[Tensor<2>], labels: Option<&[f32]>) -> Result<Tensor<1>, LossError> {
-        match &self.matryoshka {
-            Some(matryoshka) => matryoshka.loss(&self.loss, columns, labels),
-            None => self.loss.loss(columns, labels),
+        match &self.objective.matryoshka {
+            Some(matryoshka) => matryoshka.loss(&self.objective.loss, columns, labels),
+            None => self.objective.loss.loss(columns, labels),
         }
     }
 
@@ -252,7 +251,7 @@ impl<B> EmbeddingTraining<B> {
     fn held_out_embeddings(&self, predictions: &[TensorData]) -> Option<Vec<Vec<Vec<f32>>>> {
         let columns = self.eval.columns.len();
         let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); self.eval.len()];
-        let mut order = self.eval_order.chunks(self.batch_size);
+        let mut order = self.eval_order.chunks(self.objective.batch_size);
         for p in predictions {
             let rows = order.next()?;
             let [n, d] = p.shape()[..] else { return None };
@@ -324,14 +323,14 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<EmbeddingBatch> {
-        self.eval_order.chunks(self.batch_size).map(|rows| self.batch(&self.eval, rows, true, device)).collect()
+        self.eval_order.chunks(self.objective.batch_size).map(|rows| self.batch(&self.eval, rows, true, device)).collect()
     }
 
     fn step(&self, model: &B, batch: EmbeddingBatch) -> StepOutput {
         let mask = batch.input.attention_mask.clone().expect("padded batches carry a mask");
         let out = model.forward(batch.input, OutputOptions::default());
-        let mut pooled = self.embedding.pooling.pool(out.encoder.last_hidden_state, mask);
-        if self.embedding.normalize {
+        let mut pooled = self.objective.embedding.pooling.pool(out.encoder.last_hidden_state, mask);
+        if self.objective.embedding.normalize {
             pooled = l2_normalize(pooled);
         }
         let b = batch.rows;

@@ -32,7 +32,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, Embedding, EmbeddingTraining, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, Embedding, EmbeddingObjective, EmbeddingTraining, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -683,7 +683,8 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
     let (train, eval) = (encode(&train_rows)?, encode(&eval_rows)?);
     check_loss(&loss, matryoshka.as_ref(), &train, width, &job.train, &device)?;
     check_loss(&loss, matryoshka.as_ref(), &eval, width, &job.eval, &device)?;
-    let task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), embedding, loss.clone(), matryoshka, job.batch_size, job.seed, kind.in_batch_negatives());
+    let objective = EmbeddingObjective { embedding, loss: loss.clone(), matryoshka, batch_size: job.batch_size, seed: job.seed, no_duplicates: kind.in_batch_negatives() };
+    let task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), objective);
     let evaluation = task.evaluation();
     let metric = best_metric(job, &format!("embedding evaluation on {}", evaluation.name()), &evaluation.metric_names(), evaluation.default_metric())?;
     let what = format!(
