@@ -3,6 +3,8 @@ public-domain Bible translations aligned by verse (the King James Version and th
 Bible), in sentence-transformers' column conventions.
 
 - bible-train.jsonl: (anchor, positive) rows, KJV then WEB, from Psalms and Proverbs;
+- bible-pairs-train.jsonl: (sentence1, sentence2, label) rows from the same verses, half the
+  same verse (1), half another verse (0);
 - bible-eval.jsonl: the same form from Luke (retrieval: each anchor's verse among all of them);
 - bible-pairs-eval.jsonl: (sentence1, sentence2, label) rows from Luke, half the same verse (1),
   half another verse (0).
@@ -58,23 +60,29 @@ def write(name, rows):
     print(f"{path.relative_to(ROOT)}: {len(rows)} rows")
 
 
+def labelled(verses, others):
+    """(sentence1, sentence2, label) rows: the even verses with their own translation (1), the
+    odd ones with another verse's (0)."""
+    rows = []
+    for i, (a, b) in enumerate(verses):
+        if i % 2 == 0:
+            rows.append({"sentence1": a, "sentence2": b, "label": 1})
+        else:
+            rows.append({"sentence1": a, "sentence2": others[i][1], "label": 0})
+    return rows
+
+
 def main():
     fetch()
     rng = random.Random(0)
     train = verses("Psalms 1-150, Proverbs 1-31")
     rng.shuffle(train)
     write("bible-train.jsonl", [{"anchor": a, "positive": b} for a, b in train[:512]])
+    write("bible-pairs-train.jsonl", labelled(train[:512], train[512:1024]))
     held_out = verses("Luke 1-24")
     rng.shuffle(held_out)
     write("bible-eval.jsonl", [{"anchor": a, "positive": b} for a, b in held_out[:128]])
-    pairs = []
-    others = held_out[128:256]
-    for i, (a, b) in enumerate(held_out[:128]):
-        if i % 2 == 0:
-            pairs.append({"sentence1": a, "sentence2": b, "label": 1})
-        else:
-            pairs.append({"sentence1": a, "sentence2": others[i][1], "label": 0})
-    write("bible-pairs-eval.jsonl", pairs)
+    write("bible-pairs-eval.jsonl", labelled(held_out[:128], held_out[128:256]))
 
 
 if __name__ == "__main__":

@@ -15,16 +15,27 @@ pub use sesame_train::Backend;
 /// Max-abs tolerance against HF references (float32 on both sides).
 pub const TOLERANCE: f32 = 1e-4;
 
-/// The Python with transformers (`SESAME_PYTHON`); `None` (tests skip, with a note) outside CI.
-pub fn python() -> Option<PathBuf> {
-    match std::env::var_os("SESAME_PYTHON") {
+/// The path in the environment variable `var`; `None` (tests skip, saying which variable is
+/// `what`) outside CI, a failure under CI.
+fn required_path(var: &str, what: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
         Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("CI").is_some() => panic!("SESAME_PYTHON must be set under CI"),
+        None if std::env::var_os("CI").is_some() => panic!("{var} must be set under CI"),
         None => {
-            eprintln!("skipped: set SESAME_PYTHON to a python with transformers");
+            eprintln!("skipped: set {var} to {what}");
             None
         }
     }
+}
+
+/// The Python with transformers (`SESAME_PYTHON`); `None` (tests skip, with a note) outside CI.
+pub fn python() -> Option<PathBuf> {
+    required_path("SESAME_PYTHON", "a python with transformers")
+}
+
+/// all-MiniLM-L6-v2's directory (`SESAME_MINILM_DIR`); `None` (tests skip, with a note) outside CI.
+pub fn minilm() -> Option<PathBuf> {
+    required_path("SESAME_MINILM_DIR", "the all-MiniLM-L6-v2 directory")
 }
 
 /// One `scripts/hf_forward.py --serve` process for the tests of this binary: torch and

@@ -24,14 +24,7 @@ struct Reference {
 }
 
 fn model_dir() -> Option<PathBuf> {
-    match std::env::var_os("SESAME_MINILM_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var_os("CI").is_some() => panic!("SESAME_MINILM_DIR must be set under CI"),
-        None => {
-            eprintln!("skipped: set SESAME_MINILM_DIR to the all-MiniLM-L6-v2 directory");
-            None
-        }
-    }
+    sesame_tests::minilm()
 }
 
 #[test]

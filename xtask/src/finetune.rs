@@ -159,12 +159,14 @@ pub struct FinetuneArgs {
     /// Hide the progress bar (log lines instead).
     #[arg(long)]
     pub quiet: bool,
-    /// The embedding loss (--task embed), by name or sentence-transformers' class name
-    /// [default: by the training rows: mnrl without a label or score column, online-contrastive
-    /// with labels 0 and 1, cosent with scores].
+    /// The loss of --task embed or rerank, by name or sentence-transformers' class name
+    /// [default: by the training rows. embed: mnrl without a label or score column,
+    /// online-contrastive with labels 0 and 1, cosent with scores; rerank: bce with labels,
+    /// else mnrl].
     #[arg(long, value_enum)]
     pub loss: Option<LossKind>,
-    /// The loss's scale, the cosine's multiplier (mnrl, symmetric-mnrl, cosent) [default: 20].
+    /// The loss's scale: the cosine's multiplier (embed: mnrl, symmetric-mnrl, cosent)
+    /// [default: 20], or the sigmoid's (rerank: mnrl) [default: 10].
     #[arg(long)]
     pub scale: Option<f64>,
     /// The loss's margin (contrastive and online-contrastive [default: 0.5], triplet [default: 5]).
@@ -179,6 +181,10 @@ pub struct FinetuneArgs {
     /// [default: mean; a sentence-transformers directory keeps its own].
     #[arg(long)]
     pub pooling: Option<sesame_layers::Pooling>,
+    /// Passages of the batch's other rows drawn as each query's negatives (--task rerank
+    /// --loss mnrl) [default: 4].
+    #[arg(long)]
+    pub num_negatives: Option<usize>,
 }
 
 impl FinetuneArgs {
@@ -223,6 +229,7 @@ impl FinetuneArgs {
             margin: self.margin,
             matryoshka_dims: self.matryoshka_dims.clone(),
             pooling: self.pooling,
+            num_negatives: self.num_negatives,
         }
     }
 }

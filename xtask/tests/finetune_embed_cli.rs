@@ -3,7 +3,9 @@
 //! `scripts/make_embedding_data.py`): a small BERT of all-MiniLM-L6-v2's vocabulary, trained
 //! from fresh weights with MultipleNegativesRankingLoss, retrieves held-out verses better than
 //! the same network untrained; a killed run resumes to the same model; sentence-transformers
-//! loads the export and embeds as `cargo xtask embed` does; bad settings get one line.
+//! loads the export and embeds as `cargo xtask embed` does; bad settings get one line. And
+//! `--task rerank`: all-MiniLM-L6-v2 with a new one-logit head learns to rerank the same verses,
+//! and sentence-transformers' CrossEncoder scores the export as Sesame's reranker does.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,17 +18,9 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// A BERT of two layers and 64 dimensions with all-MiniLM-L6-v2's tokenizer (the one real
-/// English vocabulary here), in `dir`; `None` when the MiniLM directory is not set (skipped
-/// locally, a failure under CI).
+/// English vocabulary here), in `dir`.
 fn small_model(dir: &Path) -> Option<PathBuf> {
-    let minilm = match std::env::var_os("SESAME_MINILM_DIR") {
-        Some(d) => PathBuf::from(d),
-        None if std::env::var_os("CI").is_some() => panic!("SESAME_MINILM_DIR must be set under CI"),
-        None => {
-            eprintln!("skipped: set SESAME_MINILM_DIR to the all-MiniLM-L6-v2 directory");
-            return None;
-        }
-    };
+    let minilm = sesame_tests::minilm()?;
     let model = dir.join("small");
     std::fs::create_dir_all(&model).unwrap();
     for file in ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"] {
@@ -176,4 +170,80 @@ fn bad_embedding_settings_get_one_line_naming_the_file_or_flag() {
     std::fs::write(&bad, "{\"anchor\": \"a b c\", \"positive\": \"d e f\"}\n{\"anchor\": \"g\", \"positive\": \" \"}\n").unwrap();
     let e = error(&["--train", &bad.display().to_string()]);
     assert!(e.contains(&format!("{}:2: column \"positive\" is empty", bad.display())), "{e}");
+}
+
+#[test]
+fn a_cross_encoder_learns_to_rerank_paraphrases_and_scores_as_sentence_transformers_cross_encoder() {
+    let Some(minilm) = sesame_tests::minilm() else { return };
+    let dir = scratch("rerank");
+    // 32 held-out queries, each with its verse among the verses of the next nine rows.
+    let eval = dir.join("eval.jsonl");
+    let rows: Vec<String> = std::fs::read_to_string(data("bible-eval.jsonl")).unwrap().lines().take(32).map(String::from).collect();
+    std::fs::write(&eval, rows.join("\n") + "\n").unwrap();
+    let run = |out: &Path, extra: &[&str]| {
+        let (model, train, eval, out) = (minilm.display().to_string(), data("bible-train.jsonl"), eval.display().to_string(), out.display().to_string());
+        let defaults = [("--model", model.as_str()), ("--train", &train), ("--eval", &eval), ("--out", &out), ("--batch-size", "16"), ("--num-negatives", "4"), ("--seq-len", "64"), ("--lr", "5e-5")];
+        let mut args: Vec<String> = defaults.iter().filter(|(flag, _)| !extra.contains(flag)).flat_map(|(f, v)| [f.to_string(), v.to_string()]).collect();
+        args.push("--quiet".into());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        finetune_common::finetune("rerank", &args).unwrap()
+    };
+    // MiniLM with a new one-logit head, before training: one step at a negligible learning rate.
+    let untrained = run(&dir.join("untrained"), &["--steps", "1", "--lr", "1e-12"]);
+    let done = run(&dir.join("trained"), &["--steps", "8"]);
+    assert_eq!(done["metric"], "ndcg@10", "{done}");
+    let score = |run: &serde_json::Value, metric: &str| run["metrics"][metric].as_f64().unwrap_or_else(|| panic!("{metric}: {run}"));
+    // Ten candidates: a chance ranking's nDCG@10 is about 0.45 and its accuracy@1 0.1.
+    assert!(score(&done, "ndcg@10") >= score(&untrained, "ndcg@10") + 0.1, "trained {done} against untrained {untrained}");
+    assert!(score(&done, "accuracy@1") >= 0.7, "{done}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("trained/eval_results.json")).unwrap()).unwrap();
+    assert_eq!(report["loss_function"], "MultipleNegativesRankingLoss", "{report}");
+
+    // The export is a one-logit classifier: Sesame's reranker (serve's /rerank) and
+    // sentence-transformers' CrossEncoder give the same scores.
+    let export = dir.join("trained/model");
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(export.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["id2label"], serde_json::json!({"0": "LABEL_0"}), "{config}");
+    assert!(config.get("problem_type").is_none_or(serde_json::Value::is_null), "{config}");
+    let query = "And he said unto them, Go ye into all the world, and preach the gospel to every creature.";
+    let passages = ["He said to them, Go into all the world, and preach the Good News to the whole creation.", "The meek will inherit the land."];
+    let options = sesame::PipelineOptions { device: Some(burn::tensor::Device::default()), ..sesame::PipelineOptions::default() };
+    let pipeline = sesame::pipeline(sesame::Task::Rerank, &export, options).unwrap();
+    let ours = pipeline.rerank(query, &passages).unwrap();
+    assert!(ours[0] > ours[1], "{ours:?}");
+    let Some(python) = sesame_tests::python() else { return };
+    let script = r#"
+import json, sys
+from sentence_transformers import CrossEncoder
+model = CrossEncoder(sys.argv[1], device="cpu")
+query, passages = sys.argv[2], json.loads(sys.argv[3])
+print(json.dumps([float(s) for s in model.predict([(query, p) for p in passages])]))
+"#;
+    let out = Command::new(python).args(["-c", script, &export.display().to_string(), query, &serde_json::to_string(&passages).unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Vec<f64> = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap();
+    assert_eq!(theirs.len(), ours.len());
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!((f64::from(*a) - b).abs() < 1e-4, "Sesame {ours:?} against CrossEncoder {theirs:?}");
+    }
+}
+
+#[test]
+fn bad_reranker_settings_get_one_line_naming_the_file_or_flag() {
+    let dir = scratch("rerank-bad");
+    let Some(model) = small_model(&dir) else { return };
+    let error = |extra: &[&str]| {
+        let e = finetune_common::finetune("rerank", &args(&model, &dir.join("run"), extra)).unwrap_err();
+        e.trim().lines().last().unwrap_or("").to_string()
+    };
+    let e = error(&["--loss", "bce"]);
+    assert!(e.contains(&data("bible-train.jsonl")) && e.contains("BinaryCrossEntropyLoss needs a label per row"), "{e}");
+    let e = error(&["--train", &data("bible-pairs-train.jsonl"), "--loss", "mnrl"]);
+    assert!(e.contains("MultipleNegativesRankingLoss takes (query, positive[, negative…]) rows without a label"), "{e}");
+    let e = error(&["--loss", "cosent"]);
+    assert!(e.contains("--loss cosent: --task rerank trains with bce or mnrl"), "{e}");
+    let e = error(&["--matryoshka-dims", "32"]);
+    assert!(e.contains("--matryoshka-dims: for --task embed only"), "{e}");
+    let e = finetune(&args(&model, &dir.join("run2"), &["--num-negatives", "2"])).unwrap_err();
+    assert!(e.trim().ends_with("--num-negatives: for --task rerank only"), "{e}");
 }

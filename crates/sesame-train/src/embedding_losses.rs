@@ -313,6 +313,9 @@ pub enum LossKind {
     /// `TripletLoss`: (anchor, positive, negative) rows.
     #[cfg_attr(feature = "cli", value(alias = "TripletLoss"))]
     Triplet,
+    /// A cross-encoder's `BinaryCrossEntropyLoss`: (query, passage, label) rows (`--task rerank`).
+    #[cfg_attr(feature = "cli", value(alias = "BinaryCrossEntropyLoss"))]
+    Bce,
 }
 
 impl LossKind {
@@ -326,6 +329,7 @@ impl LossKind {
             Self::Contrastive => EmbeddingLoss::Contrastive { margin: margin.unwrap_or(0.5) },
             Self::OnlineContrastive => EmbeddingLoss::OnlineContrastive { margin: margin.unwrap_or(0.5) },
             Self::Triplet => EmbeddingLoss::Triplet { margin: margin.unwrap_or(5.0) },
+            Self::Bce => return Err(LossError::Setting { field: "--loss", value: "bce".into(), reason: "is a reranker's loss (--task rerank)" }),
         };
         let takes_scale = matches!(self, Self::Mnrl | Self::SymmetricMnrl | Self::Cosent);
         if let (Some(value), false) = (scale, takes_scale) {

@@ -184,8 +184,7 @@ pub struct EmbeddingTraining<B> {
     tokenizer: Tokenizer,
     objective: EmbeddingObjective,
     evaluation: Evaluation,
-    /// The batches of the epoch last asked for.
-    epoch: Mutex<Option<EpochBatches>>,
+    batches: RowBatches,
     model: std::marker::PhantomData<fn() -> B>,
 }
 
@@ -195,7 +194,8 @@ impl<B> EmbeddingTraining<B> {
         let mut eval_order: Vec<usize> = (0..eval.len()).collect();
         eval_order.sort_by_key(|&i| eval.encoded[i].first().map_or(0, EncodedText::len));
         let evaluation = Evaluation::of(&eval);
-        Self { train, eval, eval_order, tokenizer, objective, evaluation, epoch: Mutex::new(None), model: std::marker::PhantomData }
+        let batches = RowBatches::new(train.len(), objective.batch_size, objective.seed, objective.no_duplicates);
+        Self { train, eval, eval_order, tokenizer, objective, evaluation, batches, model: std::marker::PhantomData }
     }
 
     /// How the held-out rows are scored.
@@ -205,28 +205,7 @@ impl<B> EmbeddingTraining<B> {
 
     /// Training batches per epoch.
     pub fn batches_per_epoch(&self) -> u64 {
-        self.train.len().div_ceil(self.objective.batch_size) as u64
-    }
-
-    /// The rows of training batch `index`.
-    fn train_rows(&self, index: u64) -> Vec<usize> {
-        if !self.objective.no_duplicates {
-            return epoch_batch(self.train.len(), self.objective.batch_size, self.objective.seed, index);
-        }
-        let per_epoch = self.batches_per_epoch().max(1);
-        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
-        let batches = {
-            let mut cached = self.epoch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            match cached.as_ref() {
-                Some((e, batches)) if *e == epoch => batches.clone(),
-                _ => {
-                    let batches = std::sync::Arc::new(no_duplicate_batches(&self.train.texts, self.objective.batch_size, mix_seeds(self.objective.seed, epoch)));
-                    *cached = Some((epoch, batches.clone()));
-                    batches
-                }
-            }
-        };
-        batches.get(k).cloned().unwrap_or_default()
+        self.batches.per_epoch()
     }
 
     /// Rows `rows` of `set` as a batch on `device`.
@@ -267,6 +246,51 @@ impl<B> EmbeddingTraining<B> {
             }
         }
         out.iter().all(|r| r.len() == columns).then_some(out)
+    }
+}
+
+/// How the training rows of a text task are drawn into batches: each epoch's shuffle (from the
+/// seed and the epoch) cut in order, or, for the losses that take the batch's other rows as
+/// negatives, [`no_duplicate_batches`]. Batch `index` is a pure function of `index`, so that a
+/// resumed run sees the same batches.
+pub(crate) struct RowBatches {
+    rows: usize,
+    batch_size: usize,
+    seed: u64,
+    no_duplicates: bool,
+    /// The batches of the epoch last asked for.
+    epoch: Mutex<Option<EpochBatches>>,
+}
+
+impl RowBatches {
+    pub(crate) fn new(rows: usize, batch_size: usize, seed: u64, no_duplicates: bool) -> Self {
+        Self { rows, batch_size, seed, no_duplicates, epoch: Mutex::new(None) }
+    }
+
+    /// Batches per epoch.
+    pub(crate) fn per_epoch(&self) -> u64 {
+        self.rows.div_ceil(self.batch_size.max(1)) as u64
+    }
+
+    /// The rows of batch `index`, of the rows whose texts are `texts`.
+    pub(crate) fn rows(&self, texts: &[Vec<String>], index: u64) -> Vec<usize> {
+        if !self.no_duplicates {
+            return epoch_batch(self.rows, self.batch_size, self.seed, index);
+        }
+        let per_epoch = self.per_epoch().max(1);
+        let (epoch, k) = (index / per_epoch, (index % per_epoch) as usize);
+        let batches = {
+            let mut cached = self.epoch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match cached.as_ref() {
+                Some((e, batches)) if *e == epoch => batches.clone(),
+                _ => {
+                    let batches = std::sync::Arc::new(no_duplicate_batches(texts, self.batch_size, mix_seeds(self.seed, epoch)));
+                    *cached = Some((epoch, batches.clone()));
+                    batches
+                }
+            }
+        };
+        batches.get(k).cloned().unwrap_or_default()
     }
 }
 
@@ -318,7 +342,7 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
     type State = ();
 
     fn train_batch(&self, index: u64, device: &Device) -> EmbeddingBatch {
-        let rows = self.train_rows(index);
+        let rows = self.batches.rows(&self.train.texts, index);
         self.batch(&self.train, &rows, false, device)
     }
 
@@ -345,22 +369,9 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
     /// each text's counts of its tokens (special tokens left out), compared by their cosine
     /// (`token_overlap_cosine_ndcg@10`, …). Fine-tuning should end above it.
     fn baselines(&self) -> BTreeMap<String, f64> {
-        let mut index: HashMap<i64, usize> = HashMap::new();
-        let special: HashSet<i64> = self.tokenizer.special_ids().into_iter().map(i64::from).collect();
-        for row in &self.eval.encoded {
-            for text in row {
-                for id in text.input_ids.iter().filter(|id| !special.contains(id)) {
-                    let next = index.len();
-                    index.entry(*id).or_insert(next);
-                }
-            }
-        }
-        let counts = |text: &EncodedText| {
-            let mut v = vec![0.0f32; index.len()];
-            text.input_ids.iter().filter_map(|id| index.get(id)).for_each(|&i| v[i] += 1.0);
-            v
-        };
-        let rows: Vec<Vec<Vec<f32>>> = self.eval.encoded.iter().map(|row| row.iter().map(counts).collect()).collect();
+        let texts: Vec<&EncodedText> = self.eval.encoded.iter().flatten().collect();
+        let mut counts = token_counts(&self.tokenizer, &texts).into_iter();
+        let rows: Vec<Vec<Vec<f32>>> = self.eval.encoded.iter().map(|row| counts.by_ref().take(row.len()).collect()).collect();
         let metric = self.evaluation.default_metric();
         scores(self.evaluation, &self.eval, &rows).remove(metric).map(|v| BTreeMap::from([(format!("token_overlap_{metric}"), v)])).unwrap_or_default()
     }
@@ -389,8 +400,27 @@ pub fn check_loss(loss: &EmbeddingLoss, matryoshka: Option<&Matryoshka>, set: &T
     })
 }
 
+/// Each text's counts of its tokens, special tokens left out, as vectors over the tokens the
+/// texts hold: what a model that knows only which tokens two texts share compares.
+pub(crate) fn token_counts(tokenizer: &Tokenizer, texts: &[&EncodedText]) -> Vec<Vec<f32>> {
+    let special: HashSet<i64> = tokenizer.special_ids().into_iter().map(i64::from).collect();
+    let mut index: HashMap<i64, usize> = HashMap::new();
+    for id in texts.iter().flat_map(|t| &t.input_ids).filter(|id| !special.contains(id)) {
+        let next = index.len();
+        index.entry(*id).or_insert(next);
+    }
+    texts
+        .iter()
+        .map(|text| {
+            let mut v = vec![0.0f32; index.len()];
+            text.input_ids.iter().filter_map(|id| index.get(id)).for_each(|&i| v[i] += 1.0);
+            v
+        })
+        .collect()
+}
+
 /// Cosine similarity of two vectors.
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
     for (&x, &y) in a.iter().zip(b) {
         let (x, y) = (f64::from(x), f64::from(y));

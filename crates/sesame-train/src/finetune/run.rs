@@ -32,7 +32,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, Embedding, EmbeddingObjective, EmbeddingTraining, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, Candidates, Embedding, EmbeddingObjective, EmbeddingTraining, RerankLoss, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -59,6 +59,11 @@ pub enum FinetuneTask {
     /// `sentence1, sentence2, label`), a loss of [`crate::embedding_losses`], exported as a
     /// sentence-transformers directory.
     Embed,
+    /// A reranker (sentence-transformers' cross-encoder): a sequence classifier with one logit
+    /// over (query, passage) pairs, trained on `query, passage, label` rows (binary
+    /// cross-entropy) or `query, positive[, negative…]` rows (multiple negatives), scored by
+    /// reranking the held-out candidates.
+    Rerank,
 }
 
 /// Where fine-tuning starts.
@@ -194,6 +199,9 @@ pub struct FinetuneOptions {
     /// Pooling of a plain checkpoint's token states (`--task embed`) [default: mean; a
     /// sentence-transformers directory's own].
     pub pooling: Option<Pooling>,
+    /// Passages of the batch's other rows drawn as each query's negatives (`--task rerank`
+    /// with multiple negatives) [default: 4].
+    pub num_negatives: Option<usize>,
 }
 
 impl FinetuneOptions {
@@ -239,6 +247,7 @@ impl FinetuneOptions {
             margin: None,
             matryoshka_dims: Vec::new(),
             pooling: None,
+            num_negatives: None,
         }
     }
 
@@ -276,17 +285,26 @@ impl FinetuneOptions {
         if let Some(d) = self.layer_lr_decay.filter(|d| !(*d > 0.0 && *d <= 1.0)) {
             return Err(format!("--layer-lr-decay {d}: not a factor in (0, 1]"));
         }
-        if self.task == FinetuneTask::Embed {
-            let flag = [(self.freeze, "--freeze"), (self.early_exit, "--early-exit"), (self.feature_layer == Some(FeatureLayer::Mix), "--feature-layer mix"), (self.micro_batches > 1, "--micro-batches")]
+        // The flags of one task, refused elsewhere.
+        let only = |task: FinetuneTask, flags: &[(bool, &str)]| match flags.iter().find(|(set, _)| *set) {
+            Some((_, flag)) if self.task != task => Err(format!("{flag}: for --task {} only", format!("{task:?}").to_lowercase())),
+            _ => Ok(()),
+        };
+        only(FinetuneTask::Embed, &[(self.margin.is_some(), "--margin"), (!self.matryoshka_dims.is_empty(), "--matryoshka-dims"), (self.pooling.is_some(), "--pooling")])?;
+        only(FinetuneTask::Rerank, &[(self.num_negatives.is_some(), "--num-negatives")])?;
+        if !matches!(self.task, FinetuneTask::Embed | FinetuneTask::Rerank) {
+            if let Some((_, flag)) = [(self.loss.is_some(), "--loss"), (self.scale.is_some(), "--scale")].into_iter().find(|(set, _)| *set) {
+                return Err(format!("{flag}: for --task embed and rerank only"));
+            }
+        }
+        if matches!(self.task, FinetuneTask::Embed | FinetuneTask::Rerank) {
+            let task = format!("{:?}", self.task).to_lowercase();
+            let frozen = self.task == FinetuneTask::Embed && self.freeze;
+            let flag = [(frozen, "--freeze"), (self.early_exit, "--early-exit"), (self.feature_layer == Some(FeatureLayer::Mix), "--feature-layer mix"), (self.micro_batches > 1, "--micro-batches")]
                 .into_iter()
                 .find_map(|(set, flag)| set.then_some(flag));
             if let Some(flag) = flag {
-                return Err(format!("{flag}: does not apply to --task embed (the whole model learns, and a loss over the batch's rows needs the batch whole)"));
-            }
-        } else {
-            let embed_only = [(self.loss.is_some(), "--loss"), (self.scale.is_some(), "--scale"), (self.margin.is_some(), "--margin"), (!self.matryoshka_dims.is_empty(), "--matryoshka-dims"), (self.pooling.is_some(), "--pooling")];
-            if let Some((_, flag)) = embed_only.into_iter().find(|(set, _)| *set) {
-                return Err(format!("{flag}: for --task embed only"));
+                return Err(format!("{flag}: does not apply to --task {task} (its loss compares a batch's rows with each other: the batch is trained whole)"));
             }
         }
         if self.early_exit && (self.freeze || self.feature_layer.is_some() || self.layer_lr_decay.is_some()) {
@@ -397,7 +415,10 @@ impl HeadVisitor for Finetune<'_> {
     type Out = Result<Finetuned, String>;
 
     fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        finetune_classifier::<M>(self.job, self.device)
+        match self.job.task {
+            FinetuneTask::Rerank => finetune_rerank::<M>(self.job, self.device),
+            _ => finetune_classifier::<M>(self.job, self.device),
+        }
     }
 
     fn token_classifier<M: TokenTagger>(self) -> Self::Out {
@@ -416,6 +437,7 @@ impl HeadVisitor for Finetune<'_> {
         let (flag, head) = match self.job.task {
             FinetuneTask::Tag => ("--task tag", "token-classification"),
             FinetuneTask::Qa => ("--task qa", "question-answering"),
+            FinetuneTask::Rerank => ("--task rerank", "sequence-classification"),
             FinetuneTask::Embed => {
                 return Err(format!("--task embed: {} models are not sentence encoders (as for `embed`: BERT, RoBERTa, ALBERT, ELECTRA and UniLM are)", self.family));
             }
@@ -702,6 +724,49 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
     let save_beside = move |dir: &Path| exported.save(dir).map_err(|e| format!("cannot write the sentence-transformers files in {}: {e}", dir.display()));
     let per_epoch = task.batches_per_epoch();
     let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "sentence_embedding", labels: &[], save_beside: Some(&save_beside) };
+    run.fit_and_export(&task, config, |_, _| Ok(Report::from_iter([("loss_function".to_string(), serde_json::json!(loss.name()))])))
+}
+
+/// `finetune --task rerank`: the family's sequence classifier with one logit, trained as
+/// sentence-transformers' cross-encoder on (query, passage) pairs and scored by reranking.
+fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+    let read = |path: &Path| sesame_text::text_rows::read_text_rows(path).map_err(|e| e.to_string());
+    let (train, eval) = (read(&job.train)?, read(&job.eval)?);
+    if eval.columns.len() < 2 {
+        return Err(format!("{}: reranking needs (query, passage[, …]) rows; the rows have {} text column", job.eval.display(), eval.columns.len()));
+    }
+    let kind = job.loss.unwrap_or(if train.label.is_some() { LossKind::Bce } else { LossKind::Mnrl });
+    let loss = match kind {
+        LossKind::Bce if job.scale.is_some() => return Err("--scale: BinaryCrossEntropyLoss has no scale (the multiple-negatives loss has)".into()),
+        LossKind::Bce => RerankLoss::BinaryCrossEntropy,
+        LossKind::Mnrl => RerankLoss::MultipleNegativesRanking { num_negatives: job.num_negatives.unwrap_or(4), scale: job.scale.unwrap_or(10.0) },
+        other => return Err(format!("--loss {other:?}: --task rerank trains with bce or mnrl").to_lowercase()),
+    };
+    loss.check(&train)?;
+    let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
+    // Every pair the rows can make is tokenized once here, so that a text the tokenizer refuses
+    // is named before training.
+    for row in &train.rows {
+        let pairs: Vec<(&str, &str)> = row.texts[1..].iter().map(|p| (row.texts[0].as_str(), p.as_str())).collect();
+        tokenizer.encode_pairs_each(&pairs, seq_len, true).map_err(|e| format!("{}:{}: {e}", job.train.display(), row.line))?;
+    }
+    let candidates = Candidates::of(&eval, &tokenizer, seq_len).map_err(|e| format!("{}: {e}", job.eval.display()))?;
+    let metric = best_metric(job, "reranking", RERANK_METRICS, "ndcg@10")?;
+    set_labels(config.labels_mut(), &[], "reranking");
+    // One logit and no problem type: transformers' pipeline and sentence-transformers'
+    // CrossEncoder score it with a sigmoid.
+    config.labels_mut().problem_type = None;
+    let what = format!(
+        "{} training rows of {:?}, {} held-out queries with {} candidates; {}, {seq_len} tokens a pair",
+        train.rows.len(),
+        train.columns,
+        candidates.queries.len(),
+        candidates.pairs.len(),
+        loss.name()
+    );
+    let task = RerankTraining::<M>::new(train, candidates, tokenizer.clone(), seq_len, loss, job.batch_size, job.seed);
+    let per_epoch = task.batches_per_epoch();
+    let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "reranking", labels: &[], save_beside: None };
     run.fit_and_export(&task, config, |_, _| Ok(Report::from_iter([("loss_function".to_string(), serde_json::json!(loss.name()))])))
 }
 
