@@ -165,6 +165,25 @@ fn bad_embedding_settings_get_one_line_naming_the_file_or_flag() {
     let bart = repo().join("fixtures/bart/base-model").display().to_string();
     let e = error(&["--model", &bart, "--init", "pretrained"]);
     assert!(e.contains("--task embed: bart models are not sentence encoders"), "{e}");
+    // One row; rows that all share a text (no batch without a text twice holds two); a label
+    // a contrastive loss does not take.
+    let write = |name: &str, lines: &[&str]| {
+        let path = dir.join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path.display().to_string()
+    };
+    let one = write("one.jsonl", &[r#"{"anchor": "a b", "positive": "c d"}"#]);
+    let e = error(&["--train", &one]);
+    assert!(e.contains(&format!("{one}: 1 row: MultipleNegativesRankingLoss compares rows with each other")), "{e}");
+    let same = write("same.jsonl", &[r#"{"anchor": "a b", "positive": "c d"}"#, r#"{"anchor": "a b", "positive": "e f"}"#, r#"{"anchor": "g h", "positive": "a b"}"#]);
+    let e = error(&["--train", &same, "--batch-size", "2"]);
+    assert!(e.contains(&format!("{same}: every row shares a text with every other")), "{e}");
+    let scored = write("scored.jsonl", &[r#"{"s1": "a b", "s2": "c d", "label": 1}"#, r#"{"s1": "e f", "s2": "g h", "label": 0.5}"#]);
+    let e = error(&["--train", &scored, "--loss", "contrastive"]);
+    assert!(e.contains(&format!("{scored}:2: label 0.5: ContrastiveLoss takes labels 0 or 1")), "{e}");
+    let empty = write("empty.jsonl", &[]);
+    let e = error(&["--train", &empty]);
+    assert!(e.contains(&empty), "{e}");
     // An empty text is refused with its file, line and column.
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "{\"anchor\": \"a b c\", \"positive\": \"d e f\"}\n{\"anchor\": \"g\", \"positive\": \" \"}\n").unwrap();
@@ -244,6 +263,10 @@ fn bad_reranker_settings_get_one_line_naming_the_file_or_flag() {
     assert!(e.contains("--loss cosent: --task rerank trains with bce or mnrl"), "{e}");
     let e = error(&["--matryoshka-dims", "32"]);
     assert!(e.contains("--matryoshka-dims: for --task embed only"), "{e}");
+    let labelled = dir.join("labelled.jsonl");
+    std::fs::write(&labelled, "{\"q\": \"a b\", \"p\": \"c d\", \"label\": 1}\n{\"q\": \"e f\", \"p\": \"g h\", \"label\": 2}\n").unwrap();
+    let e = error(&["--train", &labelled.display().to_string()]);
+    assert!(e.contains(&format!("{}:2: label 2: BinaryCrossEntropyLoss takes labels in [0, 1]", labelled.display())), "{e}");
     let e = finetune(&args(&model, &dir.join("run2"), &["--num-negatives", "2"])).unwrap_err();
     assert!(e.trim().ends_with("--num-negatives: for --task rerank only"), "{e}");
 }

@@ -381,6 +381,46 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
     }
 }
 
+/// What a loss takes of a file's rows beyond its columns, checked by [`check_rows`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowsNeeded {
+    /// The loss's name, for messages.
+    pub loss: &'static str,
+    /// The labels it takes, inclusive (`(0.0, 1.0)`), when they are bounded.
+    pub labels: Option<(f64, f64)>,
+    /// Only 0 and 1.
+    pub binary: bool,
+    /// The batch size, when the loss takes the batch's other rows as negatives (its batches
+    /// hold no text twice).
+    pub in_batch: Option<usize>,
+}
+
+/// Refuse, in one line naming the file (and the line), rows that `needed` cannot train on: a
+/// single row, a label out of range, or rows so repetitive that no batch without a text twice
+/// holds two of them.
+pub fn check_rows(rows: &TextRows, needed: RowsNeeded) -> Result<(), String> {
+    let file = rows.path.display();
+    if rows.rows.len() < 2 {
+        return Err(format!("{file}: {} row: {} compares rows with each other, 2 at least are needed", rows.rows.len(), needed.loss));
+    }
+    for row in &rows.rows {
+        let Some(y) = row.label else { continue };
+        if needed.binary && y != 0.0 && y != 1.0 {
+            return Err(format!("{file}:{}: label {y}: {} takes labels 0 or 1", row.line, needed.loss));
+        }
+        if let Some((low, high)) = needed.labels.filter(|(low, high)| !(*low..=*high).contains(&y)) {
+            return Err(format!("{file}:{}: label {y}: {} takes labels in [{low}, {high}]", row.line, needed.loss));
+        }
+    }
+    if let Some(batch_size) = needed.in_batch.filter(|&b| b > 1) {
+        let texts: Vec<Vec<String>> = rows.rows.iter().map(|r| r.texts.clone()).collect();
+        if no_duplicate_batches(&texts, batch_size, 0).iter().all(|b| b.len() < 2) {
+            return Err(format!("{file}: every row shares a text with every other: a batch without a text twice holds one row, and {} learns nothing from it", needed.loss));
+        }
+    }
+    Ok(())
+}
+
 /// Check that `loss` (over `matryoshka`'s dimensions) takes the rows of `set` (read from
 /// `file`) embedded in `width` dimensions: its columns and labels, one line naming the file.
 /// The loss runs on two rows of made-up embeddings on `device`.

@@ -32,7 +32,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, Candidates, Embedding, EmbeddingObjective, EmbeddingTraining, RerankLoss, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, check_rows, Candidates, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, RerankLoss, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -700,6 +700,14 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
         LossKind::Cosent
     });
     let loss = kind.with(job.scale, job.margin).map_err(|e| e.to_string())?;
+    let needed = RowsNeeded {
+        loss: loss.name(),
+        labels: None,
+        binary: matches!(kind, LossKind::Contrastive | LossKind::OnlineContrastive),
+        in_batch: kind.in_batch_negatives().then_some(job.batch_size),
+    };
+    check_rows(&train_rows, needed)?;
+    check_rows(&eval_rows, RowsNeeded { in_batch: None, ..needed })?;
     let matryoshka = (!job.matryoshka_dims.is_empty()).then(|| Matryoshka { dims: job.matryoshka_dims.iter().map(|&d| (d, 1.0)).collect() });
     let encode = |rows: &sesame_text::text_rows::TextRows| TextSet::encode(&tokenizer, rows, seq_len).map_err(|e| format!("{}: {e}", rows.path.display()));
     let (train, eval) = (encode(&train_rows)?, encode(&eval_rows)?);
@@ -743,6 +751,10 @@ fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device)
         other => return Err(format!("--loss {other:?}: --task rerank trains with bce or mnrl").to_lowercase()),
     };
     loss.check(&train)?;
+    let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
+    let needed = RowsNeeded { loss: loss.name(), labels: Some((0.0, 1.0)), binary: false, in_batch: in_batch.then_some(job.batch_size) };
+    check_rows(&train, needed)?;
+    check_rows(&eval, RowsNeeded { loss: "reranking", in_batch: None, ..needed })?;
     let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
     // Every pair the rows can make is tokenized once here, so that a text the tokenizer refuses
     // is named before training.
