@@ -14,6 +14,10 @@ into ~/.cache/sesame/bible and read from there; nothing is installed. Determinis
 files on every run.
 
     python3 scripts/make_embedding_data.py
+
+With --bench DIR it writes instead, into DIR (a cache, not the repository), the larger files of
+`cargo xtask bench --mode finetune-embed`: bench-train.jsonl (4,096 verse pairs of the Old
+Testament's poetry and prophets) and bench-eval.jsonl (1,024 verses of the Gospels and Acts).
 """
 import json
 import random
@@ -72,8 +76,24 @@ def labelled(verses, others):
     return rows
 
 
+def bench(out):
+    rng = random.Random(1)
+    train = verses("Job 1-42, Psalms 1-150, Proverbs 1-31, Ecclesiastes 1-12, Isaiah 1-66, Jeremiah 1-52, Ezekiel 1-48")
+    rng.shuffle(train)
+    held_out = verses("Matthew 1-28, Mark 1-16, Luke 1-24, John 1-21, Acts 1-28")
+    rng.shuffle(held_out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, rows in [("bench-train.jsonl", train[:4096]), ("bench-eval.jsonl", held_out[:1024])]:
+        with (out / name).open("w") as f:
+            for a, b in rows:
+                f.write(json.dumps({"anchor": a, "positive": b}, ensure_ascii=False) + "\n")
+        print(f"{out / name}: {len(rows)} rows")
+
+
 def main():
     fetch()
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+        return bench(Path(sys.argv[2]))
     rng = random.Random(0)
     train = verses("Psalms 1-150, Proverbs 1-31")
     rng.shuffle(train)

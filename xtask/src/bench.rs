@@ -56,6 +56,10 @@ pub enum BenchMode {
     /// Fine-tuning a classifier: `--model` on `--train`, scored on `--eval`, `--epochs`, once
     /// per `--seeds` (`--batch-size`, `--seq-len`, `--lr`), whole runs timed.
     Finetune,
+    /// Fine-tuning a sentence-embedding model (`finetune --task embed`, MultipleNegativesRankingLoss):
+    /// as `finetune`, against sentence-transformers' `SentenceTransformerTrainer`
+    /// (`scripts/embed_trainer.py`), both exports scored by its `InformationRetrievalEvaluator`.
+    FinetuneEmbed,
     /// `cargo xtask serve` of an embedding model (`--model`) under load from `oha`: for each
     /// `--texts-per-request`, `--clients` clients for `--duration` seconds; with
     /// `--compare-infinity`, infinity-emb serving the same model on the same cores after it.
@@ -143,9 +147,10 @@ pub struct BenchArgs {
     /// Finetune: one run per seed on each side.
     #[arg(long, value_delimiter = ',', default_value = "42")]
     pub seeds: Vec<u64>,
-    /// Also run the same work in PyTorch/transformers (`scripts/bench_pytorch.py`) right after,
-    /// and report the ratio Sesame / PyTorch.
-    #[arg(long)]
+    /// Also run the same work in PyTorch/transformers (`scripts/bench_pytorch.py`; for
+    /// finetune-embed, sentence-transformers' trainer) right after, and report the ratio
+    /// Sesame / PyTorch.
+    #[arg(long, alias = "compare-sentence-transformers")]
     pub compare_pytorch: bool,
     /// Embed, infer: also run the same sentences (embed) or batch (infer) through ONNX
     /// Runtime, the model exported by torch, in fp32 and dynamically quantised to int8 (weights
@@ -296,7 +301,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
     if args.compare_infinity && args.mode != BenchMode::Serve {
         return Err("--compare-infinity times --mode serve only".into());
     }
-    let isolate = (args.compare_pytorch || args.compare_onnxruntime) && !matches!(args.mode, BenchMode::Gemm | BenchMode::Finetune);
+    let isolate = (args.compare_pytorch || args.compare_onnxruntime) && !matches!(args.mode, BenchMode::Gemm | BenchMode::Finetune | BenchMode::FinetuneEmbed);
     // Refuse bad arguments before the machine's GEMM is timed.
     match args.mode {
         BenchMode::Gemm => {}
@@ -304,7 +309,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
             let dir = args.model.as_ref().ok_or("--mode serve needs --model (an embedding model's directory)")?;
             crate::common::config_json(dir)?;
         }
-        BenchMode::Finetune => finetune_inputs(&args).map(|_| ())?,
+        BenchMode::Finetune | BenchMode::FinetuneEmbed => finetune_inputs(&args).map(|_| ())?,
         BenchMode::Embed => target(&args).map(|_| ())?,
         _ => (target(&args)?.check_presets)(&args)?,
     }
@@ -329,7 +334,7 @@ pub fn bench(mut args: BenchArgs, device: Device, backend: &str, target: fn(&Ben
 fn rows(args: &BenchArgs, device: Device, backend: &str, target: fn(&BenchArgs) -> Result<BenchTarget, String>) -> Result<Vec<serde_json::Value>, String> {
     match args.mode {
         BenchMode::Gemm => bench_gemm(args, device, backend),
-        BenchMode::Finetune => bench_finetune(args, backend).map(|row| vec![row]),
+        BenchMode::Finetune | BenchMode::FinetuneEmbed => bench_finetune(args, backend).map(|row| vec![row]),
         BenchMode::Serve => {
             let load = crate::bench_serve::ServeLoad {
                 model: args.model.as_deref().ok_or("--mode serve needs --model (an embedding model's directory)")?,
@@ -638,7 +643,15 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
         serde_json::from_str(stdout.lines().last().unwrap_or("")).map_err(|e| format!("{what}: unreadable output ({e})"))
     };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let (python, script) = (python(args), Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/finetune_trainer.py"));
+    // An embedding model: `finetune --task embed` against sentence-transformers' trainer, both
+    // exports scored by its evaluator (the peer's script scores Sesame's export too).
+    let embed = args.mode == BenchMode::FinetuneEmbed;
+    let (task, peer, metrics) = if embed {
+        ("embed", "embed_trainer.py", ["cosine_ndcg@10", "cosine_mrr@10", "cosine_accuracy@1"])
+    } else {
+        ("classify", "finetune_trainer.py", ["accuracy", "f1_macro", "mcc"])
+    };
+    let (python, script) = (python(args), Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts").join(peer));
     let mut sides: Vec<(&str, Vec<serde_json::Value>)> = vec![("sesame", Vec::new())];
     if args.compare_pytorch {
         sides.push(("pytorch", Vec::new()));
@@ -647,27 +660,34 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
         let out_dir = std::env::temp_dir().join(format!("sesame-bench-finetune-{}-{seed}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out_dir);
         let ours = std::process::Command::new(&exe)
-            .arg("finetune")
+            .args(["finetune", "--task", task])
             .args(settings(seed))
             .args(["--out", &out_dir.display().to_string(), "--backend", backend, "--quiet"])
             .stderr(std::process::Stdio::inherit())
             .output()
             .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-        let _ = std::fs::remove_dir_all(&out_dir);
         let ours = last_json(ours, "finetune")?;
         eprintln!("sesame {backend} seed {seed}: {:.1} s ({:.1} s evaluating), {}", ours["train_seconds"].as_f64().unwrap_or(f64::NAN), ours["eval_seconds"].as_f64().unwrap_or(f64::NAN), ours["metrics"]);
         sides[0].1.push(serde_json::json!({ "seed": seed, "train_seconds": ours["train_seconds"], "eval_seconds": ours["eval_seconds"], "checkpoint_seconds": ours["checkpoint_seconds"], "steps": ours["steps"], "metrics": ours["metrics"] }));
         if args.compare_pytorch {
+            let export = out_dir.join("model").display().to_string();
             let theirs = std::process::Command::new(&python)
                 .arg(&script)
                 .args(settings(seed))
+                .args(if embed { vec!["--sesame-model", export.as_str()] } else { Vec::new() })
                 .stderr(std::process::Stdio::inherit())
                 .output()
                 .map_err(|e| format!("--compare-pytorch: cannot run {} (--python, or eval \"$(scripts/setup-python.sh)\"): {e}", python.display()))?;
             let theirs = last_json(theirs, &script.display().to_string())?;
             eprintln!("pytorch seed {seed}: {:.1} s ({:.1} s evaluating), {}", theirs["train_runtime"].as_f64().unwrap_or(f64::NAN), theirs["eval_runtime"].as_f64().unwrap_or(f64::NAN), theirs["metrics"]);
             sides[1].1.push(serde_json::json!({ "seed": seed, "train_seconds": theirs["train_runtime"], "eval_seconds": theirs["eval_runtime"], "steps": theirs["steps"], "threads": theirs["threads"], "metrics": theirs["metrics"] }));
+            if embed {
+                // Sesame's export, scored by sentence-transformers' evaluator.
+                eprintln!("sesame {backend} seed {seed}, scored by sentence-transformers: {}", theirs["sesame_metrics"]);
+                sides[0].1.last_mut().expect("this seed's run")["metrics_by_sentence_transformers"] = theirs["sesame_metrics"].clone();
+            }
         }
+        let _ = std::fs::remove_dir_all(&out_dir);
     }
     // Mean and (sample) standard deviation of a figure over a side's runs.
     let spread = |runs: &[serde_json::Value], get: &dyn Fn(&serde_json::Value) -> Option<f64>| {
@@ -677,17 +697,31 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
         let sd = if values.len() > 1 { (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
         serde_json::json!({ "mean": mean, "sd": sd })
     };
-    let mut row = serde_json::json!({ "mode": "finetune", "backend": backend, "model": model, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size(), "seq_len": args.seq_len, "seeds": args.seeds });
+    let mode = if embed { "finetune-embed" } else { "finetune" };
+    let mut row = serde_json::json!({ "mode": mode, "backend": backend, "model": model, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size(), "seq_len": args.seq_len, "seeds": args.seeds });
     for (side, runs) in &sides {
         let mut summary = serde_json::json!({
             "runs": runs,
             "train_seconds": spread(runs, &|r| r["train_seconds"].as_f64()),
             "eval_seconds": spread(runs, &|r| r["eval_seconds"].as_f64()),
         });
-        for metric in ["accuracy", "f1_macro", "mcc"] {
+        for metric in metrics {
             summary[metric] = spread(runs, &|r| r["metrics"][metric].as_f64());
         }
-        eprintln!("{side}: {:.1} ± {:.1} s, accuracy {:.4} ± {:.4}", summary["train_seconds"]["mean"].as_f64().unwrap_or(f64::NAN), summary["train_seconds"]["sd"].as_f64().unwrap_or(f64::NAN), summary["accuracy"]["mean"].as_f64().unwrap_or(f64::NAN), summary["accuracy"]["sd"].as_f64().unwrap_or(f64::NAN));
+        if embed && *side == "sesame" && args.compare_pytorch {
+            summary["by_sentence_transformers"] = serde_json::json!({});
+            for metric in metrics {
+                summary["by_sentence_transformers"][metric] = spread(runs, &|r| r["metrics_by_sentence_transformers"][metric].as_f64());
+            }
+        }
+        let first = metrics[0];
+        eprintln!(
+            "{side}: {:.1} ± {:.1} s, {first} {:.4} ± {:.4}",
+            summary["train_seconds"]["mean"].as_f64().unwrap_or(f64::NAN),
+            summary["train_seconds"]["sd"].as_f64().unwrap_or(f64::NAN),
+            summary[first]["mean"].as_f64().unwrap_or(f64::NAN),
+            summary[first]["sd"].as_f64().unwrap_or(f64::NAN)
+        );
         row[*side] = summary;
     }
     if args.compare_pytorch {
@@ -703,7 +737,7 @@ fn bench_finetune(args: &BenchArgs, backend: &str) -> Result<serde_json::Value, 
 fn finetune_inputs(args: &BenchArgs) -> Result<(&PathBuf, &PathBuf, &PathBuf), String> {
     match (&args.model, &args.train, &args.eval) {
         (Some(model), Some(train), Some(eval)) => Ok((model, train, eval)),
-        _ => Err("--mode finetune needs --model, --train and --eval".into()),
+        _ => Err(format!("--mode {} needs --model, --train and --eval", if args.mode == BenchMode::FinetuneEmbed { "finetune-embed" } else { "finetune" })),
     }
 }
 

@@ -270,3 +270,20 @@ fn bad_reranker_settings_get_one_line_naming_the_file_or_flag() {
     let e = finetune(&args(&model, &dir.join("run2"), &["--num-negatives", "2"])).unwrap_err();
     assert!(e.trim().ends_with("--num-negatives: for --task rerank only"), "{e}");
 }
+
+#[test]
+fn bench_mode_finetune_embed_times_a_whole_run_and_reports_its_retrieval_scores() {
+    let dir = scratch("bench");
+    let Some(model) = small_model(&dir) else { return };
+    // The bench starts from weights: the small model's, from one step of training.
+    finetune(&args(&model, &dir.join("start"), &["--steps", "1"])).unwrap();
+    let (model, train, eval) = (dir.join("start/model").display().to_string(), data("bible-train.jsonl"), data("bible-eval.jsonl"));
+    let args: Vec<String> = ["bench", "--mode", "finetune-embed", "--model", &model, "--train", &train, "--eval", &eval, "--batch-size", "32", "--seq-len", "48", "--lr", "1e-3"].map(String::from).to_vec();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&xtask(&args).unwrap()).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["mode"], "finetune-embed", "{row}");
+    assert!(row["sesame"]["train_seconds"]["mean"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["sesame"]["cosine_ndcg@10"]["mean"].as_f64().unwrap() > 0.5, "{row}");
+    let refused = xtask(&["bench", "--mode", "finetune-embed", "--model", &model].map(String::from)).unwrap_err();
+    assert_eq!(refused.trim(), "error: --mode finetune-embed needs --model, --train and --eval");
+}
