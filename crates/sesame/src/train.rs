@@ -16,6 +16,7 @@ use burn::tensor::Device;
 use sesame_layers::Family;
 
 pub use sesame_train::distill::StudentOptions;
+pub use sesame_train::embedding_losses::LossKind;
 pub use sesame_train::finetune::{FinetuneOptions, FinetuneTask, Finetuned};
 pub use sesame_train::pruning::{PruneOptions, Pruned};
 
