@@ -267,6 +267,10 @@ fn bad_reranker_settings_get_one_line_naming_the_file_or_flag() {
     std::fs::write(&labelled, "{\"q\": \"a b\", \"p\": \"c d\", \"label\": 1}\n{\"q\": \"e f\", \"p\": \"g h\", \"label\": 2}\n").unwrap();
     let e = error(&["--train", &labelled.display().to_string()]);
     assert!(e.contains(&format!("{}:2: label 2: BinaryCrossEntropyLoss takes labels in [0, 1]", labelled.display())), "{e}");
+    let irrelevant = dir.join("irrelevant.jsonl");
+    std::fs::write(&irrelevant, "{\"q\": \"a b\", \"p\": \"c d\", \"label\": 0}\n{\"q\": \"e f\", \"p\": \"g h\", \"label\": 0}\n").unwrap();
+    let e = error(&["--eval", &irrelevant.display().to_string()]);
+    assert!(e.contains(&format!("{}: no query has a relevant passage", irrelevant.display())), "{e}");
     let e = finetune(&args(&model, &dir.join("run2"), &["--num-negatives", "2"])).unwrap_err();
     assert!(e.trim().ends_with("--num-negatives: for --task rerank only"), "{e}");
 }

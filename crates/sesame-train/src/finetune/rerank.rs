@@ -227,7 +227,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
                 // Each query's candidates: its positive, `k` passages of the batch's other rows
                 // (drawn from the step's seed), then its own negatives.
                 let b = rows.len();
-                let pool = (b - 1) * (self.train.columns.len() - 1);
+                let pool = b.saturating_sub(1) * (self.train.columns.len() - 1);
                 let k = num_negatives.min(pool);
                 let mut rng = StdRng::seed_from_u64(mix_seeds(self.seed, index));
                 let mut pairs = Vec::new();

@@ -763,6 +763,9 @@ fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device)
         tokenizer.encode_pairs_each(&pairs, seq_len, true).map_err(|e| format!("{}:{}: {e}", job.train.display(), row.line))?;
     }
     let candidates = Candidates::of(&eval, &tokenizer, seq_len).map_err(|e| format!("{}: {e}", job.eval.display()))?;
+    if !candidates.pairs.iter().any(|(_, _, relevant)| *relevant) {
+        return Err(format!("{}: no query has a relevant passage (a label of 1): there is nothing to rerank", job.eval.display()));
+    }
     let metric = best_metric(job, "reranking", RERANK_METRICS, "ndcg@10")?;
     set_labels(config.labels_mut(), &[], "reranking");
     // One logit and no problem type: transformers' pipeline and sentence-transformers'
