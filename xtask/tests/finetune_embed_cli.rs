@@ -122,6 +122,13 @@ fn labelled_pairs_are_scored_as_a_classifier_and_a_matryoshka_model_embeds_in_fe
     // Half the pairs are paraphrases: a chance ranking's average precision is about 0.5.
     assert!(ap > 0.9, "{done}");
     assert!(done["metrics"]["cosine_f1"].as_f64().is_some(), "{done}");
+    // Each metric again at the smaller Matryoshka dimension, as sentence-transformers names it.
+    let ap16 = done["metrics"]["dim_16_cosine_ap"].as_f64().unwrap_or_else(|| panic!("{done}"));
+    assert!(ap16 > 0.8, "{done}");
+    assert!(done["metrics"].get("dim_64_cosine_ap").is_none(), "the whole width is not repeated: {done}");
+    // The model can be picked by a metric of a smaller dimension.
+    let by_16 = finetune(&args(&model, &dir.join("by-16"), &["--eval", &data("bible-pairs-eval.jsonl"), "--matryoshka-dims", "64,16", "--steps", "4", "--metric", "dim_16_cosine_ap"])).unwrap();
+    assert_eq!(by_16["metric"], "dim_16_cosine_ap", "{by_16}");
 
     // `embed --dimensions 16 --normalize`: the first 16 dimensions, made unit length.
     let export = out.join("model").display().to_string();

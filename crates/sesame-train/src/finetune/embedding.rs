@@ -376,8 +376,18 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
         scores(self.evaluation, &self.eval, &rows).remove(metric).map(|v| BTreeMap::from([(format!("token_overlap_{metric}"), v)])).unwrap_or_default()
     }
 
+    /// The evaluation's metrics of the whole embeddings and, with Matryoshka dimensions, each
+    /// metric again of the embeddings cut to each smaller dimension `d`, named `dim_{d}_…` as
+    /// sentence-transformers names them with `truncate_dim`.
     fn held_out_scores(&self, predictions: &[TensorData]) -> BTreeMap<String, f64> {
-        self.held_out_embeddings(predictions).map(|rows| scores(self.evaluation, &self.eval, &rows)).unwrap_or_default()
+        let Some(rows) = self.held_out_embeddings(predictions) else { return BTreeMap::new() };
+        let mut out = scores(self.evaluation, &self.eval, &rows);
+        let width = rows.first().and_then(|r| r.first()).map_or(0, Vec::len);
+        for d in self.objective.matryoshka.iter().flat_map(|m| m.dims.iter().map(|&(d, _)| d)).filter(|&d| d < width) {
+            let cut: Vec<Vec<Vec<f32>>> = rows.iter().map(|r| r.iter().map(|v| v[..d].to_vec()).collect()).collect();
+            out.extend(scores(self.evaluation, &self.eval, &cut).into_iter().map(|(name, value)| (format!("dim_{d}_{name}"), value)));
+        }
+        out
     }
 }
 

@@ -716,7 +716,10 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
     let objective = EmbeddingObjective { embedding, loss: loss.clone(), matryoshka, batch_size: job.batch_size, seed: job.seed, no_duplicates: kind.in_batch_negatives() };
     let task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), objective);
     let evaluation = task.evaluation();
-    let metric = best_metric(job, &format!("embedding evaluation on {}", evaluation.name()), &evaluation.metric_names(), evaluation.default_metric())?;
+    // Each metric again at each smaller Matryoshka dimension (`dim_64_cosine_ndcg@10`).
+    let dims: Vec<String> = job.matryoshka_dims.iter().filter(|&&d| d < width).flat_map(|d| evaluation.metric_names().into_iter().skip(1).map(move |m| format!("dim_{d}_{m}"))).collect();
+    let names: Vec<&str> = evaluation.metric_names().into_iter().chain(dims.iter().map(String::as_str)).collect();
+    let metric = best_metric(job, &format!("embedding evaluation on {}", evaluation.name()), &names, evaluation.default_metric())?;
     let what = format!(
         "{} training rows of {:?}, {} evaluation rows ({}); {}{}, {:?} pooling{}, {seq_len} tokens",
         train_rows.rows.len(),
