@@ -272,8 +272,8 @@ impl RowBatches {
         self.rows.div_ceil(self.batch_size.max(1)) as u64
     }
 
-    /// The rows of batch `index`, of the rows whose texts are `texts`.
-    pub(crate) fn rows(&self, texts: &[Vec<String>], index: u64) -> Vec<usize> {
+    /// The rows of batch `index`, of `rows` whose texts `texts` gives.
+    pub(crate) fn rows<T>(&self, rows: &[T], texts: impl Fn(&T) -> &[String], index: u64) -> Vec<usize> {
         if !self.no_duplicates {
             return epoch_batch(self.rows, self.batch_size, self.seed, index);
         }
@@ -284,7 +284,7 @@ impl RowBatches {
             match cached.as_ref() {
                 Some((e, batches)) if *e == epoch => batches.clone(),
                 _ => {
-                    let batches = std::sync::Arc::new(no_duplicate_batches(texts, self.batch_size, mix_seeds(self.seed, epoch)));
+                    let batches = std::sync::Arc::new(no_duplicate_batches(rows, texts, self.batch_size, mix_seeds(self.seed, epoch)));
                     *cached = Some((epoch, batches.clone()));
                     batches
                 }
@@ -299,7 +299,7 @@ impl RowBatches {
 /// taken none of whose texts it already holds. A row that finds no room waits for the next
 /// batch; rows still waiting after the epoch's batches (a file with many repeated texts) wait
 /// for the next epoch's shuffle.
-pub fn no_duplicate_batches(rows: &[Vec<String>], batch_size: usize, seed: u64) -> Vec<Vec<usize>> {
+pub fn no_duplicate_batches<T>(rows: &[T], texts: impl Fn(&T) -> &[String], batch_size: usize, seed: u64) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(seed));
     let per_epoch = rows.len().div_ceil(batch_size.max(1));
@@ -309,10 +309,10 @@ pub fn no_duplicate_batches(rows: &[Vec<String>], batch_size: usize, seed: u64) 
         let mut batch = Vec::with_capacity(batch_size);
         let mut seen: HashSet<&str> = HashSet::new();
         let mut still_waiting = Vec::new();
-        let fits = |row: usize, seen: &HashSet<&str>| rows[row].iter().all(|t| !seen.contains(t.as_str()));
+        let fits = |row: usize, seen: &HashSet<&str>| texts(&rows[row]).iter().all(|t| !seen.contains(t.as_str()));
         for row in waiting.drain(..) {
             if batch.len() < batch_size && fits(row, &seen) {
-                seen.extend(rows[row].iter().map(String::as_str));
+                seen.extend(texts(&rows[row]).iter().map(String::as_str));
                 batch.push(row);
             } else {
                 still_waiting.push(row);
@@ -321,7 +321,7 @@ pub fn no_duplicate_batches(rows: &[Vec<String>], batch_size: usize, seed: u64) 
         while batch.len() < batch_size {
             let Some(row) = next.next() else { break };
             if fits(row, &seen) {
-                seen.extend(rows[row].iter().map(String::as_str));
+                seen.extend(texts(&rows[row]).iter().map(String::as_str));
                 batch.push(row);
             } else {
                 still_waiting.push(row);
@@ -342,7 +342,7 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
     type State = ();
 
     fn train_batch(&self, index: u64, device: &Device) -> EmbeddingBatch {
-        let rows = self.batches.rows(&self.train.texts, index);
+        let rows = self.batches.rows(&self.train.texts, Vec::as_slice, index);
         self.batch(&self.train, &rows, false, device)
     }
 
@@ -423,8 +423,7 @@ pub fn check_rows(rows: &TextRows, needed: RowsNeeded) -> Result<(), String> {
         }
     }
     if let Some(batch_size) = needed.in_batch.filter(|&b| b > 1) {
-        let texts: Vec<Vec<String>> = rows.rows.iter().map(|r| r.texts.clone()).collect();
-        if no_duplicate_batches(&texts, batch_size, 0).iter().all(|b| b.len() < 2) {
+        if no_duplicate_batches(&rows.rows, |r| r.texts.as_slice(), batch_size, 0).iter().all(|b| b.len() < 2) {
             return Err(format!("{file}: every row shares a text with every other: a batch without a text twice holds one row, and {} learns nothing from it", needed.loss));
         }
     }
@@ -554,7 +553,7 @@ mod tests {
         // "a" is the anchor of four rows and "p" a positive of three.
         let data = rows(&[&["a", "x1"], &["a", "x2"], &["a", "x3"], &["a", "p"], &["b", "p"], &["c", "p"], &["d", "y"], &["e", "z"]]);
         for seed in 0..20 {
-            let batches = no_duplicate_batches(&data, 3, seed);
+            let batches = no_duplicate_batches(&data, Vec::as_slice, 3, seed);
             assert_eq!(batches.len(), 3, "seed {seed}: ceil(8 / 3) batches");
             let mut taken: Vec<usize> = batches.iter().flatten().copied().collect();
             for batch in &batches {
@@ -569,7 +568,7 @@ mod tests {
         }
         // Without repeated texts, the batches are the shuffled rows cut in order, all of them.
         let distinct = rows(&[&["a", "b"], &["c", "d"], &["e", "f"], &["g", "h"], &["i", "j"]]);
-        let batches = no_duplicate_batches(&distinct, 2, 7);
+        let batches = no_duplicate_batches(&distinct, Vec::as_slice, 2, 7);
         assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
     }
 

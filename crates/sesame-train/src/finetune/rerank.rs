@@ -156,7 +156,6 @@ pub struct RerankTraining<M> {
     batch_size: usize,
     seed: u64,
     batches: RowBatches,
-    texts: Vec<Vec<String>>,
     model: std::marker::PhantomData<fn() -> M>,
 }
 
@@ -170,8 +169,7 @@ impl<M> RerankTraining<M> {
     pub fn new(train: TextRows, eval: Candidates, tokenizer: Tokenizer, max_len: usize, loss: RerankLoss, batch_size: usize, seed: u64) -> Self {
         let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
         let batches = RowBatches::new(train.rows.len(), batch_size, seed, in_batch);
-        let texts = train.rows.iter().map(|r| r.texts.clone()).collect();
-        Self { train, eval, tokenizer, max_len, loss, batch_size, seed, batches, texts, model: std::marker::PhantomData }
+        Self { train, eval, tokenizer, max_len, loss, batch_size, seed, batches, model: std::marker::PhantomData }
     }
 
     /// Training batches per epoch.
@@ -215,7 +213,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
     type State = ();
 
     fn train_batch(&self, index: u64, device: &Device) -> RerankBatch {
-        let rows: Vec<&sesame_text::text_rows::TextRow> = self.batches.rows(&self.texts, index).into_iter().map(|r| &self.train.rows[r]).collect();
+        let rows: Vec<&sesame_text::text_rows::TextRow> = self.batches.rows(&self.train.rows, |r| r.texts.as_slice(), index).into_iter().map(|r| &self.train.rows[r]).collect();
         match self.loss {
             RerankLoss::BinaryCrossEntropy => {
                 let pairs: Vec<(&str, &str)> = rows.iter().map(|r| (r.texts[0].as_str(), r.texts[1].as_str())).collect();
