@@ -7,7 +7,9 @@ use std::sync::Arc;
 use sesame::Task;
 use sesame_layers::Pooling;
 use sesame_pipelines::EmbedOptions;
-use sesame_serve::{ServeOptions, ServedModel};
+use std::time::Duration;
+
+use sesame_serve::{ApiKey, ServeOptions, ServedModel};
 
 use crate::common::BackendArg;
 
@@ -74,6 +76,29 @@ pub(crate) struct ServeArgs {
     /// Run the model's linear layers in int8 (flex and ndarray).
     #[arg(long)]
     pub int8: bool,
+    /// Truncate inputs longer than the model reads, as if every request set `truncate`
+    /// (otherwise such an input is answered 413).
+    #[arg(long)]
+    pub auto_truncate: bool,
+    /// The key every route but /health requires, sent as `Authorization: Bearer KEY`.
+    #[arg(long, env = "SESAME_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Serve with no key on an address other than loopback (refused without this flag).
+    #[arg(long, conflicts_with = "api_key")]
+    pub no_api_key: bool,
+    /// Origins a browser may call the server from, comma-separated (`*`: any) [default: none].
+    #[arg(long, value_delimiter = ',')]
+    pub cors_allow_origin: Vec<String>,
+    /// Connections open at once; one more is answered 503 and closed.
+    #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's line and headers (a kept-alive connection
+    /// idle this long is closed too).
+    #[arg(long, default_value_t = 10, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400))]
+    pub header_read_timeout: u64,
+    /// Seconds a client has to send a request's body once its headers are read (408 past it).
+    #[arg(long, default_value_t = 30, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400))]
+    pub body_read_timeout: u64,
     #[command(flatten)]
     pub backend: BackendArg,
 }
@@ -94,6 +119,8 @@ fn task_of(dir: &Path) -> Result<ServeTask, String> {
 /// `cargo xtask serve`: load the model of `--task` (else the checkpoint's head) through the
 /// facade, serve it until SIGTERM or Ctrl-C.
 pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
+    // Refused before the model loads.
+    let options = serve_options(&args)?;
     let task = match args.task {
         Some(task) => task,
         None => task_of(&args.model)?,
@@ -106,16 +133,17 @@ pub(crate) fn serve(args: ServeArgs) -> Result<String, String> {
         ServeTask::Answer => Task::Answer,
         ServeTask::Generate => Task::Generate,
     };
-    let mut options = crate::common::pipeline_options(args.backend.device()?, args.int8, args.batch_size)?;
+    let mut pipeline = crate::common::pipeline_options(args.backend.device()?, args.int8, args.batch_size)?;
     // Each request says whether it wants unit vectors.
-    options.embed = EmbedOptions { pooling: args.pooling, layer: -1, normalize: false, batch_size: args.batch_size, max_tokens: args.max_tokens };
-    options.top_k = args.top_k;
-    let model = crate::common::load_pipeline(task, &args.model, options)?.served();
-    listen(&args, model)
+    pipeline.embed = EmbedOptions { pooling: args.pooling, layer: -1, normalize: false, batch_size: args.batch_size, max_tokens: args.max_tokens };
+    pipeline.top_k = args.top_k;
+    let model = crate::common::load_pipeline(task, &args.model, pipeline)?.served();
+    listen(options, model)
 }
 
-/// Serve `model` as `args` say until SIGTERM or Ctrl-C.
-fn listen(args: &ServeArgs, model: Arc<dyn ServedModel>) -> Result<String, String> {
+/// The server's options from `args`, checked as the server will check them.
+fn serve_options(args: &ServeArgs) -> Result<ServeOptions, String> {
+    let api_key = args.api_key.as_deref().map(ApiKey::new).transpose().map_err(|e| e.to_string())?;
     let options = ServeOptions {
         host: args.host.clone(),
         port: args.port,
@@ -124,7 +152,20 @@ fn listen(args: &ServeArgs, model: Arc<dyn ServedModel>) -> Result<String, Strin
         max_client_batch_size: args.max_client_batch_size,
         payload_limit: args.payload_limit,
         model_id: args.model.display().to_string(),
+        api_key,
+        no_api_key: args.no_api_key,
+        cors_allow_origins: args.cors_allow_origin.clone(),
+        max_connections: args.max_connections,
+        header_read_timeout: Duration::from_secs(args.header_read_timeout),
+        body_read_timeout: Duration::from_secs(args.body_read_timeout),
+        auto_truncate: args.auto_truncate,
     };
+    sesame_serve::check(&options).map_err(|e| e.to_string())?;
+    Ok(options)
+}
+
+/// Serve `model` with `options` until SIGTERM or Ctrl-C.
+fn listen(options: ServeOptions, model: Arc<dyn ServedModel>) -> Result<String, String> {
     let route = model.task().route();
     sesame_serve::serve(model, options, |addr| eprintln!("listening on http://{addr} ({route})")).map_err(|e| e.to_string())?;
     Ok(String::new())

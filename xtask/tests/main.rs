@@ -10,5 +10,6 @@ mod finetune_families;
 mod finetune_qa_cli;
 mod finetune_tag_cli;
 mod inference_cli;
+mod serve_access;
 mod serve_cli;
 mod train_cli;

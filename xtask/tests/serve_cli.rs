@@ -11,17 +11,24 @@ fn repo() -> PathBuf {
 }
 
 /// A running `cargo xtask serve`, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
+pub(crate) struct Server {
+    pub child: Child,
+    pub url: String,
 }
 
 impl Server {
     /// Serve `model` on a free port with `flags`; waits until it listens.
-    fn start(model: &Path, flags: &[&str]) -> Server {
+    pub fn start(model: &Path, flags: &[&str]) -> Server {
+        Self::start_with_env(model, flags, &[])
+    }
+
+    /// [`Server::start`] with environment variables set.
+    pub fn start_with_env(model: &Path, flags: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
             .args(["serve", "--model", model.to_str().unwrap(), "--port", "0"])
             .args(flags)
+            .env_remove("SESAME_API_KEY")
+            .envs(env.iter().copied())
             .current_dir(repo())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -45,7 +52,7 @@ impl Server {
     }
 
     /// POST `body` to `route`: the status and the JSON answer.
-    fn post(&self, route: &str, body: &str) -> (u16, serde_json::Value) {
+    pub fn post(&self, route: &str, body: &str) -> (u16, serde_json::Value) {
         let response = match ureq::post(&format!("{}{route}", self.url)).set("Content-Type", "application/json").send_string(body) {
             Ok(r) => r,
             Err(ureq::Error::Status(_, r)) => r,
@@ -56,13 +63,13 @@ impl Server {
     }
 
     /// GET `route`: the status and the body.
-    fn get(&self, route: &str) -> (u16, String) {
+    pub fn get(&self, route: &str) -> (u16, String) {
         let response = ureq::get(&format!("{}{route}", self.url)).call().unwrap();
         (response.status(), response.into_string().unwrap())
     }
 
     /// The value of counter `name` at `/metrics`.
-    fn counter(&self, name: &str) -> f64 {
+    pub fn counter(&self, name: &str) -> f64 {
         let (_, text) = self.get("/metrics");
         let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("no {name} in {text}"));
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
@@ -97,7 +104,7 @@ fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 
 const TEXTS: [&str; 6] = ["the sun", "a much longer sentence about the cat that sat on the mat", "hello world", "x", "the cat sat on the mat .", "the dog ran"];
 
-fn fill_mask_model() -> PathBuf {
+pub(crate) fn fill_mask_model() -> PathBuf {
     repo().join("fixtures/bert/base-fill-mask")
 }
 

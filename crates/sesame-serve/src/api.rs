@@ -43,7 +43,7 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         Self { status, kind, message: message.into() }
     }
 
@@ -51,7 +51,7 @@ impl ApiError {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Validation", message)
     }
 
-    fn too_large(message: impl Into<String>) -> Self {
+    pub(crate) fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Validation", message)
     }
 }
@@ -361,7 +361,7 @@ pub(crate) async fn embed(State(app): State<Arc<App>>, body: Result<Bytes, Bytes
     check_task(&app, "/embed", Task::Embedding)?;
     check_dimensions(&app, request.dimensions, "dimensions")?;
     let inputs = request.inputs.into_inputs();
-    let tokens = tokens_of(&app, &inputs, request.truncate, "inputs").await?;
+    let tokens = tokens_of(&app, &inputs, request.truncate || app.options.auto_truncate, "inputs").await?;
     let outputs = run(&app, inputs, tokens.iter().sum()).await?;
     Ok(Json(embeddings(outputs, request.dimensions, request.normalize)))
 }
@@ -440,7 +440,7 @@ pub(crate) async fn predict(State(app): State<Arc<App>>, body: Result<Bytes, Byt
     let request: PredictRequest = parse(&app, body)?;
     check_task(&app, "/predict", Task::Classifier)?;
     let PredictInputs { one, inputs } = request.inputs;
-    let tokens = tokens_of(&app, &inputs, request.truncate, "inputs").await?;
+    let tokens = tokens_of(&app, &inputs, request.truncate || app.options.auto_truncate, "inputs").await?;
     let outputs = run(&app, inputs, tokens.iter().sum()).await?;
     let labels = app.model.labels();
     let results: Vec<Vec<LabelScore>> = outputs
@@ -471,7 +471,7 @@ pub(crate) async fn rerank(State(app): State<Arc<App>>, body: Result<Bytes, Byte
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "Validation", format!("/rerank needs a classifier with one label (a cross-encoder); this one has {}", labels.len())));
     }
     let inputs: Vec<Input> = request.texts.iter().map(|t| Input::Pair(request.query.clone(), t.clone())).collect();
-    let tokens = tokens_of(&app, &inputs, request.truncate, "texts").await?;
+    let tokens = tokens_of(&app, &inputs, request.truncate || app.options.auto_truncate, "texts").await?;
     let outputs = run(&app, inputs, tokens.iter().sum()).await?;
     let mut ranks: Vec<Rank> = outputs
         .into_iter()

@@ -10,6 +10,11 @@
 //! Ctrl-C stops accepting, answers what is in flight, then returns. A generation runs alone,
 //! its tokens sent as they are final; a client that goes away ends its search.
 //!
+//! With an [`ApiKey`], every route but `/health` needs `Authorization: Bearer KEY`; without
+//! one the server listens on loopback only, unless `no_api_key` says otherwise. Slow clients
+//! are cut off (`header_read_timeout`, `body_read_timeout`), at most `max_connections` are
+//! open, and cross-origin calls are refused unless `cors_allow_origins` lists the origin.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
@@ -28,16 +33,20 @@
 //! ```
 
 mod api;
+mod guard;
+mod listen;
 mod metrics;
 mod queue;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
+pub use guard::ApiKey;
 pub use sesame_pipelines::generator::{CausalGenerator, Seq2SeqGenerator};
 pub use sesame_pipelines::served::{Embedder, Generation, Generator, Input, MaskFiller, Output, Reader, ServedModel, Tagger, Task, TextClassifier};
 
@@ -58,6 +67,21 @@ pub struct ServeOptions {
     pub payload_limit: usize,
     /// The name `/info` and `/v1/embeddings` give the model.
     pub model_id: String,
+    /// The key every route but `/health` requires (`Authorization: Bearer KEY`); `None`: open.
+    pub api_key: Option<ApiKey>,
+    /// Serve without a key on an address other than loopback (refused otherwise).
+    pub no_api_key: bool,
+    /// The origins a browser may call the server from (`*`: any); none by default.
+    pub cors_allow_origins: Vec<String>,
+    /// Connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// The time a client has to send a request's head (its line and headers), counted from
+    /// when the server waits for it: a kept-alive connection idle this long is closed too.
+    pub header_read_timeout: Duration,
+    /// The time a client has to send a request's body, once its head is read (408 past it).
+    pub body_read_timeout: Duration,
+    /// Truncate inputs longer than the model reads, as if each request set `truncate`.
+    pub auto_truncate: bool,
 }
 
 impl ServeOptions {
@@ -71,6 +95,13 @@ impl ServeOptions {
             max_client_batch_size: 32,
             payload_limit: 2_000_000,
             model_id: model_id.into(),
+            api_key: None,
+            no_api_key: false,
+            cors_allow_origins: Vec::new(),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            auto_truncate: false,
         }
     }
 }
@@ -84,6 +115,18 @@ pub enum ServeError {
         /// The option, as the command line names it.
         flag: &'static str,
     },
+    /// A key given to `--api-key` that cannot serve as one.
+    #[error("--api-key {0}")]
+    ApiKey(&'static str),
+    /// An address other than loopback with no key.
+    #[error("--host {host} is not a loopback address, and without --api-key anyone who can reach it can use the model: give --api-key KEY (or SESAME_API_KEY), or --no-api-key to serve it open")]
+    Open {
+        /// `--host`.
+        host: String,
+    },
+    /// A `--cors-allow-origin` that is not an origin.
+    #[error("--cors-allow-origin `{0}` is not an origin such as https://example.com, or *")]
+    Origin(String),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -97,19 +140,36 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// Serve `model` until SIGTERM or Ctrl-C; `ready` is called with the bound address once the
-/// server accepts connections. Returns once every request in flight is answered.
-pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+/// Refuse options the server cannot run with: a limit of 0, an address other than loopback
+/// without a key (unless `no_api_key`), an origin that is not one. [`serve`] checks them
+/// first; a caller may check them before loading its model.
+pub fn check(options: &ServeOptions) -> Result<(), ServeError> {
     for (flag, value) in [
         ("--max-batch-tokens", options.max_batch_tokens),
         ("--max-concurrent-requests", options.max_concurrent_requests),
         ("--max-client-batch-size", options.max_client_batch_size),
         ("--payload-limit", options.payload_limit),
+        ("--max-connections", options.max_connections),
+        ("--header-read-timeout", options.header_read_timeout.as_millis() as usize),
+        ("--body-read-timeout", options.body_read_timeout.as_millis() as usize),
     ] {
         if value == 0 {
             return Err(ServeError::Options { flag });
         }
     }
+    if options.api_key.is_none() && !options.no_api_key && !is_loopback(&options.host, options.port) {
+        return Err(ServeError::Open { host: options.host.clone() });
+    }
+    let _ = cors(&options.cors_allow_origins)?;
+    Ok(())
+}
+
+/// Serve `model` until SIGTERM or Ctrl-C; `ready` is called with the bound address once the
+/// server accepts connections. Returns once every request in flight is answered.
+pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+    check(&options)?;
+    let addr = format!("{}:{}", options.host, options.port);
+    let cors = cors(&options.cors_allow_origins)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let metrics = Arc::new(metrics::Metrics::default());
     let (queue, jobs) = tokio::sync::mpsc::unbounded_channel();
@@ -122,7 +182,7 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         permits: Arc::new(tokio::sync::Semaphore::new(options.max_concurrent_requests)),
         options: options.clone(),
         queue,
-        metrics,
+        metrics: metrics.clone(),
     });
     let inference = Router::new()
         .route("/embed", post(api::embed))
@@ -136,27 +196,61 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .route("/generate_stream", post(api::generate_stream))
         .route("/", post(api::compat_generate))
         .route("/tokenize", post(api::tokenize))
+        .route_layer(axum::middleware::from_fn_with_state(app.clone(), guard::read_body))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), api::admit));
+    // Every route but /health needs the key; a browser's preflight (OPTIONS) carries none.
     let router = Router::new()
-        .route("/health", get(api::health))
         .route("/info", get(api::info))
         .route("/metrics", get(api::metrics))
         .route("/openapi.json", get(api::openapi))
         .merge(inference)
+        .route_layer(axum::middleware::from_fn_with_state(app.clone(), guard::authorize))
+        .route("/health", get(api::health))
         .layer(DefaultBodyLimit::max(options.payload_limit))
+        .layer(cors)
         .layer(axum::middleware::from_fn_with_state(app.clone(), api::count))
         .with_state(app);
+    let limits = listen::Limits { max_connections: options.max_connections, header_read_timeout: options.header_read_timeout };
     let result = runtime.block_on(async move {
-        let addr = format!("{}:{}", options.host, options.port);
         let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr: addr.clone(), source })?;
         ready(listener.local_addr()?);
-        axum::serve(listener, router).with_graceful_shutdown(shutdown()).await?;
+        listen::run(listener, router, limits, metrics, shutdown()).await;
         Ok(())
     });
     // The router, and with it the queue's sender, is gone: the model's thread ends.
     drop(runtime);
     let _ = batcher.join();
     result
+}
+
+/// Whether every address `host` names is a loopback one (`127.0.0.1`, `::1`, `localhost`).
+fn is_loopback(host: &str, port: u16) -> bool {
+    match (host, port).to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<SocketAddr> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+/// The CORS layer of `origins`: none allowed when empty, any for `*`; methods GET and POST,
+/// headers `Content-Type` and `Authorization`.
+fn cors(origins: &[String]) -> Result<tower_http::cors::CorsLayer, ServeError> {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let parsed = origins.iter().map(|o| {
+            let ok = (o.starts_with("http://") || o.starts_with("https://")) && !o.ends_with('/') && o.len() > "https://".len();
+            ok.then(|| axum::http::HeaderValue::from_str(o).ok()).flatten().ok_or_else(|| ServeError::Origin(o.clone()))
+        });
+        AllowOrigin::list(parsed.collect::<Result<Vec<_>, _>>()?)
+    };
+    Ok(CorsLayer::new()
+        .allow_origin(allow)
+        .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
+        .allow_headers([axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION]))
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -21,6 +21,40 @@ pub(crate) struct Metrics {
     generations: AtomicU64,
     generated_tokens: AtomicU64,
     generations_cancelled: AtomicU64,
+    connections_open: AtomicU64,
+    /// Connections closed by the server before an answer, by [`Closed`] reason.
+    closed: [AtomicU64; Closed::ALL.len()],
+}
+
+/// Why the server closed a connection, or refused it, before answering a request on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// `--max-connections` were open: answered 503 and closed.
+    MaxConnections,
+    /// No complete request head within `--header-read-timeout` (a slow client, or a kept-alive
+    /// connection left idle).
+    HeaderTimeout,
+    /// A request head larger than the server reads (answered 431).
+    HeadTooLarge,
+    /// Not HTTP/1.1 (answered 400).
+    BadRequest,
+    /// The connection failed otherwise (reset by the client).
+    Other,
+}
+
+impl Closed {
+    const ALL: [Closed; 5] = [Closed::MaxConnections, Closed::HeaderTimeout, Closed::HeadTooLarge, Closed::BadRequest, Closed::Other];
+
+    /// The label at `/metrics`.
+    fn label(self) -> &'static str {
+        match self {
+            Closed::MaxConnections => "max_connections",
+            Closed::HeaderTimeout => "header_timeout",
+            Closed::HeadTooLarge => "head_too_large",
+            Closed::BadRequest => "bad_request",
+            Closed::Other => "other",
+        }
+    }
 }
 
 impl Metrics {
@@ -55,6 +89,22 @@ impl Metrics {
         self.generations_cancelled.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A connection accepted.
+    pub(crate) fn opened(&self) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An accepted connection ended.
+    pub(crate) fn finished(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A connection closed or refused by the server for `reason`.
+    pub(crate) fn closed(&self, reason: Closed) {
+        let i = Closed::ALL.iter().position(|r| *r == reason).unwrap_or(Closed::ALL.len() - 1);
+        self.closed[i].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A batch whose run panicked.
     pub(crate) fn panic(&self) {
         self.panics.fetch_add(1, Ordering::Relaxed);
@@ -85,6 +135,11 @@ impl Metrics {
         for (name, help, value) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
+        out.push_str("# HELP sesame_connections_closed_total Connections the server refused or closed before answering, by reason.\n# TYPE sesame_connections_closed_total counter\n");
+        for (reason, n) in Closed::ALL.iter().zip(&self.closed) {
+            let _ = writeln!(out, "sesame_connections_closed_total{{reason=\"{}\"}} {}", reason.label(), load(n));
+        }
+        let _ = writeln!(out, "# HELP sesame_connections_open Connections open (at most --max-connections).\n# TYPE sesame_connections_open gauge\nsesame_connections_open {}", load(&self.connections_open));
         let _ = writeln!(out, "# HELP sesame_requests_in_flight Requests being read, queued or run (at most --max-concurrent-requests).\n# TYPE sesame_requests_in_flight gauge\nsesame_requests_in_flight {in_flight}");
         out
     }
