@@ -99,6 +99,9 @@ pub(crate) struct ServeArgs {
     /// Seconds a client has to send a request's body once its headers are read (408 past it).
     #[arg(long, default_value_t = 30, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400))]
     pub body_read_timeout: u64,
+    /// One JSON line per request on stderr: its id, route, status, and where its time went.
+    #[arg(long)]
+    pub json_output: bool,
     #[command(flatten)]
     pub backend: BackendArg,
 }
@@ -159,6 +162,7 @@ fn serve_options(args: &ServeArgs) -> Result<ServeOptions, String> {
         header_read_timeout: Duration::from_secs(args.header_read_timeout),
         body_read_timeout: Duration::from_secs(args.body_read_timeout),
         auto_truncate: args.auto_truncate,
+        json_output: args.json_output,
     };
     sesame_serve::check(&options).map_err(|e| e.to_string())?;
     Ok(options)

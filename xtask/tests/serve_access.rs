@@ -1,7 +1,8 @@
 //! `cargo xtask serve` against clients that are not polite: no key or a wrong one, another
 //! origin, headers or a body sent too slowly, more connections than allowed, oversized or
-//! malformed requests. Each is refused with its status and counted at `/metrics`, and the
-//! server keeps answering the others.
+//! malformed requests, clients that hang up mid-batch. Each is refused with its status and
+//! counted at `/metrics`, and the server keeps answering the others. And what an operator
+//! reads of each request: its id, its timing headers, its JSON log line.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -16,7 +17,11 @@ fn send(server: &Server, method: &str, route: &str, headers: &[(&str, &str)], bo
     for (name, value) in headers {
         request = request.set(name, value);
     }
-    let response = match body.map(|b| request.clone().send_string(b)).unwrap_or_else(|| request.call()) {
+    let sent = match body {
+        Some(body) => request.send_string(body),
+        None => request.call(),
+    };
+    let response = match sent {
         Ok(r) => r,
         Err(ureq::Error::Status(_, r)) => r,
         Err(e) => panic!("{method} {route}: {e}"),
@@ -254,4 +259,92 @@ fn serve_refuses_oversized_and_malformed_requests_with_their_status() {
     let asked = long.replace("}", ", \"truncate\": true}");
     assert_eq!(server.post("/embed", &asked).1, auto);
     assert_eq!(server.counter("sesame_panics_total"), 0.0);
+}
+
+#[test]
+fn serve_gives_each_request_an_id_and_tei_s_timing_headers_and_logs_them_as_json() {
+    let server = Server::start(&fill_mask_model(), &["--json-output"]);
+    let text = "the cat sat on the mat";
+    let embed = |id: Option<&str>| {
+        let mut request = ureq::post(&format!("{}/embed", server.url)).set("Content-Type", "application/json");
+        if let Some(id) = id {
+            request = request.set("x-request-id", id);
+        }
+        let response = request.send_string(&serde_json::json!({ "inputs": text }).to_string()).unwrap();
+        let header = |name: &str| response.header(name).unwrap_or_else(|| panic!("no {name}")).to_string();
+        let ms = |name: &str| header(name).parse::<u64>().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let id = header("x-request-id");
+        let (total, tokens, characters) = (ms("x-compute-time"), ms("x-compute-tokens"), ms("x-compute-characters"));
+        assert!(total >= ms("x-inference-time") && total >= ms("x-queue-time") && total >= ms("x-tokenization-time"));
+        (id, tokens, characters)
+    };
+    let (id, tokens, characters) = embed(Some("client-42"));
+    assert_eq!(id, "client-42");
+    assert_eq!(characters, text.len() as u64);
+    // The tokens are those OpenAI's route reports as usage: the model's, special ones included.
+    let (_, usage) = server.post("/v1/embeddings", &serde_json::json!({ "input": text }).to_string());
+    assert_eq!(tokens, usage["usage"]["prompt_tokens"].as_u64().unwrap());
+    // Without an id, or with one that cannot be echoed, each request gets its own.
+    let (a, _, _) = embed(None);
+    let (b, _, _) = embed(Some(&"x".repeat(200)));
+    assert!(a != b && !a.is_empty() && b.len() < 100, "{a} {b}");
+    // Routes that run no model carry the id only.
+    let health = ureq::get(&format!("{}/health", server.url)).call().unwrap();
+    assert!(health.header("x-request-id").is_some() && health.header("x-compute-time").is_none());
+    // One JSON line per request, with the same id and numbers.
+    let started = Instant::now();
+    let line = loop {
+        let lines = server.stderr.lock().unwrap().clone();
+        if let Some(line) = lines.iter().find(|l| l.contains("client-42")) {
+            break line.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no log line: {lines:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+    assert_eq!((log["route"].as_str(), log["status"].as_u64(), log["tokens"].as_u64()), (Some("/embed"), Some(200), Some(tokens)), "{log}");
+    assert!(log["inference_ms"].as_f64().unwrap() > 0.0, "{log}");
+}
+
+#[test]
+fn serve_answers_the_other_requests_of_a_batch_whose_clients_hung_up() {
+    let server = Server::start(&fill_mask_model(), &[]);
+    let texts: Vec<String> = (0..8).map(|i| format!("sentence number {i} about a cat")).collect();
+    let body = |text: &str| serde_json::json!({ "inputs": text }).to_string();
+    let alone: Vec<serde_json::Value> = texts.iter().map(|t| server.post("/embed", &body(t)).1).collect();
+    let many = serde_json::json!({ "inputs": vec![["a long text about nothing"; 6].join(" "); 32] }).to_string();
+    let running = "sesame_requests_abandoned_total{when=\"running\"}";
+    // Clients that send many texts and leave after a moment, among clients that wait for
+    // their answers, until clients have left while their batch ran (the batch thread then
+    // sends to a closed channel) often enough that waiting clients shared their batches.
+    let server = &server;
+    for round in 0.. {
+        assert!(round < 100, "clients left mid-batch only {} times", server.counter(running));
+        std::thread::scope(|scope| {
+            for client in 0..16usize {
+                let (many, texts, alone) = (&many, &texts, &alone);
+                scope.spawn(move || {
+                    for j in 0..8usize {
+                        if (client + j) % 2 == 0 {
+                            let mut gone = connect(server);
+                            let _ = write!(gone, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{many}", many.len());
+                            std::thread::sleep(Duration::from_micros(200 * ((client * 7 + j * 3) % 10) as u64));
+                            continue;
+                        }
+                        let i = (client + j) % texts.len();
+                        let (status, vectors) = server.post("/embed", &body(&texts[i]));
+                        assert_eq!(status, 200, "{vectors}");
+                        let (a, b) = (vectors[0].as_array().unwrap(), alone[i][0].as_array().unwrap());
+                        let diff = a.iter().zip(b).map(|(x, y)| (x.as_f64().unwrap() - y.as_f64().unwrap()).abs()).fold(0.0, f64::max);
+                        assert!(diff < 1e-5, "{diff}");
+                    }
+                });
+            }
+        });
+        if server.counter(running) >= 20.0 {
+            break;
+        }
+    }
+    assert_eq!(server.counter("sesame_panics_total"), 0.0);
+    assert_eq!(server.get("/health").0, 200);
 }

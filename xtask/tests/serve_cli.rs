@@ -14,6 +14,8 @@ fn repo() -> PathBuf {
 pub(crate) struct Server {
     pub child: Child,
     pub url: String,
+    /// What it wrote on stderr after listening, line by line.
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -47,8 +49,14 @@ impl Server {
             seen.push_str(&line);
         };
         // Keep reading its stderr, so that it never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        Server { child, url }
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = lines.clone();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Server { child, url, stderr: lines }
     }
 
     /// POST `body` to `route`: the status and the JSON answer.

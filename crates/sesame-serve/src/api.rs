@@ -32,6 +32,7 @@ pub(crate) struct App {
     pub queue: mpsc::UnboundedSender<Work>,
     pub permits: Arc<Semaphore>,
     pub metrics: Arc<Metrics>,
+    pub request_ids: crate::observe::RequestIds,
 }
 
 /// A refusal or failure: its status and TEI's error body, `{"error", "error_type"}`.
@@ -315,10 +316,21 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
         return Err(ApiError::too_large(format!("`{field}` has {} texts, more than --max-client-batch-size {max}", inputs.len())));
     }
     let (app2, inputs2) = (app.clone(), inputs.to_vec());
+    let started = Instant::now();
     let counts = tokio::task::spawn_blocking(move || inputs2.iter().map(|i| tokens_in(app2.model.as_ref(), i)).collect::<Result<Vec<_>, _>>())
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
         .map_err(|e| ApiError::validation(format!("`{field}`: {e}")))?;
+    let characters = inputs.iter().map(|i| match i {
+        Input::Text(t) => t.chars().count(),
+        Input::Pair(a, b) => a.chars().count() + b.chars().count(),
+    });
+    let (characters, tokens) = (characters.sum(), counts.iter().sum());
+    crate::observe::record(|t| {
+        t.tokenization = Some(started.elapsed());
+        t.characters = characters;
+        t.tokens = tokens;
+    });
     let limit = app.model.max_input_length();
     if !app.model.task().windows() && !truncate {
         if let Some((i, n)) = counts.iter().enumerate().find(|(_, &n)| n > limit) {
@@ -333,8 +345,12 @@ async fn run(app: &App, inputs: Vec<Input>, tokens: usize) -> Result<Vec<Output>
     let (reply, outputs) = oneshot::channel();
     let job = Job { inputs, tokens, queued: Instant::now(), reply };
     app.queue.send(Work::Batch(job)).map_err(|_| shutting_down())?;
-    let outputs = outputs.await.map_err(|_| shutting_down())?;
-    Ok(outputs?)
+    let ran = outputs.await.map_err(|_| shutting_down())??;
+    crate::observe::record(|t| {
+        t.queue = Some(ran.queued);
+        t.inference = Some(ran.inference);
+    });
+    Ok(ran.outputs)
 }
 
 /// Each output's embedding, cut to `dimensions` and made unit length if `normalize`.
@@ -882,13 +898,4 @@ pub(crate) const ROUTES: [&str; 15] = ["/embed", "/v1/embeddings", "/predict", "
 /// `GET /openapi.json`: the OpenAPI 3.1 document of every route.
 pub(crate) async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], include_str!("../openapi.json")).into_response()
-}
-
-/// Count every response by route and status.
-pub(crate) async fn count(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_string();
-    let route = ROUTES.iter().find(|r| **r == path).copied().unwrap_or("other");
-    let response = next.run(request).await;
-    app.metrics.response(route, response.status().as_u16());
-    response
 }

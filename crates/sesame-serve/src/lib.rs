@@ -36,6 +36,7 @@ mod api;
 mod guard;
 mod listen;
 mod metrics;
+mod observe;
 mod queue;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -82,6 +83,8 @@ pub struct ServeOptions {
     pub body_read_timeout: Duration,
     /// Truncate inputs longer than the model reads, as if each request set `truncate`.
     pub auto_truncate: bool,
+    /// One JSON line per request on stderr: its id, route, status and timings.
+    pub json_output: bool,
 }
 
 impl ServeOptions {
@@ -102,6 +105,7 @@ impl ServeOptions {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             auto_truncate: false,
+            json_output: false,
         }
     }
 }
@@ -183,6 +187,7 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         options: options.clone(),
         queue,
         metrics: metrics.clone(),
+        request_ids: Default::default(),
     });
     let inference = Router::new()
         .route("/embed", post(api::embed))
@@ -208,7 +213,7 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .route("/health", get(api::health))
         .layer(DefaultBodyLimit::max(options.payload_limit))
         .layer(cors)
-        .layer(axum::middleware::from_fn_with_state(app.clone(), api::count))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), observe::observe))
         .with_state(app);
     let limits = listen::Limits { max_connections: options.max_connections, header_read_timeout: options.header_read_timeout };
     let result = runtime.block_on(async move {
@@ -235,7 +240,8 @@ fn is_loopback(host: &str, port: u16) -> bool {
 }
 
 /// The CORS layer of `origins`: none allowed when empty, any for `*`; methods GET and POST,
-/// headers `Content-Type` and `Authorization`.
+/// headers `Content-Type`, `Authorization` and `x-request-id`; the id and timing headers
+/// readable by the page.
 fn cors(origins: &[String]) -> Result<tower_http::cors::CorsLayer, ServeError> {
     use tower_http::cors::{AllowOrigin, CorsLayer};
     let allow = if origins.iter().any(|o| o == "*") {
@@ -250,7 +256,8 @@ fn cors(origins: &[String]) -> Result<tower_http::cors::CorsLayer, ServeError> {
     Ok(CorsLayer::new()
         .allow_origin(allow)
         .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
-        .allow_headers([axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION]))
+        .allow_headers([axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION, axum::http::HeaderName::from_static("x-request-id")])
+        .expose_headers(observe::HEADERS.map(axum::http::HeaderName::from_static)))
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -22,6 +22,8 @@ pub(crate) struct Metrics {
     generated_tokens: AtomicU64,
     generations_cancelled: AtomicU64,
     connections_open: AtomicU64,
+    abandoned_queued: AtomicU64,
+    abandoned_running: AtomicU64,
     /// Connections closed by the server before an answer, by [`Closed`] reason.
     closed: [AtomicU64; Closed::ALL.len()],
 }
@@ -89,6 +91,13 @@ impl Metrics {
         self.generations_cancelled.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A request whose client went away before its answer: while it waited (dropped unrun),
+    /// or while its batch ran (the others in the batch are answered all the same).
+    pub(crate) fn abandoned(&self, running: bool) {
+        let counter = if running { &self.abandoned_running } else { &self.abandoned_queued };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A connection accepted.
     pub(crate) fn opened(&self) {
         self.connections_open.fetch_add(1, Ordering::Relaxed);
@@ -135,6 +144,8 @@ impl Metrics {
         for (name, help, value) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
+        out.push_str("# HELP sesame_requests_abandoned_total Requests whose client went away before the answer: while queued (not run) or while their batch ran.\n# TYPE sesame_requests_abandoned_total counter\n");
+        let _ = writeln!(out, "sesame_requests_abandoned_total{{when=\"queued\"}} {}\nsesame_requests_abandoned_total{{when=\"running\"}} {}", load(&self.abandoned_queued), load(&self.abandoned_running));
         out.push_str("# HELP sesame_connections_closed_total Connections the server refused or closed before answering, by reason.\n# TYPE sesame_connections_closed_total counter\n");
         for (reason, n) in Closed::ALL.iter().zip(&self.closed) {
             let _ = writeln!(out, "sesame_connections_closed_total{{reason=\"{}\"}} {}", reason.label(), load(n));

@@ -4,7 +4,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,7 +31,16 @@ pub(crate) struct Job {
     /// When it was queued.
     pub queued: Instant,
     /// Where its outputs go, one per text.
-    pub reply: oneshot::Sender<Result<Vec<Output>, RunError>>,
+    pub reply: oneshot::Sender<Result<Ran, RunError>>,
+}
+
+/// A job's outputs, one per text, and the time it spent waiting and running.
+pub(crate) struct Ran {
+    pub outputs: Vec<Output>,
+    /// From queued to its batch's start.
+    pub queued: Duration,
+    /// Its batch's run.
+    pub inference: Duration,
 }
 
 /// Why a batch gave no outputs.
@@ -85,7 +94,11 @@ pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::Unbounde
                 }
             }
         }
+        let waiting = jobs.len();
         jobs.retain(|job| !job.reply.is_closed());
+        for _ in jobs.len()..waiting {
+            metrics.abandoned(false);
+        }
         if jobs.is_empty() {
             continue;
         }
@@ -117,13 +130,17 @@ fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metr
             Err(RunError::Panicked(panic_reason(payload)))
         }
     };
-    metrics.batch(jobs.len(), inputs.len(), tokens, waited, started.elapsed());
+    let took = started.elapsed();
+    metrics.batch(jobs.len(), inputs.len(), tokens, waited, took);
     match result {
         Ok(outputs) => {
             let mut outputs = outputs.into_iter();
             for job in jobs {
                 let mine: Vec<Output> = outputs.by_ref().take(job.inputs.len()).collect();
-                let _ = job.reply.send(Ok(mine));
+                // A client gone since its batch started is simply not answered.
+                if job.reply.send(Ok(Ran { outputs: mine, queued: started - job.queued, inference: took })).is_err() {
+                    metrics.abandoned(true);
+                }
             }
         }
         Err(_) if jobs.len() > 1 => {
