@@ -89,7 +89,8 @@ pub(crate) struct ServeArgs {
     /// Origins a browser may call the server from, comma-separated (`*`: any) [default: none].
     #[arg(long, value_delimiter = ',')]
     pub cors_allow_origin: Vec<String>,
-    /// Connections open at once; one more is answered 503 and closed.
+    /// Connections open at once; one more takes the place of the oldest idle one, or is
+    /// answered 503 when all are busy.
     #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_connections: usize,
     /// Seconds a client has to send a request's line and headers (a kept-alive connection

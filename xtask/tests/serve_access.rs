@@ -172,7 +172,12 @@ fn serve_closes_connections_whose_headers_come_too_slowly_or_idle_past_the_timeo
     let (answer, took) = until_closed(&mut idle);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "closed after {took:?}");
-    assert!(closed(&server, "header_timeout", "k") >= 2.0);
+    // Counted once the server's side of each connection has ended.
+    let started = Instant::now();
+    while closed(&server, "header_timeout", "k") < 2.0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the timeouts were never counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // A body that stops short: 408 once the body timeout passes.
     let mut short = connect(&server);
     write!(short, "POST /embed HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"inputs\"").unwrap();
@@ -186,10 +191,16 @@ fn serve_closes_connections_whose_headers_come_too_slowly_or_idle_past_the_timeo
 }
 
 #[test]
-fn serve_answers_503_past_max_connections_and_frees_them_as_clients_leave() {
-    let server = Server::start(&fill_mask_model(), &["--max-connections", "2"]);
-    let held: Vec<TcpStream> = (0..2).map(|_| connect(&server)).collect();
-    // Once both are accepted, a third connection is refused at once.
+fn serve_answers_503_past_max_connections_only_when_all_are_busy() {
+    let server = Server::start(&fill_mask_model(), &["--max-connections", "2", "--max-concurrent-requests", "8"]);
+    // Two clients in the middle of sending their bodies: both connections are busy.
+    let busy: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = connect(&server);
+            write!(stream, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"inputs\"").unwrap();
+            stream
+        })
+        .collect();
     let started = Instant::now();
     let (status, _, body) = loop {
         let answer = send(&server, "GET", "/health", &[], None);
@@ -200,13 +211,45 @@ fn serve_answers_503_past_max_connections_and_frees_them_as_clients_leave() {
     };
     assert_eq!(status, 503, "{body}");
     assert!(body["error"].as_str().unwrap().contains("--max-connections"), "{body}");
-    drop(held);
+    drop(busy);
     let started = Instant::now();
     while send(&server, "GET", "/health", &[], None).0 != 200 {
         assert!(started.elapsed() < Duration::from_secs(10), "the connections were never freed");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(server.counter("sesame_connections_closed_total{reason=\"max_connections\"}") >= 1.0);
+}
+
+#[test]
+fn serve_makes_room_for_new_clients_by_closing_idle_connections_past_max_connections() {
+    let server = Server::start(&fill_mask_model(), &["--max-connections", "8"]);
+    // Forty connections that hold a place without using it: silent, halfway through a request
+    // head, or kept alive after an answer.
+    let mut idle = Vec::new();
+    for i in 0..40 {
+        let mut stream = connect(&server);
+        match i {
+            0..4 => {
+                write!(stream, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let mut line = String::new();
+                BufReader::new(&stream).read_line(&mut line).unwrap();
+                assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+            }
+            _ if i % 2 == 0 => write!(stream, "GET /health HTTP/1.1\r\nHo").unwrap(),
+            _ => {}
+        }
+        idle.push(stream);
+    }
+    // Each new client is answered at once, well before the header timeout (10 s).
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (status, body) = server.post("/embed", r#"{"inputs": "a"}"#);
+        assert_eq!(status, 200, "{body}");
+        assert!(started.elapsed() < Duration::from_secs(3), "answered after {:?}", started.elapsed());
+    }
+    assert!(server.counter("sesame_connections_closed_total{reason=\"evicted_idle\"}") >= 5.0);
+    assert!(server.counter("sesame_connections_open") <= 8.0);
+    drop(idle);
 }
 
 #[test]
@@ -219,7 +262,12 @@ fn serve_refuses_oversized_and_malformed_requests_with_their_status() {
     let (answer, took) = until_closed(&mut big);
     assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 431"), "{answer}");
     assert!(took < Duration::from_secs(5), "held for {took:?}");
-    assert_eq!(server.counter("sesame_connections_closed_total{reason=\"head_too_large\"}"), 1.0);
+    // Counted once the server's side of the connection has ended.
+    let started = Instant::now();
+    while server.counter("sesame_connections_closed_total{reason=\"head_too_large\"}") != 1.0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the 431 was never counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Another content type: 415, naming it.
     let (status, _, body) = send(&server, "POST", "/embed", &[("Content-Type", "text/plain")], Some(r#"{"inputs": "a"}"#));
     assert_eq!(status, 415, "{body}");
@@ -304,6 +352,14 @@ fn serve_gives_each_request_an_id_and_tei_s_timing_headers_and_logs_them_as_json
     let log: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
     assert_eq!((log["route"].as_str(), log["status"].as_u64(), log["tokens"].as_u64()), (Some("/embed"), Some(200), Some(tokens)), "{log}");
     assert!(log["inference_ms"].as_f64().unwrap() > 0.0, "{log}");
+    // A latency histogram per route: every /embed request counted once, in nested buckets.
+    let histogram = |suffix: &str| server.counter(&format!("sesame_request_duration_seconds{suffix}"));
+    assert_eq!(histogram("_count{route=\"/embed\"}"), 3.0);
+    assert_eq!(histogram("_bucket{route=\"/embed\",le=\"+Inf\"}"), 3.0);
+    let buckets: Vec<f64> = ["0.001", "0.01", "0.1", "1", "30"].iter().map(|le| histogram(&format!("_bucket{{route=\"/embed\",le=\"{le}\"}}"))).collect();
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]) && buckets[4] == 3.0, "{buckets:?}");
+    assert!(histogram("_sum{route=\"/embed\"}") > 0.0);
+    assert_eq!(histogram("_count{route=\"/v1/embeddings\"}"), 1.0);
 }
 
 #[test]

@@ -74,7 +74,8 @@ pub struct ServeOptions {
     pub no_api_key: bool,
     /// The origins a browser may call the server from (`*`: any); none by default.
     pub cors_allow_origins: Vec<String>,
-    /// Connections open at once; one more is answered 503 and closed.
+    /// Connections open at once; one more takes the place of the oldest idle one, or is
+    /// answered 503 and closed when every one is busy.
     pub max_connections: usize,
     /// The time a client has to send a request's head (its line and headers), counted from
     /// when the server waits for it: a kept-alive connection idle this long is closed too.
@@ -215,7 +216,11 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
         .layer(cors)
         .layer(axum::middleware::from_fn_with_state(app.clone(), observe::observe))
         .with_state(app);
-    let limits = listen::Limits { max_connections: options.max_connections, header_read_timeout: options.header_read_timeout };
+    let mut limits = listen::Limits { max_connections: options.max_connections, header_read_timeout: options.header_read_timeout };
+    if let Some(room) = listen::connection_room().filter(|room| *room < limits.max_connections) {
+        eprintln!("--max-connections {} lowered to {room}: this process may open only {} files (ulimit -n)", limits.max_connections, room + 64);
+        limits.max_connections = room;
+    }
     let result = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr: addr.clone(), source })?;
         ready(listener.local_addr()?);

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub(crate) struct Metrics {
     /// Responses by route and status code.
     responses: Mutex<BTreeMap<(String, u16), u64>>,
+    /// Time to answer, by route.
+    durations: Mutex<BTreeMap<String, Histogram>>,
     batches: AtomicU64,
     batch_inputs: AtomicU64,
     batch_tokens: AtomicU64,
@@ -28,11 +30,38 @@ pub(crate) struct Metrics {
     closed: [AtomicU64; Closed::ALL.len()],
 }
 
+/// The upper bounds, in seconds, of the request-duration histogram's buckets (beside +Inf).
+const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// A Prometheus histogram: how many observations fell at or under each bound, their sum and
+/// count.
+#[derive(Default)]
+struct Histogram {
+    buckets: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        for (bound, n) in BUCKETS.iter().zip(&mut self.buckets) {
+            if seconds <= *bound {
+                *n += 1;
+            }
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
+}
+
 /// Why the server closed a connection, or refused it, before answering a request on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Closed {
-    /// `--max-connections` were open: answered 503 and closed.
+    /// `--max-connections` were open and busy: answered 503 and closed.
     MaxConnections,
+    /// Idle (no request in progress) when `--max-connections` were open and another came:
+    /// closed to make room.
+    EvictedIdle,
     /// No complete request head within `--header-read-timeout` (a slow client, or a kept-alive
     /// connection left idle).
     HeaderTimeout,
@@ -45,12 +74,13 @@ pub(crate) enum Closed {
 }
 
 impl Closed {
-    const ALL: [Closed; 5] = [Closed::MaxConnections, Closed::HeaderTimeout, Closed::HeadTooLarge, Closed::BadRequest, Closed::Other];
+    const ALL: [Closed; 6] = [Closed::MaxConnections, Closed::EvictedIdle, Closed::HeaderTimeout, Closed::HeadTooLarge, Closed::BadRequest, Closed::Other];
 
     /// The label at `/metrics`.
     fn label(self) -> &'static str {
         match self {
             Closed::MaxConnections => "max_connections",
+            Closed::EvictedIdle => "evicted_idle",
             Closed::HeaderTimeout => "header_timeout",
             Closed::HeadTooLarge => "head_too_large",
             Closed::BadRequest => "bad_request",
@@ -60,10 +90,13 @@ impl Closed {
 }
 
 impl Metrics {
-    /// A response with `status` to a request for `route`.
-    pub(crate) fn response(&self, route: &str, status: u16) {
+    /// A response with `status` to a request for `route`, sent `took` after the request came.
+    pub(crate) fn response(&self, route: &str, status: u16, took: Duration) {
         let mut responses = self.responses.lock().unwrap_or_else(|e| e.into_inner());
         *responses.entry((route.to_string(), status)).or_default() += 1;
+        drop(responses);
+        let mut durations = self.durations.lock().unwrap_or_else(|e| e.into_inner());
+        durations.entry(route.to_string()).or_default().observe(took.as_secs_f64());
     }
 
     /// A batch of `inputs` texts and `tokens` tokens run in `took`, its requests having waited
@@ -128,6 +161,14 @@ impl Metrics {
         out.push_str("# HELP sesame_requests_total Responses sent, by route and status code.\n# TYPE sesame_requests_total counter\n");
         for ((route, code), n) in self.responses.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let _ = writeln!(out, "sesame_requests_total{{route=\"{route}\",code=\"{code}\"}} {n}");
+        }
+        out.push_str("# HELP sesame_request_duration_seconds Time from a request's head to its response's head (a stream's first byte), by route.\n# TYPE sesame_request_duration_seconds histogram\n");
+        for (route, h) in self.durations.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            for (bound, n) in BUCKETS.iter().zip(h.buckets) {
+                let _ = writeln!(out, "sesame_request_duration_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {n}");
+            }
+            let _ = writeln!(out, "sesame_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(out, "sesame_request_duration_seconds_sum{{route=\"{route}\"}} {}\nsesame_request_duration_seconds_count{{route=\"{route}\"}} {}", h.sum, h.count);
         }
         let counters: [(&str, &str, String); 10] = [
             ("sesame_batches_total", "Batches run.", load(&self.batches).to_string()),

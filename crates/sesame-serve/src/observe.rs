@@ -80,9 +80,9 @@ pub(crate) async fn observe(State(app): State<Arc<App>>, request: Request, next:
     let timing = Arc::new(Mutex::new(Timing::default()));
     let mut response = TIMING.scope(timing.clone(), next.run(request)).await;
     let status = response.status().as_u16();
-    app.metrics.response(route, status);
-    let timing = timing.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let total = started.elapsed();
+    app.metrics.response(route, status, total);
+    let timing = timing.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let headers = response.headers_mut();
     headers.insert(HeaderName::from_static(X_REQUEST_ID), id.clone());
     let ms = |d: Duration| HeaderValue::from(d.as_millis() as u64);
