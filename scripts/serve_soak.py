@@ -9,12 +9,17 @@ Four servers (embeddings, a classifier that also reranks, a tagger, a generator)
    --max-concurrent-requests must get 429 within milliseconds, every accepted one its correct
    answer;
 3. recovery: the baseline load again, until its p99 is back under 1.5 times the baseline's;
-4. soak: mixed traffic for the rest of the minutes: every route, generations streamed and not,
+4. idle connections: --idle-connections (10000) held open without a request while the
+   baseline load runs: every request must still be answered, none refused;
+5. soak: mixed traffic for the rest of the minutes: every route, generations streamed and not,
    clients that hang up mid-stream, long inputs under --auto-truncate, bad requests.
 
-Sampled answers are compared with the answer the idle server gave. Resident memory is read
-from /proc every 10 s. It fails (exit 1) on any 5xx, wrong answer, timeout or memory growth
-past the bound, and prints a report either way. Python's standard library only.
+Sampled answers are compared with the command line's (`embed --normalize`, `tag`) and with
+what the idle server gave. Resident memory is read from /proc every 10 s. It fails (exit 1) on
+any 5xx, wrong answer or timeout, on memory growing more than 10% after --warmup-minutes of
+the soak, or on the p99 of the soak's last minutes drifting more than 20% from that of its
+first minutes after the warm-up; it prints a JSON report either way. Python's standard library
+only.
 """
 
 import argparse
@@ -22,6 +27,8 @@ import http.client
 import json
 import os
 import random
+import resource
+import socket
 import subprocess
 import sys
 import threading
@@ -148,6 +155,14 @@ def run_for(seconds, workers, work):
         t.join()
 
 
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--xtask", required=True)
@@ -160,7 +175,9 @@ def main():
     parser.add_argument("--overload-seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--max-concurrent-requests", type=int, default=32)
-    parser.add_argument("--rss-growth-mb", type=float, default=64, help="most a server's memory may grow over the soak")
+    parser.add_argument("--warmup-minutes", type=float, default=5, help="of the soak, before memory and p99 are compared")
+    parser.add_argument("--idle-connections", type=int, default=10000)
+    parser.add_argument("--idle-seconds", type=float, default=20)
     args = parser.parse_args()
 
     flags = ["--auto-truncate", "--max-concurrent-requests", str(args.max_concurrent_requests)]
@@ -206,6 +223,18 @@ def main():
         expected.append(answer)
     embed_body = {"inputs": TEXTS[:2]}
     embed_answer = servers["embed"].request("POST", "/embed", embed_body)[1]
+    # The command line's answers for the same texts.
+    def cli(*argv):
+        out = subprocess.run([args.xtask, *argv], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+    cli_checks = {
+        "/embed": close(cli("embed", "--model", args.embed_model, "--normalize", *TEXTS), expected[0], 1e-5),
+        "/tag": close(cli("tag", "--model", args.tagger, *TEXTS), expected[5], 1e-6),
+    }
+    report["cli_matches"] = cli_checks
+    for route, same in cli_checks.items():
+        if not same:
+            raise SystemExit(f"{route}: the idle server's answer is not the command line's")
 
     def check(label, server, route, body, want):
         try:
@@ -277,7 +306,28 @@ def main():
     if recovered is None:
         tally.fail("p99 not back under 1.5x the baseline's within 60 s of the overload")
 
-    # 4. Soak: mixed traffic until the minutes are up.
+    # 4. Idle connections: held open, silent, while the baseline load runs.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    idle = []
+    for _ in range(min(args.idle_connections, hard - 256)):
+        try:
+            idle.append(socket.create_connection((embed.host, embed.port)))
+        except OSError:
+            break
+    run_for(args.idle_seconds, args.clients, steady("idle"))
+    served = tally.statuses.get("idle", {})
+    report["phases"]["idle_connections"] = {
+        "held": len(idle),
+        "statuses": {str(k): v for k, v in served.items()},
+        "p99_ms": round(percentile(tally.latencies.get(("idle", 200), []), 99) * 1e3, 1),
+    }
+    if set(served) != {200}:
+        tally.fail(f"with {len(idle)} idle connections open: {served}")
+    for s in idle:
+        s.close()
+
+    # 5. Soak: mixed traffic until the minutes are up.
     soak_seconds = max(0.0, args.minutes * 60 - (time.monotonic() - started))
     rss_start = {name: server.rss_mb() for name, server in servers.items()}
     minute_p99 = []
@@ -309,24 +359,43 @@ def main():
                     tally.fail(f"bad request to {route}: {status}, not {want}")
 
     soak_started = time.monotonic()
+    minutes = []  # latencies of each minute's successful soak requests
+    rss_warm = None
     while time.monotonic() - soak_started < soak_seconds:
         chunk = min(60.0, soak_seconds - (time.monotonic() - soak_started))
         before = {k: len(v) for k, v in tally.latencies.items()}
         run_for(chunk, args.clients, mixed)
         fresh = [t for k, v in tally.latencies.items() if k[0].startswith("soak /") and k[1] == 200 for t in v[before.get(k, 0):]]
+        minutes.append(fresh)
         minute_p99.append(round(percentile(fresh, 99) * 1e3, 1))
+        if rss_warm is None and time.monotonic() - soak_started >= args.warmup_minutes * 60:
+            rss_warm = {name: server.rss_mb() for name, server in servers.items()}
     stop_sampling.set()
     rss_end = {name: server.rss_mb() for name, server in servers.items()}
+    warm = max(1, round(args.warmup_minutes))
+    after = minutes[warm:]
+    span = max(1, len(after) // 3)
+    first = [t for m in after[:span] for t in m]
+    last = [t for m in after[-span:] for t in m]
+    drift = (percentile(last, 99) - percentile(first, 99)) / percentile(first, 99) if len(after) >= 2 else float("nan")
     report["phases"]["soak"] = {
         "minutes": round(soak_seconds / 60, 2),
         "p99_ms_per_minute": minute_p99,
-        "rss_mb_start_end": {k: [round(rss_start[k], 1), round(rss_end[k], 1)] for k in servers},
+        "p99_drift": round(drift, 3),
+        "rss_mb_start_warm_end": {k: [round(rss_start[k], 1), round((rss_warm or rss_end)[k], 1), round(rss_end[k], 1)] for k in servers},
     }
-    for name in servers:
-        if rss_end[name] - rss_start[name] > args.rss_growth_mb:
-            tally.fail(f"{name}: memory grew {rss_end[name] - rss_start[name]:.0f} MB over the soak")
+    if rss_warm is None or len(after) < 2:
+        tally.fail(f"the soak ({soak_seconds / 60:.1f} min) is too short for its warm-up ({args.warmup_minutes} min) and two minutes after it")
+    else:
+        if abs(drift) > 0.2:
+            tally.fail(f"the soak's p99 drifted {drift:+.0%} from its first minutes after warm-up to its last")
+        for name in servers:
+            growth = (rss_end[name] - rss_warm[name]) / rss_warm[name]
+            if growth > 0.10:
+                tally.fail(f"{name}: memory grew {growth:.0%} after the warm-up ({rss_warm[name]:.0f} to {rss_end[name]:.0f} MB)")
     report["rss_mb_every_10s"] = rss
     report["statuses"] = {label: {str(s): n for s, n in counts.items()} for label, counts in sorted(tally.statuses.items()) if not label.startswith("recovery-")}
+    report["machine"] = {"cpu": cpu_name(), "cores": os.cpu_count()}
     report["failures"] = tally.failures
     for server in servers.values():
         server.stop()
