@@ -189,27 +189,35 @@ fn serve_answers_openai_embeddings_in_floats_and_base64() {
     assert!(max_diff(&[decoded], &reference[1..]) < 1e-5);
 }
 
-/// The official `openai` Python client (PyPI), as a user points it at the server: its
-/// embeddings (which it asks for in base64 and decodes) are `embed --normalize`'s.
+/// The official `openai` Python client (PyPI), as a user points it at a server with a key:
+/// its embeddings (which it asks for in base64 and decodes) are `embed --normalize`'s, and
+/// with a wrong key it raises its `AuthenticationError` (401).
 #[test]
-fn serve_answers_the_official_openai_client() {
+fn serve_answers_the_official_openai_client_given_the_key_and_refuses_it_without() {
     let Some(python) = sesame_tests::python() else { return };
     let model = fill_mask_model();
     let reference = vectors(&cli(&[&["embed", "--normalize", "--model", model.to_str().unwrap()][..], &TEXTS].concat()));
-    let server = Server::start(&model, &[]);
+    let server = Server::start(&model, &["--api-key", "k3y-for-tests"]);
     let script = r#"
 import json, sys
+import openai
 from openai import OpenAI
-client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
 texts = json.loads(sys.argv[2])
+try:
+    OpenAI(base_url=sys.argv[1] + "/v1", api_key="wrong-key", max_retries=0).embeddings.create(model="sesame", input=texts)
+    refused = None
+except openai.AuthenticationError as e:
+    refused = e.status_code
+client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="k3y-for-tests")
 response = client.embeddings.create(model="sesame", input=texts)
-print(json.dumps({"vectors": [d.embedding for d in response.data], "tokens": response.usage.prompt_tokens}))
+print(json.dumps({"vectors": [d.embedding for d in response.data], "tokens": response.usage.prompt_tokens, "refused": refused}))
 "#;
     let out = Command::new(python).args(["-c", script, &server.url, &serde_json::json!(TEXTS).to_string()]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(max_diff(&vectors(&answer["vectors"]), &reference) < 1e-5, "the openai client's embeddings against `embed --normalize`");
     assert!(answer["tokens"].as_u64().unwrap() > TEXTS.len() as u64);
+    assert_eq!(answer["refused"], 401, "a wrong key: {answer}");
 }
 
 /// The fixture's head with the fill-mask fixture's tokenizer, in a directory of its own.
