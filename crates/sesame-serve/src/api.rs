@@ -55,6 +55,11 @@ impl ApiError {
     pub(crate) fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Validation", message)
     }
+
+    /// A body past `--payload-limit` (`limit` bytes).
+    pub(crate) fn body_too_large(limit: usize) -> Self {
+        Self::too_large(format!("the request body is larger than --payload-limit {limit} bytes"))
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -262,7 +267,7 @@ pub(crate) struct TokenizeRequest {
 /// The request body as `T`; refusals name the field (`inputs[2]: invalid type: …`).
 fn parse<T: DeserializeOwned>(app: &App, body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
     let body = body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(format!("the request body is larger than --payload-limit {} bytes", app.options.payload_limit)),
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::body_too_large(app.options.payload_limit),
         status => ApiError::new(status, "Validation", e.body_text()),
     })?;
     let mut de = serde_json::Deserializer::from_slice(&body);

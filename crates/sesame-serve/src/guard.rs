@@ -80,7 +80,7 @@ pub(crate) async fn read_body(State(app): State<Arc<App>>, request: Request, nex
         Ok(Err(e)) => {
             let e = e.into_inner();
             if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                return ApiError::too_large(format!("the request body is larger than --payload-limit {limit} bytes")).into_response();
+                return ApiError::body_too_large(limit).into_response();
             }
             return ApiError::new(StatusCode::BAD_REQUEST, "Validation", format!("the request body could not be read: {e}")).into_response();
         }
