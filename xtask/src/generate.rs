@@ -418,10 +418,10 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     }
     impl HeadVisitor for Generator<'_> {
         type Out = Result<(), String>;
-        fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        fn seq2seq<M: Seq2SeqLM>(self) -> Self::Out {
             generate_seq2seq::<M>(self.args, self.device)
         }
-        fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+        fn causal<M: CausalLM>(self) -> Self::Out {
             generate_left_to_right::<M>(self.args, self.device)
         }
         fn unsupported(self) -> Self::Out {
@@ -435,7 +435,7 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
 /// `generate` for a left-to-right model `M`: each prompt alone, continued after its last token.
 pub(crate) fn generate_left_to_right<M>(args: &GenerateArgs, device: &Device) -> Result<(), String>
 where
-    M: PretrainedModel + CausalLM<Config = <M as PretrainedModel>::Config>,
+    M: CausalLM,
 {
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;

@@ -297,11 +297,6 @@ pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
         Err(crate::ConfigError::Invalid { field: "pruned_heads".into(), reason: format!("{} heads cannot be pruned", Self::CLASS) })
     }
 
-    /// The device the model lives on.
-    fn device(&self) -> Device {
-        self.word_embeddings().device()
-    }
-
     /// The checkpoint spec of the base model itself (`with_base` false) or of a head model
     /// holding it in field `base`; `optional`: Burn path prefixes that may be absent.
     fn spec(config: &Self::Config, with_base: bool, optional: &[&str]) -> CheckpointSpec {

@@ -111,11 +111,11 @@ pub trait HeadVisitor: Sized {
         self.unsupported()
     }
     /// `M` generates from a source, encoder and decoder.
-    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+    fn seq2seq<M: Seq2SeqLM>(self) -> Self::Out {
         self.unsupported()
     }
     /// `M` generates a continuation, left to right.
-    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+    fn causal<M: CausalLM>(self) -> Self::Out {
         self.unsupported()
     }
 }
@@ -144,13 +144,13 @@ impl<M: SpanExtractor> Head<task::Answer> for M {
     }
 }
 
-impl<M: Seq2SeqLM + PretrainedModel + Send + Sync> Head<task::Seq2Seq> for M {
+impl<M: Seq2SeqLM> Head<task::Seq2Seq> for M {
     fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
         visitor.seq2seq::<M>()
     }
 }
 
-impl<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync> Head<task::Causal> for M {
+impl<M: CausalLM> Head<task::Causal> for M {
     fn accept<V: HeadVisitor>(visitor: V) -> V::Out {
         visitor.causal::<M>()
     }

@@ -9,13 +9,11 @@ use crate::backbone::{EncoderInput, Backbone};
 use crate::decoder::DecoderCache;
 use crate::encoder::{EncoderCache, OutputOptions};
 use crate::tasks::ForCausalLM;
-use crate::{HfConfig, InputLimits};
+use crate::{HfConfig, InputLimits, PretrainedModel};
 
 /// A left-to-right language model, as generation needs it: a capability that
 /// [`ForCausalLM`] of any encoder family and BART's decoder-only `BartForCausalLM` implement.
-pub trait CausalLM {
-    /// The model's configuration.
-    type Config;
+pub trait CausalLM: PretrainedModel + Send + Sync {
     /// The keys and values of the positions run so far.
     type Cache;
 
@@ -31,13 +29,9 @@ pub trait CausalLM {
 
     /// Rows `rows` of `cache`, in that order.
     fn select_cache_rows(&self, cache: Self::Cache, rows: &[usize]) -> Self::Cache;
-
-    /// The device the model lives on.
-    fn device(&self) -> Device;
 }
 
 impl<B: Backbone> CausalLM for ForCausalLM<B> {
-    type Config = B::Config;
     type Cache = EncoderCache;
 
     fn causal_limits(config: &B::Config) -> InputLimits {
@@ -58,17 +52,13 @@ impl<B: Backbone> CausalLM for ForCausalLM<B> {
     }
 
     fn select_cache_rows(&self, cache: EncoderCache, rows: &[usize]) -> EncoderCache {
-        cache.select_rows(&row_index(rows, &self.base.device()))
-    }
-
-    fn device(&self) -> Device {
-        self.base.device()
+        cache.select_rows(&row_index(rows, &self.device()))
     }
 }
 
 /// An encoder-decoder with a language-model head, as generation needs it: encode once, then
 /// decode new positions against the cache.
-pub trait Seq2SeqLM {
+pub trait Seq2SeqLM: PretrainedModel + Send + Sync {
     /// Encode `input_ids` `[prompts, src]` (padding mask `attention_mask`) and give the cache to
     /// decode from: the encoder output's keys and values in every decoder layer.
     fn start_decoding(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> DecoderCache;
@@ -87,7 +77,4 @@ pub trait Seq2SeqLM {
 
     /// The most positions of the encoder's input and of the decoder's.
     fn max_positions(&self) -> usize;
-
-    /// The device the model lives on.
-    fn device(&self) -> Device;
 }

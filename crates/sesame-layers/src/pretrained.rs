@@ -105,6 +105,11 @@ pub trait PretrainedModel: Module + Sized + 'static {
         crate::init::hf_init(Self::init(config, device), config.initializer_range())
     }
 
+    /// The device the model lives on (that of its first parameter).
+    fn device(&self) -> Device {
+        self.devices().into_iter().next().unwrap_or_default()
+    }
+
     /// How this model's parameters map onto HF tensor names.
     fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec;
 

@@ -186,7 +186,7 @@ impl<B: Backbone> ForMaskedLM<B> {
     /// so ([`Backbone::keep_layers`]): a masked-LM student initialised from its teacher's
     /// layers, as DistilBERT's.
     pub fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
-        Ok(Self { base: self.base.keep_layers(config, layers)?, ..self })
+        Ok(Self { base: Backbone::keep_layers(self.base, config, layers)?, ..self })
     }
 }
 
@@ -566,45 +566,72 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForMultipleChoice<B, H
 
 /// A fine-tuning head model of any family, as the task pipelines (`sesame_pipelines::classify`, `tag`,
 /// `answer`) and the fine-tuning tasks run it: fed an [`EncoderInput`] of padded token ids
-/// (the tokenizer's padding side), its base model in the field [`TaskModel::BASE`].
+/// (the tokenizer's padding side), its base model in the field [`TaskModel::BASE`], reached
+/// through [`TaskModel::base`]. A base model is its own base (`Base = Self`, `BASE` empty).
+///
+/// A head model writes the accessor ([`TaskModel::base`], [`TaskModel::with_base`]); what
+/// distillation and pruning do to it ([`TaskModel::keep_layers`], [`TaskModel::prune_heads`])
+/// is done to its base model.
 pub trait TaskModel: PretrainedModel + Send + Sync {
-    /// The field holding the base model (`base`; XLNet's `transformer`, BART's `model`): what
-    /// feature extraction keeps fixed.
-    const BASE: &'static str;
+    /// The base model (`BertModel`, `BartModel`; `Self` for a base model).
+    type Base: TaskModel<Config = Self::Config>;
 
-    /// The device the model lives on.
-    fn device(&self) -> Device;
+    /// The field holding the base model (`base`; XLNet's `transformer`, BART's `model`): what
+    /// feature extraction keeps fixed. Empty for a base model.
+    const BASE: &'static str;
 
     /// Whether the head can read a mix of every layer (`sesame_scalar_mix` in the config).
     const SCALAR_MIX: bool = false;
 
+    /// The base model.
+    fn base(&self) -> &Self::Base;
+
+    /// This model with `base` in place of its base model.
+    fn with_base(self, base: Self::Base) -> Self;
+
     /// The model with only the layers `layers` (0-based, increasing, of the config's
     /// `num_layers`; an encoder-decoder: of each stack), `config` saying so ([`Backbone::keep_layers`]): a
     /// student initialised from its teacher's layers. Refused where the layers cannot be picked.
-    fn keep_layers(self, _config: &mut Self::Config, _layers: &[usize]) -> Result<Self, crate::ConfigError> {
-        Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{}'s layers cannot be picked one by one", Self::architecture()) })
+    fn keep_layers(self, config: &mut Self::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
+        if Self::BASE.is_empty() {
+            return Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: format!("{}'s layers cannot be picked one by one", Self::architecture()) });
+        }
+        let base = self.base().clone().keep_layers(config, layers)?;
+        Ok(self.with_base(base))
     }
 
     /// The encoder stack whose attention heads pruning scores and removes
     /// ([`Backbone::encoder`]); `None` where its heads cannot be pruned.
     fn encoder(&self) -> Option<&crate::Encoder> {
-        None
+        if Self::BASE.is_empty() {
+            return None;
+        }
+        self.base().encoder()
     }
 
     /// The model without `heads` of its encoder, `config` recording them
     /// ([`Backbone::prune_heads`]). Refused where the heads cannot be pruned.
-    fn prune_heads(self, _config: &mut Self::Config, _heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
-        Err(crate::ConfigError::Invalid { field: "pruned_heads".into(), reason: format!("{}'s heads cannot be pruned", Self::architecture()) })
+    fn prune_heads(self, config: &mut Self::Config, heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
+        if Self::BASE.is_empty() {
+            return Err(crate::ConfigError::Invalid { field: "pruned_heads".into(), reason: format!("{}'s heads cannot be pruned", Self::architecture()) });
+        }
+        let base = self.base().clone().prune_heads(config, heads)?;
+        Ok(self.with_base(base))
     }
 }
 
 /// A base model is itself a task model: a sentence-embedding model, trained whole (its base
 /// is the model, so `BASE` names no field and nothing is kept fixed by it).
 impl<B: Backbone> TaskModel for B {
+    type Base = B;
     const BASE: &'static str = "";
 
-    fn device(&self) -> Device {
-        Backbone::device(self)
+    fn base(&self) -> &B {
+        self
+    }
+
+    fn with_base(self, base: B) -> B {
+        base
     }
 
     fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
@@ -674,26 +701,23 @@ pub trait SpanExtractor: TaskModel {
 }
 
 impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B, H> {
+    type Base = B;
     const BASE: &'static str = "base";
-
-    fn device(&self) -> Device {
-        self.base.device()
-    }
     const SCALAR_MIX: bool = true;
+
+    fn base(&self) -> &B {
+        &self.base
+    }
+
+    fn with_base(self, base: B) -> Self {
+        Self { base, ..self }
+    }
 
     fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
         if self.early_exit.is_some() || self.scalar_mix.is_some() {
             return Err(crate::ConfigError::Invalid { field: "num_hidden_layers".into(), reason: "a model with exit classifiers or a scalar mix reads every layer".into() });
         }
-        Ok(Self { base: self.base.keep_layers(config, layers)?, ..self })
-    }
-
-    fn encoder(&self) -> Option<&crate::Encoder> {
-        self.base.encoder()
-    }
-
-    fn prune_heads(self, config: &mut B::Config, heads: &std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>>) -> Result<Self, crate::ConfigError> {
-        Ok(Self { base: self.base.prune_heads(config, heads)?, ..self })
+        Ok(Self { base: Backbone::keep_layers(self.base, config, layers)?, ..self })
     }
 }
 
@@ -715,12 +739,17 @@ impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassifi
 }
 
 impl<B: Backbone> TaskModel for ForTokenClassification<B> {
+    type Base = B;
     const BASE: &'static str = "base";
-
-    fn device(&self) -> Device {
-        self.base.device()
-    }
     const SCALAR_MIX: bool = true;
+
+    fn base(&self) -> &B {
+        &self.base
+    }
+
+    fn with_base(self, base: B) -> Self {
+        Self { base, ..self }
+    }
 }
 
 impl<B: Backbone> TokenTagger for ForTokenClassification<B> {
@@ -730,10 +759,15 @@ impl<B: Backbone> TokenTagger for ForTokenClassification<B> {
 }
 
 impl<B: Backbone> TaskModel for ForQuestionAnswering<B> {
+    type Base = B;
     const BASE: &'static str = "base";
 
-    fn device(&self) -> Device {
-        self.base.device()
+    fn base(&self) -> &B {
+        &self.base
+    }
+
+    fn with_base(self, base: B) -> Self {
+        Self { base, ..self }
     }
 }
 

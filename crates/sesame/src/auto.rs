@@ -243,7 +243,7 @@ struct DecoderCheck<'a, V> {
 impl<V: HeadVisitor> HeadVisitor for DecoderCheck<'_, V> {
     type Out = Result<V::Out, Error>;
 
-    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+    fn causal<M: CausalLM>(self) -> Self::Out {
         if self.refuse {
             return Err(Error::Generator(format!(
                 "{}: not a left-to-right model (config.json's is_decoder is not true); generation runs decoders ({}) and encoder-decoders",
@@ -276,10 +276,10 @@ pub(crate) fn supports<T, H: Head<T> + ?Sized>() -> bool {
         fn question_answering<M: SpanExtractor>(self) -> bool {
             true
         }
-        fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> bool {
+        fn seq2seq<M: Seq2SeqLM>(self) -> bool {
             true
         }
-        fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> bool {
+        fn causal<M: CausalLM>(self) -> bool {
             true
         }
         fn unsupported(self) -> bool {

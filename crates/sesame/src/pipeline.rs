@@ -248,7 +248,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built { stride: Some(stride), ..Built::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer), loaded.report) })
     }
 
-    fn seq2seq<M: Seq2SeqLM + PretrainedModel + Send + Sync>(self) -> Self::Out {
+    fn seq2seq<M: Seq2SeqLM>(self) -> Self::Out {
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
         let settings = self.generation_settings((loaded.model.max_positions(), loaded.model.vocab_size()))?;
@@ -259,7 +259,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built::new(generator, report))
     }
 
-    fn causal<M: CausalLM<Config = <M as PretrainedModel>::Config> + PretrainedModel + Send + Sync>(self) -> Self::Out {
+    fn causal<M: CausalLM>(self) -> Self::Out {
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
         let limits = <M as CausalLM>::causal_limits(&loaded.config);

@@ -224,25 +224,49 @@ fn task_input(input: EncoderInput) -> Seq2SeqInput {
     out
 }
 
-/// The [`TaskModel`] items of a head model over `model`.
-macro_rules! task_model {
-    ($model:ty) => {
-        impl TaskModel for $model {
-            const BASE: &'static str = "model";
+/// BART's base model is its own base: what distillation shrinks (both stacks).
+impl TaskModel for BartModel {
+    type Base = Self;
+    const BASE: &'static str = "";
 
-            fn device(&self) -> Device {
-                self.model.shared.weight.device()
-            }
+    fn base(&self) -> &Self {
+        self
+    }
 
-            fn keep_layers(self, config: &mut BartConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
-                Ok(Self { model: self.model.keep_layers(config, layers)?, ..self })
-            }
-        }
-    };
+    fn with_base(self, base: Self) -> Self {
+        base
+    }
+
+    fn keep_layers(self, config: &mut BartConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
+        BartModel::keep_layers(self, config, layers)
+    }
 }
 
-task_model!(BartForSequenceClassification);
-task_model!(BartForQuestionAnswering);
+impl TaskModel for BartForSequenceClassification {
+    type Base = BartModel;
+    const BASE: &'static str = "model";
+
+    fn base(&self) -> &BartModel {
+        &self.model
+    }
+
+    fn with_base(self, model: BartModel) -> Self {
+        Self { model, ..self }
+    }
+}
+
+impl TaskModel for BartForQuestionAnswering {
+    type Base = BartModel;
+    const BASE: &'static str = "model";
+
+    fn base(&self) -> &BartModel {
+        &self.model
+    }
+
+    fn with_base(self, model: BartModel) -> Self {
+        Self { model, ..self }
+    }
+}
 
 impl SequenceClassifier for BartForSequenceClassification {
     /// Each row at its own last `</s>`. transformers refuses a batch whose rows hold different
@@ -294,10 +318,6 @@ impl Seq2SeqLM for BartForConditionalGeneration {
 
     fn max_positions(&self) -> usize {
         self.model.decoder.embeddings.embed_positions.weight.dims()[0] - crate::config::POSITION_OFFSET
-    }
-
-    fn device(&self) -> Device {
-        self.model.shared.weight.device()
     }
 }
 
@@ -361,7 +381,6 @@ impl BartForCausalLM {
 
 /// BART's decoder generates left to right (`sesame_generate::decoding::CausalDecoder`).
 impl CausalLM for BartForCausalLM {
-    type Config = BartConfig;
     type Cache = DecoderCache;
 
     fn causal_limits(config: &BartConfig) -> InputLimits {
@@ -379,12 +398,8 @@ impl CausalLM for BartForCausalLM {
     }
 
     fn select_cache_rows(&self, mut cache: DecoderCache, rows: &[usize]) -> DecoderCache {
-        cache.select_rows(rows, &CausalLM::device(self));
+        cache.select_rows(rows, &self.device());
         cache
-    }
-
-    fn device(&self) -> Device {
-        self.model.decoder.embeddings.embed_positions.weight.device()
     }
 }
 

@@ -14,7 +14,7 @@ use burn::prelude::*;
 use sesame_generate::Decoder;
 use sesame_layers::attention::row_index;
 use sesame_generate::decoding::last_logits;
-use sesame_layers::{Backbone, EncoderCache, EncoderInput, InputError, InputLimits, OutputOptions};
+use sesame_layers::{PretrainedModel, EncoderCache, EncoderInput, InputError, InputLimits, OutputOptions};
 use sesame_layers::HfConfig as _;
 
 use crate::config::{token_types, UnilmConfig};

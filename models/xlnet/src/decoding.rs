@@ -8,7 +8,7 @@
 use burn::prelude::*;
 use sesame_layers::attention::row_index;
 use sesame_generate::decoding::CausalLM;
-use sesame_layers::{InputLimits, OutputOptions};
+use sesame_layers::{InputLimits, OutputOptions, PretrainedModel};
 
 use crate::config::XlnetConfig;
 use crate::heads::XlnetLmHeadModel;
@@ -46,7 +46,6 @@ impl XlnetLmHeadModel {
 }
 
 impl CausalLM for XlnetLmHeadModel {
-    type Config = XlnetConfig;
     type Cache = XlnetCache;
 
     fn causal_limits(config: &XlnetConfig) -> InputLimits {
@@ -90,9 +89,5 @@ impl CausalLM for XlnetLmHeadModel {
             mems: cache.mems.map(|mems| mems.into_iter().map(|m| m.select(0, index.clone())).collect()),
             last: cache.last.map(|l| l.select(0, index.clone())),
         }
-    }
-
-    fn device(&self) -> Device {
-        self.transformer.device()
     }
 }

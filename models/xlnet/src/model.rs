@@ -430,11 +430,6 @@ impl XlnetModel {
         }
     }
 
-    /// The device the model lives on.
-    pub fn device(&self) -> Device {
-        self.word_embedding.weight.device()
-    }
-
     /// The model with only the layers `layers` (0-based, increasing), `config` saying so: a
     /// student initialised from its teacher's layers.
     pub fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {

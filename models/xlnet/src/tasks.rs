@@ -451,26 +451,62 @@ fn task_input(input: EncoderInput) -> XlnetInput {
     }
 }
 
-/// The [`TaskModel`] items of a head model over `transformer`.
-macro_rules! task_model {
-    ($model:ty) => {
-        impl TaskModel for $model {
-            const BASE: &'static str = "transformer";
+/// XLNet's base model is its own base: what distillation shrinks.
+impl TaskModel for XlnetModel {
+    type Base = Self;
+    const BASE: &'static str = "";
 
-            fn device(&self) -> Device {
-                self.transformer.word_embedding.weight.device()
-            }
+    fn base(&self) -> &Self {
+        self
+    }
 
-            fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
-                Ok(Self { transformer: self.transformer.keep_layers(config, layers)?, ..self })
-            }
-        }
-    };
+    fn with_base(self, base: Self) -> Self {
+        base
+    }
+
+    fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
+        XlnetModel::keep_layers(self, config, layers)
+    }
 }
 
-task_model!(XlnetForSequenceClassification);
-task_model!(XlnetForTokenClassification);
-task_model!(XlnetForQuestionAnsweringSimple);
+impl TaskModel for XlnetForSequenceClassification {
+    type Base = XlnetModel;
+    const BASE: &'static str = "transformer";
+
+    fn base(&self) -> &XlnetModel {
+        &self.transformer
+    }
+
+    fn with_base(self, transformer: XlnetModel) -> Self {
+        Self { transformer, ..self }
+    }
+}
+
+impl TaskModel for XlnetForTokenClassification {
+    type Base = XlnetModel;
+    const BASE: &'static str = "transformer";
+
+    fn base(&self) -> &XlnetModel {
+        &self.transformer
+    }
+
+    fn with_base(self, transformer: XlnetModel) -> Self {
+        Self { transformer, ..self }
+    }
+}
+
+impl TaskModel for XlnetForQuestionAnsweringSimple {
+    type Base = XlnetModel;
+    const BASE: &'static str = "transformer";
+
+    fn base(&self) -> &XlnetModel {
+        &self.transformer
+    }
+
+    fn with_base(self, transformer: XlnetModel) -> Self {
+        Self { transformer, ..self }
+    }
+}
 
 impl SequenceClassifier for XlnetForSequenceClassification {
     /// The content stream's hidden states and attentions.
