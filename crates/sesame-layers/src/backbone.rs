@@ -196,9 +196,9 @@ pub struct ClassifierSizes {
 /// A family's base model (HF `BertModel`, `RobertaModel`, `AlbertModel`): what the shared task
 /// heads need from it. What only some families have is declared here too ([`Backbone::POOLER`],
 /// [`Backbone::SENTENCE_HEAD`]): a head model that needs it does not compile on a family without
-/// it (`ForPreTraining<RobertaModel>` is refused when it is built). Its configuration and its load hooks (`hf_form`, `stored_config`,
-/// `from_stored`) are those of its [`PretrainedModel`] implementation: one `Config`, one set of
-/// hooks.
+/// it (`ForPreTraining<RobertaModel>` is refused when it is built). Its configuration is its [`PretrainedModel`]'s, and with it the
+/// hooks of the family's stored and HF forms ([`crate::HfConfig::hf_form`],
+/// [`crate::HfConfig::stored_form`]), which reach head models by Burn path.
 pub trait Backbone: PretrainedModel + ModuleDisplay + Send + Sync {
     /// HF class-name stem (`Bert` in `BertForMaskedLM`).
     const CLASS: &'static str;

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
+use burn::module::{Module, ModuleMapper, Param};
+use burn::prelude::Tensor;
 use burn::store::{
     ApplyError, ApplyResult, BurnToPyTorchAdapter, FloatCastAdapter, KeyRemapper, ModuleAdapter,
     ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
@@ -15,9 +16,18 @@ use burn::store::{
 use burn::tensor::{DType, TensorData};
 use regex::Regex;
 
+use crate::{HfConfig, PretrainedModel};
+
 /// Why a checkpoint could not be loaded or saved.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// A model could not be rebuilt in the form HF stores ([`crate::HfConfig::hf_form`]): the
+    /// configuration's path table names a parameter the model lacks.
+    #[error("cannot write the model in HF's form: {reason}")]
+    HfForm {
+        /// Which parameters were not found.
+        reason: String,
+    },
     /// The directory holds no weight file Sesame can read.
     #[error("no weights in {dir}: expected model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json")]
     NoWeights {
@@ -755,6 +765,73 @@ fn apply_error(path: &Path, error: &ApplyError, to_hf: &dyn Fn(&str) -> String) 
             CheckpointError::BadTensor { path, tensor: to_hf(p), reason: message.clone() }
         }
     }
+}
+
+/// `model`, loaded in its configuration's stored form ([`HfConfig::stored_form`]), with every
+/// 2-D parameter passed through `config`'s [`HfConfig::from_stored`] by its Burn path.
+pub(crate) fn from_stored<M: Module, C: HfConfig>(model: M, config: &C) -> M {
+    struct FromStored<'a, C> {
+        config: &'a C,
+        path: ModulePath,
+    }
+    impl<C: HfConfig> ModuleMapper for FromStored<'_, C> {
+        fn enter_module(&mut self, name: &str, container_type: &str) {
+            self.path.enter(name, container_type);
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.exit();
+        }
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            if D != 2 {
+                return param;
+            }
+            let path = self.path.joined();
+            param.map(|weight| {
+                let [rows, cols] = std::array::from_fn(|i| weight.dims()[i]);
+                let out = self.config.from_stored(&path, weight.reshape([rows, cols]));
+                let dims = out.dims();
+                out.reshape::<D, _>(std::array::from_fn::<usize, D, _>(|i| dims[i]))
+            })
+        }
+    }
+    model.map(&mut FromStored { config, path: ModulePath::default() })
+}
+
+/// `model` rebuilt as a model of the same type for configuration `hf` (its
+/// [`HfConfig::hf_form`]), each parameter taking the values of the parameter of `model` that
+/// `source` names; a parameter shared by several depths is copied to each.
+pub(crate) fn rebuilt<M: PretrainedModel>(model: &M, hf: &M::Config, source: &dyn Fn(&str) -> String) -> Result<M, CheckpointError> {
+    let held: HashMap<String, PackTensor> = model.collect(None, None, false).into_iter().map(|t| (t.name.clone(), t)).collect();
+    let mut target = M::init(hf, &model.device());
+    let mut unknown = Vec::new();
+    let tensors: Vec<PackTensor> = Targets::of(&target)
+        .shapes
+        .into_keys()
+        .filter_map(|path| {
+            let from = source(&path);
+            let Some(tensor) = held.get(&from) else {
+                unknown.push(format!("{path} (from {from})"));
+                return None;
+            };
+            let mut tensor = tensor.clone();
+            tensor.name = path;
+            tensor.param_id = None;
+            Some(tensor)
+        })
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort();
+        return Err(CheckpointError::HfForm { reason: format!("no parameter for {}", unknown.join(", ")) });
+    }
+    let result = target.apply(tensors, None, None, false);
+    if let Some(error) = result.errors.first() {
+        return Err(CheckpointError::HfForm { reason: format!("{error:?}") });
+    }
+    if !result.missing.is_empty() {
+        let missing: Vec<&str> = result.missing.iter().map(|(p, _)| p.as_str()).collect();
+        return Err(CheckpointError::HfForm { reason: format!("{} left unset", missing.join(", ")) });
+    }
+    Ok(target)
 }
 
 /// Save `module` as `dir/model.safetensors` with HF tensor names, and `config` as

@@ -56,7 +56,7 @@ pub use hparams::{EarlyExitConfig, EncoderHyperParams};
 pub use pooling::Pooling;
 pub use scalar_mix::ScalarMix;
 pub use seq2seq::{shift_tokens_right, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput};
-pub use pretrained::{HfConfig, InputError, InputLimits, Pretrained, PretrainedError, PretrainedModel};
+pub use pretrained::{HfConfig, InputError, InputLimits, Pretrained, PretrainedError, PretrainedModel, SourcePath};
 
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,

@@ -76,7 +76,32 @@ pub trait HfConfig: Sized + Clone + Send + Sync + 'static {
     fn pruned_heads(&self) -> std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> {
         Default::default()
     }
+
+    /// The configuration of the weights as files store them, when this one widens them
+    /// (UniLM's 6 token types over BERT's 2-row table); `None`: the same. A model is loaded in
+    /// the stored form, then each of its parameters goes through [`HfConfig::from_stored`].
+    fn stored_form(&self) -> Option<Self> {
+        None
+    }
+
+    /// The parameter at Burn path `path` (`base.embeddings.token_type_embeddings.weight`),
+    /// `[rows, cols]`, loaded in the [`HfConfig::stored_form`], in this configuration's form.
+    fn from_stored(&self, _path: &str, weight: Tensor<2>) -> Tensor<2> {
+        weight
+    }
+
+    /// The equivalent configuration in the form HF stores, when this one has no HF counterpart
+    /// (ALBERT sharing only part of a layer is written out per depth); `None`: saved as it is.
+    /// With it, for the Burn path of each parameter of a model built from that form, the path
+    /// of the parameter of a model built from this one that holds its values.
+    fn hf_form(&self) -> Option<(Self, SourcePath)> {
+        None
+    }
 }
+
+/// Where a parameter of a model in [`HfConfig::hf_form`] takes its values: its Burn path in, the
+/// path in the model being saved out.
+pub type SourcePath = Box<dyn Fn(&str) -> String + Send + Sync>;
 
 /// A model loaded from an HF directory, with its config and what loading did.
 #[derive(Debug)]
@@ -139,37 +164,20 @@ pub trait PretrainedModel: Module + Sized + 'static {
         // the checkpoint lacks (a new task head) then get HF's initialisation, as in
         // transformers. A family whose model widens what files store (UniLM's token types)
         // loads the stored form, then converts it.
-        let stored = Self::stored_config(&config);
+        let stored = config.stored_form();
         let build = stored.as_ref().unwrap_or(&config);
         let mut model = Self::init(build, device);
         let report = load_weights(&mut model, files, &Self::checkpoint_spec(build))?;
         let model = crate::init::hf_init(model, build.initializer_range());
-        let model = if stored.is_some() { model.from_stored(&config) } else { model };
+        let model = if stored.is_some() { crate::checkpoint::from_stored(model, &config) } else { model };
         Ok(Pretrained { model, config, report })
-    }
-
-    /// The configuration of the weights as the files store them, when this model differs
-    /// from it (UniLM widens BERT's 2-row token-type table to 6); `None`: the same.
-    fn stored_config(_config: &Self::Config) -> Option<Self::Config> {
-        None
-    }
-
-    /// This model, from one loaded in the stored form of [`Self::stored_config`].
-    fn from_stored(self, _config: &Self::Config) -> Self {
-        self
-    }
-
-    /// The equivalent model and config in the form HF stores, when Sesame's form has no HF
-    /// counterpart (ALBERT sharing only part of a layer is written out per depth); `None`: the
-    /// model is saved as it is.
-    fn hf_form(&self, _config: &Self::Config) -> Option<(Self, Self::Config)> {
-        None
     }
 
     /// Save as an HF directory (`config.json` + `model.safetensors`) that transformers loads.
     fn save_pretrained(&self, config: &Self::Config, dir: &Path) -> Result<(), CheckpointError> {
-        if let Some((model, config)) = self.hf_form(config) {
-            return model.save_pretrained(&config, dir);
+        if let Some((hf, source)) = config.hf_form() {
+            let model = crate::checkpoint::rebuilt(self, &hf, &source)?;
+            return model.save_pretrained(&hf, dir);
         }
         let mut json = config.to_json(&Self::architecture());
         if crate::int8::is_quantized(self) {

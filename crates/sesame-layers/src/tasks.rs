@@ -64,25 +64,6 @@ fn classifier(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Cl
     ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
 }
 
-/// `PretrainedModel::hf_form`, `stored_config` and `from_stored` of a head model (field
-/// `base`): its base model's, heads as they are.
-macro_rules! hf_form_of_base {
-    () => {
-        fn hf_form(&self, config: &B::Config) -> Option<(Self, B::Config)> {
-            let (base, config) = self.base.hf_form(config)?;
-            Some((Self { base, ..self.clone() }, config))
-        }
-
-        fn stored_config(config: &B::Config) -> Option<B::Config> {
-            B::stored_config(config)
-        }
-
-        fn from_stored(self, config: &B::Config) -> Self {
-            Self { base: self.base.from_stored(config), ..self }
-        }
-    };
-}
-
 /// Labels for [`ForPreTraining`].
 #[derive(Clone, Debug)]
 pub struct PreTrainingLabels {
@@ -160,8 +141,6 @@ impl<B: Backbone> PretrainedModel for ForPreTraining<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &[])
     }
-
-    hf_form_of_base!();
 }
 
 /// The base model with the MLM head only (HF `BertForMaskedLM`; no pooler).
@@ -204,8 +183,6 @@ impl<B: Backbone> PretrainedModel for ForMaskedLM<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["lm_head."])
     }
-
-    hf_form_of_base!();
 }
 
 /// The base model as a left-to-right language model with the MLM head (HF `BertLMHeadModel`,
@@ -264,8 +241,6 @@ impl<B: Backbone> PretrainedModel for ForCausalLM<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["lm_head."])
     }
-
-    hf_form_of_base!();
 }
 
 /// The base model with a sequence classifier `H`: dropout + linear on the pooled output
@@ -392,8 +367,6 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForSequenceClassificat
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head.", "base.pooler.", "scalar_mix.", "early_exit."])
     }
-
-    hf_form_of_base!();
 }
 
 /// The mix a head model of `config` reads (`sesame_scalar_mix`), fresh.
@@ -454,8 +427,6 @@ impl<B: Backbone> PretrainedModel for ForTokenClassification<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head.", "scalar_mix."])
     }
-
-    hf_form_of_base!();
 }
 
 /// What [`ForQuestionAnswering`] returns.
@@ -511,8 +482,6 @@ impl<B: Backbone> PretrainedModel for ForQuestionAnswering<B> {
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head."])
     }
-
-    hf_form_of_base!();
 }
 
 /// The base model scoring each choice with a one-output [`SequenceHead`] `H`: dropout +
@@ -560,8 +529,6 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForMultipleChoice<B, H
     fn checkpoint_spec(config: &B::Config) -> CheckpointSpec {
         B::spec(config, true, &["head.", "base.pooler."])
     }
-
-    hf_form_of_base!();
 }
 
 /// A fine-tuning head model of any family, as the task pipelines (`sesame_pipelines::classify`, `tag`,

@@ -167,17 +167,4 @@ impl<B: Backbone> PretrainedModel for ForSpanPreTraining<B> {
         spec.keys = spec.keys.with(SPAN_HEAD_ROWS);
         spec
     }
-
-    fn hf_form(&self, config: &B::Config) -> Option<(Self, B::Config)> {
-        let (base, config) = self.base.hf_form(config)?;
-        Some((Self { base, ..self.clone() }, config))
-    }
-
-    fn stored_config(config: &B::Config) -> Option<B::Config> {
-        B::stored_config(config)
-    }
-
-    fn from_stored(self, config: &B::Config) -> Self {
-        Self { base: self.base.from_stored(config), ..self }
-    }
 }

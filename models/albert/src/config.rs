@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{ensure, ensure_probability, family_json, read_family_config};
-use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, InputLimits};
+use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, InputLimits, SourcePath};
 
 /// The ALBERT family marker: HF names and defaults.
 #[derive(Clone, Copy, Debug, Default)]
@@ -168,6 +168,43 @@ impl HfConfig for AlbertConfig {
 
     fn initializer_range(&self) -> f64 {
         self.initializer_range
+    }
+
+    /// Under partial sharing, HF's form: a group per depth holding that depth's layers (shared
+    /// sub-blocks repeated), `parameter_sharing` back to `all`. Group `d`'s layer `i` takes the
+    /// sub-blocks depth `d` owns (`encoder.depth_layers.d`) and the rest from the group that
+    /// runs at depth `d`.
+    fn hf_form(&self) -> Option<(Self, SourcePath)> {
+        let sharing = self.parameter_sharing;
+        if sharing == ParameterSharing::All {
+            return None;
+        }
+        let mut hf = self.clone();
+        hf.parameter_sharing = ParameterSharing::All;
+        hf.num_hidden_groups = hf.num_hidden_layers;
+        let schedule: Vec<usize> = (0..self.num_hidden_layers).map(|depth| self.group_of(depth)).collect();
+        let source = move |path: &str| -> String {
+            const GROUPS: &str = "encoder.albert_layer_groups.";
+            let Some(at) = path.find(GROUPS) else { return path.to_string() };
+            let (prefix, rest) = (&path[..at], &path[at + GROUPS.len()..]);
+            let parts: Vec<&str> = rest.splitn(4, '.').collect();
+            let (Some(depth), [_, "albert_layers", layer, tail]) = (parts[0].parse::<usize>().ok().filter(|d| *d < schedule.len()), parts.as_slice()) else {
+                return path.to_string();
+            };
+            // The first depth of a group runs the group's own layers; the others own their
+            // unshared sub-blocks.
+            let owns = depth > 0 && schedule[depth - 1] == schedule[depth];
+            let own = match sharing {
+                ParameterSharing::Attention => ["feed_forward.", "output_norm."].iter().any(|p| tail.starts_with(p)).then_some("feed_forward"),
+                ParameterSharing::FeedForward => ["attention.", "attention_norm."].iter().any(|p| tail.starts_with(p)).then_some("attention"),
+                ParameterSharing::All => None,
+            };
+            match own.filter(|_| owns) {
+                Some(block) => format!("{prefix}encoder.depth_layers.{depth}.{block}.{layer}.{tail}"),
+                None => format!("{prefix}{GROUPS}{}.albert_layers.{layer}.{tail}", schedule[depth]),
+            }
+        };
+        Some((hf, Box::new(source)))
     }
 }
 

@@ -162,27 +162,6 @@ impl AlbertModel {
         let pooler_output = self.pooler.as_ref().map(|p| p.forward(encoder.last_hidden_state.clone()));
         BackboneOutput { encoder, pooler_output }
     }
-
-    /// Under partial sharing, the same model in HF's form: a group per depth holding that
-    /// depth's layers (shared sub-blocks repeated), `parameter_sharing` back to `all`.
-    pub fn hf_form(&self, config: &AlbertConfig) -> Option<(Self, AlbertConfig)> {
-        if config.parameter_sharing == ParameterSharing::All {
-            return None;
-        }
-        let mut hf = config.clone();
-        hf.parameter_sharing = ParameterSharing::All;
-        hf.num_hidden_groups = hf.num_hidden_layers;
-        let groups: Vec<AlbertLayerGroup> = (self.encoder.depths().into_iter())
-            .map(|layers| AlbertLayerGroup { albert_layers: layers.into_iter().map(LayerParts::to_layer).collect() })
-            .collect();
-        let encoder = AlbertTransformer {
-            embedding_hidden_mapping_in: self.encoder.embedding_hidden_mapping_in.clone(),
-            depth_layers: groups.iter().map(|_| AlbertDepthLayers { attention: vec![], feed_forward: vec![] }).collect(),
-            schedule: (0..groups.len()).collect(),
-            albert_layer_groups: groups,
-        };
-        Some((Self { encoder, embeddings: self.embeddings.clone(), pooler: self.pooler.clone() }, hf))
-    }
 }
 
 impl Backbone for AlbertModel {
@@ -290,9 +269,5 @@ impl PretrainedModel for AlbertModel {
 
     fn checkpoint_spec(config: &AlbertConfig) -> CheckpointSpec {
         Self::spec(config, false, &["pooler."])
-    }
-
-    fn hf_form(&self, config: &AlbertConfig) -> Option<(Self, AlbertConfig)> {
-        self.hf_form(config)
     }
 }

@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
+use burn::prelude::{Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use sesame_layers::config::{family_json, read_family_config, with_defaults};
 use sesame_layers::{Activation, ConfigError, EncoderHyperParams, HfConfig, InputLimits};
@@ -196,6 +197,28 @@ impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
 
     fn to_json(&self, architecture: &str) -> serde_json::Value {
         family_json(self, F::MODEL_TYPES[0], architecture)
+    }
+
+    fn stored_form(&self) -> Option<Self> {
+        let stored = self.stored_type_vocab_size?;
+        let mut config = self.clone();
+        config.hparams.type_vocab_size = stored;
+        config.stored_type_vocab_size = None;
+        Some(config)
+    }
+
+    /// Widen a stored token-type table `[stored, hidden]` to the config's rows, each new row a
+    /// copy of the stored row [`BertLikeFamily::widened_type_row`] names.
+    fn from_stored(&self, path: &str, weight: Tensor<2>) -> Tensor<2> {
+        if !path.ends_with("token_type_embeddings.weight") {
+            return weight;
+        }
+        let stored = weight.dims()[0];
+        let rows: Vec<i64> = (0..self.type_vocab_size)
+            .map(|row| if row < stored { row } else { F::widened_type_row(row, stored) } as i64)
+            .collect();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(rows, [self.type_vocab_size]), &weight.device());
+        weight.select(0, index)
     }
 
     fn initializer_range(&self) -> f64 {

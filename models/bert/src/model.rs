@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
-use burn::module::Param;
 use burn::prelude::*;
 use sesame_layers::{
     Activation, Backbone, ConfigError, BackboneOutput, CheckpointSpec, ClassifierConfig, ClassifierSizes, EncoderInput, KeyMap, MaskedLmHeadConfig, OutputOptions, Pooler, PoolerConfig, PretrainedModel, SentenceHead, SequenceSummaryConfig,
@@ -179,28 +178,5 @@ impl<F: BertLikeFamily> PretrainedModel for BertLikeModel<F> {
 
     fn checkpoint_spec(config: &Self::Config) -> CheckpointSpec {
         <Self as Backbone>::spec(config, false, &["pooler."])
-    }
-
-    fn stored_config(config: &Self::Config) -> Option<Self::Config> {
-        let stored = config.stored_type_vocab_size?;
-        let mut config = config.clone();
-        config.hparams.type_vocab_size = stored;
-        config.stored_type_vocab_size = None;
-        Some(config)
-    }
-
-    /// Widen a stored token-type table to the config's rows, each new row a copy of the
-    /// stored row [`BertLikeFamily::widened_type_row`] names.
-    fn from_stored(mut self, config: &Self::Config) -> Self {
-        if let Some(types) = self.embeddings.token_type_embeddings.as_mut() {
-            let weight = types.weight.val();
-            let stored = weight.dims()[0];
-            let rows: Vec<i64> = (0..config.type_vocab_size)
-                .map(|row| if row < stored { row } else { F::widened_type_row(row, stored) } as i64)
-                .collect();
-            let index = Tensor::<1, Int>::from_data(TensorData::new(rows, [config.type_vocab_size]), &weight.device());
-            types.weight = Param::from_tensor(weight.select(0, index));
-        }
-        self
     }
 }
