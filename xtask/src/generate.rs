@@ -10,8 +10,8 @@ use sesame_generate::config::EarlyStoppingValue;
 use sesame_generate::{GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
 use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
 use sesame_pipelines::generate::{continue_ids, generate_ids, open_prompt, rows_per_input};
-use sesame::auto::{Checkpoint, WithFamily};
-use sesame_layers::{Family, HeadVisitor, InputError, PretrainedModel};
+use sesame::auto::{Checkpoint, GeneratorKind, WithFamily};
+use sesame_layers::{Family, InputError, PretrainedModel};
 use sesame_text::Tokenizer;
 
 /// What to generate from, and how.
@@ -397,7 +397,7 @@ fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, device:
 }
 
 /// `generate` on the checkpoint `--model`: its family's left-to-right model or encoder-decoder
-/// ([`sesame::auto::visit_generator`] picks it, as `pipeline(Task::Generate, …)` does).
+/// ([`sesame::auto::generator_kind`] picks it, as `pipeline(Task::Generate, …)` does).
 pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     struct Generate<'a> {
         args: &'a GenerateArgs,
@@ -407,25 +407,11 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     impl WithFamily for Generate<'_> {
         type Out = Result<(), String>;
         fn with<F: Family>(self) -> Self::Out {
-            let visitor = Generator { args: self.args, device: self.device, family: F::NAME };
-            sesame::auto::visit_generator::<F, _>(&self.checkpoint.dir, &self.checkpoint.config, visitor).map_err(|e| e.to_string())?
-        }
-    }
-    struct Generator<'a> {
-        args: &'a GenerateArgs,
-        device: &'a Device,
-        family: &'static str,
-    }
-    impl HeadVisitor for Generator<'_> {
-        type Out = Result<(), String>;
-        fn seq2seq<M: Seq2SeqLM>(self) -> Self::Out {
-            generate_seq2seq::<M>(self.args, self.device)
-        }
-        fn causal<M: CausalLM>(self) -> Self::Out {
-            generate_left_to_right::<M>(self.args, self.device)
-        }
-        fn unsupported(self) -> Self::Out {
-            Err(format!("{}: {} models do not generate", self.args.model.display(), self.family))
+            let Generate { args, device, checkpoint } = self;
+            match sesame::auto::generator_kind::<F>(&checkpoint.dir, &checkpoint.config).map_err(|e| e.to_string())? {
+                GeneratorKind::Seq2Seq => generate_seq2seq::<F::ForConditionalGeneration>(args, device),
+                GeneratorKind::Causal => generate_left_to_right::<F::ForCausalLM>(args, device),
+            }
         }
     }
     let checkpoint = sesame::auto::locate(&args.model).map_err(|e| e.to_string())?;

@@ -44,7 +44,7 @@ pub use early_exit::{EarlyExit, EarlyExitOutput, ExitClassifier};
 pub use embeddings::{Embeddings, EmbeddingsConfig};
 pub use decoder::{run_decoder_layers, DecoderCache, DecoderLayer, DecoderLayerConfig, DecoderOutput};
 pub use encoder::{pick_layers, push_all, Encoder, EncoderCache, EncoderConfig, EncoderLayer, EncoderOutput, LayerParts, NamedOutput, OutputOptions};
-pub use family::{Family, Head, HeadVisitor, Unsupported};
+pub use family::{supports, Family, Unsupported};
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use heads::{
     ClassificationHead, Classifier, ClassifierConfig, MaskedLmHead, MaskedLmHeadConfig, Pooler, PoolerConfig,

@@ -5,10 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
-use sesame_layers::family::task;
-use sesame_layers::generative::{CausalLM, Seq2SeqLM};
 use sesame_layers::{
-    Backbone, EncoderInput, Family, ForMaskedLM, Head, HeadVisitor, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger,
+    supports, Backbone, EncoderInput, Family, ForMaskedLM, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger,
 };
 
 /// Why a model could not be found, loaded or run.
@@ -217,86 +215,49 @@ pub(crate) fn on_family<A: WithFamily>(dir: &Path, model_type: &str, action: A) 
     with_family(model_type, action).ok_or_else(|| Error::UnknownFamily { path: dir.join("config.json"), model_type: model_type.to_string(), known: families().join(", ") })
 }
 
-/// Visit family `F`'s generator for the checkpoint in `dir` whose `config.json` is `config`:
-/// its left-to-right model when `architectures` names one (`…ForCausalLM`, `…LMHeadModel`) or
-/// the family has no encoder-decoder, else its encoder-decoder. An encoder family's
-/// left-to-right model generates only from a checkpoint saved as a decoder (`is_decoder`, as
-/// transformers' `BertLMHeadModel` warns): refused otherwise, without calling `visitor`.
-pub fn visit_generator<F: Family, V: HeadVisitor>(dir: &Path, config: &serde_json::Value, visitor: V) -> Result<V::Out, Error> {
+/// Which of family `F`'s generators runs the checkpoint in `dir` whose `config.json` is
+/// `config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GeneratorKind {
+    /// Its left-to-right model (`F::ForCausalLM`).
+    Causal,
+    /// Its encoder-decoder (`F::ForConditionalGeneration`).
+    Seq2Seq,
+}
+
+/// Family `F`'s generator for the checkpoint in `dir` whose `config.json` is `config`: its
+/// left-to-right model when `architectures` names one (`…ForCausalLM`, `…LMHeadModel`) or the
+/// family has no encoder-decoder, else its encoder-decoder. An encoder family's left-to-right
+/// model generates only from a checkpoint saved as a decoder (`is_decoder`, as transformers'
+/// `BertLMHeadModel` warns): refused otherwise, as a family without either is.
+pub fn generator_kind<F: Family>(dir: &Path, config: &serde_json::Value) -> Result<GeneratorKind, Error> {
     let class = config["architectures"][0].as_str().unwrap_or_default();
-    if class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel") || !supports::<task::Seq2Seq, F::ForConditionalGeneration>() {
-        let is_decoder = config.get("is_decoder") == Some(&serde_json::Value::Bool(true));
-        let visitor = DecoderCheck { visitor, dir, refuse: supports::<task::Encode, F::Encoder>() && !is_decoder };
-        <F::ForCausalLM as Head<task::Causal>>::accept(visitor)
-    } else {
-        Ok(<F::ForConditionalGeneration as Head<task::Seq2Seq>>::accept(visitor))
+    let seq2seq = supports::<F::ForConditionalGeneration>();
+    if seq2seq && !(class.ends_with("ForCausalLM") || class.ends_with("LMHeadModel")) {
+        return Ok(GeneratorKind::Seq2Seq);
     }
-}
-
-/// [`visit_generator`]'s check of an encoder family's left-to-right model.
-struct DecoderCheck<'a, V> {
-    visitor: V,
-    dir: &'a Path,
-    refuse: bool,
-}
-
-impl<V: HeadVisitor> HeadVisitor for DecoderCheck<'_, V> {
-    type Out = Result<V::Out, Error>;
-
-    fn causal<M: CausalLM>(self) -> Self::Out {
-        if self.refuse {
-            return Err(Error::Generator(format!(
-                "{}: not a left-to-right model (config.json's is_decoder is not true); generation runs decoders ({}) and encoder-decoders",
-                self.dir.display(),
-                M::architecture()
-            )));
-        }
-        Ok(self.visitor.causal::<M>())
+    if !supports::<F::ForCausalLM>() {
+        return Err(Error::Unsupported { family: F::NAME, what: "text generator", has: jobs::<F>() });
     }
-
-    fn unsupported(self) -> Self::Out {
-        Ok(self.visitor.unsupported())
+    let is_decoder = config.get("is_decoder") == Some(&serde_json::Value::Bool(true));
+    if supports::<F::Encoder>() && !is_decoder {
+        return Err(Error::Generator(format!(
+            "{}: not a left-to-right model (config.json's is_decoder is not true); generation runs decoders ({}) and encoder-decoders",
+            dir.display(),
+            <F::ForCausalLM as PretrainedModel>::architecture()
+        )));
     }
-}
-
-/// Whether `H`, a family's type for a job, runs it (is not [`sesame_layers::Unsupported`]).
-pub(crate) fn supports<T, H: Head<T> + ?Sized>() -> bool {
-    struct Has;
-    impl HeadVisitor for Has {
-        type Out = bool;
-        fn encoder<B: Backbone>(self) -> bool {
-            true
-        }
-        fn sequence_classifier<M: SequenceClassifier>(self) -> bool {
-            true
-        }
-        fn token_classifier<M: TokenTagger>(self) -> bool {
-            true
-        }
-        fn question_answering<M: SpanExtractor>(self) -> bool {
-            true
-        }
-        fn seq2seq<M: Seq2SeqLM>(self) -> bool {
-            true
-        }
-        fn causal<M: CausalLM>(self) -> bool {
-            true
-        }
-        fn unsupported(self) -> bool {
-            false
-        }
-    }
-    H::accept(Has)
+    Ok(GeneratorKind::Causal)
 }
 
 /// The jobs family `F` has, for messages.
 pub(crate) fn jobs<F: Family>() -> String {
     let has = [
-        ("embed, fill-mask", supports::<task::Encode, F::Encoder>()),
-        ("classify, rerank", supports::<task::Classify, F::ForSequenceClassification>()),
-        ("tag", supports::<task::Tag, F::ForTokenClassification>()),
-        ("answer", supports::<task::Answer, F::ForQuestionAnswering>()),
-        ("generate", supports::<task::Seq2Seq, F::ForConditionalGeneration>() || supports::<task::Causal, F::ForCausalLM>()),
+        ("embed, fill-mask", supports::<F::Encoder>()),
+        ("classify, rerank", supports::<F::ForSequenceClassification>()),
+        ("tag", supports::<F::ForTokenClassification>()),
+        ("answer", supports::<F::ForQuestionAnswering>()),
+        ("generate", supports::<F::ForConditionalGeneration>() || supports::<F::ForCausalLM>()),
     ];
     has.iter().filter(|(_, yes)| *yes).map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
 }
@@ -340,23 +301,19 @@ pub(crate) const TAGGER: (&str, &str) = ("token-classification", "fine-tune one 
 pub(crate) const READER: (&str, &str) = ("question-answering", "fine-tune one with `cargo xtask finetune --task qa`");
 pub(crate) const MASKED_LM: (&str, &str) = ("masked-LM", "fill-mask needs a checkpoint trained with one");
 
-/// An Auto class's model, boxed behind the trait the class runs it through: which of the
-/// family's types it is ([`AutoClass::visit`]) and what loading it takes (its
-/// [`HeadVisitor`]).
+/// An Auto class's model, boxed behind the trait the class runs it through: what loading it
+/// takes from family `F`, refused where `F` has no such model.
 trait AutoClass: Sized {
     /// What the family lacks when it has no such model, for the message.
     const WHAT: &'static str;
-    /// Visit the family's type for the class.
-    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error>;
+    /// Load the family's type for the class.
+    fn load<F: Family>(load: AutoLoad<'_>) -> Result<Self, Error>;
 }
 
-/// Loads an Auto class's model `M` from `dir` onto `device`.
-struct AutoLoad<'a, M> {
-    family: &'static str,
-    jobs: fn() -> String,
+/// Where an Auto class's model is loaded from and onto.
+struct AutoLoad<'a> {
     dir: &'a Path,
     device: &'a Device,
-    class: std::marker::PhantomData<M>,
 }
 
 /// [`auto_load`] on a checkpoint's family.
@@ -370,16 +327,16 @@ impl<M: AutoClass> WithFamily for Auto<'_, M> {
     type Out = Result<(&'static str, M), Error>;
 
     fn with<F: Family>(self) -> Self::Out {
-        let visitor = AutoLoad { family: F::NAME, jobs: jobs::<F>, dir: self.dir, device: self.device, class: self.class };
-        Ok((F::NAME, M::visit::<F>(visitor)?))
+        Ok((F::NAME, M::load::<F>(AutoLoad { dir: self.dir, device: self.device })?))
     }
 }
 
-impl<M: AutoClass> AutoLoad<'_, M> {
-    /// The family has no model for the class (no Auto class generates:
-    /// `sesame::pipeline(Task::Generate, …)` does).
-    fn refused(self) -> Result<M, Error> {
-        Err(Error::Unsupported { family: self.family, what: M::WHAT, has: (self.jobs)() })
+/// Refuse the Auto class `M` where family `F`'s type for it, `T`, is [`Unsupported`] (no Auto
+/// class generates: `sesame::pipeline(Task::Generate, …)` does).
+fn supported<F: Family, T: 'static, M: AutoClass>() -> Result<(), Error> {
+    match supports::<T>() {
+        true => Ok(()),
+        false => Err(Error::Unsupported { family: F::NAME, what: M::WHAT, has: jobs::<F>() }),
     }
 }
 
@@ -391,86 +348,41 @@ fn auto_load<M: AutoClass>(model: &Path, device: &Device) -> Result<(&'static st
 
 impl AutoClass for Box<dyn EncoderDyn> {
     const WHAT: &'static str = "bidirectional encoder for AutoModel (load its base model from its crate)";
-    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
-        <F::Encoder as Head<task::Encode>>::accept(visitor)
-    }
-}
-
-impl HeadVisitor for AutoLoad<'_, Box<dyn EncoderDyn>> {
-    type Out = Result<Box<dyn EncoderDyn>, Error>;
-    fn encoder<B: Backbone>(self) -> Self::Out {
-        Ok(Box::new(B::from_pretrained(self.dir, self.device)?))
-    }
-    fn unsupported(self) -> Self::Out {
-        self.refused()
+    fn load<F: Family>(load: AutoLoad<'_>) -> Result<Self, Error> {
+        supported::<F, F::Encoder, Self>()?;
+        Ok(Box::new(F::Encoder::from_pretrained(load.dir, load.device)?))
     }
 }
 
 impl AutoClass for Box<dyn MaskedLmDyn> {
     const WHAT: &'static str = "masked LM";
-    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
-        <F::Encoder as Head<task::Encode>>::accept(visitor)
-    }
-}
-
-impl HeadVisitor for AutoLoad<'_, Box<dyn MaskedLmDyn>> {
-    type Out = Result<Box<dyn MaskedLmDyn>, Error>;
-    fn encoder<B: Backbone>(self) -> Self::Out {
-        Ok(Box::new(load_head::<ForMaskedLM<B>>(self.dir, self.device, false, MASKED_LM)?))
-    }
-    fn unsupported(self) -> Self::Out {
-        self.refused()
+    fn load<F: Family>(load: AutoLoad<'_>) -> Result<Self, Error> {
+        supported::<F, F::Encoder, Self>()?;
+        Ok(Box::new(load_head::<ForMaskedLM<F::Encoder>>(load.dir, load.device, false, MASKED_LM)?))
     }
 }
 
 impl AutoClass for Box<dyn ClassifierDyn> {
     const WHAT: &'static str = "sequence classifier";
-    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
-        <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor)
-    }
-}
-
-impl HeadVisitor for AutoLoad<'_, Box<dyn ClassifierDyn>> {
-    type Out = Result<Box<dyn ClassifierDyn>, Error>;
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        Ok(Box::new(fine_tuned::<M>(self.dir, self.device, false, CLASSIFIER)?))
-    }
-    fn unsupported(self) -> Self::Out {
-        self.refused()
+    fn load<F: Family>(load: AutoLoad<'_>) -> Result<Self, Error> {
+        supported::<F, F::ForSequenceClassification, Self>()?;
+        Ok(Box::new(fine_tuned::<F::ForSequenceClassification>(load.dir, load.device, false, CLASSIFIER)?))
     }
 }
 
 impl AutoClass for Box<dyn TaggerDyn> {
     const WHAT: &'static str = "token classifier";
-    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
-        <F::ForTokenClassification as Head<task::Tag>>::accept(visitor)
-    }
-}
-
-impl HeadVisitor for AutoLoad<'_, Box<dyn TaggerDyn>> {
-    type Out = Result<Box<dyn TaggerDyn>, Error>;
-    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
-        Ok(Box::new(fine_tuned::<M>(self.dir, self.device, false, TAGGER)?))
-    }
-    fn unsupported(self) -> Self::Out {
-        self.refused()
+    fn load<F: Family>(load: AutoLoad<'_>) -> Result<Self, Error> {
+        supported::<F, F::ForTokenClassification, Self>()?;
+        Ok(Box::new(fine_tuned::<F::ForTokenClassification>(load.dir, load.device, false, TAGGER)?))
     }
 }
 
 impl AutoClass for Box<dyn ReaderDyn> {
     const WHAT: &'static str = "extractive-QA model";
-    fn visit<F: Family>(visitor: AutoLoad<'_, Self>) -> Result<Self, Error> {
-        <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor)
-    }
-}
-
-impl HeadVisitor for AutoLoad<'_, Box<dyn ReaderDyn>> {
-    type Out = Result<Box<dyn ReaderDyn>, Error>;
-    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
-        Ok(Box::new(fine_tuned::<M>(self.dir, self.device, false, READER)?))
-    }
-    fn unsupported(self) -> Self::Out {
-        self.refused()
+    fn load<F: Family>(load: AutoLoad<'_>) -> Result<Self, Error> {
+        supported::<F, F::ForQuestionAnswering, Self>()?;
+        Ok(Box::new(fine_tuned::<F::ForQuestionAnswering>(load.dir, load.device, false, READER)?))
     }
 }
 

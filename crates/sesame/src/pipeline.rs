@@ -7,8 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::tensor::Device;
-use sesame_layers::family::task;
-use sesame_layers::{Family, ForMaskedLM, LoadReport, Backbone, Head, HeadVisitor, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{supports, Family, ForMaskedLM, LoadReport, Backbone, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_generate::GenerationConfig;
 use sesame_layers::generative::{CausalLM, Seq2SeqLM};
 use sesame_pipelines::generator::{CausalGenerator, Seq2SeqGenerator};
@@ -16,7 +15,7 @@ use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, Serv
 use sesame_pipelines::{Answer, AnswerOptions, Classification, EarlyClassification, EmbedOptions, Prediction, TaggedSpan};
 use sesame_text::Tokenizer;
 
-use crate::auto::{check_architecture, jobs, load, load_head, locate, visit_generator, Checkpoint, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
+use crate::auto::{check_architecture, jobs, load, load_head, locate, generator_kind, Checkpoint, GeneratorKind, on_family, Error, WithFamily, CLASSIFIER, MASKED_LM, READER, TAGGER};
 
 /// A job a pipeline does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,28 +151,29 @@ impl WithFamily for Load<'_> {
     type Out = Result<(&'static str, Built), Error>;
 
     fn with<F: Family>(self) -> Self::Out {
-        let visitor = LoadVisitor { family: F::NAME, jobs: jobs::<F>, load: self };
-        let model = match visitor.load.task {
-            Task::Embed | Task::FillMask => <F::Encoder as Head<task::Encode>>::accept(visitor),
-            Task::Classify | Task::Rerank => <F::ForSequenceClassification as Head<task::Classify>>::accept(visitor),
-            Task::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(visitor),
-            Task::Answer => <F::ForQuestionAnswering as Head<task::Answer>>::accept(visitor),
-            Task::Generate => {
-                let (dir, config) = (visitor.load.dir, visitor.load.config);
-                visit_generator::<F, _>(dir, config, visitor)?
-            }
+        let loader = Loader { family: F::NAME, jobs: jobs::<F>, load: self };
+        let model = match loader.load.task {
+            Task::Embed | Task::FillMask if supports::<F::Encoder>() => loader.encoder::<F::Encoder>(),
+            Task::Classify | Task::Rerank if supports::<F::ForSequenceClassification>() => loader.sequence_classifier::<F::ForSequenceClassification>(),
+            Task::Tag if supports::<F::ForTokenClassification>() => loader.token_classifier::<F::ForTokenClassification>(),
+            Task::Answer if supports::<F::ForQuestionAnswering>() => loader.question_answering::<F::ForQuestionAnswering>(),
+            Task::Generate => match generator_kind::<F>(loader.load.dir, loader.load.config)? {
+                GeneratorKind::Seq2Seq => loader.seq2seq::<F::ForConditionalGeneration>(),
+                GeneratorKind::Causal => loader.causal::<F::ForCausalLM>(),
+            },
+            _ => loader.unsupported(),
         }?;
         Ok((F::NAME, model))
     }
 }
 
-struct LoadVisitor<'a> {
+struct Loader<'a> {
     family: &'static str,
     jobs: fn() -> String,
     load: Load<'a>,
 }
 
-impl LoadVisitor<'_> {
+impl Loader<'_> {
     fn tokenizer(&self) -> Result<Tokenizer, Error> {
         Ok(Tokenizer::from_dir(self.load.dir)?)
     }
@@ -199,10 +199,9 @@ impl LoadVisitor<'_> {
     }
 }
 
-impl HeadVisitor for LoadVisitor<'_> {
-    type Out = Result<Built, Error>;
-
-    fn encoder<B: Backbone>(self) -> Self::Out {
+/// The loaders of each job, with `M` (or `B`) the family's type for it.
+impl Loader<'_> {
+    fn encoder<B: Backbone>(self) -> Result<Built, Error> {
         let Load { task, dir, device, options, .. } = self.load;
         let tokenizer = self.tokenizer()?;
         if task == Task::FillMask {
@@ -218,7 +217,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built::new(Embedder::new(loaded.model, loaded.config, tokenizer, embed), loaded.report))
     }
 
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
+    fn sequence_classifier<M: SequenceClassifier>(self) -> Result<Built, Error> {
         check_architecture::<M>(self.load.dir, CLASSIFIER)?;
         let tokenizer = self.tokenizer()?;
         let Load { task, dir, device, options, .. } = self.load;
@@ -230,7 +229,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built::new(TextClassifier::new(loaded.model, loaded.config, tokenizer, options.batch_size), loaded.report))
     }
 
-    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
+    fn token_classifier<M: TokenTagger>(self) -> Result<Built, Error> {
         check_architecture::<M>(self.load.dir, TAGGER)?;
         let tokenizer = self.tokenizer()?;
         let Load { dir, device, options, .. } = self.load;
@@ -239,7 +238,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built { stride: Some(stride), ..Built::new(Tagger::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride), loaded.report) })
     }
 
-    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
+    fn question_answering<M: SpanExtractor>(self) -> Result<Built, Error> {
         check_architecture::<M>(self.load.dir, READER)?;
         let tokenizer = self.tokenizer()?;
         let Load { dir, device, options, .. } = self.load;
@@ -248,7 +247,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built { stride: Some(stride), ..Built::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer), loaded.report) })
     }
 
-    fn seq2seq<M: Seq2SeqLM>(self) -> Self::Out {
+    fn seq2seq<M: Seq2SeqLM>(self) -> Result<Built, Error> {
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
         let settings = self.generation_settings((loaded.model.max_positions(), loaded.model.vocab_size()))?;
@@ -259,7 +258,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built::new(generator, report))
     }
 
-    fn causal<M: CausalLM>(self) -> Self::Out {
+    fn causal<M: CausalLM>(self) -> Result<Built, Error> {
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
         let limits = <M as CausalLM>::causal_limits(&loaded.config);
@@ -267,7 +266,7 @@ impl HeadVisitor for LoadVisitor<'_> {
         Ok(Built::new(CausalGenerator::new(loaded.model, loaded.config, tokenizer, settings), loaded.report))
     }
 
-    fn unsupported(self) -> Self::Out {
+    fn unsupported(self) -> Result<Built, Error> {
         let what = match self.load.task {
             Task::Embed => "bidirectional encoder for embeddings",
             Task::FillMask => "masked LM",

@@ -6,8 +6,7 @@
 //! the same [`StudentOptions`] for a masked LM.
 
 use burn::tensor::Device;
-use sesame_layers::family::task;
-use sesame_layers::{Family, Head, HeadVisitor, HfConfig, SequenceClassifier};
+use sesame_layers::{supports, Family, HfConfig, SequenceClassifier};
 use sesame_text::labelled::ProblemType;
 
 use super::{ClassifierDistillation, DistillLoss};
@@ -94,27 +93,10 @@ impl StudentOptions {
 /// `F`: `distill_classifier::<Bert>`) into a student of fewer layers, trained on `run`'s rows
 /// and exported to `run.out/model`.
 pub fn distill_classifier<F: Family>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
-    <F::ForSequenceClassification as Head<task::Classify>>::accept(Distill { run, student, device, family: F::NAME })
-}
-
-/// [`distill_classifier`] of the family's sequence classifier.
-struct Distill<'a> {
-    run: &'a FinetuneOptions,
-    student: &'a StudentOptions,
-    device: Device,
-    family: &'static str,
-}
-
-impl HeadVisitor for Distill<'_> {
-    type Out = Result<Finetuned, String>;
-
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        distill::<M>(self.run, self.student, self.device)
+    if !supports::<F::ForSequenceClassification>() {
+        return Err(format!("{}: {} models have no sequence classifier to distil", run.model.display(), F::NAME));
     }
-
-    fn unsupported(self) -> Self::Out {
-        Err(format!("{}: {} models have no sequence classifier to distil", self.run.model.display(), self.family))
-    }
+    distill::<F::ForSequenceClassification>(run, student, device)
 }
 
 fn distill<M: SequenceClassifier>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {

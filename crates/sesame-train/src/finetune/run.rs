@@ -24,8 +24,7 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
-use sesame_layers::family::task;
-use sesame_layers::{Backbone, Family, Head, HeadVisitor, HfConfig, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
+use sesame_layers::{supports, Backbone, Family, HfConfig, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
 use sesame_pipelines::sentence_transformers::SentenceTransformerConfig;
 use sesame_pipelines::AnswerOptions;
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
@@ -395,56 +394,30 @@ pub(crate) fn best_metric(job: &FinetuneOptions, what: &str, names: &[&str], def
 pub fn finetune<F: Family>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let job = &job.resolved()?;
     job.check()?;
-    let run = Finetune { job, device, family: F::NAME };
     match job.task {
-        FinetuneTask::Tag => <F::ForTokenClassification as Head<task::Tag>>::accept(run),
-        FinetuneTask::Qa => <F::ForQuestionAnswering as Head<task::Answer>>::accept(run),
-        FinetuneTask::Embed => <F::Encoder as Head<task::Encode>>::accept(run),
-        _ => <F::ForSequenceClassification as Head<task::Classify>>::accept(run),
-    }
-}
-
-/// [`finetune`] of the family's model for the task.
-struct Finetune<'a> {
-    job: &'a FinetuneOptions,
-    device: Device,
-    family: &'static str,
-}
-
-impl HeadVisitor for Finetune<'_> {
-    type Out = Result<Finetuned, String>;
-
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        match self.job.task {
-            FinetuneTask::Rerank => finetune_rerank::<M>(self.job, self.device),
-            _ => finetune_classifier::<M>(self.job, self.device),
+        FinetuneTask::Tag if supports::<F::ForTokenClassification>() => finetune_tagger::<F::ForTokenClassification>(job, device),
+        FinetuneTask::Qa if supports::<F::ForQuestionAnswering>() => finetune_qa::<F::ForQuestionAnswering>(job, device),
+        FinetuneTask::Embed if supports::<F::Encoder>() => finetune_embedding::<F::Encoder>(job, device),
+        FinetuneTask::Rerank if supports::<F::ForSequenceClassification>() => finetune_rerank::<F::ForSequenceClassification>(job, device),
+        FinetuneTask::Classify | FinetuneTask::Multilabel | FinetuneTask::Regress if supports::<F::ForSequenceClassification>() => {
+            finetune_classifier::<F::ForSequenceClassification>(job, device)
         }
+        task => Err(unsupported(task, F::NAME)),
     }
+}
 
-    fn token_classifier<M: TokenTagger>(self) -> Self::Out {
-        finetune_tagger::<M>(self.job, self.device)
-    }
-
-    fn question_answering<M: SpanExtractor>(self) -> Self::Out {
-        finetune_qa::<M>(self.job, self.device)
-    }
-
-    fn encoder<B: Backbone>(self) -> Self::Out {
-        finetune_embedding::<B>(self.job, self.device)
-    }
-
-    fn unsupported(self) -> Self::Out {
-        let (flag, head) = match self.job.task {
-            FinetuneTask::Tag => ("--task tag", "token-classification"),
-            FinetuneTask::Qa => ("--task qa", "question-answering"),
-            FinetuneTask::Rerank => ("--task rerank", "sequence-classification"),
-            FinetuneTask::Embed => {
-                return Err(format!("--task embed: {} models are not sentence encoders (as for `embed`: BERT, RoBERTa, ALBERT, ELECTRA and UniLM are)", self.family));
-            }
-            _ => ("--task", "sequence-classification"),
-        };
-        Err(format!("{flag}: {} models have no {head} head (transformers has none for them either)", self.family))
-    }
+/// The refusal of `task` by a family (`family`) without a model for it.
+fn unsupported(task: FinetuneTask, family: &str) -> String {
+    let (flag, head) = match task {
+        FinetuneTask::Tag => ("--task tag", "token-classification"),
+        FinetuneTask::Qa => ("--task qa", "question-answering"),
+        FinetuneTask::Rerank => ("--task rerank", "sequence-classification"),
+        FinetuneTask::Embed => {
+            return format!("--task embed: {family} models are not sentence encoders (as for `embed`: BERT, RoBERTa, ALBERT, ELECTRA and UniLM are)");
+        }
+        _ => ("--task", "sequence-classification"),
+    };
+    format!("{flag}: {family} models have no {head} head (transformers has none for them either)")
 }
 
 /// How the training rows are cut: `--batch-size` rows a batch, split into `--micro-batches`.

@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use serde::Serialize;
-use sesame_layers::family::task;
-use sesame_layers::{Family, Head, HeadVisitor, HfConfig, SequenceClassifier};
+use sesame_layers::{supports, Family, HfConfig, SequenceClassifier};
 use sesame_text::labelled::{self, ProblemType};
 use sesame_text::Tokenizer;
 
@@ -85,26 +84,10 @@ pub struct Evaluated {
 
 /// Prune the fine-tuned classifier `job.model`, a checkpoint of family `F`.
 pub fn prune_classifier<F: Family>(job: &PruneOptions, device: Device) -> Result<Pruned, String> {
-    <F::ForSequenceClassification as Head<task::Classify>>::accept(Prune { job, device, family: F::NAME })
-}
-
-/// [`prune_classifier`] of the family's sequence classifier.
-struct Prune<'a> {
-    job: &'a PruneOptions,
-    device: Device,
-    family: &'static str,
-}
-
-impl HeadVisitor for Prune<'_> {
-    type Out = Result<Pruned, String>;
-
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Self::Out {
-        prune::<M>(self.job, self.device, self.family)
+    if !supports::<F::ForSequenceClassification>() {
+        return Err(format!("{}: {} models have no sequence classifier to prune", job.model.display(), F::NAME));
     }
-
-    fn unsupported(self) -> Self::Out {
-        Err(format!("{}: {} models have no sequence classifier to prune", self.job.model.display(), self.family))
-    }
+    prune::<F::ForSequenceClassification>(job, device, F::NAME)
 }
 
 fn prune<M: SequenceClassifier>(job: &PruneOptions, device: Device, family: &str) -> Result<Pruned, String> {
