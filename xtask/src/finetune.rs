@@ -185,6 +185,11 @@ pub struct FinetuneArgs {
     /// --loss mnrl) [default: 4].
     #[arg(long)]
     pub num_negatives: Option<usize>,
+    /// Texts embedded and back-propagated at a time by a cached loss (--loss cached-mnrl or
+    /// cached-symmetric-mnrl: GradCache, a large --batch-size in a mini-batch's memory)
+    /// [default: 32].
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub mini_batch_size: Option<usize>,
 }
 
 impl FinetuneArgs {
@@ -230,6 +235,7 @@ impl FinetuneArgs {
             matryoshka_dims: self.matryoshka_dims.clone(),
             pooling: self.pooling,
             num_negatives: self.num_negatives,
+            mini_batch_size: self.mini_batch_size,
         }
     }
 }

@@ -110,6 +110,42 @@ print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
     }
 }
 
+/// GradCache: `cached-mnrl` takes the loss of the whole batch but back-propagates it a
+/// mini-batch at a time, so with dropout off it trains what `mnrl` trains (here in mini-batches
+/// of 5 texts, which cut across the anchor and positive columns of 16-row batches, the last one
+/// short). `--mini-batch-size` is for a cached loss only.
+#[test]
+fn cached_mnrl_trains_what_mnrl_trains_a_mini_batch_at_a_time() {
+    let dir = scratch("cached");
+    let Some(model) = small_model(&dir) else { return };
+    let path = model.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["hidden_dropout_prob"] = 0.0.into();
+    config["attention_probs_dropout_prob"] = 0.0.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let flags: Vec<&str> = ["--steps", "6", "--batch-size", "16", "--eval-every", "6"].into_iter().chain(extra.iter().copied()).collect();
+        finetune(&args(&model, &dir.join(name), &flags)).unwrap()
+    };
+    let plain = run("plain", &["--loss", "mnrl"]);
+    let cached = run("cached", &["--loss", "cached-mnrl", "--mini-batch-size", "5"]);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("cached/eval_results.json")).unwrap()).unwrap();
+    assert_eq!(report["loss_function"], "CachedMultipleNegativesRankingLoss", "{report}");
+    let loss = |run: &serde_json::Value| run["metrics"]["loss"].as_f64().unwrap_or_else(|| panic!("{run}"));
+    assert!((loss(&plain) - loss(&cached)).abs() < 1e-4, "held-out loss: mnrl {plain} against cached {cached}");
+    let texts = ["Blessed are the meek: for they shall inherit the earth.", "The meek will inherit the land.", "In the beginning God created the heaven and the earth."];
+    let embed = |name: &str| -> Vec<Vec<f64>> {
+        let export = dir.join(name).join("model").display().to_string();
+        let args: Vec<String> = ["embed", "--model", &export].into_iter().chain(texts).map(String::from).collect();
+        serde_json::from_str(&xtask(&args).unwrap()).unwrap()
+    };
+    let (ours, theirs) = (embed("cached"), embed("plain"));
+    let worst = |a: &[Vec<f64>], b: &[Vec<f64>]| a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    assert!(worst(&ours, &theirs) < 1e-4, "cached and plain MNRL trained models that embed {} apart", worst(&ours, &theirs));
+    let refused = finetune(&args(&model, &dir.join("refused"), &["--mini-batch-size", "4"])).unwrap_err();
+    assert!(refused.trim().ends_with("--mini-batch-size 4: for a cached loss only (--loss cached-mnrl or cached-symmetric-mnrl)"), "{refused}");
+}
+
 #[test]
 fn labelled_pairs_are_scored_as_a_classifier_and_a_matryoshka_model_embeds_in_fewer_dimensions() {
     let dir = scratch("pairs");

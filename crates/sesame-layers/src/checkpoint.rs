@@ -768,7 +768,7 @@ fn apply_error(path: &Path, error: &ApplyError, to_hf: &dyn Fn(&str) -> String) 
 }
 
 /// `model`, loaded in its configuration's stored form ([`HfConfig::stored_form`]), with every
-/// 2-D parameter passed through `config`'s [`HfConfig::from_stored`] by its Burn path.
+/// 2-D parameter passed through `config`'s [`HfConfig::convert_stored`] by its Burn path.
 pub(crate) fn from_stored<M: Module, C: HfConfig>(model: M, config: &C) -> M {
     struct FromStored<'a, C> {
         config: &'a C,
@@ -788,7 +788,7 @@ pub(crate) fn from_stored<M: Module, C: HfConfig>(model: M, config: &C) -> M {
             let path = self.path.joined();
             param.map(|weight| {
                 let [rows, cols] = std::array::from_fn(|i| weight.dims()[i]);
-                let out = self.config.from_stored(&path, weight.reshape([rows, cols]));
+                let out = self.config.convert_stored(&path, weight.reshape([rows, cols]));
                 let dims = out.dims();
                 out.reshape::<D, _>(std::array::from_fn::<usize, D, _>(|i| dims[i]))
             })

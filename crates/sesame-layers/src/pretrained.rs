@@ -79,14 +79,14 @@ pub trait HfConfig: Sized + Clone + Send + Sync + 'static {
 
     /// The configuration of the weights as files store them, when this one widens them
     /// (UniLM's 6 token types over BERT's 2-row table); `None`: the same. A model is loaded in
-    /// the stored form, then each of its parameters goes through [`HfConfig::from_stored`].
+    /// the stored form, then each of its parameters goes through [`HfConfig::convert_stored`].
     fn stored_form(&self) -> Option<Self> {
         None
     }
 
     /// The parameter at Burn path `path` (`base.embeddings.token_type_embeddings.weight`),
     /// `[rows, cols]`, loaded in the [`HfConfig::stored_form`], in this configuration's form.
-    fn from_stored(&self, _path: &str, weight: Tensor<2>) -> Tensor<2> {
+    fn convert_stored(&self, _path: &str, weight: Tensor<2>) -> Tensor<2> {
         weight
     }
 

@@ -301,6 +301,14 @@ pub enum LossKind {
     /// `MultipleNegativesSymmetricRankingLoss`: also each positive against the anchors.
     #[cfg_attr(feature = "cli", value(alias = "MultipleNegativesSymmetricRankingLoss"))]
     SymmetricMnrl,
+    /// `CachedMultipleNegativesRankingLoss` (GradCache): MNRL over the whole batch, its
+    /// embeddings computed and back-propagated `mini_batch_size` texts at a time, so that a
+    /// large batch takes a mini-batch's memory.
+    #[cfg_attr(feature = "cli", value(alias = "CachedMultipleNegativesRankingLoss"))]
+    CachedMnrl,
+    /// `CachedMultipleNegativesSymmetricRankingLoss`: the symmetric MNRL, cached.
+    #[cfg_attr(feature = "cli", value(alias = "CachedMultipleNegativesSymmetricRankingLoss"))]
+    CachedSymmetricMnrl,
     /// `CoSENTLoss`: (sentence1, sentence2, score) rows.
     #[cfg_attr(feature = "cli", value(alias = "CoSENTLoss"))]
     Cosent,
@@ -323,15 +331,17 @@ impl LossKind {
     /// at sentence-transformers' default when `None`; a setting the loss does not take is refused.
     pub fn with(self, scale: Option<f64>, margin: Option<f64>) -> Result<EmbeddingLoss, LossError> {
         let loss = match self {
-            Self::Mnrl => EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale: scale.unwrap_or(20.0), ..MultipleNegativesRanking::default() }),
-            Self::SymmetricMnrl => EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale: scale.unwrap_or(20.0), ..MultipleNegativesRanking::symmetric() }),
+            Self::Mnrl | Self::CachedMnrl => EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale: scale.unwrap_or(20.0), ..MultipleNegativesRanking::default() }),
+            Self::SymmetricMnrl | Self::CachedSymmetricMnrl => {
+                EmbeddingLoss::MultipleNegativesRanking(MultipleNegativesRanking { scale: scale.unwrap_or(20.0), ..MultipleNegativesRanking::symmetric() })
+            }
             Self::Cosent => EmbeddingLoss::CoSent { scale: scale.unwrap_or(20.0) },
             Self::Contrastive => EmbeddingLoss::Contrastive { margin: margin.unwrap_or(0.5) },
             Self::OnlineContrastive => EmbeddingLoss::OnlineContrastive { margin: margin.unwrap_or(0.5) },
             Self::Triplet => EmbeddingLoss::Triplet { margin: margin.unwrap_or(5.0) },
             Self::Bce => return Err(LossError::Setting { field: "--loss", value: "bce".into(), reason: "is a reranker's loss (--task rerank)" }),
         };
-        let takes_scale = matches!(self, Self::Mnrl | Self::SymmetricMnrl | Self::Cosent);
+        let takes_scale = matches!(self, Self::Mnrl | Self::SymmetricMnrl | Self::CachedMnrl | Self::CachedSymmetricMnrl | Self::Cosent);
         if let (Some(value), false) = (scale, takes_scale) {
             return Err(LossError::Setting { field: "--scale", value: value.to_string(), reason: "this loss has no scale (MNRL and CoSENT have)" });
         }
@@ -352,7 +362,13 @@ impl LossKind {
     /// Whether the loss compares each row with the batch's other rows' texts (so that a batch
     /// must not hold one text twice: sentence-transformers' `NO_DUPLICATES` batches).
     pub fn in_batch_negatives(self) -> bool {
-        matches!(self, Self::Mnrl | Self::SymmetricMnrl)
+        matches!(self, Self::Mnrl | Self::SymmetricMnrl | Self::CachedMnrl | Self::CachedSymmetricMnrl)
+    }
+
+    /// Whether the loss is computed over the whole batch but back-propagated a mini-batch at a
+    /// time (GradCache: the `Cached…` losses).
+    pub fn cached(self) -> bool {
+        matches!(self, Self::CachedMnrl | Self::CachedSymmetricMnrl)
     }
 }
 

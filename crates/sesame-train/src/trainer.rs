@@ -56,6 +56,14 @@ pub trait TrainTask {
         self.step(model, batch)
     }
 
+    /// For an objective that back-propagates its loss in parts (GradCache: a cached loss's
+    /// mini-batches), the loss and metrics of `model` on `batch` and the gradients of the loss
+    /// times `scale`; `None` (the default): the trainer back-propagates [`Self::step`]'s loss.
+    fn step_in_parts(&self, model: &Self::Model, batch: &Self::Batch, scale: f64) -> Option<(StepOutput, GradientsParams)> {
+        let _ = (model, batch, scale);
+        None
+    }
+
     /// Held-out metrics of reference predictors that need no model (the masked-LM tasks'
     /// `unigram_mlm_loss`: the loss of predicting every masked token by its frequency in the
     /// training text), printed at the start and logged with every evaluation, so that a run
@@ -617,7 +625,12 @@ impl Trainer {
     {
         let accum = self.config.grad_accum;
         let pass = |micro: u64, model: &T::Model, state: &mut T::State| {
-            let out = task.step_with_state(model, task.train_batch(step * accum + micro, device), state);
+            let batch = task.train_batch(step * accum + micro, device);
+            if let Some((out, grads)) = task.step_in_parts(model, &batch, 1.0 / accum as f64) {
+                let loss = out.loss.try_into_scalar::<f32>()? as f64;
+                return Ok(MicroBatch { loss, metrics: out.metrics, tokens: out.tokens, grads });
+            }
+            let out = task.step_with_state(model, batch, state);
             let loss = out.loss.clone().try_into_scalar::<f32>()? as f64;
             if !loss.is_finite() {
                 return Ok(MicroBatch { loss, metrics: vec![], tokens: 0, grads: GradientsParams::new() });

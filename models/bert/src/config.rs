@@ -209,7 +209,7 @@ impl<F: BertLikeFamily> HfConfig for BertLikeConfig<F> {
 
     /// Widen a stored token-type table `[stored, hidden]` to the config's rows, each new row a
     /// copy of the stored row [`BertLikeFamily::widened_type_row`] names.
-    fn from_stored(&self, path: &str, weight: Tensor<2>) -> Tensor<2> {
+    fn convert_stored(&self, path: &str, weight: Tensor<2>) -> Tensor<2> {
         if !path.ends_with("token_type_embeddings.weight") {
             return weight;
         }

@@ -27,6 +27,9 @@ use sesame_metrics::regression::{pearson, spearman};
 use sesame_text::text_rows::TextRows;
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use sesame_layers::random::with_stream;
+
 use super::{epoch_batch, padded_input};
 use crate::embedding_losses::{EmbeddingLoss, LossError, Matryoshka};
 use crate::{StepOutput, TrainTask};
@@ -142,6 +145,9 @@ pub struct EmbeddingBatch {
     pub tokens: usize,
     /// Whether the embeddings are wanted back (held out).
     pub held_out: bool,
+    /// The seed of the batch's dropout masks under a cached loss, which draws each
+    /// mini-batch's masks twice, the same both times.
+    pub seed: u64,
 }
 
 /// How the model turns a text into its embedding.
@@ -172,6 +178,9 @@ pub struct EmbeddingObjective {
     pub seed: u64,
     /// Batches without a text twice (the in-batch-negative losses).
     pub no_duplicates: bool,
+    /// Texts per mini-batch of a cached loss (GradCache), `None` for a loss back-propagated
+    /// whole.
+    pub mini_batch_size: Option<usize>,
 }
 
 /// Training a sentence-embedding model `B` on a [`TextSet`] with an [`EmbeddingObjective`],
@@ -209,12 +218,61 @@ impl<B> EmbeddingTraining<B> {
     }
 
     /// Rows `rows` of `set` as a batch on `device`.
-    fn batch(&self, set: &TextSet, rows: &[usize], held_out: bool, device: &Device) -> EmbeddingBatch {
+    fn batch(&self, set: &TextSet, rows: &[usize], held_out: bool, seed: u64, device: &Device) -> EmbeddingBatch {
         let columns = set.columns.len();
         let encoded: Vec<&EncodedText> = (0..columns).flat_map(|c| rows.iter().map(move |&r| &set.encoded[r][c])).collect();
         let (input, tokens, _) = padded_input(&self.tokenizer, &encoded, device);
         let labels = set.labels.as_ref().map(|labels| rows.iter().map(|&r| labels[r] as f32).collect());
-        EmbeddingBatch { input, rows: rows.len(), columns, labels, tokens, held_out }
+        EmbeddingBatch { input, rows: rows.len(), columns, labels, tokens, held_out, seed }
+    }
+
+    /// The embeddings `[texts, d]` of `input`'s texts: pooled, normalised where the model
+    /// normalises.
+    fn embed(&self, model: &B, input: EncoderInput) -> Tensor<2>
+    where
+        B: Backbone,
+    {
+        let mask = input.attention_mask.clone().expect("padded batches carry a mask");
+        let out = model.forward(input, OutputOptions::default());
+        let pooled = self.objective.embedding.pooling.pool(out.encoder.last_hidden_state, mask);
+        if self.objective.embedding.normalize {
+            l2_normalize(pooled)
+        } else {
+            pooled
+        }
+    }
+
+    /// GradCache (sentence-transformers' `Cached…` losses): the loss of the whole batch, and
+    /// its gradients times `scale`, with only `mini` texts' activations held at a time. The
+    /// embeddings are computed a mini-batch at a time without a graph; the loss's gradient
+    /// with respect to them is taken; then each mini-batch runs again, its dropout masks drawn
+    /// as the first time, and back-propagates that gradient.
+    fn step_cached(&self, model: &B, batch: &EmbeddingBatch, mini: usize, scale: f64) -> (StepOutput, GradientsParams)
+    where
+        B: Backbone,
+    {
+        let texts = batch.columns * batch.rows;
+        let parts: Vec<(usize, usize)> = (0..texts).step_by(mini).map(|start| (start, mini.min(texts - start))).collect();
+        let masks = |part: usize| mix_seeds(batch.seed, part as u64);
+        let run = |part: usize| {
+            let (start, len) = parts[part];
+            with_stream(masks(part), || self.embed(model, rows_of(&batch.input, start, len)))
+        };
+        let cached: Vec<Tensor<2>> = (0..parts.len()).map(|part| run(part).detach()).collect();
+        let embeddings = Tensor::cat(cached, 0).require_grad();
+        let b = batch.rows;
+        let columns: Vec<Tensor<2>> = (0..batch.columns).map(|c| embeddings.clone().narrow(0, c * b, b)).collect();
+        // The columns and labels were checked against the loss before training.
+        let loss = self.loss_of(&columns, batch.labels.as_deref()).unwrap_or_else(|e| panic!("{e}"));
+        let gradient = embeddings.grad(&loss.backward()).expect("the loss depends on every embedding").mul_scalar(scale);
+        let device = embeddings.device();
+        let mut grads = GradientsAccumulator::<B>::new();
+        for (part, &(start, len)) in parts.iter().enumerate() {
+            let upstream = Tensor::<2>::from_data(gradient.clone().narrow(0, start, len).into_data(), &device);
+            let surrogate = (run(part) * upstream).sum();
+            grads.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
+        }
+        (StepOutput { loss: loss.detach(), metrics: Vec::new(), tokens: batch.tokens, predictions: None }, grads.grads())
     }
 
     /// The loss of the columns' embeddings.
@@ -343,26 +401,26 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
 
     fn train_batch(&self, index: u64, device: &Device) -> EmbeddingBatch {
         let rows = self.batches.rows(&self.train.texts, Vec::as_slice, index);
-        self.batch(&self.train, &rows, false, device)
+        self.batch(&self.train, &rows, false, mix_seeds(self.objective.seed, index), device)
     }
 
     fn held_out_batches(&self, device: &Device) -> Vec<EmbeddingBatch> {
-        self.eval_order.chunks(self.objective.batch_size).map(|rows| self.batch(&self.eval, rows, true, device)).collect()
+        self.eval_order.chunks(self.objective.batch_size).map(|rows| self.batch(&self.eval, rows, true, 0, device)).collect()
     }
 
     fn step(&self, model: &B, batch: EmbeddingBatch) -> StepOutput {
-        let mask = batch.input.attention_mask.clone().expect("padded batches carry a mask");
-        let out = model.forward(batch.input, OutputOptions::default());
-        let mut pooled = self.objective.embedding.pooling.pool(out.encoder.last_hidden_state, mask);
-        if self.objective.embedding.normalize {
-            pooled = l2_normalize(pooled);
-        }
+        let pooled = self.embed(model, batch.input);
         let b = batch.rows;
         let columns: Vec<Tensor<2>> = (0..batch.columns).map(|c| pooled.clone().narrow(0, c * b, b)).collect();
         // The columns and labels were checked against the loss before training.
         let loss = self.loss_of(&columns, batch.labels.as_deref()).unwrap_or_else(|e| panic!("{e}"));
         let predictions = batch.held_out.then(|| pooled.into_data());
         StepOutput { loss, metrics: Vec::new(), tokens: batch.tokens, predictions }
+    }
+
+    fn step_in_parts(&self, model: &B, batch: &EmbeddingBatch, scale: f64) -> Option<(StepOutput, GradientsParams)> {
+        let mini = self.objective.mini_batch_size?;
+        Some(self.step_cached(model, batch, mini, scale))
     }
 
     /// The default metric of a model that knows no more than which tokens two texts share:
@@ -538,6 +596,19 @@ pub fn scores(evaluation: Evaluation, set: &TextSet, rows: &[Vec<Vec<f32>>]) -> 
         }
     }
     out
+}
+
+/// Texts `start..start + len` of `input` (rows of every tensor it holds).
+fn rows_of(input: &EncoderInput, start: usize, len: usize) -> EncoderInput {
+    let rows = |t: &Tensor<2, Int>| t.clone().narrow(0, start, len);
+    EncoderInput {
+        input_ids: rows(&input.input_ids),
+        attention_mask: input.attention_mask.as_ref().map(rows),
+        token_type_ids: input.token_type_ids.as_ref().map(rows),
+        position_ids: input.position_ids.as_ref().map(rows),
+        attention_restriction: input.attention_restriction.as_ref().map(|r| r.clone().narrow(0, start, len)),
+        cache: None,
+    }
 }
 
 #[cfg(test)]

@@ -201,6 +201,9 @@ pub struct FinetuneOptions {
     /// Passages of the batch's other rows drawn as each query's negatives (`--task rerank`
     /// with multiple negatives) [default: 4].
     pub num_negatives: Option<usize>,
+    /// Texts embedded and back-propagated at a time by a cached loss (`--task embed`,
+    /// `cached-mnrl`, `cached-symmetric-mnrl`) [default: 32, sentence-transformers'].
+    pub mini_batch_size: Option<usize>,
 }
 
 impl FinetuneOptions {
@@ -247,6 +250,7 @@ impl FinetuneOptions {
             matryoshka_dims: Vec::new(),
             pooling: None,
             num_negatives: None,
+            mini_batch_size: None,
         }
     }
 
@@ -291,6 +295,12 @@ impl FinetuneOptions {
         };
         only(FinetuneTask::Embed, &[(self.margin.is_some(), "--margin"), (!self.matryoshka_dims.is_empty(), "--matryoshka-dims"), (self.pooling.is_some(), "--pooling")])?;
         only(FinetuneTask::Rerank, &[(self.num_negatives.is_some(), "--num-negatives")])?;
+        if let Some(mini) = self.mini_batch_size {
+            positive(mini as u64, "--mini-batch-size")?;
+            if !self.loss.is_some_and(LossKind::cached) {
+                return Err(format!("--mini-batch-size {mini}: for a cached loss only (--loss cached-mnrl or cached-symmetric-mnrl)"));
+            }
+        }
         if !matches!(self.task, FinetuneTask::Embed | FinetuneTask::Rerank) {
             if let Some((_, flag)) = [(self.loss.is_some(), "--loss"), (self.scale.is_some(), "--scale")].into_iter().find(|(set, _)| *set) {
                 return Err(format!("{flag}: for --task embed and rerank only"));
@@ -673,6 +683,7 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
         LossKind::Cosent
     });
     let loss = kind.with(job.scale, job.margin).map_err(|e| e.to_string())?;
+    let loss_name = if kind.cached() { format!("Cached{}", loss.name()) } else { loss.name().to_string() };
     let needed = RowsNeeded {
         loss: loss.name(),
         labels: None,
@@ -686,7 +697,8 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
     let (train, eval) = (encode(&train_rows)?, encode(&eval_rows)?);
     check_loss(&loss, matryoshka.as_ref(), &train, width, &job.train, &device)?;
     check_loss(&loss, matryoshka.as_ref(), &eval, width, &job.eval, &device)?;
-    let objective = EmbeddingObjective { embedding, loss: loss.clone(), matryoshka, batch_size: job.batch_size, seed: job.seed, no_duplicates: kind.in_batch_negatives() };
+    let mini_batch_size = kind.cached().then(|| job.mini_batch_size.unwrap_or(32));
+    let objective = EmbeddingObjective { embedding, loss: loss.clone(), matryoshka, batch_size: job.batch_size, seed: job.seed, no_duplicates: kind.in_batch_negatives(), mini_batch_size };
     let task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), objective);
     let evaluation = task.evaluation();
     // Each metric again at each smaller Matryoshka dimension (`dim_64_cosine_ndcg@10`).
@@ -699,7 +711,7 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
         train_rows.columns,
         eval_rows.rows.len(),
         evaluation.name(),
-        loss.name(),
+        loss_name,
         if job.matryoshka_dims.is_empty() { String::new() } else { format!(" over dimensions {:?}", job.matryoshka_dims) },
         embedding.pooling,
         if embedding.normalize { ", normalised" } else { "" },
@@ -708,7 +720,7 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
     let save_beside = move |dir: &Path| exported.save(dir).map_err(|e| format!("cannot write the sentence-transformers files in {}: {e}", dir.display()));
     let per_epoch = task.batches_per_epoch();
     let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "sentence_embedding", labels: &[], save_beside: Some(&save_beside) };
-    run.fit_and_export(&task, config, |_, _| Ok(Report::from_iter([("loss_function".to_string(), serde_json::json!(loss.name()))])))
+    run.fit_and_export(&task, config, |_, _| Ok(Report::from_iter([("loss_function".to_string(), serde_json::json!(loss_name))])))
 }
 
 /// `finetune --task rerank`: the family's sequence classifier with one logit, trained as
