@@ -12,6 +12,61 @@ use burn::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 pub use sesame_train::Backend;
 
+/// A scratch path under the system temp dir, `sesame-{name}-{pid}`: removed when dropped,
+/// unless its test is failing (then kept, to look at), so that runs of the suites do not fill
+/// the temp dir.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// The path for `name`, whatever an earlier run left there removed; not created.
+    pub fn path(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("sesame-{name}-{}", std::process::id()));
+        remove(&path);
+        Self(path)
+    }
+
+    /// [`Scratch::path`], created as an empty directory.
+    pub fn dir(name: &str) -> Self {
+        let scratch = Self::path(name);
+        std::fs::create_dir_all(&scratch.0).unwrap_or_else(|e| panic!("{}: {e}", scratch.0.display()));
+        scratch
+    }
+}
+
+/// Remove `path`, a directory or a file, if it is there.
+fn remove(path: &Path) {
+    let _ = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// So that `&scratch` is a `PathBuf` where one is taken (std's `From<&T>`), the guard still
+/// removing it when dropped.
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            remove(&self.0);
+        }
+    }
+}
+
 /// Max-abs tolerance against HF references (float32 on both sides).
 pub const TOLERANCE: f32 = 1e-4;
 

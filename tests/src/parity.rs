@@ -192,7 +192,7 @@ pub fn transformers_reproduces_model<M: PretrainedModel>(
     // One directory per call: tests run in parallel and may save models of the same fixture.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sesame-hf-{}-{call}-{}", std::process::id(), fixture.replace('/', "-")));
+    let dir = crate::Scratch::path(&format!("hf-{call}-{}", fixture.replace('/', "-")));
     model.save_pretrained(config, &dir).unwrap();
     let ours = crate::values(ours(model, input(&f, &device)));
     let out = dir.join("hf_out.safetensors");

@@ -2,7 +2,7 @@
 //! optimizer step compared with PyTorch's (`fixtures/train/*-first-step`).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, Param};
 use burn::optim::GradientsParams;
@@ -13,11 +13,10 @@ use sesame_train::{Decay, StepOutput, TrainConfig, TrainTask, Trainer};
 
 use crate::{differing, read_f32_tensors, values, Fixture};
 
-/// A fresh run directory under the system temp dir.
-pub fn run_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-train-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A fresh run directory under the system temp dir (not created), removed when the test
+/// passes.
+pub fn run_dir(name: &str) -> crate::Scratch {
+    crate::Scratch::path(&format!("train-{name}"))
 }
 
 /// A task that always trains on one fixed batch, with `step` as its loss.
@@ -143,7 +142,7 @@ where
 
     // One trainer step: global-norm clipping, AdamW with no-decay groups.
     let dir = run_dir(&format!("first-{name}"));
-    let outcome = Trainer::new(first_step_config(), &dir).with_progress(false).fit(task, model, false).unwrap();
+    let outcome = Trainer::new(first_step_config(), dir.to_path_buf()).with_progress(false).fit(task, model, false).unwrap();
     let after = hf_tensors(&outcome.model, config, &dir.join("hf"));
     failures.extend(differing(&after, &reference(f, "after."), 1e-4).into_iter().map(|d| format!("after the step, {d}")));
     failures

@@ -197,7 +197,7 @@ fn the_shared_table_loads_under_any_of_its_names() {
     let bytes = std::fs::read(f.dir.join("model.safetensors")).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     for names in [vec!["decoder.embed_tokens.weight"], vec!["shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]] {
-        let dir = std::env::temp_dir().join(format!("sesame-bart-aliases-{}-{}", std::process::id(), names.len()));
+        let dir = sesame_tests::Scratch::path(&format!("bart-aliases-{}", names.len()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(f.dir.join("config.json"), dir.join("config.json")).unwrap();
         let mut tensors: Vec<(String, safetensors::tensor::TensorView)> = vec![];
@@ -256,7 +256,7 @@ fn transformers_loads_what_bart_saves() {
     for shape in SHAPES {
         let f = Fixture::open(&format!("bart/{shape}-conditional-generation"));
         let loaded = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap();
-        let dir = std::env::temp_dir().join(format!("sesame-bart-export-{}-{shape}", std::process::id()));
+        let dir = sesame_tests::Scratch::path(&format!("bart-export-{shape}"));
         loaded.model.save_pretrained(&loaded.config, &dir).unwrap();
         let ours = sesame_tests::values(loaded.model.forward(input(&f, &device), None, OutputOptions::default()).logits);
         let out = dir.join("hf_out.safetensors");

@@ -113,7 +113,8 @@ fn a_tiny_bart_learns_to_copy_and_to_infill_from_context() {
     device.seed(5);
     let model = BartForConditionalGeneration::new_hf(&config, &device);
     let train = TrainConfig { steps: 1200, lr: 3e-3, warmup: 100, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
-    let trainer = Trainer::new(train, run_dir("bart-learn")).with_progress(false);
+    let run = run_dir("bart-learn");
+    let trainer = Trainer::new(train, &run).with_progress(false);
     let before = trainer.evaluate(&task, &model, &task.held_out_batches(&device.clone().without_autodiff()));
     let chance = (config.vocab_size as f64).ln();
     assert!((before["loss"] - chance).abs() < 1.0, "initial loss {:.3}, chance is {chance:.3}", before["loss"]);

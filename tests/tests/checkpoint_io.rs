@@ -1,16 +1,14 @@
 //! Checkpoint IO: every typed loading error, and saving back to HF layout.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sesame_bert::*;
 use sesame_layers::{CheckpointError, ConfigError, HfConfig, InputError, OutputOptions, PretrainedError, PretrainedModel};
 use sesame_tests::{devices, parity, Checker, Fixture, TOLERANCE};
 
 /// A scratch copy of a fixture directory that a test may break.
-fn scratch(fixture: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn scratch(fixture: &str, name: &str) -> sesame_tests::Scratch {
+    let dir = sesame_tests::Scratch::dir(name);
     for entry in std::fs::read_dir(sesame_tests::fixtures_dir().join(fixture)).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
@@ -281,7 +279,7 @@ fn saved_models_reload_with_identical_outputs() {
     for fixture in ["bert/wide-pretraining", "bert/base-seqcls-single"] {
         let f = Fixture::open(fixture);
         for (backend, device) in devices() {
-            let dir = std::env::temp_dir().join(format!("sesame-save-{}-{backend}", std::process::id()));
+            let dir = sesame_tests::Scratch::path(&format!("save-{backend}"));
             let input = || parity::input(&f, &device);
             let mut c = Checker::default();
             if fixture.contains("pretraining") {

@@ -17,7 +17,7 @@ use sesame_tests::training::run_dir;
 use sesame_tests::{devices, values, Checker, Fixture, TOLERANCE};
 
 /// The fixture `{family}/{shape}-seqcls-single` copied with `sesame_early_exit` in its config.
-fn with_exits(family: &str, shape: &str) -> (Fixture, std::path::PathBuf) {
+fn with_exits(family: &str, shape: &str) -> (Fixture, sesame_tests::Scratch) {
     let f = Fixture::open(&format!("{family}/{shape}-seqcls-single"));
     let dir = run_dir(&format!("early-exit-{family}-{shape}"));
     std::fs::create_dir_all(&dir).unwrap();

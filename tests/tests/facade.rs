@@ -26,10 +26,8 @@ fn fill_mask_dir() -> PathBuf {
 }
 
 /// A copy of the fixture `name` with the fill-mask fixture's tokenizer (the same vocabulary).
-fn with_tokenizer(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-facade-{}-{}", name.replace('/', "-"), std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn with_tokenizer(name: &str) -> sesame_tests::Scratch {
+    let dir = sesame_tests::Scratch::dir(&format!("facade-{}", name.replace('/', "-")));
     for entry in std::fs::read_dir(fixtures_dir().join(name)).unwrap() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
@@ -132,7 +130,7 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
     assert!(refused.starts_with("xlnet has no ") && refused.ends_with("xlnet checkpoints run classify, rerank, tag, answer, generate"), "{refused}");
 
     // A model_type no family reads, and a name that is neither a directory nor a cached id.
-    let dir = std::env::temp_dir().join(format!("sesame-facade-gpt2-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("facade-gpt2");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2"}"#).unwrap();
     let refused = pipeline(Task::Embed, path(&dir), options(&device)).err().unwrap().to_string();
@@ -148,7 +146,7 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
 #[test]
 fn the_generate_pipeline_writes_what_the_typed_pipeline_writes() {
     let (_, device) = devices().remove(0);
-    let dir = std::env::temp_dir().join(format!("sesame-facade-bart-generation-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("facade-bart-generation");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for (from, f) in [("bart/base-generation", "config.json"), ("bart/base-generation", "generation_config.json"), ("bart/base-generation", "model.safetensors"), ("bert/base-fill-mask", "vocab.txt"), ("bert/base-fill-mask", "tokenizer.json"), ("bert/base-fill-mask", "tokenizer_config.json")] {
@@ -229,7 +227,7 @@ fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cach
     let quickstart = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(format!("quickstart{}", std::env::consts::EXE_SUFFIX));
     assert!(quickstart.is_file(), "{} is not built (cargo test builds the workspace's examples)", quickstart.display());
     let model = std::env::var_os("SESAME_MINILM_DIR").map(PathBuf::from).unwrap_or_else(fill_mask_dir);
-    let cache = std::env::temp_dir().join(format!("sesame-facade-hub-{}", std::process::id()));
+    let cache = sesame_tests::Scratch::path("facade-hub");
     let _ = std::fs::remove_dir_all(&cache);
     let folder = cache.join("models--sentence-transformers--all-MiniLM-L6-v2");
     let commit = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf";

@@ -39,7 +39,8 @@ fn task_with<F: PretrainingFamily>(docs: usize, vocab: usize, layout: Layout, ba
 fn learn<F: PretrainingFamily>(task: &Pretraining<F::Model>, model: F::Model, name: &str) -> (f64, f64, std::collections::BTreeMap<String, f64>) {
     let device = Backend::Flex.device().expect("flex is always compiled in");
     let train = TrainConfig { steps: 300, lr: 3e-3, warmup: 30, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
-    let trainer = Trainer::new(train, run_dir(name)).with_progress(false);
+    let run = run_dir(name);
+    let trainer = Trainer::new(train, &run).with_progress(false);
     let before = trainer.evaluate(task, &model, &task.held_out_batches(&device));
     let outcome = trainer.fit(task, model, false).unwrap();
     (before["mlm_loss"], outcome.held_out["mlm_loss"], outcome.held_out.clone())
@@ -112,7 +113,7 @@ fn a_tiny_spanbert_learns_mlm_and_the_span_boundary_objective() {
     (config.hidden_size, config.num_attention_heads, config.intermediate_size) = (64, 2, 128);
     let device = Backend::Flex.device().unwrap().autodiff();
     let model = sesame_bert::BertForSpanPreTraining::new_hf(&config, &device);
-    let before = Trainer::new(TrainConfig::default(), run_dir("spanbert-before")).with_progress(false).evaluate(&task, &model, &task.held_out_batches(&device));
+    let before = Trainer::new(TrainConfig::default(), &run_dir("spanbert-before")).with_progress(false).evaluate(&task, &model, &task.held_out_batches(&device));
     let (start, end, held_out) = learn::<SpanBert>(&task, model, "spanbert-learn");
     assert!(end < start - 0.75, "held-out MLM loss went from {start:.3} to {end:.3}");
     let (sbo_start, sbo_end) = (before["sbo_loss"], held_out["sbo_loss"]);
@@ -327,7 +328,7 @@ fn the_electra_discriminator_finds_replacements_it_can_see() {
     let pair = sesame_electra::ElectraPreTrainingPair::new_hf(&config, &device.clone().autodiff());
     let task = UniformReplacements(task, tokenizer.vocab_size());
     let train = TrainConfig { steps: 300, lr: 3e-3, warmup: 30, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
-    let outcome = Trainer::new(train, run_dir("electra-uniform")).with_progress(false).fit(&task, pair, false).unwrap();
+    let outcome = Trainer::new(train, &run_dir("electra-uniform")).with_progress(false).fit(&task, pair, false).unwrap();
     let held_out = outcome.held_out;
     let (rtd, prior) = (held_out["rtd_loss"], binary_entropy(held_out["replaced_fraction"]));
     assert!(rtd < prior - 0.05, "held-out RTD loss {rtd:.4}, the label prior's entropy is {prior:.4}: {held_out:?}");
@@ -355,7 +356,7 @@ fn electra_samples_and_dropout_do_not_depend_on_the_thread_count() {
     // Held-out evaluation samples too: the same metrics on 1 and 2 threads, and each time.
     let held_out = task.held_out_batches(&device.clone().without_autodiff());
     assert!(held_out.len() >= 2, "batches for two threads: {}", held_out.len());
-    let evaluate = |threads: usize| Trainer::new(train.clone(), run_dir("electra-eval")).with_progress(false).with_threads(threads).evaluate(&task, &init, &held_out);
+    let evaluate = |threads: usize| Trainer::new(train.clone(), &run_dir("electra-eval")).with_progress(false).with_threads(threads).evaluate(&task, &init, &held_out);
     let (first, second, third) = (evaluate(1), evaluate(2), evaluate(2));
     assert!(first["replaced_fraction"] > 0.0, "{first:?}");
     assert_eq!(first, second, "held-out metrics on 1 and 2 threads");

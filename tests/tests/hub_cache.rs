@@ -2,7 +2,7 @@
 //! writes it (blobs, snapshots of symlinks, refs), and finds exactly what huggingface_hub's own
 //! `try_to_load_from_cache` finds, for branches, tags, commits, pull-request refs and misses.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sesame_layers::hub::{resolve_in, HubError};
 
@@ -26,9 +26,8 @@ fn put(cache: &Path, repo: &str, commit: &str, refs: &[&str], config: &str) {
     }
 }
 
-fn cache() -> PathBuf {
-    let cache = std::env::temp_dir().join(format!("sesame-hub-cache-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&cache);
+fn cache() -> sesame_tests::Scratch {
+    let cache = sesame_tests::Scratch::path("hub-cache");
     put(&cache, "org/model", MAIN, &["main"], "{\"model_type\": \"bert\"}");
     put(&cache, "org/model", OLD, &["v1.0", "pr/3"], "{\"model_type\": \"bert\", \"old\": true}");
     put(&cache, "solo-name", MAIN, &["main"], "{}");

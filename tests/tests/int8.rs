@@ -65,7 +65,7 @@ fn a_quantised_model_saves_loads_back_quantised_and_transformers_loads_it() {
     let f = Fixture::open("bert/base-model");
     let reference = f.get("output.last_hidden_state");
     let width = *reference.shape.last().unwrap();
-    let dir = std::env::temp_dir().join(format!("sesame-int8-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("int8");
     let (_, device) = devices().remove(0);
     let loaded = BertModel::from_pretrained(&f.dir, &device).unwrap();
     let quantised = int8::quantize(loaded.model);

@@ -80,7 +80,7 @@ fn a_text_longer_than_max_seq_length_is_truncated_as_sentence_transformers_does(
 
 #[test]
 fn sentence_bert_config_is_optional_and_a_bad_one_names_the_file() {
-    let dir = std::env::temp_dir().join(format!("sesame-sbert-config-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("sbert-config");
     std::fs::create_dir_all(&dir).unwrap();
     assert_eq!(sentence_transformers_max_seq_length(&dir).unwrap(), None, "no file");
     let path = dir.join("sentence_bert_config.json");
@@ -106,7 +106,7 @@ fn a_sentence_transformers_directory_round_trips_through_sentence_transformers()
     let theirs = SentenceTransformerConfig::from_dir(&dir).unwrap().expect("MiniLM has modules.json");
     assert_eq!(theirs, SentenceTransformerConfig { pooling: sesame_layers::Pooling::Mean, normalize: true, max_seq_length: Some(256), dimension: 384 });
 
-    let out = std::env::temp_dir().join(format!("sesame-st-round-trip-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("st-round-trip");
     std::fs::create_dir_all(&out).unwrap();
     for file in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"] {
         std::fs::copy(dir.join(file), out.join(file)).unwrap();

@@ -93,7 +93,7 @@ fn a_bare_spiece_model_encodes_as_transformers_albert_tokenizer() {
     let cased_tok = Tokenizer::from_sentencepiece(&dir.join("spiece.model"), &cased).unwrap();
     check_encodings("spiece.model, cased", &cased_tok, &dir.join("cased"));
     // Saved, it reloads from tokenizer.json and tokenizer_config.json unchanged.
-    let out = std::env::temp_dir().join(format!("sesame-spiece-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("spiece");
     cased_tok.save(&out, &cased).unwrap();
     check_encodings("spiece.model, cased, saved", &Tokenizer::from_dir(&out).unwrap(), &dir.join("cased"));
     std::fs::remove_dir_all(&out).unwrap();
@@ -116,7 +116,7 @@ fn trained_tokenizers_have_the_transformers_pipeline() {
     for (kind, family) in [(TokenizerKind::ByteLevelBpe, "roberta"), (TokenizerKind::Unigram, "albert")] {
         let tok = Tokenizer::train(kind, corpus.sentences(), 500, &kind.config()).unwrap();
         assert!((400..=500).contains(&tok.vocab_size()), "{kind:?}: {} tokens", tok.vocab_size());
-        let out = std::env::temp_dir().join(format!("sesame-trained-{family}-{}", std::process::id()));
+        let out = sesame_tests::Scratch::path(&format!("trained-{family}"));
         tok.save(&out, &kind.config()).unwrap();
         let json = |p: &Path| serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(p).unwrap()).unwrap();
         let (ours, theirs) = (json(&out.join("tokenizer.json")), json(&fixtures_dir().join(family).join("tokenizer/tokenizer.json")));
@@ -197,7 +197,7 @@ fn a_corrupt_precompiled_table_is_an_error_naming_the_file_not_a_panic() {
     // panic is contained and reported as a load error naming the file.
     let source = sesame_tests::fixtures_dir().join("albert/spiece");
     let tokenizer = sesame_text::Tokenizer::from_dir(&source).unwrap();
-    let dir = std::env::temp_dir().join(format!("sesame-corrupt-charsmap-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("corrupt-charsmap");
     let config = sesame_text::TokenizerConfig::read(&source.join("tokenizer_config.json")).unwrap();
     tokenizer.save(&dir, &config).unwrap();
     let path = dir.join("tokenizer.json");
@@ -233,7 +233,7 @@ fn trained_tokenizers_depend_only_on_the_corpus_and_settings() {
     let files = |kind: TokenizerKind, threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let tok = pool.install(|| Tokenizer::train(kind, corpus.sentences(), 500, &kind.config()).unwrap());
-        let out = std::env::temp_dir().join(format!("sesame-trained-{kind:?}-{threads}-{}", std::process::id()));
+        let out = sesame_tests::Scratch::path(&format!("trained-{kind:?}-{threads}"));
         tok.save(&out, &kind.config()).unwrap();
         let mut files = std::collections::BTreeMap::new();
         for entry in std::fs::read_dir(&out).unwrap() {
@@ -272,7 +272,7 @@ fn trained_tokenizers_depend_only_on_the_corpus_and_settings() {
 #[test]
 fn a_precompiled_trie_pointing_past_its_end_is_refused_at_load() {
     use sesame_tests::broken::*;
-    let base = std::env::temp_dir().join(format!("sesame-trie-{}", std::process::id()));
+    let base = sesame_tests::Scratch::path("trie");
     let json = base.join("json");
     tokenizer_json_with_table(&json, TRIE_PAST_ITS_END);
     let err = Tokenizer::from_dir(&json).unwrap_err().to_string();
@@ -293,7 +293,7 @@ fn a_precompiled_trie_pointing_past_its_end_is_refused_at_load() {
 #[test]
 fn a_post_processor_token_with_ids_and_tokens_of_different_lengths_is_refused_at_load() {
     let source = fixtures_dir().join("bert/base-fill-mask");
-    let dir = std::env::temp_dir().join(format!("sesame-misaligned-specials-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("misaligned-specials");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(source.join("tokenizer_config.json"), dir.join("tokenizer_config.json")).unwrap();
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(source.join("tokenizer.json")).unwrap()).unwrap();
@@ -333,7 +333,7 @@ fn byte_level_bpe_training_equals_the_tokenizers_crate() {
     let corpus = Corpus { documents: corpus.documents.into_iter().take(20).collect() };
     let kind = TokenizerKind::ByteLevelBpe;
     let ours = Tokenizer::train(kind, corpus.sentences(), 700, &kind.config()).unwrap();
-    let out = std::env::temp_dir().join(format!("sesame-bpe-vs-crate-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("bpe-vs-crate");
     ours.save(&out, &kind.config()).unwrap();
     let ours: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("tokenizer.json")).unwrap()).unwrap();
     std::fs::remove_dir_all(&out).unwrap();
@@ -388,7 +388,7 @@ fn xlnet_spiece_encodes_and_pads_on_the_left_as_transformers() {
         assert_eq!(ours.token_type_ids, want, "{what}: token types (padding 3)");
     }
     // Saved, it reloads as XLNet's from tokenizer.json and tokenizer_config.json.
-    let out = std::env::temp_dir().join(format!("sesame-xlnet-spiece-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("xlnet-spiece");
     tok.save(&out, &TokenizerConfig::read_for(&dir.join("tokenizer_config.json"), Some("XLNetTokenizer")).unwrap()).unwrap();
     let reloaded = Tokenizer::from_dir(&out).unwrap();
     check_encodings("xlnet, saved", &reloaded, &dir);

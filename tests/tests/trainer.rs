@@ -52,9 +52,9 @@ fn accumulated_gradients_are_averaged() {
     let device = devices()[0].1.clone().autodiff();
     let loaded = BertForPreTraining::from_pretrained(&f.dir, &device).unwrap();
     let task = fixed(fixture_batch(&f, &device));
-    let one = Trainer::new(first_step_config(), run_dir("accum-1")).with_progress(false).fit(&task, loaded.model.clone(), false).unwrap();
+    let one = Trainer::new(first_step_config(), &run_dir("accum-1")).with_progress(false).fit(&task, loaded.model.clone(), false).unwrap();
     let two_config = TrainConfig { grad_accum: 2, ..first_step_config() };
-    let two = Trainer::new(two_config, run_dir("accum-2")).with_progress(false).fit(&task, loaded.model, false).unwrap();
+    let two = Trainer::new(two_config, &run_dir("accum-2")).with_progress(false).fit(&task, loaded.model, false).unwrap();
     let a = hf_tensors(&one.model, &loaded.config, &run_dir("accum-1-hf"));
     let b = hf_tensors(&two.model, &loaded.config, &run_dir("accum-2-hf"));
     let diff = differing(&b, &a, 1e-6);
@@ -319,7 +319,7 @@ fn state_an_objective_carries_between_steps_is_checkpointed_and_resumed_exactly(
     let init = burn::nn::LinearConfig::new(8, 8).init(&device);
     let weights = |m: &burn::nn::Linear| m.weight.val().into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
     let task = Carrying { uses_memory: true };
-    let full = Trainer::new(train.clone(), run_dir("carry-full")).with_progress(false).fit(&task, init.clone(), false).unwrap();
+    let full = Trainer::new(train.clone(), &run_dir("carry-full")).with_progress(false).fit(&task, init.clone(), false).unwrap();
 
     let dir = run_dir("carry-killed");
     Trainer::new(train.clone(), &dir).with_progress(false).with_stop_after(5).fit(&task, init.clone(), false).unwrap();
@@ -329,7 +329,7 @@ fn state_an_objective_carries_between_steps_is_checkpointed_and_resumed_exactly(
     assert_eq!(weights(&resumed.model), weights(&full.model), "resumed with the carried state: the same run");
 
     // The state matters: a run that carries nothing ends elsewhere.
-    let forgetful = Trainer::new(train, run_dir("carry-none")).with_progress(false).fit(&Carrying { uses_memory: false }, init, false).unwrap();
+    let forgetful = Trainer::new(train, &run_dir("carry-none")).with_progress(false).fit(&Carrying { uses_memory: false }, init, false).unwrap();
     let diff = max_abs_diff(&weights(&forgetful.model), &weights(&full.model));
     assert!(diff > 1e-4, "the carried memory changed nothing ({diff:e})");
 }
@@ -381,7 +381,7 @@ fn the_best_evaluation_is_kept_and_patience_stops_a_run() {
     let kept = burn::module::Module::try_load_file(init.clone(), trainer.best_model()).unwrap();
     assert!((sum_of(&kept) - best.value).abs() < 1e-4, "best/model.bpk is the model of the best evaluation");
     // Larger is better: every evaluation improves, none stops the run.
-    let out = Trainer::new(config(true), run_dir("best-larger")).with_progress(false).fit(&Climbing, init, false).unwrap();
+    let out = Trainer::new(config(true), &run_dir("best-larger")).with_progress(false).fit(&Climbing, init, false).unwrap();
     assert_eq!((out.best.unwrap().step, out.stopped_early), (20, None));
 }
 
@@ -423,7 +423,7 @@ fn learning_rate_groups_scale_each_parameters_step() {
         v.values
     };
     let before = params(&loaded.model);
-    let trained = Trainer::new(config, run_dir("lr-groups")).with_progress(false).fit(&fixed(fixture_batch(&f, &device)), loaded.model, false).unwrap().model;
+    let trained = Trainer::new(config, &run_dir("lr-groups")).with_progress(false).fit(&fixed(fixture_batch(&f, &device)), loaded.model, false).unwrap().model;
     let after = params(&trained);
     let largest_step = |part: &str| {
         let steps: Vec<f32> = before.iter().filter(|(k, _)| k.contains(part)).flat_map(|(k, b)| b.iter().zip(&after[k]).map(|(x, y)| (x - y).abs())).collect();
@@ -517,7 +517,8 @@ fn mass_batches_predict_one_fragment_and_a_tiny_bart_learns_to_infill_it() {
     device.seed(5);
     let model = sesame_bart::BartForConditionalGeneration::new_hf(&config, &device);
     let train = TrainConfig { steps: 600, lr: 3e-3, warmup: 50, log_every: 50, eval_every: 0, checkpoint_every: 0, ..TrainConfig::default() };
-    let trainer = Trainer::new(train, run_dir("bart-mass-learn")).with_progress(false);
+    let run = run_dir("bart-mass-learn");
+    let trainer = Trainer::new(train, &run).with_progress(false);
     let before = trainer.evaluate(&task, &model, &task.held_out_batches(&device.clone().without_autodiff()));
     let outcome = trainer.fit(&task, model, false).unwrap();
     // The loss covers the fragment alone: it ends well below the fragment's unigram loss.

@@ -108,7 +108,7 @@ fn a_unilm_v1_checkpoint_loads_with_its_token_type_table_widened() {
         check_encoder(&mut c, &f, &out.encoder, OutputOptions::all());
         c.finish(&format!("unilm v1 checkpoint on {backend}"));
         // Saved, it is a six-type BERT that loads back as it is.
-        let dir = std::env::temp_dir().join(format!("sesame-unilm-v1-{}-{backend:?}", std::process::id()));
+        let dir = sesame_tests::Scratch::path(&format!("unilm-v1-{backend:?}"));
         loaded.model.save_pretrained(&loaded.config, &dir).unwrap();
         let again = UnilmForMaskedLM::from_pretrained(&dir, &device).unwrap();
         assert_eq!(again.config.stored_type_vocab_size, None);
@@ -121,7 +121,7 @@ fn a_bert_checkpoint_reads_as_unilm_and_unsupported_unilm_options_are_refused() 
     let device = devices().remove(0).1;
     let loaded = UnilmForMaskedLM::from_pretrained(&Fixture::open("bert/base-masked-lm").dir, &device).unwrap();
     assert_eq!((loaded.config.type_vocab_size, loaded.config.stored_type_vocab_size), (6, Some(2)));
-    let dir = std::env::temp_dir().join(format!("sesame-unilm-bad-{}", std::process::id()));
+    let dir = sesame_tests::Scratch::path("unilm-bad");
     std::fs::create_dir_all(&dir).unwrap();
     for (field, value) in [("relax_projection", "2"), ("new_pos_ids", "true"), ("num_qkv", "2"), ("seg_emb", "true"), ("ffn_type", "1")] {
         std::fs::write(dir.join("config.json"), format!("{{\"hidden_size\": 32, \"num_attention_heads\": 4, \"{field}\": {value}}}")).unwrap();

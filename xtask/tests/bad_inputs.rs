@@ -11,10 +11,8 @@ fn repo() -> PathBuf {
 }
 
 /// A scratch directory holding a copy of fixture `fixture` (or nothing when `None`).
-fn scratch(name: &str, fixture: Option<&str>) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-bad-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn scratch(name: &str, fixture: Option<&str>) -> sesame_tests::Scratch {
+    let dir = sesame_tests::Scratch::dir(&format!("bad-{name}"));
     if let Some(fixture) = fixture {
         for entry in std::fs::read_dir(repo().join("fixtures").join(fixture)).unwrap() {
             let entry = entry.unwrap();
@@ -28,7 +26,7 @@ fn scratch(name: &str, fixture: Option<&str>) -> PathBuf {
 
 /// A copy of the fill-mask fixture (BERT with a WordPiece tokenizer) with `edit` applied to its
 /// config.json.
-fn model_with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+fn model_with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> sesame_tests::Scratch {
     let dir = scratch(name, Some("bert/base-fill-mask"));
     let path = dir.join("config.json");
     let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -39,12 +37,12 @@ fn model_with_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> P
 
 /// A copy of the fill-mask fixture whose weights are rewritten by `edit` (name, dtype, shape,
 /// bytes) -> kept tensors.
-fn model_with_weights(name: &str, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> PathBuf {
+fn model_with_weights(name: &str, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> sesame_tests::Scratch {
     weights_edited(scratch(name, Some("bert/base-fill-mask")), edit)
 }
 
 /// `dir`, its model.safetensors rewritten by `edit` (name, dtype, shape, bytes) -> kept tensors.
-fn weights_edited(dir: PathBuf, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> PathBuf {
+fn weights_edited(dir: sesame_tests::Scratch, edit: impl Fn(String, safetensors::tensor::TensorView) -> Option<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)>) -> sesame_tests::Scratch {
     let path = dir.join("model.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -268,7 +266,7 @@ fn bad_training_flags_corpora_and_run_directories() {
     std::fs::write(corpora.join("tiny.txt"), "One sentence here. And another one.\n\nA second document. With two.\n").unwrap();
     let tiny = corpora.join("tiny.txt");
     let out = |name: &str| {
-        let d = std::env::temp_dir().join(format!("sesame-bad-run-{name}-{}", std::process::id()));
+        let d = sesame_tests::Scratch::path(&format!("bad-run-{name}"));
         let _ = std::fs::remove_dir_all(&d);
         d
     };
@@ -362,7 +360,7 @@ fn bad_training_flags_corpora_and_run_directories() {
 }
 
 /// A copy of `fixture` with the fill-mask fixture's tokenizer files (the same 77-token vocabulary).
-fn with_tokenizer(name: &str, fixture: &str) -> PathBuf {
+fn with_tokenizer(name: &str, fixture: &str) -> sesame_tests::Scratch {
     let d = scratch(name, Some(fixture));
     for f in ["vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
         std::fs::copy(repo().join("fixtures/bert/base-fill-mask").join(f), d.join(f)).unwrap();

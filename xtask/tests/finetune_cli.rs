@@ -23,11 +23,9 @@ fn model_dir() -> PathBuf {
     repo().join("fixtures/bert/base-fill-mask")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-finetune-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for test `name`, removed when the test passes.
+fn scratch(name: &str) -> sesame_tests::Scratch {
+    sesame_tests::Scratch::dir(&format!("finetune-{name}"))
 }
 
 /// Run `cargo xtask finetune` with `args`: its stdout's last line as JSON, or its stderr.

@@ -13,7 +13,7 @@ use std::process::Command;
 use crate::finetune_common;
 use finetune_common::{repo, xtask};
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> sesame_tests::Scratch {
     finetune_common::scratch("embed", name)
 }
 

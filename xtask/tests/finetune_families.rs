@@ -18,7 +18,7 @@ use sesame_text::Tokenizer;
 use crate::finetune_common;
 use finetune_common::{classify, qa, repo, tag, xtask};
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> sesame_tests::Scratch {
     finetune_common::scratch("families", name)
 }
 

@@ -11,7 +11,7 @@ use crate::finetune_common;
 use finetune_common::{model_dir, xtask};
 use finetune_common::tag::{sentence, write_conll, write_jsonl, PLACES};
 
-fn scratch(name: &str) -> std::path::PathBuf {
+fn scratch(name: &str) -> sesame_tests::Scratch {
     finetune_common::scratch("tag", name)
 }
 

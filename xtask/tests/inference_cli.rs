@@ -56,7 +56,7 @@ fn embed_streams_one_line_per_text_in_order_with_the_numbers_of_one_batch() {
         .enumerate()
         .map(|(i, t)| if i % 2 == 0 { format!("{{\"text\": {}, \"id\": {i}}}\n", serde_json::to_string(t).unwrap()) } else { format!("{t}\n") })
         .collect();
-    let file = std::env::temp_dir().join(format!("sesame-embed-input-{}.jsonl", std::process::id()));
+    let file = sesame_tests::Scratch::path("embed-input.jsonl");
     std::fs::write(&file, &input).unwrap();
     for (source, stdin) in [(file.to_str().unwrap(), ""), ("-", input.as_str())] {
         let out = xtask(&["embed", "--model", &model, "--normalize", "--batch-size", "2", "--input", source], stdin);
@@ -364,7 +364,7 @@ fn generate_continues_with_xlnet_as_transformers_does() {
     // Text: the tokenizer's `<sep> <cls>` are dropped, the prefix comes first.
     use sesame_layers::{HfConfig, PretrainedModel};
     let spiece = repo().join("fixtures/xlnet/spiece/spiece.model");
-    let model = std::env::temp_dir().join(format!("sesame-xlnet-generate-{}", std::process::id()));
+    let model = sesame_tests::Scratch::path("xlnet-generate");
     let mut config = sesame_xlnet::XlnetConfig::from_dir(&repo().join(dir)).unwrap();
     config.vocab_size = 700;
     let fresh = sesame_xlnet::XlnetLmHeadModel::new_hf(&config, &burn::tensor::Device::flex());
@@ -459,7 +459,7 @@ fn generate_refuses_bad_settings_and_inputs_naming_them() {
 
 /// The fixture's `input.*` and `label.*` tensors under their bare names (transformers'
 /// arguments), written to a safetensors file; and its outputs (`output.` or `output.all.`).
-fn forward_case(fixture: &str) -> (PathBuf, std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>) {
+fn forward_case(fixture: &str) -> (sesame_tests::Scratch, std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>) {
     let bytes = std::fs::read(repo().join("fixtures").join(fixture).join("io.safetensors")).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let mut inputs = Vec::new();
@@ -476,7 +476,7 @@ fn forward_case(fixture: &str) -> (PathBuf, std::collections::BTreeMap<String, (
     // A file of its own per call: tests run at once, and several read one fixture.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("sesame-forward-{}-{call}-{}.safetensors", std::process::id(), fixture.replace('/', "-")));
+    let path = sesame_tests::Scratch::path(&format!("forward-{call}-{}.safetensors", fixture.replace('/', "-")));
     safetensors::serialize_to_file(inputs, None, &path).unwrap();
     (path, outputs)
 }
@@ -542,14 +542,14 @@ fn forward_refuses_what_the_head_does_not_take() {
     let (inputs, _) = forward_case("bert/base-model");
     let model = repo().join("fixtures/bert/base-model");
     let (model, path) = (model.to_str().unwrap(), inputs.to_str().unwrap());
-    let out = std::env::temp_dir().join(format!("sesame-forward-bad-{}.safetensors", std::process::id()));
+    let out = sesame_tests::Scratch::path("forward-bad.safetensors");
     let out = out.to_str().unwrap();
     let err = xtask_fails(&["forward", "--model", model, "--inputs", path, "--out", out, "--head", "BertForNextThing"], "");
     assert!(err.contains("--head BertForNextThing"), "{err}");
     let (labelled, _) = forward_case("bert/base-masked-lm");
     let err = xtask_fails(&["forward", "--model", model, "--inputs", labelled.to_str().unwrap(), "--out", out, "--head", "BertModel"], "");
     assert!(err.contains("`labels` is not an input BertModel takes"), "{err}");
-    let floats = std::env::temp_dir().join(format!("sesame-forward-floats-{}.safetensors", std::process::id()));
+    let floats = sesame_tests::Scratch::path("forward-floats.safetensors");
     let bytes: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1, 2], &bytes).unwrap();
     safetensors::serialize_to_file(vec![("input_ids".to_string(), view)], None, &floats).unwrap();
@@ -596,7 +596,7 @@ pub(crate) fn into_hub_cache(dir: &Path, cache: &Path, id: &str) {
 /// the setup script unpacked it (its sentence-transformers files select the pooling).
 #[test]
 fn a_model_named_by_hub_id_is_read_from_the_huggingface_cache_as_its_directory_is() {
-    let cache = std::env::temp_dir().join(format!("sesame-hub-cli-{}", std::process::id()));
+    let cache = sesame_tests::Scratch::path("hub-cli");
     let _ = std::fs::remove_dir_all(&cache);
     let mut models = vec![(PathBuf::from(model()), "sesame-fixtures/bert-fill-mask")];
     if let Some(minilm) = std::env::var_os("SESAME_MINILM_DIR") {

@@ -221,11 +221,11 @@ print(json.dumps({"vectors": [d.embedding for d in response.data], "tokens": res
 }
 
 /// The fixture's head with the fill-mask fixture's tokenizer, in a directory of its own.
-pub(crate) fn with_tokenizer(fixture: &str) -> PathBuf {
+pub(crate) fn with_tokenizer(fixture: &str) -> sesame_tests::Scratch {
     // Tests run in parallel, some on one fixture: each call has its own directory.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sesame-serve-{}-{}-{call}", fixture.replace('/', "-"), std::process::id()));
+    let dir = sesame_tests::Scratch::path(&format!("serve-{}-{call}", fixture.replace('/', "-")));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for from in [repo().join("fixtures").join(fixture), fill_mask_model()] {

@@ -95,7 +95,7 @@ fn unilm_is_killed_resumes_and_exports_a_bert_transformers_loads() {
 /// exactly the SBO head as unexpected, with Sesame's logits.
 #[test]
 fn bert_trains_with_the_span_boundary_objective_and_exports_a_masked_lm() {
-    let out = std::env::temp_dir().join(format!("sesame-cli-train-spanbert-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("cli-train-spanbert");
     let _ = std::fs::remove_dir_all(&out);
     let mut args = train_args("bert", &out, "8");
     args.extend(["--objective".to_string(), "span".to_string()]);
@@ -179,8 +179,8 @@ fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) 
 /// Train `family` for 12 steps into a fresh run directory, SIGKILL the run once a checkpoint
 /// exists, resume it to the end, and check the log: every step once, a plot, the held-out
 /// `metrics`. Returns the run directory and the resumed run's summary.
-fn killed_and_resumed(family: &str, metrics: &[&str]) -> (PathBuf, serde_json::Value) {
-    let out = std::env::temp_dir().join(format!("sesame-cli-train-{family}-{}", std::process::id()));
+fn killed_and_resumed(family: &str, metrics: &[&str]) -> (sesame_tests::Scratch, serde_json::Value) {
+    let out = sesame_tests::Scratch::path(&format!("cli-train-{family}"));
     let _ = std::fs::remove_dir_all(&out);
     let args = train_args(family, &out, "12");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -525,7 +525,7 @@ fn bench_times_each_family_s_pretraining_step() {
 
 #[test]
 fn static_masking_is_a_data_setting_a_resume_must_keep() {
-    let out = std::env::temp_dir().join(format!("sesame-cli-static-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("cli-static");
     let _ = std::fs::remove_dir_all(&out);
     let mut args = train_args("bert", &out, "2");
     args.extend(["--static-masks".to_string(), "3".to_string()]);
@@ -555,7 +555,7 @@ fn static_masking_is_a_data_setting_a_resume_must_keep() {
 #[test]
 fn the_same_seed_gives_bit_identical_runs_tokenizer_included() {
     let run = |family: &str, name: &str, one_thread: bool| {
-        let out = std::env::temp_dir().join(format!("sesame-cli-seed-{family}-{name}-{}", std::process::id()));
+        let out = sesame_tests::Scratch::path(&format!("cli-seed-{family}-{name}"));
         let _ = std::fs::remove_dir_all(&out);
         let mut args = vec!["train", family, "--steps", "2", "--batch-size", "4", "--seq-len", "32", "--seed", "7", "--quiet", "--out", out.to_str().unwrap()];
         if one_thread {
@@ -610,8 +610,8 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
         .map(|s| s.to_string())
         .collect()
     };
-    let full = std::env::temp_dir().join(format!("sesame-cli-kill-full-{}", std::process::id()));
-    let killed = std::env::temp_dir().join(format!("sesame-cli-kill-twice-{}", std::process::id()));
+    let full = sesame_tests::Scratch::path("cli-kill-full");
+    let killed = sesame_tests::Scratch::path("cli-kill-twice");
     for dir in [&full, &killed] {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -682,7 +682,7 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
 /// projection; flags that cannot work are refused with one line each.
 #[test]
 fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
-    let base = std::env::temp_dir().join(format!("sesame-cli-distil-mlm-{}", std::process::id()));
+    let base = sesame_tests::Scratch::path("cli-distil-mlm");
     let _ = std::fs::remove_dir_all(&base);
     let run = |args: &[String]| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -767,7 +767,7 @@ fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
 /// last step's, however many steps ran.
 #[test]
 fn eval_every_0_and_checkpoint_every_0_evaluate_and_checkpoint_only_at_the_end() {
-    let out = std::env::temp_dir().join(format!("sesame-cli-every-0-{}", std::process::id()));
+    let out = sesame_tests::Scratch::path("cli-every-0");
     let _ = std::fs::remove_dir_all(&out);
     let args = ["train", "bert", "--steps", "5", "--batch-size", "4", "--seq-len", "32", "--log-every", "1", "--eval-every", "0", "--checkpoint-every", "0", "--quiet", "--out", out.to_str().unwrap()];
     let output = xtask(&args).output().unwrap();

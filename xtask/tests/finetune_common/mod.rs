@@ -13,12 +13,9 @@ pub fn model_dir() -> PathBuf {
     repo().join("fixtures/bert/base-fill-mask")
 }
 
-/// A fresh directory for test `name` of `suite`.
-pub fn scratch(suite: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-finetune-{suite}-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for test `name` of `suite`, removed when the test passes.
+pub fn scratch(suite: &str, name: &str) -> sesame_tests::Scratch {
+    sesame_tests::Scratch::dir(&format!("finetune-{suite}-{name}"))
 }
 
 /// `cargo xtask ARGS`: its stdout, or its stderr when it fails.
