@@ -130,8 +130,7 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
     assert!(refused.starts_with("xlnet has no ") && refused.ends_with("xlnet checkpoints run classify, rerank, tag, answer, generate"), "{refused}");
 
     // A model_type no family reads, and a name that is neither a directory nor a cached id.
-    let dir = sesame_tests::Scratch::path("facade-gpt2");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir("facade-gpt2");
     std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2"}"#).unwrap();
     let refused = pipeline(Task::Embed, path(&dir), options(&device)).err().unwrap().to_string();
     assert!(refused.contains("model_type `gpt2`") && refused.contains("bert, roberta, albert, electra, unilm, bart, xlnet"), "{refused}");
@@ -146,9 +145,7 @@ fn a_family_without_a_model_for_the_job_is_refused_by_name() {
 #[test]
 fn the_generate_pipeline_writes_what_the_typed_pipeline_writes() {
     let (_, device) = devices().remove(0);
-    let dir = sesame_tests::Scratch::path("facade-bart-generation");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir("facade-bart-generation");
     for (from, f) in [("bart/base-generation", "config.json"), ("bart/base-generation", "generation_config.json"), ("bart/base-generation", "model.safetensors"), ("bert/base-fill-mask", "vocab.txt"), ("bert/base-fill-mask", "tokenizer.json"), ("bert/base-fill-mask", "tokenizer_config.json")] {
         std::fs::copy(fixtures_dir().join(from).join(f), dir.join(f)).unwrap();
     }
@@ -228,7 +225,6 @@ fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cach
     assert!(quickstart.is_file(), "{} is not built (cargo test builds the workspace's examples)", quickstart.display());
     let model = std::env::var_os("SESAME_MINILM_DIR").map(PathBuf::from).unwrap_or_else(fill_mask_dir);
     let cache = sesame_tests::Scratch::path("facade-hub");
-    let _ = std::fs::remove_dir_all(&cache);
     let folder = cache.join("models--sentence-transformers--all-MiniLM-L6-v2");
     let commit = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf";
     std::fs::create_dir_all(folder.join("blobs")).unwrap();

@@ -33,9 +33,7 @@ fn generate_ids_pads_a_batch_of_sources_and_gives_transformers_sequences() {
 /// closing `[SEP]`, then what `continue_ids` generates from them, decoded.
 #[test]
 fn continue_prompts_continues_each_text_from_its_tokens_without_the_closing_sep() {
-    let dir = sesame_tests::Scratch::path("generation-pipeline");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir("generation-pipeline");
     for (from, names) in [("generation/bert-lm-head", &["config.json", "generation_config.json", "model.safetensors"][..]), ("bert/base-fill-mask", &["vocab.txt", "tokenizer.json", "tokenizer_config.json"][..])] {
         for name in names {
             std::fs::copy(fixtures_dir().join(from).join(name), dir.join(name)).unwrap();

@@ -80,8 +80,7 @@ fn a_text_longer_than_max_seq_length_is_truncated_as_sentence_transformers_does(
 
 #[test]
 fn sentence_bert_config_is_optional_and_a_bad_one_names_the_file() {
-    let dir = sesame_tests::Scratch::path("sbert-config");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir("sbert-config");
     assert_eq!(sentence_transformers_max_seq_length(&dir).unwrap(), None, "no file");
     let path = dir.join("sentence_bert_config.json");
     for (text, expected) in [("{}", Ok(None)), (r#"{"max_seq_length": 128, "do_lower_case": false}"#, Ok(Some(128))), (r#"{"max_seq_length": "long"}"#, Err(())), (r#"{"max_seq_length": 0}"#, Err(())), ("{", Err(()))] {
@@ -106,8 +105,7 @@ fn a_sentence_transformers_directory_round_trips_through_sentence_transformers()
     let theirs = SentenceTransformerConfig::from_dir(&dir).unwrap().expect("MiniLM has modules.json");
     assert_eq!(theirs, SentenceTransformerConfig { pooling: sesame_layers::Pooling::Mean, normalize: true, max_seq_length: Some(256), dimension: 384 });
 
-    let out = sesame_tests::Scratch::path("st-round-trip");
-    std::fs::create_dir_all(&out).unwrap();
+    let out = sesame_tests::Scratch::dir("st-round-trip");
     for file in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"] {
         std::fs::copy(dir.join(file), out.join(file)).unwrap();
     }

@@ -293,8 +293,7 @@ fn a_precompiled_trie_pointing_past_its_end_is_refused_at_load() {
 #[test]
 fn a_post_processor_token_with_ids_and_tokens_of_different_lengths_is_refused_at_load() {
     let source = fixtures_dir().join("bert/base-fill-mask");
-    let dir = sesame_tests::Scratch::path("misaligned-specials");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir("misaligned-specials");
     std::fs::copy(source.join("tokenizer_config.json"), dir.join("tokenizer_config.json")).unwrap();
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(source.join("tokenizer.json")).unwrap()).unwrap();
     // Unchanged, the file loads and pads a batch.

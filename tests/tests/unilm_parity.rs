@@ -121,8 +121,7 @@ fn a_bert_checkpoint_reads_as_unilm_and_unsupported_unilm_options_are_refused() 
     let device = devices().remove(0).1;
     let loaded = UnilmForMaskedLM::from_pretrained(&Fixture::open("bert/base-masked-lm").dir, &device).unwrap();
     assert_eq!((loaded.config.type_vocab_size, loaded.config.stored_type_vocab_size), (6, Some(2)));
-    let dir = sesame_tests::Scratch::path("unilm-bad");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir("unilm-bad");
     for (field, value) in [("relax_projection", "2"), ("new_pos_ids", "true"), ("num_qkv", "2"), ("seg_emb", "true"), ("ffn_type", "1")] {
         std::fs::write(dir.join("config.json"), format!("{{\"hidden_size\": 32, \"num_attention_heads\": 4, \"{field}\": {value}}}")).unwrap();
         let err = UnilmForMaskedLM::from_pretrained(&dir, &device).unwrap_err().to_string();

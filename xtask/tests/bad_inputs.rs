@@ -265,11 +265,7 @@ fn bad_training_flags_corpora_and_run_directories() {
     std::fs::write(corpora.join("binary.txt"), [0xffu8, 0xfe, 0x00]).unwrap();
     std::fs::write(corpora.join("tiny.txt"), "One sentence here. And another one.\n\nA second document. With two.\n").unwrap();
     let tiny = corpora.join("tiny.txt");
-    let out = |name: &str| {
-        let d = sesame_tests::Scratch::path(&format!("bad-run-{name}"));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    };
+    let out = |name: &str| sesame_tests::Scratch::path(&format!("bad-run-{name}"));
     let o = out("flags");
     for (flag, value) in [("--batch-size", "0"), ("--seq-len", "4"), ("--steps", "0"), ("--grad-accum", "0"), ("--vocab-size", "3"), ("--static-masks", "0")] {
         fails(&["train", "bert", flag, value, "--out", path(&o)], &[flag]);

@@ -597,7 +597,6 @@ pub(crate) fn into_hub_cache(dir: &Path, cache: &Path, id: &str) {
 #[test]
 fn a_model_named_by_hub_id_is_read_from_the_huggingface_cache_as_its_directory_is() {
     let cache = sesame_tests::Scratch::path("hub-cli");
-    let _ = std::fs::remove_dir_all(&cache);
     let mut models = vec![(PathBuf::from(model()), "sesame-fixtures/bert-fill-mask")];
     if let Some(minilm) = std::env::var_os("SESAME_MINILM_DIR") {
         models.push((PathBuf::from(minilm), "sentence-transformers/all-MiniLM-L6-v2"));

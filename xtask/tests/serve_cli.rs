@@ -225,9 +225,7 @@ pub(crate) fn with_tokenizer(fixture: &str) -> sesame_tests::Scratch {
     // Tests run in parallel, some on one fixture: each call has its own directory.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = sesame_tests::Scratch::path(&format!("serve-{}-{call}", fixture.replace('/', "-")));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sesame_tests::Scratch::dir(&format!("serve-{}-{call}", fixture.replace('/', "-")));
     for from in [repo().join("fixtures").join(fixture), fill_mask_model()] {
         for f in ["config.json", "generation_config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
             if from.join(f).is_file() && !dir.join(f).is_file() {

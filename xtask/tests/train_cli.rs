@@ -96,7 +96,6 @@ fn unilm_is_killed_resumes_and_exports_a_bert_transformers_loads() {
 #[test]
 fn bert_trains_with_the_span_boundary_objective_and_exports_a_masked_lm() {
     let out = sesame_tests::Scratch::path("cli-train-spanbert");
-    let _ = std::fs::remove_dir_all(&out);
     let mut args = train_args("bert", &out, "8");
     args.extend(["--objective".to_string(), "span".to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -181,7 +180,6 @@ fn sesame_logits<B: Backbone>(export: &Path, batch: &sesame_text::EncodedBatch) 
 /// `metrics`. Returns the run directory and the resumed run's summary.
 fn killed_and_resumed(family: &str, metrics: &[&str]) -> (sesame_tests::Scratch, serde_json::Value) {
     let out = sesame_tests::Scratch::path(&format!("cli-train-{family}"));
-    let _ = std::fs::remove_dir_all(&out);
     let args = train_args(family, &out, "12");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
@@ -526,7 +524,6 @@ fn bench_times_each_family_s_pretraining_step() {
 #[test]
 fn static_masking_is_a_data_setting_a_resume_must_keep() {
     let out = sesame_tests::Scratch::path("cli-static");
-    let _ = std::fs::remove_dir_all(&out);
     let mut args = train_args("bert", &out, "2");
     args.extend(["--static-masks".to_string(), "3".to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -556,7 +553,6 @@ fn static_masking_is_a_data_setting_a_resume_must_keep() {
 fn the_same_seed_gives_bit_identical_runs_tokenizer_included() {
     let run = |family: &str, name: &str, one_thread: bool| {
         let out = sesame_tests::Scratch::path(&format!("cli-seed-{family}-{name}"));
-        let _ = std::fs::remove_dir_all(&out);
         let mut args = vec!["train", family, "--steps", "2", "--batch-size", "4", "--seq-len", "32", "--seed", "7", "--quiet", "--out", out.to_str().unwrap()];
         if one_thread {
             args.extend(["--threads", "1"]);
@@ -612,9 +608,6 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
     };
     let full = sesame_tests::Scratch::path("cli-kill-full");
     let killed = sesame_tests::Scratch::path("cli-kill-twice");
-    for dir in [&full, &killed] {
-        let _ = std::fs::remove_dir_all(dir);
-    }
     let run = |a: &[String]| xtask(&a.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
     let started = Instant::now();
     let output = run(&args(&full));
@@ -683,7 +676,6 @@ fn a_run_killed_at_random_moments_and_resumed_ends_with_the_uninterrupted_runs_w
 #[test]
 fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
     let base = sesame_tests::Scratch::path("cli-distil-mlm");
-    let _ = std::fs::remove_dir_all(&base);
     let run = |args: &[String]| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         xtask(&args).output().unwrap()
@@ -768,7 +760,6 @@ fn a_masked_lm_distils_into_a_student_with_half_the_layers() {
 #[test]
 fn eval_every_0_and_checkpoint_every_0_evaluate_and_checkpoint_only_at_the_end() {
     let out = sesame_tests::Scratch::path("cli-every-0");
-    let _ = std::fs::remove_dir_all(&out);
     let args = ["train", "bert", "--steps", "5", "--batch-size", "4", "--seq-len", "32", "--log-every", "1", "--eval-every", "0", "--checkpoint-every", "0", "--quiet", "--out", out.to_str().unwrap()];
     let output = xtask(&args).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

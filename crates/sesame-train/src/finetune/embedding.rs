@@ -28,6 +28,7 @@ use sesame_text::text_rows::TextRows;
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
 use burn::optim::{GradientsAccumulator, GradientsParams};
+use sesame_layers::attention::row_index;
 use sesame_layers::random::with_stream;
 
 use super::{epoch_batch, padded_input};
@@ -254,9 +255,11 @@ impl<B> EmbeddingTraining<B> {
         let texts = batch.columns * batch.rows;
         let parts: Vec<(usize, usize)> = (0..texts).step_by(mini).map(|start| (start, mini.min(texts - start))).collect();
         let masks = |part: usize| mix_seeds(batch.seed, part as u64);
+        let device = batch.input.input_ids.device();
         let run = |part: usize| {
             let (start, len) = parts[part];
-            with_stream(masks(part), || self.embed(model, rows_of(&batch.input, start, len)))
+            let rows: Vec<usize> = (start..start + len).collect();
+            with_stream(masks(part), || self.embed(model, batch.input.select_rows(&row_index(&rows, &device))))
         };
         let cached: Vec<Tensor<2>> = (0..parts.len()).map(|part| run(part).detach()).collect();
         let embeddings = Tensor::cat(cached, 0).require_grad();
@@ -265,10 +268,10 @@ impl<B> EmbeddingTraining<B> {
         // The columns and labels were checked against the loss before training.
         let loss = self.loss_of(&columns, batch.labels.as_deref()).unwrap_or_else(|e| panic!("{e}"));
         let gradient = embeddings.grad(&loss.backward()).expect("the loss depends on every embedding").mul_scalar(scale);
-        let device = embeddings.device();
         let mut grads = GradientsAccumulator::<B>::new();
         for (part, &(start, len)) in parts.iter().enumerate() {
-            let upstream = Tensor::<2>::from_data(gradient.clone().narrow(0, start, len).into_data(), &device);
+            // A constant of the second pass's graph, where it stays on the device.
+            let upstream = gradient.clone().narrow(0, start, len).autodiff();
             let surrogate = (run(part) * upstream).sum();
             grads.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
         }
@@ -596,19 +599,6 @@ pub fn scores(evaluation: Evaluation, set: &TextSet, rows: &[Vec<Vec<f32>>]) -> 
         }
     }
     out
-}
-
-/// Texts `start..start + len` of `input` (rows of every tensor it holds).
-fn rows_of(input: &EncoderInput, start: usize, len: usize) -> EncoderInput {
-    let rows = |t: &Tensor<2, Int>| t.clone().narrow(0, start, len);
-    EncoderInput {
-        input_ids: rows(&input.input_ids),
-        attention_mask: input.attention_mask.as_ref().map(rows),
-        token_type_ids: input.token_type_ids.as_ref().map(rows),
-        position_ids: input.position_ids.as_ref().map(rows),
-        attention_restriction: input.attention_restriction.as_ref().map(|r| r.clone().narrow(0, start, len)),
-        cache: None,
-    }
 }
 
 #[cfg(test)]
