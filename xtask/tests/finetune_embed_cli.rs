@@ -113,7 +113,8 @@ print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
 /// GradCache: `cached-mnrl` takes the loss of the whole batch but back-propagates it a
 /// mini-batch at a time, so with dropout off it trains what `mnrl` trains (here in mini-batches
 /// of 5 texts, which cut across the anchor and positive columns of 16-row batches, the last one
-/// short). `--mini-batch-size` is for a cached loss only.
+/// short); with dropout on, a killed run resumes to the same model. `--mini-batch-size` is for a
+/// cached loss only.
 #[test]
 fn cached_mnrl_trains_what_mnrl_trains_a_mini_batch_at_a_time() {
     let dir = scratch("cached");
@@ -142,6 +143,17 @@ fn cached_mnrl_trains_what_mnrl_trains_a_mini_batch_at_a_time() {
     let (ours, theirs) = (embed("cached"), embed("plain"));
     let worst = |a: &[Vec<f64>], b: &[Vec<f64>]| a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
     assert!(worst(&ours, &theirs) < 1e-4, "cached and plain MNRL trained models that embed {} apart", worst(&ours, &theirs));
+    // With dropout on, each mini-batch draws its masks from the step's seed: a run killed at
+    // step 3 (checkpointed at 2) and resumed ends with the weights of the run left alone.
+    let dropout = small_model(&dir.join("dropout")).unwrap();
+    let cached = ["--steps", "6", "--batch-size", "16", "--eval-every", "2", "--loss", "cached-mnrl", "--mini-batch-size", "5"];
+    let whole = dir.join("dropout-whole");
+    finetune(&args(&dropout, &whole, &cached)).unwrap();
+    let killed = dir.join("dropout-killed");
+    finetune(&args(&dropout, &killed, &[&cached[..], &["--stop-after", "3"]].concat())).unwrap();
+    finetune(&args(&dropout, &killed, &[&cached[..], &["--resume"]].concat())).unwrap();
+    let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
+    assert!(weights(&whole) == weights(&killed), "the resumed cached-MNRL run's model differs");
     let refused = finetune(&args(&model, &dir.join("refused"), &["--mini-batch-size", "4"])).unwrap_err();
     assert!(refused.trim().ends_with("--mini-batch-size 4: for a cached loss only (--loss cached-mnrl or cached-symmetric-mnrl)"), "{refused}");
 }
