@@ -116,7 +116,7 @@ print(json.dumps(model.encode(json.loads(sys.argv[2])).tolist()))
 /// short); with dropout on, a killed run resumes to the same model. `--mini-batch-size` is for a
 /// cached loss only.
 #[test]
-fn cached_mnrl_trains_what_mnrl_trains_a_mini_batch_at_a_time() {
+fn cached_mnrl_trains_what_mnrl_trains_a_mini_batch_at_a_time_on_any_number_of_threads() {
     let dir = scratch("cached");
     let Some(model) = small_model(&dir) else { return };
     let path = model.join("config.json");
@@ -154,6 +154,12 @@ fn cached_mnrl_trains_what_mnrl_trains_a_mini_batch_at_a_time() {
     finetune(&args(&dropout, &killed, &[&cached[..], &["--resume"]].concat())).unwrap();
     let weights = |d: &Path| std::fs::read(d.join("model/model.safetensors")).unwrap();
     assert!(weights(&whole) == weights(&killed), "the resumed cached-MNRL run's model differs");
+    // The mini-batches run on the threads at once; the model does not depend on how many.
+    let one = dir.join("dropout-one-thread");
+    finetune(&args(&dropout, &one, &[&cached[..], &["--threads", "1"]].concat())).unwrap();
+    let three = dir.join("dropout-three-threads");
+    finetune(&args(&dropout, &three, &[&cached[..], &["--threads", "3"]].concat())).unwrap();
+    assert!(weights(&one) == weights(&three), "cached-MNRL on one thread and on three trained different models");
     let refused = finetune(&args(&model, &dir.join("refused"), &["--mini-batch-size", "4"])).unwrap_err();
     assert!(refused.trim().ends_with("--mini-batch-size 4: for a cached loss only (--loss cached-mnrl or cached-symmetric-mnrl)"), "{refused}");
 }

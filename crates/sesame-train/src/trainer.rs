@@ -58,9 +58,11 @@ pub trait TrainTask {
 
     /// For an objective that back-propagates its loss in parts (GradCache: a cached loss's
     /// mini-batches), the loss and metrics of `model` on `batch` and the gradients of the loss
-    /// times `scale`; `None` (the default): the trainer back-propagates [`Self::step`]'s loss.
-    fn step_in_parts(&self, model: &Self::Model, batch: &Self::Batch, scale: f64) -> Option<(StepOutput, GradientsParams)> {
-        let _ = (model, batch, scale);
+    /// times `scale`, running up to `threads` parts at once through [`run_micro_batches`] (the
+    /// result must not depend on `threads`); `None` (the default): the trainer back-propagates
+    /// [`Self::step`]'s loss.
+    fn step_in_parts(&self, model: &Self::Model, batch: &Self::Batch, scale: f64, threads: usize) -> Option<(StepOutput, GradientsParams)> {
+        let _ = (model, batch, scale, threads);
         None
     }
 
@@ -624,9 +626,11 @@ impl Trainer {
         T::Model: Send + Sync,
     {
         let accum = self.config.grad_accum;
+        // The threads left to each micro-batch's own parts by the micro-batches running at once.
+        let inner = (self.threads / self.threads.min(accum as usize).max(1)).max(1);
         let pass = |micro: u64, model: &T::Model, state: &mut T::State| {
             let batch = task.train_batch(step * accum + micro, device);
-            if let Some((out, grads)) = task.step_in_parts(model, &batch, 1.0 / accum as f64) {
+            if let Some((out, grads)) = task.step_in_parts(model, &batch, 1.0 / accum as f64, inner) {
                 let loss = out.loss.try_into_scalar::<f32>()? as f64;
                 return Ok(MicroBatch { loss, metrics: out.metrics, tokens: out.tokens, grads });
             }

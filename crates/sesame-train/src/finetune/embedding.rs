@@ -33,6 +33,7 @@ use sesame_layers::random::with_stream;
 
 use super::{epoch_batch, padded_input};
 use crate::embedding_losses::{EmbeddingLoss, LossError, Matryoshka};
+use crate::trainer::run_micro_batches;
 use crate::{StepOutput, TrainTask};
 
 /// Rows of texts encoded once: a token sequence per text column, and each row's label.
@@ -244,36 +245,42 @@ impl<B> EmbeddingTraining<B> {
     }
 
     /// GradCache (sentence-transformers' `Cached…` losses): the loss of the whole batch, and
-    /// its gradients times `scale`, with only `mini` texts' activations held at a time. The
-    /// embeddings are computed a mini-batch at a time without a graph; the loss's gradient
-    /// with respect to them is taken; then each mini-batch runs again, its dropout masks drawn
-    /// as the first time, and back-propagates that gradient.
-    fn step_cached(&self, model: &B, batch: &EmbeddingBatch, mini: usize, scale: f64) -> (StepOutput, GradientsParams)
+    /// its gradients times `scale`, with only `mini` texts' activations held at a time by each
+    /// of up to `threads` threads. The embeddings are computed a mini-batch at a time without a
+    /// graph; the loss's gradient with respect to them is taken; then each mini-batch runs
+    /// again, its dropout masks drawn as the first time, and back-propagates that gradient.
+    /// The mini-batches run through [`run_micro_batches`], each drawing its masks from its own
+    /// stream, so that the result does not depend on `threads`.
+    fn step_cached(&self, model: &B, batch: &EmbeddingBatch, mini: usize, scale: f64, threads: usize) -> (StepOutput, GradientsParams)
     where
         B: Backbone,
     {
         let texts = batch.columns * batch.rows;
         let parts: Vec<(usize, usize)> = (0..texts).step_by(mini).map(|start| (start, mini.min(texts - start))).collect();
-        let masks = |part: usize| mix_seeds(batch.seed, part as u64);
+        let count = parts.len() as u64;
+        let masks = |part: u64| mix_seeds(batch.seed, part);
         let device = batch.input.input_ids.device();
-        let run = |part: usize| {
-            let (start, len) = parts[part];
+        let run = |part: u64, model: &B| {
+            let (start, len) = parts[part as usize];
             let rows: Vec<usize> = (start..start + len).collect();
             with_stream(masks(part), || self.embed(model, batch.input.select_rows(&row_index(&rows, &device))))
         };
-        let cached: Vec<Tensor<2>> = (0..parts.len()).map(|part| run(part).detach()).collect();
+        let cached = run_micro_batches(model, count, threads, batch.seed, |part, replica| run(part, replica).detach());
         let embeddings = Tensor::cat(cached, 0).require_grad();
         let b = batch.rows;
         let columns: Vec<Tensor<2>> = (0..batch.columns).map(|c| embeddings.clone().narrow(0, c * b, b)).collect();
         // The columns and labels were checked against the loss before training.
         let loss = self.loss_of(&columns, batch.labels.as_deref()).unwrap_or_else(|e| panic!("{e}"));
         let gradient = embeddings.grad(&loss.backward()).expect("the loss depends on every embedding").mul_scalar(scale);
-        let mut grads = GradientsAccumulator::<B>::new();
-        for (part, &(start, len)) in parts.iter().enumerate() {
+        let upstream: Vec<Tensor<2>> = parts.iter().map(|&(start, len)| gradient.clone().narrow(0, start, len)).collect();
+        let part_grads = run_micro_batches(model, count, threads, batch.seed, |part, replica| {
             // A constant of the second pass's graph, where it stays on the device.
-            let upstream = gradient.clone().narrow(0, start, len).autodiff();
-            let surrogate = (run(part) * upstream).sum();
-            grads.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
+            let surrogate = (run(part, replica) * upstream[part as usize].clone().autodiff()).sum();
+            GradientsParams::from_grads(surrogate.backward(), replica)
+        });
+        let mut grads = GradientsAccumulator::<B>::new();
+        for part in part_grads {
+            grads.accumulate(model, part);
         }
         (StepOutput { loss: loss.detach(), metrics: Vec::new(), tokens: batch.tokens, predictions: None }, grads.grads())
     }
@@ -421,9 +428,9 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
         StepOutput { loss, metrics: Vec::new(), tokens: batch.tokens, predictions }
     }
 
-    fn step_in_parts(&self, model: &B, batch: &EmbeddingBatch, scale: f64) -> Option<(StepOutput, GradientsParams)> {
+    fn step_in_parts(&self, model: &B, batch: &EmbeddingBatch, scale: f64, threads: usize) -> Option<(StepOutput, GradientsParams)> {
         let mini = self.objective.mini_batch_size?;
-        Some(self.step_cached(model, batch, mini, scale))
+        Some(self.step_cached(model, batch, mini, scale, threads))
     }
 
     /// The default metric of a model that knows no more than which tokens two texts share:
