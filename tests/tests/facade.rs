@@ -250,3 +250,53 @@ fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cach
     assert_eq!(by_id.lines().count(), 3, "{by_id}");
     std::fs::remove_dir_all(&cache).unwrap();
 }
+
+/// The numbers of served outputs (an embedding, or a classification's scores).
+fn output_values(outputs: &[sesame_pipelines::served::Output]) -> Vec<Vec<f32>> {
+    use sesame_pipelines::served::Output;
+    use sesame_pipelines::Classification;
+    outputs
+        .iter()
+        .map(|o| match o {
+            Output::Embedding(v) => v.clone(),
+            Output::Classification(Classification::Single { scores, .. } | Classification::Multi { scores, .. }) => scores.iter().map(|s| s.score).collect(),
+            Output::Classification(Classification::Value { value }) => vec![*value],
+            other => panic!("not an embedding or a classification: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn an_embedder_and_a_classifier_read_the_servers_encodings_instead_of_tokenizing_again() {
+    use sesame_pipelines::served::{encode_whole, Input};
+    let (_, device) = devices().remove(0);
+    let classifier_dir = with_tokenizer("bert/base-seqcls-single");
+    let long = "the cat sat on the mat . ".repeat(200);
+    for (task, dir, inputs) in [
+        (Task::Embed, fill_mask_dir(), vec![Input::Text(TEXTS[0].into()), Input::Text(TEXTS[1].into()), Input::Text(long.clone())]),
+        (Task::Classify, classifier_dir.to_path_buf(), vec![Input::Text(TEXTS[0].into()), Input::Pair("hello".into(), "world".into()), Input::Text(TEXTS[1].into()), Input::Text(long.clone())]),
+    ] {
+        let served = pipeline(task, path(&dir), options(&device)).unwrap().served();
+        let limit = served.max_input_length();
+        // As the server passes them: an input's whole encoding where it fits, none where it is
+        // to be truncated.
+        let encoded: Vec<_> = inputs.iter().map(|i| encode_whole(served.tokenizer(), i).ok().filter(|e| e.len() <= limit)).collect();
+        assert!(encoded.last().unwrap().is_none(), "the long text does not fit {limit} tokens");
+        let expected = output_values(&served.run(&inputs).unwrap());
+        assert_eq!(output_values(&served.run_encoded(&inputs, &encoded).unwrap()), expected, "{task:?}");
+        // The model reads the encoding it is given, not its text: the first input given the
+        // second's encoding gives the second's output (to rounding: its batch is padded to
+        // other lengths).
+        let mut swapped = encoded.clone();
+        swapped[0] = encoded[1].clone();
+        let got = output_values(&served.run_encoded(&inputs, &swapped).unwrap());
+        let worst = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        assert!(worst(&got[0], &expected[1]) < 1e-5 && worst(&got[0], &expected[0]) > 1e-3, "{task:?}: {:?} against {:?}", got[0], expected[1]);
+        assert!(got.iter().zip(&expected).skip(1).all(|(g, e)| worst(g, e) < 1e-5), "{task:?}");
+        // An encoding longer than the model reads is refused, not run.
+        let mut too_long = encoded.clone();
+        too_long[1] = Some(encode_whole(served.tokenizer(), &Input::Text(long.clone())).unwrap());
+        let refused = served.run_encoded(&inputs, &too_long).unwrap_err().to_string();
+        assert!(refused.contains(&format!("{limit}")), "{task:?}: {refused}");
+    }
+}

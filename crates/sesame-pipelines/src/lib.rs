@@ -326,11 +326,30 @@ pub fn embed<B: Backbone>(
     texts: &[&str],
     options: EmbedOptions,
 ) -> Result<Vec<Vec<f32>>, PipelineError> {
+    let encoded = tokenizer.encode_each(texts, embed_max_len(config, options), true)?;
+    embed_encoded(model, config, tokenizer, &encoded, options)
+}
+
+/// The most tokens [`embed`] reads of a text: `options.max_tokens`, at most the model's length.
+pub fn embed_max_len<C: HfConfig>(config: &C, options: EmbedOptions) -> usize {
+    let max_len = config.input_limits().max_len;
+    options.max_tokens.map_or(max_len, |n| n.clamp(1, max_len))
+}
+
+/// [`embed`] of texts already encoded by `tokenizer` (special tokens included, as
+/// [`Tokenizer::encode_each`] gives them): nothing is tokenized again. An encoding longer than
+/// [`embed_max_len`] is refused, naming its index.
+pub fn embed_encoded<B: Backbone>(
+    model: &B,
+    config: &B::Config,
+    tokenizer: &Tokenizer,
+    encoded: &[EncodedText],
+    options: EmbedOptions,
+) -> Result<Vec<Vec<f32>>, PipelineError> {
+    check_lengths(encoded, embed_max_len(config, options))?;
     let device = model.device();
     let limits = config.input_limits();
-    let max_len = options.max_tokens.map_or(limits.max_len, |n| n.clamp(1, limits.max_len));
-    let encoded = tokenizer.encode_each(texts, max_len, true)?;
-    by_length(&encoded, options.batch_size, &device, |rows| {
+    by_length(encoded, options.batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
         let mask = input.attention_mask.clone().expect("encoded batches carry a mask");
@@ -348,6 +367,14 @@ pub fn embed<B: Backbone>(
         let flat: Vec<f32> = pooled.try_to_vec_as::<f32>().map_err(readback("embeddings"))?;
         Ok((0..b).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect())
     })
+}
+
+/// Refuse an encoding longer than `max_len` tokens, naming its index.
+fn check_lengths(encoded: &[EncodedText], max_len: usize) -> Result<(), PipelineError> {
+    match encoded.iter().position(|e| e.len() > max_len) {
+        Some(index) => Err(TokenizerError::TooLong { index, len: encoded[index].len(), max: max_len }.into()),
+        None => Ok(()),
+    }
 }
 
 /// One label and its score.
@@ -414,9 +441,12 @@ pub fn classify_pairs<M: SequenceClassifier>(model: &M, config: &M::Config, toke
     classify_encoded(model, config, tokenizer, &encoded, batch_size)
 }
 
-fn classify_encoded<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, encoded: &[EncodedText], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+/// [`classify`] (or [`classify_pairs`]) of texts already encoded by `tokenizer`: nothing is
+/// tokenized again. An encoding longer than the model's length is refused, naming its index.
+pub fn classify_encoded<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, encoded: &[EncodedText], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
     let device = model.device();
     let limits = config.input_limits();
+    check_lengths(encoded, limits.max_len)?;
     let labels = config.labels();
     by_length(encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;

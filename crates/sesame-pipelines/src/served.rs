@@ -6,7 +6,7 @@
 use sesame_layers::{Backbone, ForMaskedLM, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
 use sesame_layers::InputError;
 use crate::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
-use sesame_text::Tokenizer;
+use sesame_text::{EncodedText, Tokenizer, TokenizerError};
 
 /// The task a server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -85,6 +85,25 @@ fn texts_only<'a>(inputs: &'a [Input], task: Task) -> Result<Vec<&'a str>, Pipel
         .collect()
 }
 
+/// The whole of `input` as the model reads it, special tokens included, not truncated: what
+/// the server counts an input's tokens by, and, when it fits the model, passes on to
+/// [`ServedModel::run_encoded`] so that nothing is tokenized twice.
+pub fn encode_whole(tokenizer: &Tokenizer, input: &Input) -> Result<EncodedText, TokenizerError> {
+    let mut encoded = match input {
+        Input::Text(text) => tokenizer.encode_each(&[text.as_str()], usize::MAX >> 1, false)?,
+        Input::Pair(a, b) => tokenizer.encode_pairs_each(&[(a.as_str(), b.as_str())], usize::MAX >> 1, false)?,
+    };
+    Ok(encoded.remove(0))
+}
+
+/// Each input's encoding: `encoded[i]` where given, else `input[i]` encoded by `encode`
+/// (truncating), all those in one call.
+fn complete(inputs: &[&Input], encoded: &[Option<&EncodedText>], encode: impl FnOnce(&[&Input]) -> Result<Vec<EncodedText>, PipelineError>) -> Result<Vec<EncodedText>, PipelineError> {
+    let missing: Vec<&Input> = inputs.iter().zip(encoded).filter(|(_, e)| e.is_none()).map(|(i, _)| *i).collect();
+    let mut fresh = if missing.is_empty() { Vec::new().into_iter() } else { encode(&missing)?.into_iter() };
+    encoded.iter().map(|e| e.cloned().or_else(|| fresh.next()).ok_or_else(|| PipelineError::Input(InputError::Invalid { what: "inputs", reason: "the tokenizer gave fewer encodings than inputs".into() }))).collect()
+}
+
 /// What the model gives for one text.
 #[derive(Clone, Debug)]
 pub enum Output {
@@ -144,6 +163,15 @@ pub trait ServedModel: Send + Sync {
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
     /// order.
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError>;
+    /// [`Self::run`] of inputs the caller has already encoded: `encoded[i]`, where given, is
+    /// `inputs[i]`'s [`encode_whole`], which fits [`Self::max_input_length`]; the model reads it
+    /// instead of tokenizing the text again (an embedder and a classifier do; the other tasks,
+    /// which window or look for masks, tokenize as [`Self::run`] does). An input without one is
+    /// encoded (and truncated) as `run` encodes it.
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<EncodedText>]) -> Result<Vec<Output>, PipelineError> {
+        let _ = encoded;
+        self.run(inputs)
+    }
     /// A classifier with FastBERT's exit classifiers: each text stopped at the first layer
     /// whose normalised entropy is below `speed` ([`crate::classify_early`]); refused by the
     /// other tasks and by a classifier without them.
@@ -188,8 +216,7 @@ impl<B: Backbone> ServedModel for Embedder<B> {
     }
 
     fn max_input_length(&self) -> usize {
-        let max_len = self.config.input_limits().max_len;
-        self.options.max_tokens.map_or(max_len, |n| n.clamp(1, max_len))
+        crate::embed_max_len(&self.config, self.options)
     }
 
     fn hidden_size(&self) -> usize {
@@ -197,8 +224,18 @@ impl<B: Backbone> ServedModel for Embedder<B> {
     }
 
     fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
-        let texts = texts_only(inputs, self.task())?;
-        let vectors = crate::embed(&self.model, &self.config, &self.tokenizer, &texts, self.options)?;
+        self.run_encoded(inputs, &vec![None; inputs.len()])
+    }
+
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<EncodedText>]) -> Result<Vec<Output>, PipelineError> {
+        texts_only(inputs, self.task())?;
+        let max_len = self.max_input_length();
+        let encode = |missing: &[&Input]| {
+            let texts = missing.iter().filter_map(|i| i.text()).collect::<Vec<&str>>();
+            Ok(self.tokenizer.encode_each(&texts, max_len, true)?)
+        };
+        let encoded = complete(&inputs.iter().collect::<Vec<_>>(), &encoded.iter().map(Option::as_ref).collect::<Vec<_>>(), encode)?;
+        let vectors = crate::embed_encoded(&self.model, &self.config, &self.tokenizer, &encoded, self.options)?;
         Ok(vectors.into_iter().map(Output::Embedding).collect())
     }
 }
@@ -236,26 +273,35 @@ impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
         label_names(&self.config)
     }
 
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        self.run_encoded(inputs, &vec![None; inputs.len()])
+    }
+
     /// Texts and pairs run apart (a pair is one sequence of two segments), then put back in
     /// the order of `inputs`.
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
-        let (texts, pairs): (Vec<(usize, &Input)>, Vec<(usize, &Input)>) = inputs.iter().enumerate().partition(|(_, i)| matches!(i, Input::Text(_)));
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<EncodedText>]) -> Result<Vec<Output>, PipelineError> {
+        let max_len = self.max_input_length();
+        let (texts, pairs): (Vec<usize>, Vec<usize>) = (0..inputs.len()).partition(|&i| matches!(inputs[i], Input::Text(_)));
         let mut out: Vec<Option<Classification>> = vec![None; inputs.len()];
-        if !texts.is_empty() {
-            let strings: Vec<&str> = texts.iter().filter_map(|(_, i)| i.text()).collect();
-            let classes = crate::classify(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
-            texts.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
-        }
-        if !pairs.is_empty() {
-            let strings: Vec<(&str, &str)> = pairs
-                .iter()
-                .filter_map(|(_, i)| match i {
-                    Input::Pair(a, b) => Some((a.as_str(), b.as_str())),
-                    Input::Text(_) => None,
-                })
-                .collect();
-            let classes = crate::classify_pairs(&self.model, &self.config, &self.tokenizer, &strings, self.batch_size)?;
-            pairs.iter().zip(classes).for_each(|((at, _), c)| out[*at] = Some(c));
+        for group in [texts, pairs] {
+            if group.is_empty() {
+                continue;
+            }
+            let encode = |missing: &[&Input]| {
+                let texts: Vec<&str> = missing.iter().filter_map(|i| i.text()).collect();
+                let pairs: Vec<(&str, &str)> = missing
+                    .iter()
+                    .filter_map(|i| match i {
+                        Input::Pair(a, b) => Some((a.as_str(), b.as_str())),
+                        Input::Text(_) => None,
+                    })
+                    .collect();
+                Ok(if pairs.is_empty() { self.tokenizer.encode_each(&texts, max_len, true)? } else { self.tokenizer.encode_pairs_each(&pairs, max_len, true)? })
+            };
+            let given: Vec<Option<&EncodedText>> = group.iter().map(|&i| encoded.get(i).and_then(Option::as_ref)).collect();
+            let encoded = complete(&group.iter().map(|&i| &inputs[i]).collect::<Vec<_>>(), &given, encode)?;
+            let classes = crate::classify_encoded(&self.model, &self.config, &self.tokenizer, &encoded, self.batch_size)?;
+            group.iter().zip(classes).for_each(|(&at, c)| out[at] = Some(c));
         }
         Ok(out.into_iter().flatten().map(Output::Classification).collect())
     }

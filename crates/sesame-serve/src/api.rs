@@ -21,7 +21,7 @@ use sesame_pipelines::{Classification, PipelineError, TaggedSpan};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::metrics::Metrics;
-use sesame_pipelines::served::{Input, Output, ServedModel, Task};
+use sesame_pipelines::served::{encode_whole, Input, Output, ServedModel, Task};
 use crate::queue::{Ended, Event, FinishReason, GenerateJob, Job, RunError, StreamedToken, Work};
 use crate::ServeOptions;
 
@@ -301,18 +301,27 @@ fn check_task(app: &App, route: &str, wanted: Task) -> Result<(), ApiError> {
     Err(ApiError::new(StatusCode::BAD_REQUEST, "Validation", format!("{route} needs {}; this server runs {} (its route is {})", wanted.what(), task.what(), task.route())))
 }
 
-/// The tokens of `input` as the model reads it, special tokens included.
-fn tokens_in(model: &dyn ServedModel, input: &Input) -> Result<usize, sesame_text::TokenizerError> {
-    match input {
-        Input::Text(text) => model.tokenizer().pieces(text, true).map(|p| p.len()),
-        Input::Pair(a, b) => model.tokenizer().encode_pairs_each(&[(a, b)], usize::MAX >> 1, false).map(|e| e[0].len()),
+/// The inputs of a request, checked and tokenized once: each input's token count as the model
+/// reads it (what the batch budget counts), and its encoding where it fits the model (what the
+/// model then reads instead of tokenizing the text again).
+pub(crate) struct Counted {
+    /// Tokens per input, truncated to the model's length, at least 1.
+    pub tokens: Vec<usize>,
+    /// Each input's whole encoding, `None` where it is longer than the model reads.
+    pub encoded: Vec<Option<sesame_text::EncodedText>>,
+}
+
+impl Counted {
+    /// The tokens of every input.
+    fn total(&self) -> usize {
+        self.tokens.iter().sum()
     }
 }
 
-/// Check the inputs of a request and count their tokens as the model will read them: refuses
-/// an empty list, more inputs than `--max-client-batch-size`, and (unless `truncate`) an input
+/// Check the inputs of a request and tokenize them as the model will read them: refuses an
+/// empty list, more inputs than `--max-client-batch-size`, and (unless `truncate`) an input
 /// longer than the model reads. `field` names the inputs in messages.
-async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str) -> Result<Vec<usize>, ApiError> {
+async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str) -> Result<Counted, ApiError> {
     if inputs.is_empty() {
         return Err(ApiError::validation(format!("`{field}` is empty: give at least one text")));
     }
@@ -322,7 +331,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
     }
     let (app2, inputs2) = (app.clone(), inputs.to_vec());
     let started = Instant::now();
-    let counts = tokio::task::spawn_blocking(move || inputs2.iter().map(|i| tokens_in(app2.model.as_ref(), i)).collect::<Result<Vec<_>, _>>())
+    let encoded = tokio::task::spawn_blocking(move || inputs2.iter().map(|i| encode_whole(app2.model.tokenizer(), i)).collect::<Result<Vec<_>, _>>())
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
         .map_err(|e| ApiError::validation(format!("`{field}`: {e}")))?;
@@ -330,7 +339,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
         Input::Text(t) => t.chars().count(),
         Input::Pair(a, b) => a.chars().count() + b.chars().count(),
     });
-    let (characters, tokens) = (characters.sum(), counts.iter().sum());
+    let (characters, tokens) = (characters.sum(), encoded.iter().map(|e| e.len()).sum());
     crate::observe::record(|t| {
         t.tokenization = Some(started.elapsed());
         t.characters = characters;
@@ -338,17 +347,19 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
     });
     let limit = app.model.max_input_length();
     if !app.model.task().windows() && !truncate {
-        if let Some((i, n)) = counts.iter().enumerate().find(|(_, &n)| n > limit) {
-            return Err(ApiError::too_large(format!("`{field}[{i}]` has {n} tokens, more than the model's {limit}; shorten it or set `truncate`")));
+        if let Some((i, e)) = encoded.iter().enumerate().find(|(_, e)| e.len() > limit) {
+            return Err(ApiError::too_large(format!("`{field}[{i}]` has {} tokens, more than the model's {limit}; shorten it or set `truncate`", e.len())));
         }
     }
-    Ok(counts.into_iter().map(|n| n.min(limit).max(1)).collect())
+    let tokens = encoded.iter().map(|e| e.len().min(limit).max(1)).collect();
+    let encoded = encoded.into_iter().map(|e| (e.len() <= limit).then_some(e)).collect();
+    Ok(Counted { tokens, encoded })
 }
 
 /// Queue `inputs` and wait for their outputs.
-async fn run(app: &App, inputs: Vec<Input>, tokens: usize) -> Result<Vec<Output>, ApiError> {
+async fn run(app: &App, inputs: Vec<Input>, counted: Counted) -> Result<Vec<Output>, ApiError> {
     let (reply, outputs) = oneshot::channel();
-    let job = Job { inputs, tokens, queued: Instant::now(), reply };
+    let job = Job { inputs, tokens: counted.total(), encoded: counted.encoded, queued: Instant::now(), reply };
     app.queue.send(Work::Batch(job)).map_err(|_| shutting_down())?;
     let ran = outputs.await.map_err(|_| shutting_down())??;
     crate::observe::record(|t| {
@@ -383,7 +394,7 @@ pub(crate) async fn embed(State(app): State<Arc<App>>, body: Result<Bytes, Bytes
     check_dimensions(&app, request.dimensions, "dimensions")?;
     let inputs = request.inputs.into_inputs();
     let tokens = tokens_of(&app, &inputs, request.truncate || app.options.auto_truncate, "inputs").await?;
-    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let outputs = run(&app, inputs, tokens).await?;
     Ok(Json(embeddings(outputs, request.dimensions, request.normalize)))
 }
 
@@ -416,8 +427,8 @@ pub(crate) async fn openai_embeddings(State(app): State<Arc<App>>, body: Result<
     check_dimensions(&app, request.dimensions, "dimensions")?;
     let inputs = request.input.into_inputs();
     let tokens = tokens_of(&app, &inputs, false, "input").await?;
-    let total: usize = tokens.iter().sum();
-    let outputs = run(&app, inputs, total).await?;
+    let total = tokens.total();
+    let outputs = run(&app, inputs, tokens).await?;
     let base64 = matches!(request.encoding_format, Some(EncodingFormat::Base64));
     let data = embeddings(outputs, request.dimensions, true)
         .into_iter()
@@ -462,7 +473,7 @@ pub(crate) async fn predict(State(app): State<Arc<App>>, body: Result<Bytes, Byt
     check_task(&app, "/predict", Task::Classifier)?;
     let PredictInputs { one, inputs } = request.inputs;
     let tokens = tokens_of(&app, &inputs, request.truncate || app.options.auto_truncate, "inputs").await?;
-    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let outputs = run(&app, inputs, tokens).await?;
     let labels = app.model.labels();
     let results: Vec<Vec<LabelScore>> = outputs
         .into_iter()
@@ -493,7 +504,7 @@ pub(crate) async fn rerank(State(app): State<Arc<App>>, body: Result<Bytes, Byte
     }
     let inputs: Vec<Input> = request.texts.iter().map(|t| Input::Pair(request.query.clone(), t.clone())).collect();
     let tokens = tokens_of(&app, &inputs, request.truncate || app.options.auto_truncate, "texts").await?;
-    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let outputs = run(&app, inputs, tokens).await?;
     let mut ranks: Vec<Rank> = outputs
         .into_iter()
         .enumerate()
@@ -517,7 +528,7 @@ pub(crate) async fn tag(State(app): State<Arc<App>>, body: Result<Bytes, BytesRe
     let one = request.inputs.is_one();
     let inputs = request.inputs.into_inputs();
     let tokens = tokens_of(&app, &inputs, true, "inputs").await?;
-    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let outputs = run(&app, inputs, tokens).await?;
     let results: Vec<Vec<TaggedSpan>> = outputs
         .into_iter()
         .filter_map(|o| match o {
@@ -543,16 +554,12 @@ pub(crate) async fn fill_mask(State(app): State<Arc<App>>, body: Result<Bytes, B
     let tokens = tokens_of(&app, &inputs, false, "inputs").await?;
     let tokenizer = app.model.tokenizer();
     let mask = tokenizer.mask_token_id().map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", e.to_string()))?;
-    for (i, input) in inputs.iter().enumerate() {
-        if let Input::Text(text) = input {
-            let pieces = tokenizer.pieces(text, true).map_err(|e| ApiError::validation(format!("`inputs[{i}]`: {e}")))?;
-            if !pieces.iter().any(|p| p.id == mask) {
-                let name = tokenizer.id_to_token(mask).unwrap_or_default();
-                return Err(ApiError::validation(format!("`inputs[{i}]` has no `{name}` token to fill")));
-            }
-        }
+    // Every input fits (none is truncated), so each has its encoding.
+    if let Some(i) = tokens.encoded.iter().position(|e| !e.as_ref().is_some_and(|e| e.input_ids.contains(&i64::from(mask)))) {
+        let name = tokenizer.id_to_token(mask).unwrap_or_default();
+        return Err(ApiError::validation(format!("`inputs[{i}]` has no `{name}` token to fill")));
     }
-    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let outputs = run(&app, inputs, tokens).await?;
     let results: Vec<Vec<Vec<sesame_pipelines::Prediction>>> = outputs
         .into_iter()
         .filter_map(|o| match o {
@@ -581,7 +588,7 @@ pub(crate) async fn answer(State(app): State<Arc<App>>, body: Result<Bytes, Byte
     }
     let inputs: Vec<Input> = questions.into_iter().map(|q| Input::Pair(q, request.context.clone())).collect();
     let tokens = tokens_of(&app, &inputs, true, "question").await?;
-    let outputs = run(&app, inputs, tokens.iter().sum()).await?;
+    let outputs = run(&app, inputs, tokens).await?;
     let results: Vec<sesame_pipelines::Answer> = outputs
         .into_iter()
         .filter_map(|o| match o {

@@ -28,6 +28,8 @@ pub(crate) struct Job {
     pub inputs: Vec<Input>,
     /// Their tokens as the model reads them (what the budget counts).
     pub tokens: usize,
+    /// Each input's encoding where it fits the model, read instead of tokenizing it again.
+    pub encoded: Vec<Option<sesame_text::EncodedText>>,
     /// When it was queued.
     pub queued: Instant,
     /// Where its outputs go, one per text.
@@ -118,9 +120,10 @@ pub(crate) fn panic_reason(payload: Box<dyn std::any::Any + Send>) -> String {
 /// only.
 fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metrics) {
     let inputs: Vec<Input> = jobs.iter().flat_map(|job| job.inputs.iter().cloned()).collect();
+    let encoded: Vec<Option<sesame_text::EncodedText>> = jobs.iter().flat_map(|job| job.encoded.iter().cloned()).collect();
     let started = Instant::now();
     let waited = jobs.iter().map(|job| started - job.queued).sum();
-    let result = match catch_unwind(AssertUnwindSafe(|| model.run(&inputs))) {
+    let result = match catch_unwind(AssertUnwindSafe(|| model.run_encoded(&inputs, &encoded))) {
         Ok(Ok(outputs)) if outputs.len() != inputs.len() => Err(RunError::Failed(format!("the model gave {} outputs for {} texts", outputs.len(), inputs.len()))),
         Ok(Ok(outputs)) if !outputs.iter().all(Output::is_finite) => Err(RunError::NotFinite),
         Ok(Ok(outputs)) => Ok(outputs),
