@@ -55,7 +55,9 @@ pub struct FinetuneArgs {
     /// `sentence1,sentence2,score` or `sentence1,sentence2,label`).
     #[arg(long)]
     pub train: PathBuf,
-    /// Evaluation rows, in the same form.
+    /// Evaluation rows, in the same form; for --task embed also a retrieval set, a directory in
+    /// BEIR's layout (queries.jsonl, corpus.jsonl, qrels/dev.tsv or test.tsv), scored over its
+    /// whole corpus.
     #[arg(long)]
     pub eval: PathBuf,
     /// Run directory: checkpoints, metrics.jsonl, the exported model in `model/`.

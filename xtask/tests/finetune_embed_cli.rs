@@ -352,3 +352,76 @@ fn bench_mode_finetune_embed_times_a_whole_run_and_reports_its_retrieval_scores(
     let refused = xtask(&["bench", "--mode", "finetune-embed", "--model", &model].map(String::from)).unwrap_err();
     assert_eq!(refused.trim(), "error: --mode finetune-embed needs --model, --train and --eval");
 }
+
+/// A retrieval set of its own in BEIR's layout (`queries.jsonl`, `corpus.jsonl`,
+/// `qrels/test.tsv`) as `--eval`: each held-out query ranks the whole corpus (its relevant
+/// verse among 256 distractors from the training file, some with a title), and the metrics
+/// are those sentence-transformers' `InformationRetrievalEvaluator` gives the exported model.
+/// A judgement of score 0 is not relevant; one naming a document not in the corpus is refused
+/// by its line.
+#[test]
+fn a_retrieval_set_in_beirs_layout_is_scored_over_its_whole_corpus_as_sentence_transformers_scores_it() {
+    let dir = scratch("beir");
+    let Some(model) = small_model(&dir) else { return };
+    let rows = |name: &str| -> Vec<serde_json::Value> { std::fs::read_to_string(data(name)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect() };
+    let (eval, train) = (rows("bible-eval.jsonl"), rows("bible-train.jsonl"));
+    let beir = dir.join("beir");
+    std::fs::create_dir_all(beir.join("qrels")).unwrap();
+    let queries: Vec<String> = eval.iter().enumerate().map(|(i, r)| serde_json::json!({"_id": format!("q{i}"), "text": r["anchor"]}).to_string()).collect();
+    let relevant = eval.iter().enumerate().map(|(i, r)| serde_json::json!({"_id": i, "title": "", "text": r["positive"]}).to_string());
+    // Distractors; every third with a title, which goes before its text.
+    let distractors = train.iter().take(256).enumerate().map(|(i, r)| {
+        let title = if i % 3 == 0 { "Verse" } else { "" };
+        serde_json::json!({"_id": format!("t{i}"), "title": title, "text": r["positive"]}).to_string()
+    });
+    let corpus: Vec<String> = relevant.chain(distractors).collect();
+    std::fs::write(beir.join("queries.jsonl"), queries.join("\n") + "\n").unwrap();
+    std::fs::write(beir.join("corpus.jsonl"), corpus.join("\n") + "\n").unwrap();
+    let mut qrels = String::from("query-id\tcorpus-id\tscore\n");
+    for i in 0..eval.len() {
+        qrels.push_str(&format!("q{i}\t{i}\t1\n"));
+    }
+    qrels.push_str("q0\tt5\t0\n");
+    std::fs::write(beir.join("qrels/test.tsv"), &qrels).unwrap();
+
+    let beir_arg = beir.display().to_string();
+    let out = dir.join("run");
+    let done = finetune(&args(&model, &out, &["--eval", &beir_arg, "--steps", "8", "--eval-every", "8"])).unwrap();
+    assert_eq!(done["metric"], "cosine_ndcg@10", "{done}");
+    let ours = |metric: &str| done["metrics"][metric].as_f64().unwrap_or_else(|| panic!("{metric}: {done}"));
+    // The held-out loss is that of the (query, relevant document) pairs alone: the rows of
+    // bible-eval.jsonl, in its order.
+    let rows_run = finetune(&args(&model, &dir.join("rows"), &["--steps", "8", "--eval-every", "8"])).unwrap();
+    assert_eq!(done["metrics"]["loss"], rows_run["metrics"]["loss"], "BEIR {done} against rows {rows_run}");
+
+    // A judgement naming a document the corpus lacks.
+    std::fs::write(beir.join("qrels/test.tsv"), qrels.clone() + "q1\tmissing\t1\n").unwrap();
+    let refused = finetune(&args(&model, &dir.join("refused"), &["--eval", &beir_arg, "--steps", "1"])).unwrap_err();
+    let line = qrels.lines().count() + 1;
+    assert!(refused.trim().ends_with(&format!("test.tsv:{line}: corpus-id \"missing\" is not in {}", beir.join("corpus.jsonl").display())), "{refused}");
+    std::fs::write(beir.join("qrels/test.tsv"), &qrels).unwrap();
+
+    let Some(python) = sesame_tests::python() else { return };
+    let script = r#"
+import json, sys
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+model, beir = SentenceTransformer(sys.argv[1], device="cpu"), sys.argv[2]
+read = lambda name: [json.loads(l) for l in open(f"{beir}/{name}") if l.strip()]
+queries = {str(q["_id"]): q["text"] for q in read("queries.jsonl")}
+corpus = {str(d["_id"]): (d.get("title", "") + " " + d["text"]).strip() for d in read("corpus.jsonl")}
+relevant = {}
+for line in list(open(f"{beir}/qrels/test.tsv"))[1:]:
+    q, d, score = line.rstrip("\n").split("\t")
+    if int(score) > 0:
+        relevant.setdefault(q, set()).add(d)
+print(json.dumps(InformationRetrievalEvaluator(queries, corpus, relevant)(model)))
+"#;
+    let run = Command::new(python).args(["-c", script, &out.join("model").display().to_string(), &beir_arg]).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let theirs: serde_json::Value = serde_json::from_slice(run.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap();
+    for metric in ["cosine_ndcg@10", "cosine_mrr@10", "cosine_map@100", "cosine_accuracy@1", "cosine_recall@10", "cosine_precision@3"] {
+        let theirs = theirs[metric].as_f64().unwrap_or_else(|| panic!("{metric}: {theirs}"));
+        assert!((ours(metric) - theirs).abs() < 1e-6, "{metric}: ours {} against sentence-transformers' {theirs}", ours(metric));
+    }
+}

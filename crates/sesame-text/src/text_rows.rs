@@ -156,6 +156,120 @@ fn read_json_lines(path: &Path) -> Result<Cells, LabelledError> {
     Ok((header.unwrap_or_default(), rows))
 }
 
+/// A retrieval evaluation set as BEIR lays one out (and sentence-transformers'
+/// `InformationRetrievalEvaluator` takes it): the queries, the corpus, and which documents
+/// are relevant to which query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetrievalFiles {
+    /// A (query, relevant document) row per relevance judgement, columns `query` and
+    /// `document`, each row's line that of its judgement in the qrels file (`path`).
+    pub pairs: TextRows,
+    /// Each row's query id and document id.
+    pub pair_ids: Vec<(String, String)>,
+    /// Every document of the corpus: its id and its text (BEIR's `title + " " + text`).
+    pub corpus: Vec<(String, String)>,
+}
+
+/// Read a retrieval set in BEIR's layout from `dir`: `queries.jsonl` (`{"_id", "text"}` a line),
+/// `corpus.jsonl` (`{"_id", "title", "text"}`, the title optional) and the relevance
+/// judgements `qrels/dev.tsv`, else `qrels/test.tsv`, else the only `.tsv` in `qrels/` (a header,
+/// then `query-id`, `corpus-id`, `score`, tab-separated; a score above 0 is relevant). Refuses
+/// a missing file, a line without an id or a text, an id given twice, and a judgement naming a
+/// query or document that is not there, naming the file and the line.
+pub fn read_retrieval_dir(dir: &Path) -> Result<RetrievalFiles, LabelledError> {
+    let queries_path = dir.join("queries.jsonl");
+    let queries = read_id_texts(&queries_path, false)?;
+    let corpus_path = dir.join("corpus.jsonl");
+    let corpus = read_id_texts(&corpus_path, true)?;
+    let qrels = qrels_file(dir)?;
+    let query_text: std::collections::HashMap<&str, &str> = queries.iter().map(|(id, t)| (id.as_str(), t.as_str())).collect();
+    let doc_text: std::collections::HashMap<&str, &str> = corpus.iter().map(|(id, t)| (id.as_str(), t.as_str())).collect();
+    let bytes = std::fs::read(&qrels).map_err(|source| LabelledError::Io { path: qrels.clone(), source })?;
+    let (mut rows, mut pair_ids) = (Vec::new(), Vec::new());
+    let mut seen = std::collections::HashSet::new();
+    // BEIR's loader skips the first line, the header.
+    for item in lines(&qrels, &bytes).skip(1) {
+        let (line, text) = item?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let cells: Vec<&str> = text.split('\t').map(str::trim).collect();
+        let [query, doc, score] = cells[..] else {
+            return Err(at(&qrels, line, format!("{} tab-separated fields; a judgement is query-id, corpus-id, score", cells.len())));
+        };
+        let score: f64 = score.parse().ok().filter(|s: &f64| s.is_finite()).ok_or_else(|| at(&qrels, line, format!("score {score:?} is not a number")))?;
+        let q = *query_text.get(query).ok_or_else(|| at(&qrels, line, format!("query-id {query:?} is not in {}", queries_path.display())))?;
+        let d = *doc_text.get(doc).ok_or_else(|| at(&qrels, line, format!("corpus-id {doc:?} is not in {}", corpus_path.display())))?;
+        if score <= 0.0 || !seen.insert((query.to_string(), doc.to_string())) {
+            continue;
+        }
+        rows.push(TextRow { texts: vec![q.to_string(), d.to_string()], label: None, line });
+        pair_ids.push((query.to_string(), doc.to_string()));
+    }
+    if rows.is_empty() {
+        return Err(file(&qrels, "no judgement with a score above 0: no query has a relevant document"));
+    }
+    let pairs = TextRows { path: qrels, columns: vec!["query".into(), "document".into()], label: None, rows };
+    Ok(RetrievalFiles { pairs, pair_ids, corpus })
+}
+
+/// The qrels file of a BEIR directory: `dev.tsv`, `test.tsv` or the only `.tsv` in `qrels/`.
+fn qrels_file(dir: &Path) -> Result<PathBuf, LabelledError> {
+    let qrels = dir.join("qrels");
+    for split in ["dev.tsv", "test.tsv"] {
+        if qrels.join(split).is_file() {
+            return Ok(qrels.join(split));
+        }
+    }
+    let tsv: Vec<PathBuf> = std::fs::read_dir(&qrels)
+        .map_err(|source| LabelledError::Io { path: qrels.clone(), source })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
+        .collect();
+    match &tsv[..] {
+        [only] => Ok(only.clone()),
+        [] => Err(file(&qrels, "no .tsv of relevance judgements (BEIR's qrels/dev.tsv or qrels/test.tsv)")),
+        _ => Err(file(&qrels, "several .tsv files and neither dev.tsv nor test.tsv: keep the split to evaluate on")),
+    }
+}
+
+/// The `_id` and text of each line of a BEIR JSON-lines file; a document's `title`, when it
+/// has one, goes before its text.
+fn read_id_texts(path: &Path, titled: bool) -> Result<Vec<(String, String)>, LabelledError> {
+    let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
+    let mut out = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for item in lines(path, &bytes) {
+        let (line, text) = item?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| at(path, line, format!("not a JSON object: {e}")))?;
+        let id = match value.get("_id") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            _ => return Err(at(path, line, "no `_id` (a string or a number)")),
+        };
+        let field = |name: &str| value.get(name).and_then(serde_json::Value::as_str).unwrap_or("");
+        let body = match (titled, field("title").trim()) {
+            (true, title) if !title.is_empty() => format!("{title} {}", field("text")).trim().to_string(),
+            _ => field("text").trim().to_string(),
+        };
+        if body.is_empty() {
+            return Err(at(path, line, format!("`_id` {id:?} has no `text`")));
+        }
+        if !ids.insert(id.clone()) {
+            return Err(at(path, line, format!("`_id` {id:?} appears twice")));
+        }
+        out.push((id, body));
+    }
+    if out.is_empty() {
+        return Err(file(path, "no rows"));
+    }
+    Ok(out)
+
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,5 +308,39 @@ mod tests {
         assert!(err("e8.csv", "a,a\nx,y\n").ends_with("e8.csv:1: column \"a\" appears twice in the header"));
         assert!(err("e9.csv", "label,a,score\n1,x,2\n").contains("two label columns"));
         assert!(err("e10.txt", "x\n").ends_with("unknown format: name it .csv, .tsv or .jsonl"));
+    }
+
+    #[test]
+    fn a_beir_directory_reads_as_query_document_pairs_and_refuses_bad_lines_by_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("sesame-text-beir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("qrels")).unwrap();
+        let put = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+        put("queries.jsonl", "{\"_id\": \"q1\", \"text\": \"who?\"}\n{\"_id\": 2, \"text\": \"what?\"}\n");
+        put("corpus.jsonl", "{\"_id\": \"d1\", \"title\": \"T\", \"text\": \"one\"}\n{\"_id\": \"d2\", \"text\": \"two\"}\n{\"_id\": \"d3\", \"title\": \"\", \"text\": \"three\"}\n");
+        put("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\n2\td3\t2\nq1\td2\t0\n");
+        let files = read_retrieval_dir(&dir).unwrap();
+        assert_eq!(files.corpus, vec![("d1".to_string(), "T one".to_string()), ("d2".into(), "two".into()), ("d3".into(), "three".into())]);
+        assert_eq!(files.pair_ids, vec![("q1".to_string(), "d1".to_string()), ("2".into(), "d3".into())]);
+        assert_eq!(files.pairs.rows[1], TextRow { texts: vec!["what?".into(), "three".into()], label: None, line: 3 });
+        // dev.tsv, when there, is the split.
+        put("qrels/dev.tsv", "query-id\tcorpus-id\tscore\nq1\td2\t1\n");
+        assert_eq!(read_retrieval_dir(&dir).unwrap().pair_ids, vec![("q1".to_string(), "d2".to_string())]);
+        let refused = |name: &str, text: &str| {
+            let before = std::fs::read_to_string(dir.join(name)).unwrap();
+            put(name, text);
+            let message = read_retrieval_dir(&dir).unwrap_err().to_string();
+            put(name, &before);
+            message
+        };
+        let at = |name: &str, line: u64| format!("{}:{line}: ", dir.join(name).display());
+        assert_eq!(refused("qrels/dev.tsv", "h\nq9\td1\t1\n"), format!("{}query-id \"q9\" is not in {}", at("qrels/dev.tsv", 2), dir.join("queries.jsonl").display()));
+        assert_eq!(refused("qrels/dev.tsv", "h\nq1\td1\n"), format!("{}2 tab-separated fields; a judgement is query-id, corpus-id, score", at("qrels/dev.tsv", 2)));
+        assert_eq!(refused("qrels/dev.tsv", "h\nq1\td1\thigh\n"), format!("{}score \"high\" is not a number", at("qrels/dev.tsv", 2)));
+        assert!(refused("qrels/dev.tsv", "h\nq1\td1\t0\n").ends_with("dev.tsv: no judgement with a score above 0: no query has a relevant document"));
+        assert_eq!(refused("corpus.jsonl", "{\"_id\": \"d1\", \"text\": \"a\"}\n{\"_id\": \"d1\", \"text\": \"b\"}\n"), format!("{}`_id` \"d1\" appears twice", at("corpus.jsonl", 2)));
+        assert_eq!(refused("queries.jsonl", "{\"text\": \"who?\"}\n"), format!("{}no `_id` (a string or a number)", at("queries.jsonl", 1)));
+        assert_eq!(refused("queries.jsonl", "{\"_id\": \"q1\", \"text\": \" \"}\n"), format!("{}`_id` \"q1\" has no `text`", at("queries.jsonl", 1)));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(read_retrieval_dir(&dir).unwrap_err().to_string().starts_with(&dir.join("queries.jsonl").display().to_string()));
     }
 }

@@ -32,7 +32,7 @@ mod rerank;
 pub(crate) mod run;
 mod tagging;
 pub use early_exit::{exit_curve, freeze_all_but_exits, EarlyExitDistillation, ExitPoint};
-pub use embedding::{check_loss, check_rows, no_duplicate_batches, RowsNeeded, Embedding, EmbeddingBatch, EmbeddingObjective, EmbeddingTraining, Evaluation, TextSet};
+pub use embedding::{check_loss, check_rows, corpus_scores, no_duplicate_batches, RowsNeeded, Embedding, EmbeddingBatch, EmbeddingObjective, EmbeddingTraining, Evaluation, RetrievalCorpus, TextSet};
 pub use run::{finetune, save_model, ColumnNames, FeatureLayer, FinetuneOptions, FinetuneTask, Finetuned, Init};
 pub use rerank::{Candidates, RerankBatch, RerankLoss, RerankTarget, RerankTraining, RERANK_METRICS};
 pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, QA_METRICS};

@@ -66,6 +66,13 @@ pub trait TrainTask {
         None
     }
 
+    /// Whether held-out `batch`'s loss counts in the held-out `loss`: not for a batch that only
+    /// carries texts for [`Self::held_out_scores`] (a retrieval corpus). Yes by default.
+    fn counts_in_loss(&self, batch: &Self::Batch) -> bool {
+        let _ = batch;
+        true
+    }
+
     /// Held-out metrics of reference predictors that need no model (the masked-LM tasks'
     /// `unigram_mlm_loss`: the loss of predicting every masked token by its frequency in the
     /// training text), printed at the start and logged with every evaluation, so that a run
@@ -672,9 +679,11 @@ impl Trainer {
         };
         let mut totals = MetricTotals::default();
         let mut predictions = Vec::new();
-        for (loss, metrics, predicted) in outputs {
+        for ((loss, metrics, predicted), batch) in outputs.into_iter().zip(batches) {
             totals.add(&metrics);
-            totals.add(&[Metric::mean("loss", loss, 1.0)]);
+            if task.counts_in_loss(batch) {
+                totals.add(&[Metric::mean("loss", loss, 1.0)]);
+            }
             predictions.extend(predicted);
         }
         let mut values = totals.summarise();

@@ -11,7 +11,10 @@
 //! - (anchor, positive[, negative…]) rows: `InformationRetrievalEvaluator` with the anchors as
 //!   queries, every positive and negative as the corpus and each anchor's positives as its
 //!   relevant documents (`cosine_ndcg@10`, `cosine_mrr@10`, `cosine_recall@k`, `cosine_map@100`,
-//!   …), and with (anchor, positive, negative) rows `TripletEvaluator`'s `cosine_accuracy`.
+//!   …), and with (anchor, positive, negative) rows `TripletEvaluator`'s `cosine_accuracy`;
+//! - a retrieval set of its own (queries, corpus and relevance judgements, as BEIR lays them
+//!   out: [`RetrievalCorpus`]): `InformationRetrievalEvaluator` over the whole corpus, the
+//!   held-out loss over the (query, relevant document) pairs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -150,6 +153,30 @@ pub struct EmbeddingBatch {
     /// The seed of the batch's dropout masks under a cached loss, which draws each
     /// mini-batch's masks twice, the same both times.
     pub seed: u64,
+    /// A held-out batch of retrieval-corpus documents alone (one column): embedded for the
+    /// metrics, without a loss.
+    pub documents: bool,
+}
+
+/// The corpus of a retrieval evaluation set, embedded at each evaluation: each document's id
+/// and tokens, and the ids of each held-out (query, relevant document) row.
+#[derive(Clone, Debug)]
+pub struct RetrievalCorpus {
+    /// Each document's id.
+    pub ids: Vec<String>,
+    /// Each document's tokens, truncated to the maximum length.
+    pub encoded: Vec<EncodedText>,
+    /// The query id and document id of each held-out row.
+    pub pair_ids: Vec<(String, String)>,
+}
+
+impl RetrievalCorpus {
+    /// Encode the corpus of `files` by `tokenizer`, truncated to `max_len` tokens.
+    pub fn encode(tokenizer: &Tokenizer, files: &sesame_text::text_rows::RetrievalFiles, max_len: usize) -> Result<Self, TokenizerError> {
+        let texts: Vec<&str> = files.corpus.iter().map(|(_, text)| text.as_str()).collect();
+        let encoded = tokenizer.encode_each(&texts, max_len, true)?;
+        Ok(Self { ids: files.corpus.iter().map(|(id, _)| id.clone()).collect(), encoded, pair_ids: files.pair_ids.clone() })
+    }
 }
 
 /// How the model turns a text into its embedding.
@@ -160,6 +187,9 @@ pub struct Embedding {
     /// Whether the pooled vector is L2-normalised.
     pub normalize: bool,
 }
+
+/// Each held-out row's embeddings (a vector per column) and each corpus document's.
+type HeldOutEmbeddings = (Vec<Vec<Vec<f32>>>, Vec<Vec<f32>>);
 
 /// One epoch's batches (rows of the training set), by the epoch's number.
 type EpochBatches = (u64, std::sync::Arc<Vec<Vec<usize>>>);
@@ -196,6 +226,8 @@ pub struct EmbeddingTraining<B> {
     objective: EmbeddingObjective,
     evaluation: Evaluation,
     batches: RowBatches,
+    /// The retrieval corpus of the held-out set, when it has its own.
+    corpus: Option<RetrievalCorpus>,
     model: std::marker::PhantomData<fn() -> B>,
 }
 
@@ -206,7 +238,13 @@ impl<B> EmbeddingTraining<B> {
         eval_order.sort_by_key(|&i| eval.encoded[i].first().map_or(0, EncodedText::len));
         let evaluation = Evaluation::of(&eval);
         let batches = RowBatches::new(train.len(), objective.batch_size, objective.seed, objective.no_duplicates);
-        Self { train, eval, eval_order, tokenizer, objective, evaluation, batches, model: std::marker::PhantomData }
+        Self { train, eval, eval_order, tokenizer, objective, evaluation, batches, corpus: None, model: std::marker::PhantomData }
+    }
+
+    /// Score retrieval over `corpus`, whose (query, relevant document) pairs are the held-out
+    /// rows, instead of over the rows' own documents.
+    pub fn with_corpus(self, corpus: RetrievalCorpus) -> Self {
+        Self { corpus: Some(corpus), ..self }
     }
 
     /// How the held-out rows are scored.
@@ -225,7 +263,7 @@ impl<B> EmbeddingTraining<B> {
         let encoded: Vec<&EncodedText> = (0..columns).flat_map(|c| rows.iter().map(move |&r| &set.encoded[r][c])).collect();
         let (input, tokens, _) = padded_input(&self.tokenizer, &encoded, device);
         let labels = set.labels.as_ref().map(|labels| rows.iter().map(|&r| labels[r] as f32).collect());
-        EmbeddingBatch { input, rows: rows.len(), columns, labels, tokens, held_out, seed }
+        EmbeddingBatch { input, rows: rows.len(), columns, labels, tokens, held_out, seed, documents: false }
     }
 
     /// The embeddings `[texts, d]` of `input`'s texts: pooled, normalised where the model
@@ -293,27 +331,49 @@ impl<B> EmbeddingTraining<B> {
         }
     }
 
-    /// Each held-out row's embeddings, a vector per column, from the held-out `predictions`;
-    /// `None` when they do not fit the rows.
-    fn held_out_embeddings(&self, predictions: &[TensorData]) -> Option<Vec<Vec<Vec<f32>>>> {
+    /// Each held-out row's embeddings, a vector per column, and each corpus document's (none
+    /// without a corpus), from the held-out `predictions`; `None` when they do not fit.
+    fn held_out_embeddings(&self, predictions: &[TensorData]) -> Option<HeldOutEmbeddings> {
         let columns = self.eval.columns.len();
         let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); self.eval.len()];
-        let mut order = self.eval_order.chunks(self.objective.batch_size);
-        for p in predictions {
-            let rows = order.next()?;
-            let [n, d] = p.shape()[..] else { return None };
-            if n != rows.len() * columns {
-                return None;
-            }
+        let mut batches = predictions.iter();
+        let vectors = |p: &TensorData, n: usize| -> Option<Vec<Vec<f32>>> {
+            let [rows, d] = p.shape()[..] else { return None };
             let values: Vec<f32> = p.clone().convert::<f32>().try_to_vec().ok()?;
-            for (c, column) in values.chunks(d * rows.len()).enumerate() {
-                for (&r, v) in rows.iter().zip(column.chunks(d)) {
+            (rows == n).then(|| values.chunks(d.max(1)).map(<[f32]>::to_vec).collect())
+        };
+        for rows in self.eval_order.chunks(self.objective.batch_size) {
+            let vectors = vectors(batches.next()?, rows.len() * columns)?;
+            for (c, column) in vectors.chunks(rows.len()).enumerate() {
+                for (&r, v) in rows.iter().zip(column) {
                     debug_assert_eq!(out[r].len(), c);
-                    out[r].push(v.to_vec());
+                    out[r].push(v.clone());
                 }
             }
         }
-        out.iter().all(|r| r.len() == columns).then_some(out)
+        let mut docs = vec![Vec::new(); self.corpus.as_ref().map_or(0, |c| c.ids.len())];
+        for chunk in self.corpus_order().chunks(self.objective.batch_size) {
+            for (&i, v) in chunk.iter().zip(vectors(batches.next()?, chunk.len())?) {
+                docs[i] = v;
+            }
+        }
+        (batches.next().is_none() && out.iter().all(|r| r.len() == columns)).then_some((out, docs))
+    }
+
+    /// The corpus documents in batch order (by length); none without a corpus.
+    fn corpus_order(&self) -> Vec<usize> {
+        let Some(corpus) = &self.corpus else { return Vec::new() };
+        let mut order: Vec<usize> = (0..corpus.encoded.len()).collect();
+        order.sort_by_key(|&i| corpus.encoded[i].len());
+        order
+    }
+
+    /// The held-out metrics of the rows' embeddings `rows` and the corpus documents' `docs`.
+    fn scores_of(&self, rows: &[Vec<Vec<f32>>], docs: &[Vec<f32>]) -> BTreeMap<String, f64> {
+        match &self.corpus {
+            Some(corpus) => corpus_scores(corpus, rows, docs),
+            None => scores(self.evaluation, &self.eval, rows),
+        }
     }
 }
 
@@ -414,12 +474,29 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
         self.batch(&self.train, &rows, false, mix_seeds(self.objective.seed, index), device)
     }
 
+    /// The held-out rows' batches, then the corpus documents' (one column each, without a loss).
     fn held_out_batches(&self, device: &Device) -> Vec<EmbeddingBatch> {
-        self.eval_order.chunks(self.objective.batch_size).map(|rows| self.batch(&self.eval, rows, true, 0, device)).collect()
+        let mut batches: Vec<EmbeddingBatch> = self.eval_order.chunks(self.objective.batch_size).map(|rows| self.batch(&self.eval, rows, true, 0, device)).collect();
+        if let Some(corpus) = &self.corpus {
+            for chunk in self.corpus_order().chunks(self.objective.batch_size) {
+                let encoded: Vec<&EncodedText> = chunk.iter().map(|&i| &corpus.encoded[i]).collect();
+                let (input, tokens, _) = padded_input(&self.tokenizer, &encoded, device);
+                batches.push(EmbeddingBatch { input, rows: chunk.len(), columns: 1, labels: None, tokens, held_out: true, seed: 0, documents: true });
+            }
+        }
+        batches
+    }
+
+    fn counts_in_loss(&self, batch: &EmbeddingBatch) -> bool {
+        !batch.documents
     }
 
     fn step(&self, model: &B, batch: EmbeddingBatch) -> StepOutput {
+        let device = batch.input.input_ids.device();
         let pooled = self.embed(model, batch.input);
+        if batch.documents {
+            return StepOutput { loss: Tensor::zeros([1], &device), metrics: Vec::new(), tokens: batch.tokens, predictions: Some(pooled.into_data()) };
+        }
         let b = batch.rows;
         let columns: Vec<Tensor<2>> = (0..batch.columns).map(|c| pooled.clone().narrow(0, c * b, b)).collect();
         // The columns and labels were checked against the loss before training.
@@ -437,23 +514,26 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
     /// each text's counts of its tokens (special tokens left out), compared by their cosine
     /// (`token_overlap_cosine_ndcg@10`, …). Fine-tuning should end above it.
     fn baselines(&self) -> BTreeMap<String, f64> {
-        let texts: Vec<&EncodedText> = self.eval.encoded.iter().flatten().collect();
+        let documents: Vec<&EncodedText> = self.corpus.iter().flat_map(|c| &c.encoded).collect();
+        let texts: Vec<&EncodedText> = self.eval.encoded.iter().flatten().chain(documents.iter().copied()).collect();
         let mut counts = token_counts(&self.tokenizer, &texts).into_iter();
         let rows: Vec<Vec<Vec<f32>>> = self.eval.encoded.iter().map(|row| counts.by_ref().take(row.len()).collect()).collect();
+        let docs: Vec<Vec<f32>> = counts.collect();
         let metric = self.evaluation.default_metric();
-        scores(self.evaluation, &self.eval, &rows).remove(metric).map(|v| BTreeMap::from([(format!("token_overlap_{metric}"), v)])).unwrap_or_default()
+        self.scores_of(&rows, &docs).remove(metric).map(|v| BTreeMap::from([(format!("token_overlap_{metric}"), v)])).unwrap_or_default()
     }
 
     /// The evaluation's metrics of the whole embeddings and, with Matryoshka dimensions, each
     /// metric again of the embeddings cut to each smaller dimension `d`, named `dim_{d}_…` as
     /// sentence-transformers names them with `truncate_dim`.
     fn held_out_scores(&self, predictions: &[TensorData]) -> BTreeMap<String, f64> {
-        let Some(rows) = self.held_out_embeddings(predictions) else { return BTreeMap::new() };
-        let mut out = scores(self.evaluation, &self.eval, &rows);
+        let Some((rows, docs)) = self.held_out_embeddings(predictions) else { return BTreeMap::new() };
+        let mut out = self.scores_of(&rows, &docs);
         let width = rows.first().and_then(|r| r.first()).map_or(0, Vec::len);
         for d in self.objective.matryoshka.iter().flat_map(|m| m.dims.iter().map(|&(d, _)| d)).filter(|&d| d < width) {
             let cut: Vec<Vec<Vec<f32>>> = rows.iter().map(|r| r.iter().map(|v| v[..d].to_vec()).collect()).collect();
-            out.extend(scores(self.evaluation, &self.eval, &cut).into_iter().map(|(name, value)| (format!("dim_{d}_{name}"), value)));
+            let cut_docs: Vec<Vec<f32>> = docs.iter().map(|v| v[..d].to_vec()).collect();
+            out.extend(self.scores_of(&cut, &cut_docs).into_iter().map(|(name, value)| (format!("dim_{d}_{name}"), value)));
         }
         out
     }
@@ -590,15 +670,7 @@ pub fn scores(evaluation: Evaluation, set: &TextSet, rows: &[Vec<Vec<f32>>]) -> 
                 });
                 queries[q].1.insert(texts[1].clone());
             }
-            let rankings: Vec<Ranking> = queries.iter().map(|(q, _)| corpus.iter().map(|(id, d)| (id.to_string(), cosine(q, d))).collect()).collect();
-            let relevant: Vec<HashSet<String>> = queries.into_iter().map(|(_, r)| r).collect();
-            if let Ok(s) = retrieval_scores(&rankings, &relevant, &Cutoffs::default()) {
-                for (name, values) in [("accuracy", &s.accuracy), ("precision", &s.precision), ("recall", &s.recall), ("mrr", &s.mrr), ("ndcg", &s.ndcg), ("map", &s.map)] {
-                    for (k, v) in values {
-                        out.insert(format!("cosine_{name}@{k}"), *v);
-                    }
-                }
-            }
+            out.extend(retrieval_metrics(&queries, &corpus));
             if triplets {
                 let nearer = rows.iter().filter(|r| cosine(&r[0], &r[1]) > cosine(&r[0], &r[2])).count();
                 out.insert("cosine_accuracy".into(), nearer as f64 / rows.len().max(1) as f64);
@@ -654,4 +726,38 @@ mod tests {
         assert!((scores["cosine_mrr@10"] - (1.0 + 1.0 + 1.0 / 3.0) / 3.0).abs() < 1e-12, "{scores:?}");
         assert_eq!(scores["cosine_recall@3"], 1.0);
     }
+}
+
+/// `InformationRetrievalEvaluator`'s metrics (`cosine_ndcg@10`, …) of `queries` (each
+/// embedding and its relevant documents' ids) ranking every document of `corpus` (id and
+/// embedding) by cosine.
+fn retrieval_metrics(queries: &[(&[f32], HashSet<String>)], corpus: &[(&str, &[f32])]) -> BTreeMap<String, f64> {
+    let rankings: Vec<Ranking> = queries.iter().map(|(q, _)| corpus.iter().map(|(id, d)| (id.to_string(), cosine(q, d))).collect()).collect();
+    let relevant: Vec<HashSet<String>> = queries.iter().map(|(_, r)| r.clone()).collect();
+    let mut out = BTreeMap::new();
+    if let Ok(s) = retrieval_scores(&rankings, &relevant, &Cutoffs::default()) {
+        for (name, values) in [("accuracy", &s.accuracy), ("precision", &s.precision), ("recall", &s.recall), ("mrr", &s.mrr), ("ndcg", &s.ndcg), ("map", &s.map)] {
+            for (k, v) in values {
+                out.insert(format!("cosine_{name}@{k}"), *v);
+            }
+        }
+    }
+    out
+}
+
+/// The retrieval metrics of a held-out set with its own corpus: each query (its embedding from
+/// its first row, `rows[r][0]`) ranks every document of `corpus` (embeddings `docs`), its
+/// relevant documents those its rows pair it with.
+pub fn corpus_scores(corpus: &RetrievalCorpus, rows: &[Vec<Vec<f32>>], docs: &[Vec<f32>]) -> BTreeMap<String, f64> {
+    let mut queries: Vec<(&[f32], HashSet<String>)> = Vec::new();
+    let mut query_index: HashMap<&str, usize> = HashMap::new();
+    for ((query, doc), row) in corpus.pair_ids.iter().zip(rows) {
+        let q = *query_index.entry(query.as_str()).or_insert_with(|| {
+            queries.push((row[0].as_slice(), HashSet::new()));
+            queries.len() - 1
+        });
+        queries[q].1.insert(doc.clone());
+    }
+    let documents: Vec<(&str, &[f32])> = corpus.ids.iter().map(String::as_str).zip(docs.iter().map(Vec::as_slice)).collect();
+    retrieval_metrics(&queries, &documents)
 }

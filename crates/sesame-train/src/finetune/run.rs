@@ -31,7 +31,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, check_rows, Candidates, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, RerankLoss, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, RerankLoss, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -124,7 +124,8 @@ pub struct FinetuneOptions {
     pub task: FinetuneTask,
     /// Training rows: CSV or TSV with a header, JSON lines; CoNLL for tagging; SQuAD's JSON for QA.
     pub train: PathBuf,
-    /// Evaluation rows, in the same form.
+    /// Evaluation rows, in the same form; for [`FinetuneTask::Embed`] also a retrieval set, a
+    /// directory in BEIR's layout (`sesame_text::text_rows::read_retrieval_dir`).
     pub eval: PathBuf,
     /// Run directory: checkpoints in `run/`, `eval_results.json`, the exported model in `model/`.
     pub out: PathBuf,
@@ -657,7 +658,17 @@ fn finetune_qa<M: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Resul
 /// normalisation and `max_seq_length` kept when it is one).
 fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let read = |path: &Path| sesame_text::text_rows::read_text_rows(path).map_err(|e| e.to_string());
-    let (train_rows, eval_rows) = (read(&job.train)?, read(&job.eval)?);
+    let train_rows = read(&job.train)?;
+    // A directory is a retrieval set in BEIR's layout: its (query, relevant document) pairs
+    // are the held-out rows, and retrieval is scored over its whole corpus.
+    let retrieval = match job.eval.is_dir() {
+        true => Some(sesame_text::text_rows::read_retrieval_dir(&job.eval).map_err(|e| e.to_string())?),
+        false => None,
+    };
+    let eval_rows = match &retrieval {
+        Some(files) => files.pairs.clone(),
+        None => read(&job.eval)?,
+    };
     let (tokenizer, config, seq_len) = load_start::<B>(job)?;
     let sentence = SentenceTransformerConfig::from_dir(&job.model).map_err(|e| e.to_string())?;
     let width = B::classifier_sizes(&config).hidden_size;
@@ -696,21 +707,26 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
     let encode = |rows: &sesame_text::text_rows::TextRows| TextSet::encode(&tokenizer, rows, seq_len).map_err(|e| format!("{}: {e}", rows.path.display()));
     let (train, eval) = (encode(&train_rows)?, encode(&eval_rows)?);
     check_loss(&loss, matryoshka.as_ref(), &train, width, &job.train, &device)?;
-    check_loss(&loss, matryoshka.as_ref(), &eval, width, &job.eval, &device)?;
+    check_loss(&loss, matryoshka.as_ref(), &eval, width, &eval_rows.path, &device)?;
     let mini_batch_size = kind.cached().then(|| job.mini_batch_size.unwrap_or(32));
     let objective = EmbeddingObjective { embedding, loss: loss.clone(), matryoshka, batch_size: job.batch_size, seed: job.seed, no_duplicates: kind.in_batch_negatives(), mini_batch_size };
-    let task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), objective);
+    let mut task = EmbeddingTraining::<B>::new(train, eval, tokenizer.clone(), objective);
+    if let Some(files) = &retrieval {
+        let corpus = RetrievalCorpus::encode(&tokenizer, files, seq_len).map_err(|e| format!("{}: {e}", job.eval.join("corpus.jsonl").display()))?;
+        task = task.with_corpus(corpus);
+    }
     let evaluation = task.evaluation();
     // Each metric again at each smaller Matryoshka dimension (`dim_64_cosine_ndcg@10`).
     let dims: Vec<String> = job.matryoshka_dims.iter().filter(|&&d| d < width).flat_map(|d| evaluation.metric_names().into_iter().skip(1).map(move |m| format!("dim_{d}_{m}"))).collect();
     let names: Vec<&str> = evaluation.metric_names().into_iter().chain(dims.iter().map(String::as_str)).collect();
     let metric = best_metric(job, &format!("embedding evaluation on {}", evaluation.name()), &names, evaluation.default_metric())?;
     let what = format!(
-        "{} training rows of {:?}, {} evaluation rows ({}); {}{}, {:?} pooling{}, {seq_len} tokens",
+        "{} training rows of {:?}, {} evaluation rows ({}{}); {}{}, {:?} pooling{}, {seq_len} tokens",
         train_rows.rows.len(),
         train_rows.columns,
         eval_rows.rows.len(),
         evaluation.name(),
+        retrieval.as_ref().map_or(String::new(), |f| format!(" over a corpus of {} documents, judgements {}", f.corpus.len(), f.pairs.path.display())),
         loss_name,
         if job.matryoshka_dims.is_empty() { String::new() } else { format!(" over dimensions {:?}", job.matryoshka_dims) },
         embedding.pooling,
