@@ -30,8 +30,41 @@ impl DropoutConfig {
     }
 }
 
+std::thread_local! {
+    /// Whether dropout acts on a device without autodiff too ([`with_training_dropout`]).
+    static WITHOUT_AUTODIFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f()` with every [`Dropout`] acting as in training on this thread even on a device without
+/// autodiff: a forward pass that draws the masks a training pass draws, without building the
+/// autodiff graph (GradCache's first pass, whose activations are not kept).
+pub fn with_training_dropout<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WITHOUT_AUTODIFF.with(|w| w.set(self.0));
+        }
+    }
+    let _restore = Restore(WITHOUT_AUTODIFF.with(|w| w.replace(true)));
+    f()
+}
+
+/// `model` with its parameters off autodiff but its flags as they are (where `valid()` clears
+/// the flags, and so its dropout): with [`with_training_dropout`], a forward pass that draws
+/// the masks of training without building a graph.
+pub fn without_autodiff<M: Module>(model: M) -> M {
+    struct WithoutAutodiff;
+    impl burn::module::ModuleMapper for WithoutAutodiff {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            param.map(Tensor::without_autodiff)
+        }
+    }
+    model.map(&mut WithoutAutodiff)
+}
+
 /// Zeroes elements at random with probability `prob` during training and scales the rest by
-/// `1 / (1 - prob)`; the identity in inference (no autodiff device, or the flag cleared).
+/// `1 / (1 - prob)`; the identity in inference (no autodiff device outside
+/// [`with_training_dropout`], or the flag cleared).
 #[derive(Module, Debug)]
 pub struct Dropout {
     /// Probability of zeroing an element.
@@ -43,7 +76,7 @@ pub struct Dropout {
 impl Dropout {
     /// Whether this layer changes its input on `device` (training flag, autodiff device, p > 0).
     pub fn is_active(&self, device: &Device) -> bool {
-        self.prob > 0.0 && self.training.is_enabled() && device.is_autodiff()
+        self.prob > 0.0 && self.training.is_enabled() && (device.is_autodiff() || WITHOUT_AUTODIFF.with(std::cell::Cell::get))
     }
 
     /// `input` with dropout applied. Shapes: `[..., any]` → the same.
@@ -86,5 +119,37 @@ mod tests {
         // Inference and p = 0 leave the input as it is.
         let x = Tensor::<2>::ones([4, 4], &device.clone().without_autodiff());
         assert_eq!(dropout.forward(x.clone()).into_data(), x.into_data());
+    }
+
+    #[derive(Module, Debug)]
+    struct Tiny {
+        weight: Param<Tensor<2>>,
+        dropout: Dropout,
+    }
+
+    impl Tiny {
+        fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+            self.dropout.forward(x.matmul(self.weight.val()))
+        }
+    }
+
+    /// GradCache's first pass: the model off autodiff, under `with_training_dropout`, gives what
+    /// the training pass gives from the same stream, without a graph; without it, no dropout.
+    #[test]
+    fn a_model_off_autodiff_under_training_dropout_draws_the_training_masks() {
+        let device = Device::flex().autodiff();
+        let weight = Tensor::<2>::from_data(TensorData::new((0..48).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect::<Vec<f32>>(), [6, 8]), &device).require_grad();
+        let model = Tiny { weight: Param::from_tensor(weight), dropout: DropoutConfig::new(0.3).init() };
+        let x = Tensor::<2>::from_data(TensorData::new((0..30).map(|i| (i % 5) as f32 - 1.0).collect::<Vec<f32>>(), [5, 6]), &device);
+        let values = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().unwrap();
+        let trained = with_stream(3, || model.forward(x.clone()));
+        let inner = without_autodiff(model.clone());
+        let x_inner = x.clone().without_autodiff();
+        let first = with_stream(3, || with_training_dropout(|| inner.forward(x_inner.clone())));
+        assert!(!first.is_autodiff() && inner.dropout.training.is_enabled());
+        assert_eq!(values(first), values(trained.clone()));
+        let plain = values(with_stream(3, || inner.forward(x_inner.clone())));
+        assert_eq!(plain, values(x.matmul(model.weight.val())));
+        assert_ne!(plain, values(trained));
     }
 }

@@ -32,6 +32,7 @@ use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use sesame_layers::attention::row_index;
+use sesame_layers::dropout::{with_training_dropout, without_autodiff};
 use sesame_layers::random::with_stream;
 
 use super::{epoch_batch, padded_input};
@@ -284,8 +285,8 @@ impl<B> EmbeddingTraining<B> {
 
     /// GradCache (sentence-transformers' `Cached…` losses): the loss of the whole batch, and
     /// its gradients times `scale`, with only `mini` texts' activations held at a time by each
-    /// of up to `threads` threads. The embeddings are computed a mini-batch at a time without a
-    /// graph; the loss's gradient with respect to them is taken; then each mini-batch runs
+    /// of up to `threads` threads. The embeddings are computed a mini-batch at a time without
+    /// autodiff (dropout acting as in training); the loss's gradient with respect to them is taken; then each mini-batch runs
     /// again, its dropout masks drawn as the first time, and back-propagates that gradient.
     /// The mini-batches run through [`run_micro_batches`], each drawing its masks from its own
     /// stream, so that the result does not depend on `threads`.
@@ -298,27 +299,45 @@ impl<B> EmbeddingTraining<B> {
         let count = parts.len() as u64;
         let masks = |part: u64| mix_seeds(batch.seed, part);
         let device = batch.input.input_ids.device();
-        let run = |part: u64, model: &B| {
+        let input = |part: u64| {
             let (start, len) = parts[part as usize];
             let rows: Vec<usize> = (start..start + len).collect();
-            with_stream(masks(part), || self.embed(model, batch.input.select_rows(&row_index(&rows, &device))))
+            batch.input.select_rows(&row_index(&rows, &device))
         };
-        let cached = run_micro_batches(model, count, threads, batch.seed, |part, replica| run(part, replica).detach());
-        let embeddings = Tensor::cat(cached, 0).require_grad();
+        let run = |part: u64, model: &B, input: EncoderInput| with_stream(masks(part), || self.embed(model, input));
+        // Without autodiff, so that no graph holds a mini-batch's activations, but with the
+        // dropout masks of the second pass (the model keeps its training flags).
+        let inference = without_autodiff(model.clone());
+        let cached = run_micro_batches(&inference, count, threads, batch.seed, |part, replica| {
+            // An embedding batch is ids, padding mask and segment ids.
+            let on_autodiff = input(part);
+            let mut inner = EncoderInput::new(on_autodiff.input_ids.without_autodiff());
+            inner.attention_mask = on_autodiff.attention_mask.map(Tensor::without_autodiff);
+            inner.token_type_ids = on_autodiff.token_type_ids.map(Tensor::without_autodiff);
+            with_training_dropout(|| run(part, replica, inner))
+        });
+        let embeddings = Tensor::cat(cached, 0).autodiff().require_grad();
         let b = batch.rows;
         let columns: Vec<Tensor<2>> = (0..batch.columns).map(|c| embeddings.clone().narrow(0, c * b, b)).collect();
         // The columns and labels were checked against the loss before training.
         let loss = self.loss_of(&columns, batch.labels.as_deref()).unwrap_or_else(|e| panic!("{e}"));
         let gradient = embeddings.grad(&loss.backward()).expect("the loss depends on every embedding").mul_scalar(scale);
         let upstream: Vec<Tensor<2>> = parts.iter().map(|&(start, len)| gradient.clone().narrow(0, start, len)).collect();
-        let part_grads = run_micro_batches(model, count, threads, batch.seed, |part, replica| {
-            // A constant of the second pass's graph, where it stays on the device.
-            let surrogate = (run(part, replica) * upstream[part as usize].clone().autodiff()).sum();
-            GradientsParams::from_grads(surrogate.backward(), replica)
-        });
+        // `threads` mini-batches at a time, their gradients summed in order before the next
+        // ones run: a step holds `threads` gradients, not one per mini-batch.
         let mut grads = GradientsAccumulator::<B>::new();
-        for part in part_grads {
-            grads.accumulate(model, part);
+        let rounds: Vec<u64> = (0..count).step_by(threads.max(1)).collect();
+        for start in rounds {
+            let round = (count - start).min(threads.max(1) as u64);
+            let part_grads = run_micro_batches(model, round, threads, batch.seed, |i, replica| {
+                let part = start + i;
+                // A constant of the second pass's graph, where it stays on the device.
+                let surrogate = (run(part, replica, input(part)) * upstream[part as usize].clone().autodiff()).sum();
+                GradientsParams::from_grads(surrogate.backward(), replica)
+            });
+            for part in part_grads {
+                grads.accumulate(model, part);
+            }
         }
         (StepOutput { loss: loss.detach(), metrics: Vec::new(), tokens: batch.tokens, predictions: None }, grads.grads())
     }
@@ -493,7 +512,19 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
 
     fn step(&self, model: &B, batch: EmbeddingBatch) -> StepOutput {
         let device = batch.input.input_ids.device();
-        let pooled = self.embed(model, batch.input);
+        let pooled = match self.objective.mini_batch_size {
+            // A cached loss's held-out batches (no autodiff: their step is not back-propagated)
+            // are embedded a mini-batch at a time too, so that they fit where training does.
+            Some(mini) if !device.is_autodiff() => {
+                let texts = batch.input.input_ids.dims()[0];
+                let parts = (0..texts).step_by(mini).map(|start| {
+                    let rows: Vec<usize> = (start..texts.min(start + mini)).collect();
+                    self.embed(model, batch.input.select_rows(&row_index(&rows, &device)))
+                });
+                Tensor::cat(parts.collect(), 0)
+            }
+            _ => self.embed(model, batch.input),
+        };
         if batch.documents {
             return StepOutput { loss: Tensor::zeros([1], &device), metrics: Vec::new(), tokens: batch.tokens, predictions: Some(pooled.into_data()) };
         }
