@@ -286,8 +286,9 @@ impl<B> EmbeddingTraining<B> {
     /// GradCache (sentence-transformers' `Cached…` losses): the loss of the whole batch, and
     /// its gradients times `scale`, with only `mini` texts' activations held at a time by each
     /// of up to `threads` threads. The embeddings are computed a mini-batch at a time without
-    /// autodiff (dropout acting as in training); the loss's gradient with respect to them is taken; then each mini-batch runs
-    /// again, its dropout masks drawn as the first time, and back-propagates that gradient.
+    /// autodiff (dropout acting as in training); the loss's gradient with respect to them is
+    /// taken; then each mini-batch runs again, its dropout masks drawn as the first time, and
+    /// back-propagates that gradient.
     /// The mini-batches run through [`run_micro_batches`], each drawing its masks from its own
     /// stream, so that the result does not depend on `threads`.
     fn step_cached(&self, model: &B, batch: &EmbeddingBatch, mini: usize, scale: f64, threads: usize) -> (StepOutput, GradientsParams)
