@@ -234,7 +234,8 @@ impl<B: Backbone> ServedModel for Embedder<B> {
             let texts = missing.iter().filter_map(|i| i.text()).collect::<Vec<&str>>();
             Ok(self.tokenizer.encode_each(&texts, max_len, true)?)
         };
-        let encoded = complete(&inputs.iter().collect::<Vec<_>>(), &encoded.iter().map(Option::as_ref).collect::<Vec<_>>(), encode)?;
+        let given: Vec<Option<&EncodedText>> = (0..inputs.len()).map(|i| encoded.get(i).and_then(Option::as_ref)).collect();
+        let encoded = complete(&inputs.iter().collect::<Vec<_>>(), &given, encode)?;
         let vectors = crate::embed_encoded(&self.model, &self.config, &self.tokenizer, &encoded, self.options)?;
         Ok(vectors.into_iter().map(Output::Embedding).collect())
     }
