@@ -305,17 +305,10 @@ fn check_task(app: &App, route: &str, wanted: Task) -> Result<(), ApiError> {
 /// reads it (what the batch budget counts), and its encoding where it fits the model (what the
 /// model then reads instead of tokenizing the text again).
 pub(crate) struct Counted {
-    /// Tokens per input, truncated to the model's length, at least 1.
-    pub tokens: Vec<usize>,
+    /// The tokens of every input, each truncated to the model's length and at least 1.
+    pub tokens: usize,
     /// Each input's whole encoding, `None` where it is longer than the model reads.
     pub encoded: Vec<Option<sesame_text::EncodedText>>,
-}
-
-impl Counted {
-    /// The tokens of every input.
-    fn total(&self) -> usize {
-        self.tokens.iter().sum()
-    }
 }
 
 /// Check the inputs of a request and tokenize them as the model will read them: refuses an
@@ -351,7 +344,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
             return Err(ApiError::too_large(format!("`{field}[{i}]` has {} tokens, more than the model's {limit}; shorten it or set `truncate`", e.len())));
         }
     }
-    let tokens = encoded.iter().map(|e| e.len().min(limit).max(1)).collect();
+    let tokens = encoded.iter().map(|e| e.len().min(limit).max(1)).sum();
     let encoded = encoded.into_iter().map(|e| (e.len() <= limit).then_some(e)).collect();
     Ok(Counted { tokens, encoded })
 }
@@ -359,7 +352,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
 /// Queue `inputs` and wait for their outputs.
 async fn run(app: &App, inputs: Vec<Input>, counted: Counted) -> Result<Vec<Output>, ApiError> {
     let (reply, outputs) = oneshot::channel();
-    let job = Job { inputs, tokens: counted.total(), encoded: counted.encoded, queued: Instant::now(), reply };
+    let job = Job { inputs, tokens: counted.tokens, encoded: counted.encoded, queued: Instant::now(), reply };
     app.queue.send(Work::Batch(job)).map_err(|_| shutting_down())?;
     let ran = outputs.await.map_err(|_| shutting_down())??;
     crate::observe::record(|t| {
@@ -427,7 +420,7 @@ pub(crate) async fn openai_embeddings(State(app): State<Arc<App>>, body: Result<
     check_dimensions(&app, request.dimensions, "dimensions")?;
     let inputs = request.input.into_inputs();
     let tokens = tokens_of(&app, &inputs, false, "input").await?;
-    let total = tokens.total();
+    let total = tokens.tokens;
     let outputs = run(&app, inputs, tokens).await?;
     let base64 = matches!(request.encoding_format, Some(EncodingFormat::Base64));
     let data = embeddings(outputs, request.dimensions, true)

@@ -118,9 +118,10 @@ pub(crate) fn panic_reason(payload: Box<dyn std::any::Any + Send>) -> String {
 /// Run `jobs` as one batch of `tokens` tokens and send each its outputs. When the model
 /// refuses the batch, each job runs alone, so that one request's bad input fails that request
 /// only.
-fn answer(model: &dyn ServedModel, jobs: Vec<Job>, tokens: usize, metrics: &Metrics) {
+fn answer(model: &dyn ServedModel, mut jobs: Vec<Job>, tokens: usize, metrics: &Metrics) {
     let inputs: Vec<Input> = jobs.iter().flat_map(|job| job.inputs.iter().cloned()).collect();
-    let encoded: Vec<Option<sesame_text::EncodedText>> = jobs.iter().flat_map(|job| job.encoded.iter().cloned()).collect();
+    // Moved, not copied: a job run again alone after its batch failed is tokenized again.
+    let encoded: Vec<Option<sesame_text::EncodedText>> = jobs.iter_mut().flat_map(|job| std::mem::take(&mut job.encoded)).collect();
     let started = Instant::now();
     let waited = jobs.iter().map(|job| started - job.queued).sum();
     let result = match catch_unwind(AssertUnwindSafe(|| model.run_encoded(&inputs, &encoded))) {
