@@ -295,16 +295,10 @@ impl<B> EmbeddingTraining<B> {
     where
         B: Backbone,
     {
-        let texts = batch.columns * batch.rows;
-        let parts: Vec<(usize, usize)> = (0..texts).step_by(mini).map(|start| (start, mini.min(texts - start))).collect();
+        let parts = mini_batches(batch.columns * batch.rows, mini);
         let count = parts.len() as u64;
         let masks = |part: u64| mix_seeds(batch.seed, part);
-        let device = batch.input.input_ids.device();
-        let input = |part: u64| {
-            let (start, len) = parts[part as usize];
-            let rows: Vec<usize> = (start..start + len).collect();
-            batch.input.select_rows(&row_index(&rows, &device))
-        };
+        let input = |part: u64| rows_of(&batch.input, parts[part as usize]);
         let run = |part: u64, model: &B, input: EncoderInput| with_stream(masks(part), || self.embed(model, input));
         // Without autodiff, so that no graph holds a mini-batch's activations, but with the
         // dropout masks of the second pass (the model keeps its training flags).
@@ -517,12 +511,8 @@ impl<B: Backbone> TrainTask for EmbeddingTraining<B> {
             // A cached loss's held-out batches (no autodiff: their step is not back-propagated)
             // are embedded a mini-batch at a time too, so that they fit where training does.
             Some(mini) if !device.is_autodiff() => {
-                let texts = batch.input.input_ids.dims()[0];
-                let parts = (0..texts).step_by(mini).map(|start| {
-                    let rows: Vec<usize> = (start..texts.min(start + mini)).collect();
-                    self.embed(model, batch.input.select_rows(&row_index(&rows, &device)))
-                });
-                Tensor::cat(parts.collect(), 0)
+                let parts = mini_batches(batch.input.input_ids.dims()[0], mini);
+                Tensor::cat(parts.into_iter().map(|part| self.embed(model, rows_of(&batch.input, part))).collect(), 0)
             }
             _ => self.embed(model, batch.input),
         };
@@ -712,6 +702,51 @@ pub fn scores(evaluation: Evaluation, set: &TextSet, rows: &[Vec<Vec<f32>>]) -> 
     out
 }
 
+/// `InformationRetrievalEvaluator`'s metrics (`cosine_ndcg@10`, …) of `queries` (each
+/// embedding and its relevant documents' ids) ranking every document of `corpus` (id and
+/// embedding) by cosine.
+fn retrieval_metrics(queries: &[(&[f32], HashSet<String>)], corpus: &[(&str, &[f32])]) -> BTreeMap<String, f64> {
+    let rankings: Vec<Ranking> = queries.iter().map(|(q, _)| corpus.iter().map(|(id, d)| (id.to_string(), cosine(q, d))).collect()).collect();
+    let relevant: Vec<HashSet<String>> = queries.iter().map(|(_, r)| r.clone()).collect();
+    let mut out = BTreeMap::new();
+    if let Ok(s) = retrieval_scores(&rankings, &relevant, &Cutoffs::default()) {
+        for (name, values) in [("accuracy", &s.accuracy), ("precision", &s.precision), ("recall", &s.recall), ("mrr", &s.mrr), ("ndcg", &s.ndcg), ("map", &s.map)] {
+            for (k, v) in values {
+                out.insert(format!("cosine_{name}@{k}"), *v);
+            }
+        }
+    }
+    out
+}
+
+/// The retrieval metrics of a held-out set with its own corpus: each query (its embedding from
+/// its first row, `rows[r][0]`) ranks every document of `corpus` (embeddings `docs`), its
+/// relevant documents those its rows pair it with.
+pub fn corpus_scores(corpus: &RetrievalCorpus, rows: &[Vec<Vec<f32>>], docs: &[Vec<f32>]) -> BTreeMap<String, f64> {
+    let mut queries: Vec<(&[f32], HashSet<String>)> = Vec::new();
+    let mut query_index: HashMap<&str, usize> = HashMap::new();
+    for ((query, doc), row) in corpus.pair_ids.iter().zip(rows) {
+        let q = *query_index.entry(query.as_str()).or_insert_with(|| {
+            queries.push((row[0].as_slice(), HashSet::new()));
+            queries.len() - 1
+        });
+        queries[q].1.insert(doc.clone());
+    }
+    let documents: Vec<(&str, &[f32])> = corpus.ids.iter().map(String::as_str).zip(docs.iter().map(Vec::as_slice)).collect();
+    retrieval_metrics(&queries, &documents)
+}
+
+/// The mini-batches of a cached loss: `(start, len)` of `texts` texts, `mini` at a time.
+fn mini_batches(texts: usize, mini: usize) -> Vec<(usize, usize)> {
+    (0..texts).step_by(mini).map(|start| (start, mini.min(texts - start))).collect()
+}
+
+/// Texts `start..start + len` of `input`.
+fn rows_of(input: &EncoderInput, (start, len): (usize, usize)) -> EncoderInput {
+    let rows: Vec<usize> = (start..start + len).collect();
+    input.select_rows(&row_index(&rows, &input.input_ids.device()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,38 +793,4 @@ mod tests {
         assert!((scores["cosine_mrr@10"] - (1.0 + 1.0 + 1.0 / 3.0) / 3.0).abs() < 1e-12, "{scores:?}");
         assert_eq!(scores["cosine_recall@3"], 1.0);
     }
-}
-
-/// `InformationRetrievalEvaluator`'s metrics (`cosine_ndcg@10`, …) of `queries` (each
-/// embedding and its relevant documents' ids) ranking every document of `corpus` (id and
-/// embedding) by cosine.
-fn retrieval_metrics(queries: &[(&[f32], HashSet<String>)], corpus: &[(&str, &[f32])]) -> BTreeMap<String, f64> {
-    let rankings: Vec<Ranking> = queries.iter().map(|(q, _)| corpus.iter().map(|(id, d)| (id.to_string(), cosine(q, d))).collect()).collect();
-    let relevant: Vec<HashSet<String>> = queries.iter().map(|(_, r)| r.clone()).collect();
-    let mut out = BTreeMap::new();
-    if let Ok(s) = retrieval_scores(&rankings, &relevant, &Cutoffs::default()) {
-        for (name, values) in [("accuracy", &s.accuracy), ("precision", &s.precision), ("recall", &s.recall), ("mrr", &s.mrr), ("ndcg", &s.ndcg), ("map", &s.map)] {
-            for (k, v) in values {
-                out.insert(format!("cosine_{name}@{k}"), *v);
-            }
-        }
-    }
-    out
-}
-
-/// The retrieval metrics of a held-out set with its own corpus: each query (its embedding from
-/// its first row, `rows[r][0]`) ranks every document of `corpus` (embeddings `docs`), its
-/// relevant documents those its rows pair it with.
-pub fn corpus_scores(corpus: &RetrievalCorpus, rows: &[Vec<Vec<f32>>], docs: &[Vec<f32>]) -> BTreeMap<String, f64> {
-    let mut queries: Vec<(&[f32], HashSet<String>)> = Vec::new();
-    let mut query_index: HashMap<&str, usize> = HashMap::new();
-    for ((query, doc), row) in corpus.pair_ids.iter().zip(rows) {
-        let q = *query_index.entry(query.as_str()).or_insert_with(|| {
-            queries.push((row[0].as_slice(), HashSet::new()));
-            queries.len() - 1
-        });
-        queries[q].1.insert(doc.clone());
-    }
-    let documents: Vec<(&str, &[f32])> = corpus.ids.iter().map(String::as_str).zip(docs.iter().map(Vec::as_slice)).collect();
-    retrieval_metrics(&queries, &documents)
 }
