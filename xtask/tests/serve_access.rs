@@ -193,11 +193,17 @@ fn serve_closes_connections_whose_headers_come_too_slowly_or_idle_past_the_timeo
 #[test]
 fn serve_answers_503_past_max_connections_only_when_all_are_busy() {
     let server = Server::start(&fill_mask_model(), &["--max-connections", "2", "--max-concurrent-requests", "8"]);
-    // Two clients in the middle of sending their bodies: both connections are busy.
+    // Two clients in the middle of sending their bodies: both connections are busy. Each waits
+    // for the server's `100 Continue`, sent once the handler reads the body, so that neither is
+    // still an unread (idle) head when the probes below arrive.
     let busy: Vec<TcpStream> = (0..2)
         .map(|_| {
             let mut stream = connect(&server);
-            write!(stream, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"inputs\"").unwrap();
+            write!(stream, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\nExpect: 100-continue\r\n\r\n").unwrap();
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            assert!(line.starts_with("HTTP/1.1 100"), "{line}");
+            write!(stream, "{{\"inputs\"").unwrap();
             stream
         })
         .collect();
