@@ -1800,10 +1800,72 @@ def make_embedding():
     (out / "retrieval.json").write_text(json.dumps(retrieval, indent=1) + "\n")
 
 
+def make_rerank_losses():
+    """fixtures/embedding/rerank_losses.json: sentence-transformers' listwise cross-encoder losses
+    (ListNetLoss, ListMLELoss, PListMLELoss, LambdaLoss with each weighting scheme, RankNetLoss)
+    on fixed logits of lists of different lengths, with ties among the labels and labels of 0
+    to 3, and the gradient of every logit. The losses run their own forward: a stand-in for the
+    CrossEncoder gives each (query, document) pair the logit its document names."""
+    import sentence_transformers
+    from sentence_transformers.cross_encoder import losses as ce_losses
+
+    g = torch.Generator().manual_seed(0)
+    docs_per_query = [5, 3, 7, 1, 4]
+    labels = [[3, 0, 1, 0, 2], [0, 1, 0], [1, 0, 0, 2, 0, 3, 1], [1], [0, 0, 0, 0]]
+    total = sum(docs_per_query)
+    values = (2.0 * torch.randn(total, generator=g)).tolist()
+
+    class Logits(torch.nn.Module):
+        """The CrossEncoder as the losses call it: `preprocess` keeps each pair's document (the
+        index of its logit), the forward gives those logits."""
+
+        num_labels = 1
+        device = torch.device("cpu")
+
+        def __init__(self):
+            super().__init__()
+            self.logits = torch.nn.Parameter(torch.tensor(values, dtype=torch.float32))
+
+        def preprocess(self, pairs, prompt=None, task=None):
+            return {"index": torch.tensor([int(doc) for _, doc in pairs])}
+
+        def forward(self, tokens):
+            return {"scores": self.logits[tokens["index"]]}
+
+    def case(name, make):
+        model = Logits()
+        loss = make(model)
+        queries = [f"q{i}" for i in range(len(docs_per_query))]
+        docs, start = [], 0
+        for n in docs_per_query:
+            docs.append([str(i) for i in range(start, start + n)])
+            start += n
+        value = loss([queries, docs], [torch.tensor(l, dtype=torch.float32) for l in labels])
+        value.backward()
+        return {"name": name, "loss": value.item(), "grad": model.logits.grad.tolist()}
+
+    cases = [
+        case("listnet", ce_losses.ListNetLoss),
+        case("listmle", ce_losses.ListMLELoss),
+        case("plistmle", ce_losses.PListMLELoss),
+        case("lambda", ce_losses.LambdaLoss),
+        case("lambda_ndcg1", lambda m: ce_losses.LambdaLoss(m, weighting_scheme=ce_losses.NDCGLoss1Scheme())),
+        case("lambda_ndcg2", lambda m: ce_losses.LambdaLoss(m, weighting_scheme=ce_losses.NDCGLoss2Scheme())),
+        case("lambda_lambdarank", lambda m: ce_losses.LambdaLoss(m, weighting_scheme=ce_losses.LambdaRankScheme())),
+        case("lambda_k3_sigma2", lambda m: ce_losses.LambdaLoss(m, k=3, sigma=2.0)),
+        case("ranknet", ce_losses.RankNetLoss),
+    ]
+    out = OUT / "embedding"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rerank_losses.json").write_text(json.dumps({
+        "versions": {"sentence-transformers": sentence_transformers.__version__, "torch": torch.__version__},
+        "docs_per_query": docs_per_query, "labels": labels, "logits": values, "cases": cases}, indent=1) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minilm", type=Path, help="directory of all-MiniLM-L6-v2")
-    parser.add_argument("--only", choices=["mass", "train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance", "embedding"], help="regenerate only these fixtures")
+    parser.add_argument("--only", choices=["mass", "train", "tokenizers", "unilm", "generation", "bart", "xlnet", "metrics", "windows", "pruned", "importance", "embedding", "rerank"], help="regenerate only these fixtures")
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), help="regenerate only these families' head fixtures")
     args = parser.parse_args()
     if args.only == "train":
@@ -1839,6 +1901,9 @@ def main():
         return
     if args.only == "embedding":
         make_embedding()
+        return
+    if args.only == "rerank":
+        make_rerank_losses()
         return
     if args.only == "windows":
         make_windows()

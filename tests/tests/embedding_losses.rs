@@ -90,3 +90,48 @@ fn a_loss_that_does_not_fit_the_columns_or_labels_is_refused_by_name() {
     let matryoshka = Matryoshka { dims: vec![(16, 1.0)] }.loss(&EmbeddingLoss::Triplet { margin: 5.0 }, &vec![column(); 3], None).err().unwrap();
     assert!(matches!(matryoshka, LossError::Setting { field: "--matryoshka-dims", .. }), "{matryoshka}");
 }
+
+/// sentence-transformers' listwise cross-encoder losses on fixed logits of five lists of 1 to 7
+/// documents (`fixtures/embedding/rerank_losses.json`, written by `scripts/make_fixtures.py
+/// --only rerank`): the loss and the gradient of every logit, on every compiled backend.
+#[test]
+fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
+    use sesame_train::finetune::{LambdaWeighting, ListwiseLoss};
+    let path = fixtures_dir().join("embedding/rerank_losses.json");
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("fixtures/embedding/rerank_losses.json")).expect("JSON");
+    let labels: Vec<Vec<f32>> = serde_json::from_value(reference["labels"].clone()).unwrap();
+    let logits: Vec<f32> = serde_json::from_value(reference["logits"].clone()).unwrap();
+    let lambda = |weighting, k, sigma| ListwiseLoss::Lambda { weighting, k, sigma };
+    let mut seen = 0;
+    for (backend, device) in devices() {
+        let device = device.autodiff();
+        for case in reference["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let loss = match name {
+                "listnet" => ListwiseLoss::ListNet,
+                "listmle" => ListwiseLoss::ListMle { weighted: false },
+                "plistmle" => ListwiseLoss::ListMle { weighted: true },
+                "lambda" => ListwiseLoss::lambda(),
+                "lambda_ndcg1" => lambda(LambdaWeighting::NdcgLoss1, None, 1.0),
+                "lambda_ndcg2" => lambda(LambdaWeighting::NdcgLoss2, None, 1.0),
+                "lambda_lambdarank" => lambda(LambdaWeighting::LambdaRank, None, 1.0),
+                "lambda_k3_sigma2" => lambda(LambdaWeighting::NdcgLoss2PP { mu: 10.0 }, Some(3), 2.0),
+                "ranknet" => ListwiseLoss::rank_net(),
+                other => panic!("no loss for case {other}"),
+            };
+            let x = Tensor::<1>::from_data(TensorData::new(logits.clone(), [logits.len()]), &device).require_grad();
+            let value = loss.loss(x.clone(), &labels);
+            let ours = f64::from(value.clone().into_scalar::<f32>());
+            let theirs = case["loss"].as_f64().unwrap();
+            assert!((ours - theirs).abs() <= 1e-4 * theirs.abs().max(1.0), "{backend:?} {name} ({}): loss {ours} against {theirs}", loss.name());
+            let grads = value.backward();
+            let got: Vec<f32> = x.grad(&grads).unwrap_or_else(|| panic!("{name}: no gradient")).into_data().convert::<f32>().try_to_vec().unwrap();
+            for (j, (g, e)) in got.iter().zip(case["grad"].as_array().unwrap()).enumerate() {
+                let e = e.as_f64().unwrap();
+                assert!((f64::from(*g) - e).abs() <= 1e-4 * e.abs().max(1.0), "{backend:?} {name}: d loss / d logit {j} = {g} against {e}");
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen >= 9, "{seen} cases");
+}

@@ -156,6 +156,104 @@ fn read_json_lines(path: &Path) -> Result<Cells, LabelledError> {
     Ok((header.unwrap_or_default(), rows))
 }
 
+/// A file of ranked lists: each row a query, its documents and a relevance label per
+/// document, as sentence-transformers' listwise cross-encoder losses take them (`query`,
+/// `docs`, `labels` columns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankedLists {
+    /// The file.
+    pub path: PathBuf,
+    /// The query's, the documents' and the labels' field names.
+    pub columns: [String; 3],
+    /// The rows, in file order.
+    pub rows: Vec<RankedList>,
+}
+
+/// One query and its documents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankedList {
+    /// The query.
+    pub query: String,
+    /// Its documents, in the file's order.
+    pub docs: Vec<String>,
+    /// Each document's label (its relevance; larger is more relevant).
+    pub labels: Vec<f64>,
+    /// 1-based line of the row in its file.
+    pub line: u64,
+}
+
+/// Whether `path` holds ranked lists: a JSON-lines file whose first row has a list field.
+pub fn holds_ranked_lists(path: &Path) -> bool {
+    let is_jsonl = path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jsonl" | "json"));
+    let Ok(text) = std::fs::read_to_string(path).map(|t| t.lines().find(|l| !l.trim().is_empty()).map(str::to_string)) else { return false };
+    let first = text.and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok());
+    is_jsonl && first.as_ref().and_then(serde_json::Value::as_object).is_some_and(|o| o.values().any(serde_json::Value::is_array))
+}
+
+/// Read `path`, JSON lines of `{"query": "…", "docs": ["…", …], "labels": [1, 0, …]}`: a string
+/// field, the query; a list of strings, the documents; a list of numbers named `labels` or
+/// `scores`, one per document (any names for the first two; the same fields on every line).
+/// Refuses an empty file, a missing or extra field, an empty text, an empty list, a label that
+/// is not a finite number and lists of different lengths, naming the file and the line.
+pub fn read_ranked_lists(path: &Path) -> Result<RankedLists, LabelledError> {
+    let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
+    let mut columns: Option<[String; 3]> = None;
+    let mut rows = Vec::new();
+    for item in lines(path, &bytes) {
+        let (line, text) = item?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let Fields(fields) = serde_json::from_str(text).map_err(|e| at(path, line, format!("not a JSON object: {e}")))?;
+        let columns = match &columns {
+            Some(c) => c.clone(),
+            None => {
+                let named = |pick: &dyn Fn(&(String, serde_json::Value)) -> bool, what: &str| {
+                    fields.iter().find(|f| pick(f)).map(|(n, _)| n.clone()).ok_or_else(|| at(path, line, format!("no {what} field")))
+                };
+                let is_labels = |name: &str| LABEL_COLUMNS.contains(&name) || name == "labels" || name == "scores";
+                let query = named(&|(n, v)| v.is_string() && !is_labels(n), "query (a string)")?;
+                let docs = named(&|(n, v)| v.is_array() && !is_labels(n), "documents (a list of strings)")?;
+                let labels = named(&|(n, _)| is_labels(n), "`labels` (a number per document)")?;
+                columns.insert([query, docs, labels]).clone()
+            }
+        };
+        if let Some((extra, _)) = fields.iter().find(|(n, _)| !columns.contains(n)) {
+            return Err(at(path, line, format!("field {extra:?}: a row is a query {:?}, documents {:?} and labels {:?}", columns[0], columns[1], columns[2])));
+        }
+        let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| at(path, line, format!("no field {name:?}, which the first row has")));
+        let query = match field(&columns[0])? {
+            serde_json::Value::String(s) if !s.trim().is_empty() => s.clone(),
+            serde_json::Value::String(_) => return Err(at(path, line, format!("field {:?} is empty", columns[0]))),
+            other => return Err(at(path, line, format!("field {:?} is {other}, not a string", columns[0]))),
+        };
+        let list = |name: &str| match field(name)? {
+            serde_json::Value::Array(items) if !items.is_empty() => Ok(items.clone()),
+            serde_json::Value::Array(_) => Err(at(path, line, format!("field {name:?} is an empty list"))),
+            other => Err(at(path, line, format!("field {name:?} is {other}, not a list"))),
+        };
+        let docs = list(&columns[1])?
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| match d {
+                serde_json::Value::String(s) if !s.trim().is_empty() => Ok(s),
+                other => Err(at(path, line, format!("field {:?}, item {i}: {other} is not a text", columns[1]))),
+            })
+            .collect::<Result<Vec<String>, _>>()?;
+        let labels = list(&columns[2])?
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| l.as_f64().filter(|v| v.is_finite()).ok_or_else(|| at(path, line, format!("field {:?}, item {i}: {l} is not a finite number", columns[2]))))
+            .collect::<Result<Vec<f64>, _>>()?;
+        if labels.len() != docs.len() {
+            return Err(at(path, line, format!("{} documents but {} labels", docs.len(), labels.len())));
+        }
+        rows.push(RankedList { query, docs, labels, line });
+    }
+    let Some(columns) = columns else { return Err(file(path, "no rows")) };
+    Ok(RankedLists { path: path.into(), columns, rows })
+}
+
 /// A retrieval evaluation set as BEIR lays one out (and sentence-transformers'
 /// `InformationRetrievalEvaluator` takes it): the queries, the corpus, and which documents
 /// are relevant to which query.
@@ -342,5 +440,24 @@ mod tests {
         assert_eq!(refused("queries.jsonl", "{\"_id\": \"q1\", \"text\": \" \"}\n"), format!("{}`_id` \"q1\" has no `text`", at("queries.jsonl", 1)));
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(read_retrieval_dir(&dir).unwrap_err().to_string().starts_with(&dir.join("queries.jsonl").display().to_string()));
+    }
+
+    #[test]
+    fn ranked_lists_read_as_query_documents_and_labels_and_bad_lines_are_refused_by_line() {
+        let path = write("lists.jsonl", "{\"query\": \"q\", \"docs\": [\"a\", \"b\"], \"labels\": [1, 0.5]}\n\n{\"labels\": [0], \"query\": \"q2\", \"docs\": [\"c\"]}\n");
+        assert!(holds_ranked_lists(&path));
+        let lists = read_ranked_lists(&path).unwrap();
+        assert_eq!(lists.columns, ["query".to_string(), "docs".into(), "labels".into()]);
+        assert_eq!(lists.rows[1], RankedList { query: "q2".into(), docs: vec!["c".into()], labels: vec![0.0], line: 3 });
+        assert!(!holds_ranked_lists(&write("pairs.jsonl", "{\"q\": \"a\", \"p\": \"b\"}\n")));
+        let err = |name: &str, text: &str| read_ranked_lists(&write(name, text)).unwrap_err().to_string();
+        let first = "{\"query\": \"q\", \"docs\": [\"a\"], \"labels\": [1]}\n";
+        assert!(err("l1.jsonl", &format!("{first}{{\"query\": \"q\", \"docs\": [\"a\", \"b\"], \"labels\": [1]}}\n")).ends_with("l1.jsonl:2: 2 documents but 1 labels"));
+        assert!(err("l2.jsonl", &format!("{first}{{\"query\": \"q\", \"docs\": [], \"labels\": []}}\n")).ends_with("l2.jsonl:2: field \"docs\" is an empty list"));
+        assert!(err("l3.jsonl", &format!("{first}{{\"query\": \"q\", \"docs\": [\"a\", \" \"], \"labels\": [1, 0]}}\n")).ends_with("l3.jsonl:2: field \"docs\", item 1: \" \" is not a text"));
+        assert!(err("l4.jsonl", &format!("{first}{{\"query\": \"q\", \"docs\": [\"a\"], \"labels\": [\"x\"]}}\n")).ends_with("l4.jsonl:2: field \"labels\", item 0: \"x\" is not a finite number"));
+        assert!(err("l5.jsonl", &format!("{first}{{\"query\": \"q\", \"docs\": [\"a\"]}}\n")).ends_with("l5.jsonl:2: no field \"labels\", which the first row has"));
+        assert!(err("l6.jsonl", "{\"query\": \"q\", \"docs\": [\"a\"]}\n").ends_with("l6.jsonl:1: no `labels` (a number per document) field"));
+        assert!(err("l7.jsonl", "").ends_with("l7.jsonl: no rows"));
     }
 }

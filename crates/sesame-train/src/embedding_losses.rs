@@ -324,6 +324,21 @@ pub enum LossKind {
     /// A cross-encoder's `BinaryCrossEntropyLoss`: (query, passage, label) rows (`--task rerank`).
     #[cfg_attr(feature = "cli", value(alias = "BinaryCrossEntropyLoss"))]
     Bce,
+    /// A cross-encoder's `ListNetLoss`: (query, docs, labels) lists (`--task rerank`).
+    #[cfg_attr(feature = "cli", value(name = "listnet", alias = "ListNetLoss"))]
+    ListNet,
+    /// A cross-encoder's `ListMLELoss`: lists whose documents come best first.
+    #[cfg_attr(feature = "cli", value(name = "listmle", alias = "ListMLELoss"))]
+    ListMle,
+    /// A cross-encoder's `PListMLELoss`: ListMLE weighting the top of the list more.
+    #[cfg_attr(feature = "cli", value(name = "plistmle", alias = "PListMLELoss"))]
+    PListMle,
+    /// A cross-encoder's `LambdaLoss` (`NDCGLoss2PPScheme`): pairs of a list weighted by NDCG.
+    #[cfg_attr(feature = "cli", value(alias = "LambdaLoss"))]
+    Lambda,
+    /// A cross-encoder's `RankNetLoss`: every pair of a list whose labels differ.
+    #[cfg_attr(feature = "cli", value(name = "ranknet", alias = "RankNetLoss"))]
+    RankNet,
 }
 
 impl LossKind {
@@ -339,7 +354,9 @@ impl LossKind {
             Self::Contrastive => EmbeddingLoss::Contrastive { margin: margin.unwrap_or(0.5) },
             Self::OnlineContrastive => EmbeddingLoss::OnlineContrastive { margin: margin.unwrap_or(0.5) },
             Self::Triplet => EmbeddingLoss::Triplet { margin: margin.unwrap_or(5.0) },
-            Self::Bce => return Err(LossError::Setting { field: "--loss", value: "bce".into(), reason: "is a reranker's loss (--task rerank)" }),
+            Self::Bce | Self::ListNet | Self::ListMle | Self::PListMle | Self::Lambda | Self::RankNet => {
+                return Err(LossError::Setting { field: "--loss", value: format!("{self:?}").to_lowercase(), reason: "is a reranker's loss (--task rerank)" })
+            }
         };
         let takes_scale = matches!(self, Self::Mnrl | Self::SymmetricMnrl | Self::CachedMnrl | Self::CachedSymmetricMnrl | Self::Cosent);
         if let (Some(value), false) = (scale, takes_scale) {

@@ -5,11 +5,13 @@
 //! - `BinaryCrossEntropyLoss` on (query, passage, label) rows;
 //! - `MultipleNegativesRankingLoss` on (query, positive[, negative…]) rows: each query's positive
 //!   against `num_negatives` passages drawn from the batch's other rows and its own negatives,
-//!   cross-entropy of `scale · sigmoid(logit)` with the positive first.
+//!   cross-entropy of `scale · sigmoid(logit)` with the positive first;
+//! - the listwise losses ([`ListwiseLoss`]: ListNet, ListMLE, PListMLE, LambdaLoss, RankNet)
+//!   on (query, docs, labels) lists, a batch being `batch_size` queries with all their documents.
 //!
 //! The held-out rows are reranked as its `CrossEncoderRerankingEvaluator` does: each query's
 //! candidates (its passages; with rows of a positive alone, that positive among the positives of
-//! the next nine rows) sorted by score, `ndcg@10`, `mrr@10`, `map` and `accuracy@1` over the
+//! the next nine rows; a list's documents, those labelled above 0 relevant) sorted by score, `ndcg@10`, `mrr@10`, `map` and `accuracy@1` over the
 //! queries with a relevant candidate; the held-out `loss` is the binary cross-entropy of every
 //! candidate's relevance.
 
@@ -22,10 +24,11 @@ use rand::SeedableRng;
 use sesame_layers::loss::{binary_cross_entropy_with_logits, cross_entropy};
 use sesame_layers::{EncoderInput, SequenceClassifier};
 use sesame_metrics::retrieval::{retrieval_scores, Cutoffs, Ranking};
-use sesame_text::text_rows::TextRows;
+use sesame_text::text_rows::{RankedLists, TextRows};
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
 use super::embedding::{cosine, token_counts, RowBatches};
+use super::listwise::ListwiseLoss;
 use super::padded_input;
 use crate::{StepOutput, TrainTask};
 
@@ -41,6 +44,8 @@ pub enum RerankLoss {
         /// The multiplier of the sigmoid of the logits [default: 10].
         scale: f64,
     },
+    /// A listwise loss over each query's ranked documents.
+    Listwise(ListwiseLoss),
 }
 
 impl RerankLoss {
@@ -49,6 +54,7 @@ impl RerankLoss {
         match self {
             Self::BinaryCrossEntropy => "BinaryCrossEntropyLoss",
             Self::MultipleNegativesRanking { .. } => "MultipleNegativesRankingLoss",
+            Self::Listwise(loss) => loss.name(),
         }
     }
 
@@ -58,6 +64,7 @@ impl RerankLoss {
     pub fn check(&self, rows: &TextRows) -> Result<(), String> {
         let file = rows.path.display();
         match (self, &rows.label, rows.columns.len()) {
+            (Self::Listwise(loss), ..) => Err(format!("{file}: {} takes rows of a query, a list of documents and a list of labels ({{\"query\": …, \"docs\": […], \"labels\": […]}} a line)", loss.name())),
             (Self::BinaryCrossEntropy, Some(_), 2) => Ok(()),
             (Self::BinaryCrossEntropy, None, _) => Err(format!("{file}: BinaryCrossEntropyLoss needs a label per row (a `label` or `score` column); the rows have none")),
             (Self::BinaryCrossEntropy, Some(_), n) => Err(format!("{file}: BinaryCrossEntropyLoss takes (query, passage, label) rows; the rows have {n} text columns {:?}", rows.columns)),
@@ -108,10 +115,53 @@ impl Candidates {
                 }
             }
         }
+        Self::encoded(queries, pairs, tokenizer, max_len)
+    }
+
+    /// The candidates of ranked lists: each query's documents, those labelled above 0 relevant.
+    pub fn of_lists(lists: &RankedLists, tokenizer: &Tokenizer, max_len: usize) -> Result<Self, TokenizerError> {
+        let mut queries: Vec<String> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut pairs = Vec::new();
+        for list in &lists.rows {
+            let q = *index.entry(list.query.as_str()).or_insert_with(|| {
+                queries.push(list.query.clone());
+                queries.len() - 1
+            });
+            pairs.extend(list.docs.iter().zip(&list.labels).map(|(d, l)| (q, d.clone(), *l > 0.0)));
+        }
+        Self::encoded(queries, pairs, tokenizer, max_len)
+    }
+
+    fn encoded(queries: Vec<String>, mut pairs: Vec<(usize, String, bool)>, tokenizer: &Tokenizer, max_len: usize) -> Result<Self, TokenizerError> {
         pairs.sort_by_key(|p| p.0);
         let texts: Vec<(&str, &str)> = pairs.iter().map(|(q, p, _)| (queries[*q].as_str(), p.as_str())).collect();
         let encoded = tokenizer.encode_pairs_each(&texts, max_len, true)?;
         Ok(Self { queries, pairs, encoded })
+    }
+}
+
+/// A reranker's training rows: (query, passage…) rows, or ranked lists for the listwise losses.
+#[derive(Clone, Debug)]
+pub enum RerankRows {
+    /// Text rows.
+    Pairs(TextRows),
+    /// (query, docs, labels) lists.
+    Lists(RankedLists),
+}
+
+impl RerankRows {
+    /// How many rows (queries of the lists).
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Pairs(rows) => rows.rows.len(),
+            Self::Lists(lists) => lists.rows.len(),
+        }
+    }
+
+    /// Whether there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -142,13 +192,20 @@ pub enum RerankTarget {
         /// The multiplier of the sigmoid.
         scale: f64,
     },
+    /// Lists of the given lengths and labels, one after another (a listwise loss).
+    Lists {
+        /// Each list's labels.
+        labels: Vec<Vec<f32>>,
+        /// The loss.
+        loss: ListwiseLoss,
+    },
 }
 
 
 /// Training a cross-encoder `M` (one logit) on text rows with a [`RerankLoss`], reranking held-out
 /// [`Candidates`].
 pub struct RerankTraining<M> {
-    train: TextRows,
+    train: RerankRows,
     eval: Candidates,
     tokenizer: Tokenizer,
     max_len: usize,
@@ -166,9 +223,9 @@ impl<M> RerankTraining<M> {
     /// The task of `loss` on `train`, reranking `eval`, in batches of `batch_size` rows drawn
     /// from `seed` (without a text twice for the in-batch negatives), pairs of at most
     /// `max_len` tokens.
-    pub fn new(train: TextRows, eval: Candidates, tokenizer: Tokenizer, max_len: usize, loss: RerankLoss, batch_size: usize, seed: u64) -> Self {
+    pub fn new(train: RerankRows, eval: Candidates, tokenizer: Tokenizer, max_len: usize, loss: RerankLoss, batch_size: usize, seed: u64) -> Self {
         let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
-        let batches = RowBatches::new(train.rows.len(), batch_size, seed, in_batch);
+        let batches = RowBatches::new(train.len(), batch_size, seed, in_batch);
         Self { train, eval, tokenizer, max_len, loss, batch_size, seed, batches, model: std::marker::PhantomData }
     }
 
@@ -213,7 +270,19 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
     type State = ();
 
     fn train_batch(&self, index: u64, device: &Device) -> RerankBatch {
-        let rows: Vec<&sesame_text::text_rows::TextRow> = self.batches.rows(&self.train.rows, |r| r.texts.as_slice(), index).into_iter().map(|r| &self.train.rows[r]).collect();
+        let train = match &self.train {
+            RerankRows::Pairs(rows) => rows,
+            RerankRows::Lists(lists) => {
+                // Every document of the batch's lists, list after list.
+                let lists: Vec<&sesame_text::text_rows::RankedList> = self.batches.rows(&lists.rows, |l| std::slice::from_ref(&l.query), index).into_iter().map(|r| &lists.rows[r]).collect();
+                let pairs: Vec<(&str, &str)> = lists.iter().flat_map(|l| l.docs.iter().map(|d| (l.query.as_str(), d.as_str()))).collect();
+                let (input, tokens) = self.input(&pairs, device);
+                let labels = lists.iter().map(|l| l.labels.iter().map(|&x| x as f32).collect()).collect();
+                let RerankLoss::Listwise(loss) = self.loss else { unreachable!("lists train with a listwise loss (checked before training)") };
+                return RerankBatch { input, target: RerankTarget::Lists { labels, loss }, tokens, held_out: false };
+            }
+        };
+        let rows: Vec<&sesame_text::text_rows::TextRow> = self.batches.rows(&train.rows, |r| r.texts.as_slice(), index).into_iter().map(|r| &train.rows[r]).collect();
         match self.loss {
             RerankLoss::BinaryCrossEntropy => {
                 let pairs: Vec<(&str, &str)> = rows.iter().map(|r| (r.texts[0].as_str(), r.texts[1].as_str())).collect();
@@ -225,7 +294,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
                 // Each query's candidates: its positive, `k` passages of the batch's other rows
                 // (drawn from the step's seed), then its own negatives.
                 let b = rows.len();
-                let pool = b.saturating_sub(1) * (self.train.columns.len() - 1);
+                let pool = b.saturating_sub(1) * (train.columns.len() - 1);
                 let k = num_negatives.min(pool);
                 let mut rng = StdRng::seed_from_u64(mix_seeds(self.seed, index));
                 let mut pairs = Vec::new();
@@ -241,6 +310,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
                 let (input, tokens) = self.input(&pairs, device);
                 RerankBatch { input, target: RerankTarget::PositiveFirst { rows: b, candidates, scale }, tokens, held_out: false }
             }
+            RerankLoss::Listwise(loss) => unreachable!("{}: text rows do not train a listwise loss (checked before training)", loss.name()),
         }
     }
 
@@ -267,6 +337,10 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
             RerankTarget::PositiveFirst { rows, candidates, scale } => {
                 let scores = burn::tensor::activation::sigmoid(logits.clone().reshape([*rows, *candidates])) * *scale;
                 cross_entropy(scores, Tensor::zeros([*rows], &device))
+            }
+            RerankTarget::Lists { labels, loss } => {
+                let n = logits.dims()[0];
+                loss.loss(logits.clone().reshape([n]), labels)
             }
         };
         let predictions = batch.held_out.then(|| logits.into_data());

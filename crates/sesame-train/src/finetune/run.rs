@@ -31,7 +31,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, RerankLoss, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, ListwiseLoss, RerankLoss, RerankRows, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -740,35 +740,80 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
 }
 
 /// `finetune --task rerank`: the family's sequence classifier with one logit, trained as
-/// sentence-transformers' cross-encoder on (query, passage) pairs and scored by reranking.
+/// sentence-transformers' cross-encoder on (query, passage) pairs or on ranked lists
+/// ((query, docs, labels) rows, for the listwise losses) and scored by reranking.
 fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
-    let read = |path: &Path| sesame_text::text_rows::read_text_rows(path).map_err(|e| e.to_string());
+    use sesame_text::text_rows::{holds_ranked_lists, read_ranked_lists, read_text_rows};
+    let read = |path: &Path| -> Result<RerankRows, String> {
+        match holds_ranked_lists(path) {
+            true => read_ranked_lists(path).map(RerankRows::Lists),
+            false => read_text_rows(path).map(RerankRows::Pairs),
+        }
+        .map_err(|e| e.to_string())
+    };
     let (train, eval) = (read(&job.train)?, read(&job.eval)?);
-    if eval.columns.len() < 2 {
-        return Err(format!("{}: reranking needs (query, passage[, …]) rows; the rows have {} text column", job.eval.display(), eval.columns.len()));
+    if let RerankRows::Pairs(eval) = &eval {
+        if eval.columns.len() < 2 {
+            return Err(format!("{}: reranking needs (query, passage[, …]) rows; the rows have {} text column", job.eval.display(), eval.columns.len()));
+        }
     }
-    let kind = job.loss.unwrap_or(if train.label.is_some() { LossKind::Bce } else { LossKind::Mnrl });
+    let default = match &train {
+        RerankRows::Lists(_) => LossKind::Lambda,
+        RerankRows::Pairs(rows) if rows.label.is_some() => LossKind::Bce,
+        RerankRows::Pairs(_) => LossKind::Mnrl,
+    };
+    let kind = job.loss.unwrap_or(default);
+    let listwise = |loss: ListwiseLoss| match job.scale {
+        Some(_) => Err(format!("--scale: {} has no scale (the multiple-negatives loss has)", loss.name())),
+        None => Ok(RerankLoss::Listwise(loss)),
+    };
     let loss = match kind {
         LossKind::Bce if job.scale.is_some() => return Err("--scale: BinaryCrossEntropyLoss has no scale (the multiple-negatives loss has)".into()),
         LossKind::Bce => RerankLoss::BinaryCrossEntropy,
         LossKind::Mnrl => RerankLoss::MultipleNegativesRanking { num_negatives: job.num_negatives.unwrap_or(4), scale: job.scale.unwrap_or(10.0) },
-        other => return Err(format!("--loss {other:?}: --task rerank trains with bce or mnrl").to_lowercase()),
+        LossKind::ListNet => listwise(ListwiseLoss::ListNet)?,
+        LossKind::ListMle => listwise(ListwiseLoss::ListMle { weighted: false })?,
+        LossKind::PListMle => listwise(ListwiseLoss::ListMle { weighted: true })?,
+        LossKind::Lambda => listwise(ListwiseLoss::lambda())?,
+        LossKind::RankNet => listwise(ListwiseLoss::rank_net())?,
+        other => return Err(format!("--loss {other:?}: --task rerank trains with bce, mnrl, listnet, listmle, plistmle, lambda or ranknet").to_lowercase()),
     };
-    loss.check(&train)?;
-    let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
-    let needed = RowsNeeded { loss: loss.name(), labels: Some((0.0, 1.0)), binary: false, in_batch: in_batch.then_some(job.batch_size) };
-    check_rows(&train, needed)?;
-    check_rows(&eval, RowsNeeded { loss: "reranking", in_batch: None, ..needed })?;
+    if job.num_negatives.is_some() && !matches!(loss, RerankLoss::MultipleNegativesRanking { .. }) {
+        return Err(format!("--num-negatives: {} draws no negatives (the multiple-negatives loss does)", loss.name()));
+    }
+    match &train {
+        RerankRows::Pairs(rows) => {
+            loss.check(rows)?;
+            let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
+            let needed = RowsNeeded { loss: loss.name(), labels: Some((0.0, 1.0)), binary: false, in_batch: in_batch.then_some(job.batch_size) };
+            check_rows(rows, needed)?;
+            if let RerankRows::Pairs(eval) = &eval {
+                check_rows(eval, RowsNeeded { loss: "reranking", in_batch: None, ..needed })?;
+            }
+        }
+        RerankRows::Lists(_) if !matches!(loss, RerankLoss::Listwise(_)) => {
+            return Err(format!("{}: {} takes (query, passage) rows, not lists (the listwise losses take them: --loss listnet, listmle, plistmle, lambda or ranknet)", job.train.display(), loss.name()));
+        }
+        RerankRows::Lists(_) => {}
+    }
     let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
     // Every pair the rows can make is tokenized once here, so that a text the tokenizer refuses
     // is named before training.
-    for row in &train.rows {
-        let pairs: Vec<(&str, &str)> = row.texts[1..].iter().map(|p| (row.texts[0].as_str(), p.as_str())).collect();
-        tokenizer.encode_pairs_each(&pairs, seq_len, true).map_err(|e| format!("{}:{}: {e}", job.train.display(), row.line))?;
+    let rows: Vec<(u64, &str, Vec<&str>)> = match &train {
+        RerankRows::Pairs(rows) => rows.rows.iter().map(|r| (r.line, r.texts[0].as_str(), r.texts[1..].iter().map(String::as_str).collect())).collect(),
+        RerankRows::Lists(lists) => lists.rows.iter().map(|l| (l.line, l.query.as_str(), l.docs.iter().map(String::as_str).collect())).collect(),
+    };
+    for (line, query, passages) in rows {
+        let pairs: Vec<(&str, &str)> = passages.iter().map(|p| (query, *p)).collect();
+        tokenizer.encode_pairs_each(&pairs, seq_len, true).map_err(|e| format!("{}:{line}: {e}", job.train.display()))?;
     }
-    let candidates = Candidates::of(&eval, &tokenizer, seq_len).map_err(|e| format!("{}: {e}", job.eval.display()))?;
+    let candidates = match &eval {
+        RerankRows::Pairs(rows) => Candidates::of(rows, &tokenizer, seq_len),
+        RerankRows::Lists(lists) => Candidates::of_lists(lists, &tokenizer, seq_len),
+    }
+    .map_err(|e| format!("{}: {e}", job.eval.display()))?;
     if !candidates.pairs.iter().any(|(_, _, relevant)| *relevant) {
-        return Err(format!("{}: no query has a relevant passage (a label of 1): there is nothing to rerank", job.eval.display()));
+        return Err(format!("{}: no query has a relevant passage (a label of 1; in lists, above 0): there is nothing to rerank", job.eval.display()));
     }
     let metric = best_metric(job, "reranking", RERANK_METRICS, "ndcg@10")?;
     set_labels(config.labels_mut(), &[], "reranking");
@@ -777,8 +822,11 @@ fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device)
     config.labels_mut().problem_type = None;
     let what = format!(
         "{} training rows of {:?}, {} held-out queries with {} candidates; {}, {seq_len} tokens a pair",
-        train.rows.len(),
-        train.columns,
+        train.len(),
+        match &train {
+            RerankRows::Pairs(rows) => rows.columns.clone(),
+            RerankRows::Lists(lists) => lists.columns.to_vec(),
+        },
         candidates.queries.len(),
         candidates.pairs.len(),
         loss.name()
