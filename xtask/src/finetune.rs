@@ -164,7 +164,7 @@ pub struct FinetuneArgs {
     /// The loss of --task embed or rerank, by name or sentence-transformers' class name
     /// [default: by the training rows. embed: mnrl without a label or score column,
     /// online-contrastive with labels 0 and 1, cosent with scores; rerank: bce with labels,
-    /// else mnrl].
+    /// lambda with ranked lists, else mnrl].
     #[arg(long, value_enum)]
     pub loss: Option<LossKind>,
     /// The loss's scale: the cosine's multiplier (embed: mnrl, symmetric-mnrl, cosent)
