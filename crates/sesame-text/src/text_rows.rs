@@ -126,16 +126,26 @@ impl<'de> serde::Deserialize<'de> for Fields {
     }
 }
 
-fn read_json_lines(path: &Path) -> Result<Cells, LabelledError> {
+/// Each non-empty line of the JSON-lines file `path`: its number and its object's fields, in
+/// the order the line writes them.
+fn json_objects(path: &Path) -> Result<Vec<(u64, Vec<(String, serde_json::Value)>)>, LabelledError> {
     let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
-    let mut header: Option<Vec<String>> = None;
-    let mut rows = Vec::new();
+    let mut objects = Vec::new();
     for item in lines(path, &bytes) {
         let (line, text) = item?;
         if text.trim().is_empty() {
             continue;
         }
         let Fields(fields) = serde_json::from_str(text).map_err(|e| at(path, line, format!("not a JSON object: {e}")))?;
+        objects.push((line, fields));
+    }
+    Ok(objects)
+}
+
+fn read_json_lines(path: &Path) -> Result<Cells, LabelledError> {
+    let mut header: Option<Vec<String>> = None;
+    let mut rows = Vec::new();
+    for (line, fields) in json_objects(path)? {
         let names: Vec<String> = fields.iter().map(|(name, _)| name.clone()).collect();
         let header = header.get_or_insert_with(|| names.clone());
         let mut cells = Vec::with_capacity(header.len());
@@ -196,15 +206,9 @@ pub fn holds_ranked_lists(path: &Path) -> bool {
 /// Refuses an empty file, a missing or extra field, an empty text, an empty list, a label that
 /// is not a finite number and lists of different lengths, naming the file and the line.
 pub fn read_ranked_lists(path: &Path) -> Result<RankedLists, LabelledError> {
-    let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
     let mut columns: Option<[String; 3]> = None;
     let mut rows = Vec::new();
-    for item in lines(path, &bytes) {
-        let (line, text) = item?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let Fields(fields) = serde_json::from_str(text).map_err(|e| at(path, line, format!("not a JSON object: {e}")))?;
+    for (line, fields) in json_objects(path)? {
         let columns = match &columns {
             Some(c) => c.clone(),
             None => {
