@@ -11,9 +11,9 @@
 //!
 //! The held-out rows are reranked as its `CrossEncoderRerankingEvaluator` does: each query's
 //! candidates (its passages; with rows of a positive alone, that positive among the positives of
-//! the next nine rows; a list's documents, those labelled above 0 relevant) sorted by score, `ndcg@10`, `mrr@10`, `map` and `accuracy@1` over the
-//! queries with a relevant candidate; the held-out `loss` is the binary cross-entropy of every
-//! candidate's relevance.
+//! the next nine rows; a list's documents, those labelled above 0 relevant) sorted by score,
+//! `ndcg@10`, `mrr@10`, `map` and `accuracy@1` over the queries with a relevant candidate; the
+//! held-out `loss` is the binary cross-entropy of every candidate's relevance.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
