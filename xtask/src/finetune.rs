@@ -192,6 +192,10 @@ pub struct FinetuneArgs {
     /// [default: 32].
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub mini_batch_size: Option<usize>,
+    /// LambdaLoss's weighting of a pair of documents (--task rerank --loss lambda), by name or
+    /// sentence-transformers' class name [default: ndcg2pp].
+    #[arg(long, value_enum)]
+    pub lambda_weighting: Option<sesame_train::finetune::LambdaWeighting>,
 }
 
 impl FinetuneArgs {
@@ -238,6 +242,7 @@ impl FinetuneArgs {
             pooling: self.pooling,
             num_negatives: self.num_negatives,
             mini_batch_size: self.mini_batch_size,
+            lambda_weighting: self.lambda_weighting,
         }
     }
 }

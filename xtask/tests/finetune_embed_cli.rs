@@ -353,6 +353,10 @@ fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses()
         let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(name).join("eval_results.json")).unwrap()).unwrap();
         assert_eq!(report["loss_function"], name, "{report}");
     }
+    // LambdaLoss without weights is RankNet, and reports itself so.
+    run("unweighted", &["--loss", "lambda", "--lambda-weighting", "NoWeightingScheme", "--steps", "1"]).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("unweighted/eval_results.json")).unwrap()).unwrap();
+    assert_eq!(report["loss_function"], "RankNetLoss", "{report}");
     let refused = run("refused", &["--loss", "bce", "--steps", "1"]).unwrap_err();
     assert!(refused.trim().ends_with(&format!("{train}: BinaryCrossEntropyLoss takes (query, passage) rows, not lists (the listwise losses take them: --loss listnet, listmle, plistmle, lambda or ranknet)")), "{refused}");
 }
@@ -383,6 +387,10 @@ fn bad_reranker_settings_get_one_line_naming_the_file_or_flag() {
     assert!(e.contains(&format!("{}: no query has a relevant passage", irrelevant.display())), "{e}");
     let e = finetune(&args(&model, &dir.join("run2"), &["--num-negatives", "2"])).unwrap_err();
     assert!(e.trim().ends_with("--num-negatives: for --task rerank only"), "{e}");
+    let e = error(&["--lambda-weighting", "ndcg1"]);
+    assert!(e.ends_with("--lambda-weighting: for --loss lambda only (LambdaLoss)"), "{e}");
+    let e = finetune(&args(&model, &dir.join("run3"), &["--lambda-weighting", "ndcg1"])).unwrap_err();
+    assert!(e.trim().ends_with("--lambda-weighting: for --task rerank only"), "{e}");
 }
 
 #[test]

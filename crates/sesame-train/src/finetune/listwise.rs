@@ -37,6 +37,26 @@ pub enum LambdaWeighting {
     },
 }
 
+/// `--lambda-weighting`: the schemes by name (`ndcg2pp` with mu 10, sentence-transformers'
+/// default), sentence-transformers' class names accepted too.
+#[cfg(feature = "cli")]
+impl clap::ValueEnum for LambdaWeighting {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::NdcgLoss2PP { mu: 10.0 }, Self::LambdaRank, Self::NdcgLoss2, Self::NdcgLoss1, Self::None]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let (name, class) = match self {
+            Self::NdcgLoss2PP { .. } => ("ndcg2pp", "NDCGLoss2PPScheme"),
+            Self::LambdaRank => ("lambdarank", "LambdaRankScheme"),
+            Self::NdcgLoss2 => ("ndcg2", "NDCGLoss2Scheme"),
+            Self::NdcgLoss1 => ("ndcg1", "NDCGLoss1Scheme"),
+            Self::None => ("none", "NoWeightingScheme"),
+        };
+        Some(clap::builder::PossibleValue::new(name).alias(class))
+    }
+}
+
 /// A listwise loss and its settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ListwiseLoss {

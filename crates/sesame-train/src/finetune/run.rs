@@ -31,7 +31,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, ListwiseLoss, RerankLoss, RerankRows, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, LambdaWeighting, ListwiseLoss, RerankLoss, RerankRows, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -205,6 +205,9 @@ pub struct FinetuneOptions {
     /// Texts embedded and back-propagated at a time by a cached loss (`--task embed`,
     /// `cached-mnrl`, `cached-symmetric-mnrl`) [default: 32, sentence-transformers'].
     pub mini_batch_size: Option<usize>,
+    /// LambdaLoss's weighting of a pair (`--task rerank`, `--loss lambda`) [default:
+    /// NDCGLoss2PPScheme with mu 10, sentence-transformers'].
+    pub lambda_weighting: Option<LambdaWeighting>,
 }
 
 impl FinetuneOptions {
@@ -252,6 +255,7 @@ impl FinetuneOptions {
             pooling: None,
             num_negatives: None,
             mini_batch_size: None,
+            lambda_weighting: None,
         }
     }
 
@@ -295,7 +299,10 @@ impl FinetuneOptions {
             _ => Ok(()),
         };
         only(FinetuneTask::Embed, &[(self.margin.is_some(), "--margin"), (!self.matryoshka_dims.is_empty(), "--matryoshka-dims"), (self.pooling.is_some(), "--pooling")])?;
-        only(FinetuneTask::Rerank, &[(self.num_negatives.is_some(), "--num-negatives")])?;
+        only(FinetuneTask::Rerank, &[(self.num_negatives.is_some(), "--num-negatives"), (self.lambda_weighting.is_some(), "--lambda-weighting")])?;
+        if self.lambda_weighting.is_some() && self.loss != Some(LossKind::Lambda) {
+            return Err("--lambda-weighting: for --loss lambda only (LambdaLoss)".into());
+        }
         if let Some(mini) = self.mini_batch_size {
             positive(mini as u64, "--mini-batch-size")?;
             if !self.loss.is_some_and(LossKind::cached) {
@@ -774,7 +781,10 @@ fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device)
         LossKind::ListNet => listwise(ListwiseLoss::ListNet)?,
         LossKind::ListMle => listwise(ListwiseLoss::ListMle { weighted: false })?,
         LossKind::PListMle => listwise(ListwiseLoss::ListMle { weighted: true })?,
-        LossKind::Lambda => listwise(ListwiseLoss::lambda())?,
+        LossKind::Lambda => match job.lambda_weighting {
+            Some(weighting) => listwise(ListwiseLoss::Lambda { weighting, k: None, sigma: 1.0 })?,
+            None => listwise(ListwiseLoss::lambda())?,
+        },
         LossKind::RankNet => listwise(ListwiseLoss::rank_net())?,
         other => return Err(format!("--loss {other:?}: --task rerank trains with bce, mnrl, listnet, listmle, plistmle, lambda or ranknet").to_lowercase()),
     };
