@@ -111,11 +111,11 @@ fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
                 "listnet" => ListwiseLoss::ListNet,
                 "listmle" => ListwiseLoss::ListMle { weighted: false },
                 "plistmle" => ListwiseLoss::ListMle { weighted: true },
-                "lambda" => ListwiseLoss::lambda(),
+                "lambda" => ListwiseLoss::lambda(LambdaWeighting::default()),
                 "lambda_ndcg1" => lambda(LambdaWeighting::NdcgLoss1, None, 1.0),
                 "lambda_ndcg2" => lambda(LambdaWeighting::NdcgLoss2, None, 1.0),
                 "lambda_lambdarank" => lambda(LambdaWeighting::LambdaRank, None, 1.0),
-                "lambda_k3_sigma2" => lambda(LambdaWeighting::NdcgLoss2PP { mu: 10.0 }, Some(3), 2.0),
+                "lambda_k3_sigma2" => lambda(LambdaWeighting::DEFAULT, Some(3), 2.0),
                 "ranknet" => ListwiseLoss::rank_net(),
                 other => panic!("no loss for case {other}"),
             };

@@ -126,9 +126,12 @@ impl<'de> serde::Deserialize<'de> for Fields {
     }
 }
 
-/// Each non-empty line of the JSON-lines file `path`: its number and its object's fields, in
-/// the order the line writes them.
-fn json_objects(path: &Path) -> Result<Vec<(u64, Vec<(String, serde_json::Value)>)>, LabelledError> {
+/// Each non-empty line of a JSON-lines file: its number and its object's fields, in the order
+/// the line writes them.
+type Objects = Vec<(u64, Vec<(String, serde_json::Value)>)>;
+
+/// The [`Objects`] of the JSON-lines file `path`.
+fn json_objects(path: &Path) -> Result<Objects, LabelledError> {
     let bytes = std::fs::read(path).map_err(|source| LabelledError::Io { path: path.into(), source })?;
     let mut objects = Vec::new();
     for item in lines(path, &bytes) {
@@ -193,11 +196,14 @@ pub struct RankedList {
 }
 
 /// Whether `path` holds ranked lists: a JSON-lines file whose first row has a list field.
+/// Reads the file only up to that row.
 pub fn holds_ranked_lists(path: &Path) -> bool {
+    use std::io::BufRead;
     let is_jsonl = path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jsonl" | "json"));
-    let Ok(text) = std::fs::read_to_string(path).map(|t| t.lines().find(|l| !l.trim().is_empty()).map(str::to_string)) else { return false };
-    let first = text.and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok());
-    is_jsonl && first.as_ref().and_then(serde_json::Value::as_object).is_some_and(|o| o.values().any(serde_json::Value::is_array))
+    let Some(file) = is_jsonl.then(|| std::fs::File::open(path).ok()).flatten() else { return false };
+    let first = std::io::BufReader::new(file).lines().map_while(Result::ok).find(|l| !l.trim().is_empty());
+    let object = first.and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok());
+    object.as_ref().and_then(serde_json::Value::as_object).is_some_and(|o| o.values().any(serde_json::Value::is_array))
 }
 
 /// Read `path`, JSON lines of `{"query": "…", "docs": ["…", …], "labels": [1, 0, …]}`: a string

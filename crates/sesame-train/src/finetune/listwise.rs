@@ -37,12 +37,23 @@ pub enum LambdaWeighting {
     },
 }
 
+impl LambdaWeighting {
+    /// sentence-transformers' default: `NDCGLoss2PPScheme(mu=10)`.
+    pub const DEFAULT: Self = Self::NdcgLoss2PP { mu: 10.0 };
+}
+
+impl Default for LambdaWeighting {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// `--lambda-weighting`: the schemes by name (`ndcg2pp` with mu 10, sentence-transformers'
 /// default), sentence-transformers' class names accepted too.
 #[cfg(feature = "cli")]
 impl clap::ValueEnum for LambdaWeighting {
     fn value_variants<'a>() -> &'a [Self] {
-        &[Self::NdcgLoss2PP { mu: 10.0 }, Self::LambdaRank, Self::NdcgLoss2, Self::NdcgLoss1, Self::None]
+        &[Self::DEFAULT, Self::LambdaRank, Self::NdcgLoss2, Self::NdcgLoss1, Self::None]
     }
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
@@ -84,15 +95,15 @@ pub enum ListwiseLoss {
 const PAD_LOGIT: f32 = -1e16;
 
 impl ListwiseLoss {
-    /// `LambdaLoss` with sentence-transformers' defaults (`NDCGLoss2PPScheme(mu=10)`, every
-    /// pair, sigma 1).
-    pub fn lambda() -> Self {
-        Self::Lambda { weighting: LambdaWeighting::NdcgLoss2PP { mu: 10.0 }, k: None, sigma: 1.0 }
+    /// `LambdaLoss` weighting its pairs by `weighting`, otherwise at sentence-transformers'
+    /// defaults (every pair, sigma 1).
+    pub fn lambda(weighting: LambdaWeighting) -> Self {
+        Self::Lambda { weighting, k: None, sigma: 1.0 }
     }
 
     /// `RankNetLoss` with sentence-transformers' defaults.
     pub fn rank_net() -> Self {
-        Self::Lambda { weighting: LambdaWeighting::None, k: None, sigma: 1.0 }
+        Self::lambda(LambdaWeighting::None)
     }
 
     /// sentence-transformers' class name.

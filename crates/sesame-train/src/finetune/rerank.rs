@@ -59,9 +59,16 @@ impl RerankLoss {
     }
 
     /// Whether `rows` fit the loss: a label per row and two texts for binary cross-entropy; a
-    /// query, a positive and any negatives without a label for the other. One line naming the
-    /// file when not.
-    pub fn check(&self, rows: &TextRows) -> Result<(), String> {
+    /// query, a positive and any negatives without a label for multiple negatives; ranked lists
+    /// for a listwise loss and for no other. One line naming the file when not.
+    pub fn check(&self, rows: &RerankRows) -> Result<(), String> {
+        let rows = match (self, rows) {
+            (Self::Listwise(_), RerankRows::Lists(_)) => return Ok(()),
+            (_, RerankRows::Lists(lists)) => {
+                return Err(format!("{}: {} takes (query, passage) rows, not lists (the listwise losses take them: --loss listnet, listmle, plistmle, lambda or ranknet)", lists.path.display(), self.name()));
+            }
+            (_, RerankRows::Pairs(rows)) => rows,
+        };
         let file = rows.path.display();
         match (self, &rows.label, rows.columns.len()) {
             (Self::Listwise(loss), ..) => Err(format!("{file}: {} takes rows of a query, a list of documents and a list of labels ({{\"query\": …, \"docs\": […], \"labels\": […]}} a line)", loss.name())),
@@ -93,15 +100,10 @@ impl Candidates {
     /// The candidates of `rows` (see the module's documentation), encoded by `tokenizer` in
     /// `max_len` tokens.
     pub fn of(rows: &TextRows, tokenizer: &Tokenizer, max_len: usize) -> Result<Self, TokenizerError> {
-        let mut queries: Vec<String> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
         let mut pairs = Vec::new();
         let n = rows.rows.len();
         for (r, row) in rows.rows.iter().enumerate() {
-            let q = *index.entry(row.texts[0].as_str()).or_insert_with(|| {
-                queries.push(row.texts[0].clone());
-                queries.len() - 1
-            });
+            let q = row.texts[0].as_str();
             match row.label {
                 Some(label) => pairs.push((q, row.texts[1].clone(), label >= 0.5)),
                 None => {
@@ -115,25 +117,28 @@ impl Candidates {
                 }
             }
         }
-        Self::encoded(queries, pairs, tokenizer, max_len)
+        Self::grouped(&pairs, tokenizer, max_len)
     }
 
     /// The candidates of ranked lists: each query's documents, those labelled above 0 relevant.
     pub fn of_lists(lists: &RankedLists, tokenizer: &Tokenizer, max_len: usize) -> Result<Self, TokenizerError> {
-        let mut queries: Vec<String> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        let mut pairs = Vec::new();
-        for list in &lists.rows {
-            let q = *index.entry(list.query.as_str()).or_insert_with(|| {
-                queries.push(list.query.clone());
-                queries.len() - 1
-            });
-            pairs.extend(list.docs.iter().zip(&list.labels).map(|(d, l)| (q, d.clone(), *l > 0.0)));
-        }
-        Self::encoded(queries, pairs, tokenizer, max_len)
+        let pairs: Vec<(&str, String, bool)> = lists.rows.iter().flat_map(|l| l.docs.iter().zip(&l.labels).map(|(d, y)| (l.query.as_str(), d.clone(), *y > 0.0))).collect();
+        Self::grouped(&pairs, tokenizer, max_len)
     }
 
-    fn encoded(queries: Vec<String>, mut pairs: Vec<(usize, String, bool)>, tokenizer: &Tokenizer, max_len: usize) -> Result<Self, TokenizerError> {
+    /// `(query, passage, relevant)` candidates grouped by query, the queries in order of first
+    /// appearance, and encoded.
+    fn grouped(candidates: &[(&str, String, bool)], tokenizer: &Tokenizer, max_len: usize) -> Result<Self, TokenizerError> {
+        let mut queries: Vec<String> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut pairs: Vec<(usize, String, bool)> = Vec::with_capacity(candidates.len());
+        for (query, passage, relevant) in candidates {
+            let q = *index.entry(query).or_insert_with(|| {
+                queries.push(query.to_string());
+                queries.len() - 1
+            });
+            pairs.push((q, passage.clone(), *relevant));
+        }
         pairs.sort_by_key(|p| p.0);
         let texts: Vec<(&str, &str)> = pairs.iter().map(|(q, p, _)| (queries[*q].as_str(), p.as_str())).collect();
         let encoded = tokenizer.encode_pairs_each(&texts, max_len, true)?;
@@ -223,10 +228,13 @@ impl<M> RerankTraining<M> {
     /// The task of `loss` on `train`, reranking `eval`, in batches of `batch_size` rows drawn
     /// from `seed` (without a text twice for the in-batch negatives), pairs of at most
     /// `max_len` tokens.
-    pub fn new(train: RerankRows, eval: Candidates, tokenizer: Tokenizer, max_len: usize, loss: RerankLoss, batch_size: usize, seed: u64) -> Self {
+    /// Refused (one line naming the file) when the rows do not fit the loss
+    /// ([`RerankLoss::check`]).
+    pub fn new(train: RerankRows, eval: Candidates, tokenizer: Tokenizer, max_len: usize, loss: RerankLoss, batch_size: usize, seed: u64) -> Result<Self, String> {
+        loss.check(&train)?;
         let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
         let batches = RowBatches::new(train.len(), batch_size, seed, in_batch);
-        Self { train, eval, tokenizer, max_len, loss, batch_size, seed, batches, model: std::marker::PhantomData }
+        Ok(Self { train, eval, tokenizer, max_len, loss, batch_size, seed, batches, model: std::marker::PhantomData })
     }
 
     /// Training batches per epoch.
@@ -278,7 +286,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
                 let pairs: Vec<(&str, &str)> = lists.iter().flat_map(|l| l.docs.iter().map(|d| (l.query.as_str(), d.as_str()))).collect();
                 let (input, tokens) = self.input(&pairs, device);
                 let labels = lists.iter().map(|l| l.labels.iter().map(|&x| x as f32).collect()).collect();
-                let RerankLoss::Listwise(loss) = self.loss else { unreachable!("lists train with a listwise loss (checked before training)") };
+                let RerankLoss::Listwise(loss) = self.loss else { unreachable!("lists train with a listwise loss (RerankTraining::new checks)") };
                 return RerankBatch { input, target: RerankTarget::Lists { labels, loss }, tokens, held_out: false };
             }
         };
@@ -310,7 +318,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
                 let (input, tokens) = self.input(&pairs, device);
                 RerankBatch { input, target: RerankTarget::PositiveFirst { rows: b, candidates, scale }, tokens, held_out: false }
             }
-            RerankLoss::Listwise(loss) => unreachable!("{}: text rows do not train a listwise loss (checked before training)", loss.name()),
+            RerankLoss::Listwise(loss) => unreachable!("{}: text rows do not train a listwise loss (RerankTraining::new checks)", loss.name()),
         }
     }
 

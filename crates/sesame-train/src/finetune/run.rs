@@ -781,30 +781,21 @@ fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device)
         LossKind::ListNet => listwise(ListwiseLoss::ListNet)?,
         LossKind::ListMle => listwise(ListwiseLoss::ListMle { weighted: false })?,
         LossKind::PListMle => listwise(ListwiseLoss::ListMle { weighted: true })?,
-        LossKind::Lambda => match job.lambda_weighting {
-            Some(weighting) => listwise(ListwiseLoss::Lambda { weighting, k: None, sigma: 1.0 })?,
-            None => listwise(ListwiseLoss::lambda())?,
-        },
+        LossKind::Lambda => listwise(ListwiseLoss::lambda(job.lambda_weighting.unwrap_or_default()))?,
         LossKind::RankNet => listwise(ListwiseLoss::rank_net())?,
         other => return Err(format!("--loss {other:?}: --task rerank trains with bce, mnrl, listnet, listmle, plistmle, lambda or ranknet").to_lowercase()),
     };
     if job.num_negatives.is_some() && !matches!(loss, RerankLoss::MultipleNegativesRanking { .. }) {
         return Err(format!("--num-negatives: {} draws no negatives (the multiple-negatives loss does)", loss.name()));
     }
-    match &train {
-        RerankRows::Pairs(rows) => {
-            loss.check(rows)?;
-            let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
-            let needed = RowsNeeded { loss: loss.name(), labels: Some((0.0, 1.0)), binary: false, in_batch: in_batch.then_some(job.batch_size) };
-            check_rows(rows, needed)?;
-            if let RerankRows::Pairs(eval) = &eval {
-                check_rows(eval, RowsNeeded { loss: "reranking", in_batch: None, ..needed })?;
-            }
+    loss.check(&train)?;
+    if let RerankRows::Pairs(rows) = &train {
+        let in_batch = matches!(loss, RerankLoss::MultipleNegativesRanking { .. });
+        let needed = RowsNeeded { loss: loss.name(), labels: Some((0.0, 1.0)), binary: false, in_batch: in_batch.then_some(job.batch_size) };
+        check_rows(rows, needed)?;
+        if let RerankRows::Pairs(eval) = &eval {
+            check_rows(eval, RowsNeeded { loss: "reranking", in_batch: None, ..needed })?;
         }
-        RerankRows::Lists(_) if !matches!(loss, RerankLoss::Listwise(_)) => {
-            return Err(format!("{}: {} takes (query, passage) rows, not lists (the listwise losses take them: --loss listnet, listmle, plistmle, lambda or ranknet)", job.train.display(), loss.name()));
-        }
-        RerankRows::Lists(_) => {}
     }
     let (tokenizer, mut config, seq_len) = load_start::<M>(job)?;
     // Every pair the rows can make is tokenized once here, so that a text the tokenizer refuses
@@ -841,7 +832,7 @@ fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device)
         candidates.pairs.len(),
         loss.name()
     );
-    let task = RerankTraining::<M>::new(train, candidates, tokenizer.clone(), seq_len, loss, job.batch_size, job.seed);
+    let task = RerankTraining::<M>::new(train, candidates, tokenizer.clone(), seq_len, loss, job.batch_size, job.seed)?;
     let per_epoch = task.batches_per_epoch();
     let run = Run { job, device, tokenizer: &tokenizer, metric, per_epoch, what, task_name: "reranking", labels: &[], save_beside: None };
     run.fit_and_export(&task, config, |_, _| Ok(Report::from_iter([("loss_function".to_string(), serde_json::json!(loss.name()))])))
