@@ -7,7 +7,7 @@ use sesame_layers::{
     Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, SequenceHead, SequenceLabels,
 };
 
-use crate::{devices, Checker, Fixture, TOLERANCE};
+use crate::{devices, max_abs_diff, values, Checker, Fixture, TOLERANCE};
 
 /// The fixture's inputs (token types when the fixture has them).
 pub fn input(f: &Fixture, device: &Device) -> EncoderInput {
@@ -80,6 +80,63 @@ pub fn base_model<B: Backbone>(family: &str, shapes: &[&str]) {
         }
         check_encoder(c, f, &out.encoder, options);
     });
+}
+
+/// The base model run over its tokens alone (`OutputOptions::tokens_only`, padding packed
+/// out of the dense blocks), with default and with all outputs: at every token, each layer's
+/// state and each attention row equal transformers' (which computes the padding as well); the
+/// layers' states at padding positions are zeros. The fixtures' batches hold padding.
+pub fn base_model_tokens_only<B: Backbone>(family: &str, shapes: &[&str]) {
+    for shape in shapes {
+        let name = format!("{family}/{shape}-model");
+        let f = Fixture::open(&name);
+        let mask = &f.get("input.attention_mask").i64;
+        assert!(mask.contains(&0), "{name}: the fixture's batch must hold padding");
+        // `values` with every entry outside a token (position `dim`, a row of the mask) zeroed.
+        let at_tokens = |values: &[f32], shape: &[usize], dim: usize| -> Vec<f32> {
+            let seq = shape[dim];
+            let inner: usize = shape[dim + 1..].iter().product();
+            let outer: usize = shape[1..dim].iter().product();
+            values.iter().enumerate().map(|(i, &v)| if mask[i / (outer * seq * inner) * seq + (i / inner) % seq] != 0 { v } else { 0.0 }).collect()
+        };
+        let check = |c: &mut Checker, what: &str, ours: Vec<f32>, shape: &[usize], reference: &crate::Array, dim: usize| {
+            let diff = max_abs_diff(&at_tokens(&ours, shape, dim), &at_tokens(&reference.f32, &reference.shape, dim));
+            // The layers' states must be zeros at the padding, not merely masked here.
+            let padding_is_zero = dim == 2 || at_tokens(&ours, shape, dim) == ours;
+            c.close_values(what, diff, padding_is_zero);
+        };
+        for (backend, device) in devices() {
+            for (options, what) in [(OutputOptions::default(), "default outputs"), (OutputOptions::all(), "all outputs")] {
+                let model = <B as PretrainedModel>::from_pretrained(&f.dir, &device).unwrap().model;
+                let out = Backbone::forward(&model, input(&f, &device), OutputOptions { tokens_only: true, ..options });
+                let mut c = Checker::default();
+                let last = out.last_hidden_state();
+                let dims = last.dims().to_vec();
+                check(&mut c, "last_hidden_state", values(last), &dims, f.get("output.last_hidden_state"), 1);
+                if let Some(pooled) = out.pooler_output.clone() {
+                    c.close("pooler_output", pooled, f.get("output.pooler_output"), TOLERANCE);
+                }
+                // The embeddings (state 0) are the padded run's; each layer's is packed.
+                for (i, h) in out.encoder.hidden_states.iter().flatten().enumerate() {
+                    let dims = h.dims().to_vec();
+                    let reference = f.get(&format!("output.hidden_states.{i}"));
+                    if i == 0 {
+                        c.close("hidden_states.0", h.clone(), reference, TOLERANCE);
+                    } else {
+                        check(&mut c, &format!("hidden_states.{i}"), values(h.clone()), &dims, reference, 1);
+                    }
+                }
+                for (i, a) in out.encoder.attentions.iter().flatten().enumerate() {
+                    let dims = a.dims().to_vec();
+                    check(&mut c, &format!("attentions.{i}"), values(a.clone()), &dims, f.get(&format!("output.attentions.{i}")), 2);
+                }
+                if options.hidden_states && out.encoder.hidden_states.as_ref().map(Vec::len) != Some(f.count("output.hidden_states")) {
+                    c.fail("not every hidden state was returned".into());
+                }
+                c.finish(&format!("{name} over its tokens on {backend}, {what}"));
+            }
+        }
+    }
 }
 
 /// MLM + sentence-level head (`{shape}-pretraining`); the reference names the sentence logits

@@ -14,6 +14,11 @@ fn albert_model_matches_transformers() {
 }
 
 #[test]
+fn albert_model_over_its_tokens_alone_matches_transformers_at_every_token() {
+    parity::base_model_tokens_only::<AlbertModel>("albert", &SHAPES);
+}
+
+#[test]
 fn albert_for_pretraining_matches_transformers() {
     parity::pretraining::<AlbertModel>("albert", &SHAPES);
 }

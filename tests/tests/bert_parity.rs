@@ -14,6 +14,11 @@ fn bert_model_matches_transformers() {
 }
 
 #[test]
+fn bert_model_over_its_tokens_alone_matches_transformers_at_every_token() {
+    parity::base_model_tokens_only::<BertModel>("bert", &SHAPES);
+}
+
+#[test]
 fn bert_for_pretraining_matches_transformers() {
     parity::pretraining::<BertModel>("bert", &SHAPES);
 }

@@ -86,7 +86,7 @@ fn an_albert_student_runs_the_shared_layers_at_fewer_depths() {
         let f = Fixture::open("albert/base-masked-lm");
         let loaded = AlbertForMaskedLM::from_pretrained(&f.dir, &device).unwrap();
         let input = sesame_layers::EncoderInput::new(f.int("input.input_ids", &device)).with_attention_mask(f.int("input.attention_mask", &device));
-        let all = OutputOptions { hidden_states: true, attentions: false };
+        let all = OutputOptions { hidden_states: true, ..OutputOptions::default() };
         let teacher = loaded.model.forward(input.clone(), None, all);
         let mut config = loaded.config.clone();
         let student = loaded.model.clone().keep_layers(&mut config, &[0, 2]).unwrap();
@@ -127,7 +127,7 @@ fn xlnet_and_bart_classifiers_give_distillation_their_layers_and_keep_their_teac
     use sesame_tests::Checker;
     use sesame_xlnet::XlnetForSequenceClassification;
 
-    let all = OutputOptions { hidden_states: true, attentions: true };
+    let all = OutputOptions::all();
     let input = |f: &Fixture, device: &Device| {
         let mut input = EncoderInput::new(f.int("input.input_ids", device)).with_attention_mask(f.int("input.attention_mask", device));
         input.token_type_ids = f.has("input.token_type_ids").then(|| f.int("input.token_type_ids", device));

@@ -17,6 +17,11 @@ fn electra_model_matches_transformers() {
 }
 
 #[test]
+fn electra_model_over_its_tokens_alone_matches_transformers_at_every_token() {
+    parity::base_model_tokens_only::<ElectraModel>("electra", &SHAPES);
+}
+
+#[test]
 fn electra_discriminator_matches_transformers() {
     each("electra", &SHAPES, "pretraining", |f, device, c, options| {
         let model = ElectraForPreTraining::from_pretrained(&f.dir, device).unwrap().model;

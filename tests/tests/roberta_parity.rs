@@ -17,6 +17,11 @@ fn roberta_model_matches_transformers() {
 }
 
 #[test]
+fn roberta_model_over_its_tokens_alone_matches_transformers_at_every_token() {
+    parity::base_model_tokens_only::<RobertaModel>("roberta", &SHAPES);
+}
+
+#[test]
 fn roberta_for_masked_lm_matches_transformers() {
     parity::masked_lm::<RobertaModel>("roberta", &SHAPES);
 }

@@ -13,6 +13,7 @@ use burn::tensor::DType;
 
 use crate::device::is_libtorch;
 use crate::dropout::{Dropout, DropoutConfig};
+use crate::packing::Packing;
 
 /// Which keys each query may see, and an optional additive bias on the attention scores.
 #[derive(Clone, Debug)]
@@ -26,20 +27,23 @@ pub struct AttentionMask {
     /// key, as HF's additive masks make them; the fused kernel is then given the mask as a
     /// bias, since a boolean mask gives them zeros there.
     pub restricted: bool,
+    /// The keys' padding `[batch, s_k]` (1 = token, 0 = padding) the mask was made from, where
+    /// it was ([`AttentionMask::padding`]): what [`crate::packing::Packing`] packs by.
+    pub padding: Option<Tensor<2, Int>>,
 }
 
 impl AttentionMask {
     /// Every query attends to every key.
     pub fn none() -> Self {
-        Self { masked: None, bias: None, restricted: false }
+        Self { masked: None, bias: None, restricted: false, padding: None }
     }
 
     /// Key padding from an HF-style `attention_mask` `[batch, s_k]` (1 = token, 0 = padding),
     /// for `s_q` queries.
     pub fn padding(attention_mask: Tensor<2, Int>, s_q: usize) -> Self {
         let [b, s_k] = attention_mask.dims();
-        let masked = attention_mask.equal_elem(0).reshape([b, 1, s_k]).expand([b, s_q, s_k]);
-        Self { masked: Some(masked), bias: None, restricted: false }
+        let masked = attention_mask.clone().equal_elem(0).reshape([b, 1, s_k]).expand([b, s_q, s_k]);
+        Self { masked: Some(masked), bias: None, restricted: false, padding: Some(attention_mask) }
     }
 
     /// Add a further boolean restriction `[batch, s_q, s_k]` (`true` = may not attend).
@@ -177,6 +181,17 @@ impl MultiHeadAttention {
         }
     }
 
+    /// Self-attention of packed tokens `x` `[1, tokens, d]` ([`Packing::pack`]): the projections
+    /// run over the tokens alone, the scores over the padded batch. Returns the projected
+    /// context of the tokens `[1, tokens, d]` and, when `return_probs`, the probabilities
+    /// `[batch, heads, seq, seq]`.
+    pub fn forward_packed(&self, x: Tensor<3>, mask: &AttentionMask, packing: &Packing, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+        let heads = |t: Tensor<3>| self.split(packing.unpack(t));
+        let (q, k, v) = (heads(self.query.forward(x.clone())), heads(self.key.forward(x.clone())), heads(self.value.forward(x)));
+        let (context, probs) = self.context(q, k, v, mask, return_probs);
+        (self.output.forward(packing.pack(context)), probs)
+    }
+
     /// Attend from `x` `[batch, s_q, d]` to `context` `[batch, s_k, d]` (pass `x` again for
     /// self-attention). Returns the projected context `[batch, s_q, d]` and, when
     /// `return_probs`, the attention probabilities `[batch, heads, s_q, s_k]`.
@@ -254,6 +269,21 @@ impl MultiHeadAttention {
         mask: &AttentionMask,
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>) {
+        let (context, probs) = self.context(q, k, v, mask, return_probs);
+        (self.output.forward(context), probs)
+    }
+
+    /// The heads' context `[batch, s_q, heads · head_dim]` of queries `q` `[batch, heads, s_q,
+    /// head_dim]` over keys `k` and values `v` `[batch, heads, s_k, head_dim]`, before the
+    /// output projection; the probabilities when asked.
+    fn context(
+        &self,
+        q: Tensor<4>,
+        k: Tensor<4>,
+        v: Tensor<4>,
+        mask: &AttentionMask,
+        return_probs: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>) {
         let [b, h, s_q, dh] = q.dims();
         let s_k = k.dims()[2];
         let expand = |m: Tensor<3, Bool>| m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k]);
@@ -277,8 +307,7 @@ impl MultiHeadAttention {
             let (masked, bias) = fused_mask(mask, bias, &q, expand);
             (attention(q, k, v, masked, bias, AttentionModuleOptions::default()), None)
         };
-        let ctx = ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]);
-        (self.output.forward(ctx), probs)
+        (ctx.swap_dims(1, 2).reshape([b, s_q, h * dh]), probs)
     }
 }
 

@@ -9,6 +9,7 @@ use crate::dropout::{Dropout, DropoutConfig};
 use crate::activation::Activation;
 use crate::attention::{AttentionMask, KvCache, MultiHeadAttention, MultiHeadAttentionConfig};
 use crate::feed_forward::{FeedForward, FeedForwardConfig};
+use crate::packing::Packing;
 
 /// Configuration of [`EncoderLayer`] and [`Encoder`].
 #[derive(Config, Debug)]
@@ -133,6 +134,13 @@ impl LayerParts<'_> {
         (self.finish(x, attended), probs)
     }
 
+    /// The same layer over packed tokens `x` `[1, tokens, d]` ([`Packing::pack`]): only the
+    /// attention scores see the padded batch.
+    pub fn forward_packed(self, x: Tensor<3>, mask: &AttentionMask, packing: &Packing, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+        let (attended, probs) = self.attention.forward_packed(x.clone(), mask, packing, return_probs);
+        (self.finish(x, attended), probs)
+    }
+
     /// The same layer run incrementally: `x` `[batch, s_new, d]` holds only new positions,
     /// which attend to the `past` ones (none at the first pass) and to themselves; `mask`
     /// covers `[batch, s_new, past + s_new]`. Also returns the cache extended by `x`.
@@ -237,12 +245,17 @@ pub struct OutputOptions {
     pub hidden_states: bool,
     /// Return every layer's attention probabilities.
     pub attentions: bool,
+    /// Run the layers' dense blocks over the tokens alone, padding removed
+    /// ([`crate::packing`]): faster, the same at every token, but the layers' outputs are
+    /// zeros at padding positions. For callers that never read those positions (pooled
+    /// embeddings); ignored with a cache and by layers that cannot pack (XLNet's).
+    pub tokens_only: bool,
 }
 
 impl OutputOptions {
     /// Ask for everything.
     pub fn all() -> Self {
-        Self { hidden_states: true, attentions: true }
+        Self { hidden_states: true, attentions: true, tokens_only: false }
     }
 }
 
@@ -296,6 +309,13 @@ pub fn run_layers<'a>(
     options: OutputOptions,
 ) -> EncoderOutput {
     let mut collect = Collector::new(&x, options);
+    let packing = match (&mask.padding, &cache) {
+        (Some(padding), None) if options.tokens_only => Packing::of(padding),
+        _ => None,
+    };
+    if let Some(packing) = &packing {
+        return run_packed(layers, x, mask, packing, collect, options);
+    }
     // With a cache: the layers' past entries, and their extended entries as they come.
     let mut caches = cache.map(|c| (c.layers.into_iter(), Vec::new()));
     for layer in layers {
@@ -312,6 +332,20 @@ pub fn run_layers<'a>(
     }
     let (hidden_states, attentions) = collect.finish();
     EncoderOutput { last_hidden_state: x, hidden_states, attentions, cache: caches.map(|(_, layers)| EncoderCache { layers }) }
+}
+
+/// [`run_layers`] over the tokens of `x` alone, packed by `packing`; every output laid out as
+/// the batch again, zeros at the padding.
+fn run_packed<'a>(layers: impl Iterator<Item = LayerParts<'a>>, x: Tensor<3>, mask: &AttentionMask, packing: &Packing, mut collect: Collector, options: OutputOptions) -> EncoderOutput {
+    let mut x = packing.pack(x);
+    for layer in layers {
+        let (out, probs) = layer.forward_packed(x, mask, packing, options.attentions);
+        x = out;
+        let unpacked = options.hidden_states.then(|| packing.unpack(x.clone()));
+        collect.layer(unpacked.as_ref().unwrap_or(&x), probs);
+    }
+    let (hidden_states, attentions) = collect.finish();
+    EncoderOutput { last_hidden_state: packing.unpack(x), hidden_states, attentions, cache: None }
 }
 
 /// Gathers what [`OutputOptions`] asks of a layer loop (every layer loop uses it: encoder

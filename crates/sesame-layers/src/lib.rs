@@ -27,6 +27,7 @@ pub mod init;
 pub mod int8;
 pub mod linear;
 pub mod loss;
+pub mod packing;
 pub mod pooling;
 pub mod pretrained;
 pub mod random;

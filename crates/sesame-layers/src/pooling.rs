@@ -33,6 +33,14 @@ impl std::str::FromStr for Pooling {
 }
 
 impl Pooling {
+    /// Whether this pooling reads no padding position of a batch padded on the left when
+    /// `pads_left`, so that the layers may run over the tokens alone
+    /// ([`crate::encoder::OutputOptions::tokens_only`]): every pooling but CLS's of a
+    /// left-padded batch, whose first position may be padding.
+    pub fn reads_tokens_only(&self, pads_left: bool) -> bool {
+        *self != Pooling::Cls || !pads_left
+    }
+
     /// Pool `states` `[batch, seq, d]` using `attention_mask` `[batch, seq]` (1 = token).
     pub fn pool(&self, states: Tensor<3>, attention_mask: Tensor<2, Int>) -> Tensor<2> {
         let [b, s, d] = states.dims();

@@ -353,7 +353,8 @@ pub fn embed_encoded<B: Backbone>(
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
         let mask = input.attention_mask.clone().expect("encoded batches carry a mask");
-        let outputs = OutputOptions { hidden_states: options.layer != -1, attentions: false };
+        let tokens_only = options.pooling.reads_tokens_only(tokenizer.pads_left());
+        let outputs = OutputOptions { hidden_states: options.layer != -1, attentions: false, tokens_only };
         let out = model.forward(input, outputs);
         let states = select_layer(&out.encoder, options.layer).ok_or(PipelineError::NoSuchLayer {
             layer: options.layer,

@@ -50,7 +50,7 @@ impl DistillLoss {
     }
 
     fn outputs(&self) -> OutputOptions {
-        OutputOptions { hidden_states: self.hidden > 0.0 || self.cosine > 0.0, attentions: self.attention > 0.0 }
+        OutputOptions { hidden_states: self.hidden > 0.0 || self.cosine > 0.0, attentions: self.attention > 0.0, ..OutputOptions::default() }
     }
 
     /// The terms on the outputs of the student's and the teacher's stacks of layers, paired

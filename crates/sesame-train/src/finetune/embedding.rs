@@ -274,8 +274,10 @@ impl<B> EmbeddingTraining<B> {
         B: Backbone,
     {
         let mask = input.attention_mask.clone().expect("padded batches carry a mask");
-        let out = model.forward(input, OutputOptions::default());
-        let pooled = self.objective.embedding.pooling.pool(out.encoder.last_hidden_state, mask);
+        let pooling = self.objective.embedding.pooling;
+        let options = OutputOptions { tokens_only: pooling.reads_tokens_only(self.tokenizer.pads_left()), ..OutputOptions::default() };
+        let out = model.forward(input, options);
+        let pooled = pooling.pool(out.encoder.last_hidden_state, mask);
         if self.objective.embedding.normalize {
             l2_normalize(pooled)
         } else {
