@@ -12,18 +12,15 @@ use burn::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 pub use sesame_train::Backend;
 
-/// A scratch path under the system temp dir, `sesame-{name}-{pid}-{n}` (`n` counts the
-/// scratch paths of this process, so that tests run side by side never share one): removed
-/// when dropped, unless its test is failing (then kept, to look at), so that runs of the
-/// suites do not fill the temp dir.
+/// A scratch path under the system temp dir, `sesame-{name}-{pid}`: removed when dropped,
+/// unless its test is failing (then kept, to look at), so that runs of the suites do not fill
+/// the temp dir.
 pub struct Scratch(PathBuf);
 
 impl Scratch {
     /// The path for `name`, whatever an earlier run left there removed; not created.
     pub fn path(name: &str) -> Self {
-        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("sesame-{name}-{}-{n}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("sesame-{name}-{}", std::process::id()));
         remove(&path);
         Self(path)
     }

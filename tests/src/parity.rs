@@ -4,7 +4,7 @@
 
 use burn::prelude::*;
 use sesame_layers::{
-    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, SequenceHead, SequenceLabels,
+    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, SequenceClassifier, SequenceHead, SequenceLabels, TokenTagger,
 };
 
 use crate::{devices, max_abs_diff, values, Checker, Fixture, TOLERANCE};
@@ -92,13 +92,7 @@ pub fn base_model_tokens_only<B: Backbone>(family: &str, shapes: &[&str]) {
         let f = Fixture::open(&name);
         let mask = &f.get("input.attention_mask").i64;
         assert!(mask.contains(&0), "{name}: the fixture's batch must hold padding");
-        // `values` with every entry outside a token (position `dim`, a row of the mask) zeroed.
-        let at_tokens = |values: &[f32], shape: &[usize], dim: usize| -> Vec<f32> {
-            let seq = shape[dim];
-            let inner: usize = shape[dim + 1..].iter().product();
-            let outer: usize = shape[1..dim].iter().product();
-            values.iter().enumerate().map(|(i, &v)| if mask[i / (outer * seq * inner) * seq + (i / inner) % seq] != 0 { v } else { 0.0 }).collect()
-        };
+        let at_tokens = |values: &[f32], shape: &[usize], dim: usize| at_tokens(values, shape, dim, mask);
         let check = |c: &mut Checker, what: &str, ours: Vec<f32>, shape: &[usize], reference: &crate::Array, dim: usize| {
             let diff = max_abs_diff(&at_tokens(&ours, shape, dim), &at_tokens(&reference.f32, &reference.shape, dim));
             // The layers' states must be zeros at the padding, not merely masked here.
@@ -137,6 +131,15 @@ pub fn base_model_tokens_only<B: Backbone>(family: &str, shapes: &[&str]) {
             }
         }
     }
+}
+
+/// `values` of a tensor of `shape` with every entry outside a token zeroed: its position is
+/// index `dim`, its row index 0, and `mask` `[batch, seq]` says which are tokens.
+fn at_tokens(values: &[f32], shape: &[usize], dim: usize, mask: &[i64]) -> Vec<f32> {
+    let seq = shape[dim];
+    let inner: usize = shape[dim + 1..].iter().product();
+    let outer: usize = shape[1..dim].iter().product();
+    values.iter().enumerate().map(|(i, &v)| if mask[i / (outer * seq * inner) * seq + (i / inner) % seq] != 0 { v } else { 0.0 }).collect()
 }
 
 /// MLM + sentence-level head (`{shape}-pretraining`); the reference names the sentence logits
@@ -182,6 +185,9 @@ pub fn sequence_classification<B: Backbone, H: SequenceHead<B>>(family: &str, sh
             c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
             check_loss(c, f, out.loss);
             check_encoder(c, f, &out.encoder, options);
+            // What the pipelines and fine-tuning call: over the tokens alone where the head
+            // reads the first position only.
+            c.close("classify's logits", SequenceClassifier::classify(&model, input(f, device)), f.get("output.logits"), TOLERANCE);
         });
     }
 }
@@ -194,6 +200,11 @@ pub fn token_classification<B: Backbone>(family: &str, shapes: &[&str]) {
         c.close("logits", out.logits, f.get("output.logits"), TOLERANCE);
         check_loss(c, f, out.loss);
         check_encoder(c, f, &out.encoder, options);
+        // What the pipelines and fine-tuning call, over the tokens alone: equal at every token.
+        let tagged = TokenTagger::tag(&model, input(f, device));
+        let (dims, reference, mask) = (tagged.dims().to_vec(), f.get("output.logits"), &f.get("input.attention_mask").i64);
+        let diff = max_abs_diff(&at_tokens(&values(tagged), &dims, 1, mask), &at_tokens(&reference.f32, &reference.shape, 1, mask));
+        c.close_values("tag's logits at the tokens", diff, true);
     });
 }
 

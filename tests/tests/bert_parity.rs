@@ -2,7 +2,7 @@
 //! hidden states of all layers, attention maps, logits and losses within 1e-4.
 
 use sesame_bert::*;
-use sesame_layers::{Classifier, OutputOptions, PretrainedModel};
+use sesame_layers::{Classifier, OutputOptions, PretrainedModel, SequenceClassifier};
 use sesame_tests::parity::{self, check_encoder, check_loss, each, input};
 use sesame_tests::{devices, Checker, Fixture, TOLERANCE};
 
@@ -16,6 +16,41 @@ fn bert_model_matches_transformers() {
 #[test]
 fn bert_model_over_its_tokens_alone_matches_transformers_at_every_token() {
     parity::base_model_tokens_only::<BertModel>("bert", &SHAPES);
+}
+
+#[test]
+fn a_classifier_trained_over_its_tokens_alone_gets_the_gradients_of_the_padded_run() {
+    // Without dropout, so that both runs compute the same function of the weights.
+    let dir = sesame_tests::Scratch::dir("bert-packed-gradients");
+    let fixture = sesame_tests::fixtures_dir().join("bert/base-seqcls-single");
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    for field in ["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"] {
+        config[field] = 0.0.into();
+    }
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let f = Fixture::open("bert/base-seqcls-single");
+    for (backend, device) in devices() {
+        let device = device.autodiff();
+        let model = BertForSequenceClassification::from_pretrained(&dir, &device).unwrap().model;
+        let gradients = |tokens_only: bool| -> Vec<Vec<f32>> {
+            let logits = model.classify_layers(input(&f, &device), OutputOptions { tokens_only, ..OutputOptions::default() }).logits;
+            let grads = (logits.clone() * logits).sum().backward();
+            let layer = &model.base.encoder.layers[0];
+            [layer.attention.query.weight.val(), layer.feed_forward.intermediate.weight.val(), model.base.embeddings.word_embeddings.weight.val()]
+                .into_iter()
+                .map(|w| sesame_tests::values(w.grad(&grads).expect("the weight takes part in the logits")))
+                .collect()
+        };
+        let (padded, packed) = (gradients(false), gradients(true));
+        for (name, (a, b)) in ["layer 0's query", "layer 0's intermediate", "word embeddings"].iter().zip(padded.iter().zip(&packed)) {
+            let diff = sesame_tests::max_abs_diff(a, b);
+            assert!(diff <= 1e-5, "{name}'s gradient on {backend}: max abs diff {diff:e}");
+        }
+    }
 }
 
 #[test]

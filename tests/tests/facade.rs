@@ -25,9 +25,10 @@ fn fill_mask_dir() -> PathBuf {
     fixtures_dir().join("bert/base-fill-mask")
 }
 
-/// A copy of the fixture `name` with the fill-mask fixture's tokenizer (the same vocabulary).
-fn with_tokenizer(name: &str) -> sesame_tests::Scratch {
-    let dir = sesame_tests::Scratch::dir(&format!("facade-{}", name.replace('/', "-")));
+/// A copy of the fixture `name` with the fill-mask fixture's tokenizer (the same vocabulary),
+/// for the test `test` (tests run side by side: each has its own copy).
+fn with_tokenizer(name: &str, test: &str) -> sesame_tests::Scratch {
+    let dir = sesame_tests::Scratch::dir(&format!("facade-{test}-{}", name.replace('/', "-")));
     for entry in std::fs::read_dir(fixtures_dir().join(name)).unwrap() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
@@ -77,7 +78,7 @@ fn embed_and_fill_mask_pipelines_give_what_the_typed_pipelines_give() {
 #[test]
 fn classify_and_tag_pipelines_give_what_the_typed_pipelines_give() {
     let (_, device) = devices().remove(0);
-    let classifier_dir = with_tokenizer("bert/base-seqcls-single");
+    let classifier_dir = with_tokenizer("bert/base-seqcls-single", "pipelines");
     let tokenizer = Tokenizer::from_dir(&classifier_dir).unwrap();
     let typed = BertForSequenceClassification::from_pretrained(&classifier_dir, &device).unwrap();
     let expected = sesame_pipelines::classify(&typed.model, &typed.config, &tokenizer, &TEXTS, 32).unwrap();
@@ -91,7 +92,7 @@ fn classify_and_tag_pipelines_give_what_the_typed_pipelines_give() {
     assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::SequenceClassifier::classify(&typed.model, input.clone())));
     assert_eq!(auto.labels().len(), sesame::layers::HfConfig::labels(&typed.config).count(0));
 
-    let tagger_dir = with_tokenizer("bert/base-token-classification");
+    let tagger_dir = with_tokenizer("bert/base-token-classification", "pipelines");
     let typed = BertForTokenClassification::from_pretrained(&tagger_dir, &device).unwrap();
     let stride = sesame::layers::HfConfig::input_limits(&typed.config).max_len / 4;
     let expected = sesame_pipelines::tag(&typed.model, &typed.config, &tokenizer, &TEXTS, 32, stride).unwrap();
@@ -270,7 +271,7 @@ fn output_values(outputs: &[sesame_pipelines::served::Output]) -> Vec<Vec<f32>> 
 fn an_embedder_and_a_classifier_read_the_servers_encodings_instead_of_tokenizing_again() {
     use sesame_pipelines::served::{encode_whole, Input};
     let (_, device) = devices().remove(0);
-    let classifier_dir = with_tokenizer("bert/base-seqcls-single");
+    let classifier_dir = with_tokenizer("bert/base-seqcls-single", "served");
     let long = "the cat sat on the mat . ".repeat(200);
     for (task, dir, inputs) in [
         (Task::Embed, fill_mask_dir(), vec![Input::Text(TEXTS[0].into()), Input::Text(TEXTS[1].into()), Input::Text(long.clone())]),

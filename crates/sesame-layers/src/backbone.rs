@@ -129,6 +129,16 @@ impl EncoderInput {
         }
     }
 
+    /// Whether every row's first position is a token, not padding (reads the mask back from
+    /// the device): true without a mask, false for a left-padded batch of rows of different
+    /// lengths.
+    pub fn first_positions_are_tokens(&self) -> bool {
+        let Some(mask) = &self.attention_mask else { return true };
+        let [b, _] = mask.dims();
+        let first: Vec<i64> = mask.clone().slice([0..b, 0..1]).into_data().convert::<i64>().try_to_vec().unwrap_or_default();
+        first.len() == b && first.iter().all(|&m| m != 0)
+    }
+
     /// The batch size.
     pub fn batch_size(&self) -> usize {
         self.input_ids.dims()[0]
@@ -342,6 +352,10 @@ impl SentenceHead {
 pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay + Sync + 'static {
     /// Whether the head reads the pooler output (the backbone is then built with a pooler).
     const POOLED: bool;
+    /// Whether the head reads the first position's state alone (BERT's pooler, `[CLS]`): its
+    /// classifier may then run the layers over the tokens alone
+    /// ([`OutputOptions::tokens_only`]) when that position is a token.
+    const FIRST_TOKEN: bool = false;
     /// A fresh head of `num_labels` outputs, sized and configured by `sizes`.
     fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self;
     /// Logits `[batch, num_labels]`.
@@ -351,6 +365,7 @@ pub trait SequenceHead<B: Backbone>: Module + burn::module::ModuleDisplay + Sync
 /// BERT's and ALBERT's head: dropout + linear on the pooled output.
 impl<B: Backbone> SequenceHead<B> for Classifier {
     const POOLED: bool = true;
+    const FIRST_TOKEN: bool = true;
 
     fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
         ClassifierConfig::new(sizes.hidden_size, num_labels).with_dropout(sizes.classifier_dropout).init(device)
@@ -363,6 +378,7 @@ impl<B: Backbone> SequenceHead<B> for Classifier {
 
 impl<B: Backbone> SequenceHead<B> for ClassificationHead {
     const POOLED: bool = false;
+    const FIRST_TOKEN: bool = true;
 
     fn new(sizes: &ClassifierSizes, num_labels: usize, device: &Device) -> Self {
         Self::with_sizes(sizes.hidden_size, num_labels, sizes.classifier_dropout, sizes.classifier_activation, device)

@@ -8,6 +8,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 
 use crate::random::keep_mask;
+use crate::packing::Packing;
 
 /// Configuration of a [`Dropout`].
 #[derive(Clone, Debug)]
@@ -77,6 +78,27 @@ impl Dropout {
     /// Whether this layer changes its input on `device` (training flag, autodiff device, p > 0).
     pub fn is_active(&self, device: &Device) -> bool {
         self.prob > 0.0 && self.training.is_enabled() && (device.is_autodiff() || WITHOUT_AUTODIFF.with(std::cell::Cell::get))
+    }
+
+    /// [`Dropout::forward`] of `x`, laid out as `packing` packs a batch's tokens when one is
+    /// given (`[1, tokens, d]`): the mask is then drawn for the padded batch `[batch, seq, d]`
+    /// and packed as the tokens are, so that a packed training run draws the masks, and takes
+    /// the steps, of the padded one.
+    pub fn forward_in(&self, x: Tensor<3>, packing: Option<&Packing>) -> Tensor<3> {
+        let Some(packing) = packing else { return self.forward(x) };
+        if !self.is_active(&x.device()) {
+            return x;
+        }
+        let [batch, seq] = packing.batch_shape();
+        let shape = [batch, seq, x.dims()[2]];
+        let keep = 1.0 - self.prob;
+        let mask = match keep_mask(&shape, keep) {
+            Some(mask) => Tensor::<3>::from_data(mask, &x.device()),
+            None => Tensor::<3>::random(shape, Distribution::Bernoulli(keep), &x.device()) * (1.0 / keep),
+        };
+        let mask = packing.pack(mask);
+        let mask = if mask.dtype() == x.dtype() { mask } else { mask.cast(x.dtype()) };
+        x * mask
     }
 
     /// `input` with dropout applied. Shapes: `[..., any]` → the same.

@@ -131,14 +131,14 @@ impl LayerParts<'_> {
     /// `x = LN(x + Attn(x)); x = LN(x + FFN(x))`, plus attention probabilities when asked.
     pub fn forward(self, x: Tensor<3>, mask: &AttentionMask, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let (attended, probs) = self.attention.forward(x.clone(), x.clone(), mask, return_probs);
-        (self.finish(x, attended), probs)
+        (self.finish(x, attended, None), probs)
     }
 
     /// The same layer over packed tokens `x` `[1, tokens, d]` ([`Packing::pack`]): only the
     /// attention scores see the padded batch.
     pub fn forward_packed(self, x: Tensor<3>, mask: &AttentionMask, packing: &Packing, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let (attended, probs) = self.attention.forward_packed(x.clone(), mask, packing, return_probs);
-        (self.finish(x, attended), probs)
+        (self.finish(x, attended, Some(packing)), probs)
     }
 
     /// The same layer run incrementally: `x` `[batch, s_new, d]` holds only new positions,
@@ -152,13 +152,14 @@ impl LayerParts<'_> {
         return_probs: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>, KvCache) {
         let (attended, probs, cache) = self.attention.forward_cached(x.clone(), mask, past, return_probs);
-        (self.finish(x, attended), probs, cache)
+        (self.finish(x, attended, None), probs, cache)
     }
 
-    /// The residual connections, LayerNorms and feed-forward block around attention's output.
-    fn finish(self, x: Tensor<3>, attended: Tensor<3>) -> Tensor<3> {
-        let x = self.attention_norm.forward(x + self.dropout.forward(attended));
-        self.output_norm.forward(x.clone() + self.dropout.forward(self.feed_forward.forward(x)))
+    /// The residual connections, LayerNorms and feed-forward block around attention's output,
+    /// over tokens packed by `packing` when one is given.
+    fn finish(self, x: Tensor<3>, attended: Tensor<3>, packing: Option<&Packing>) -> Tensor<3> {
+        let x = self.attention_norm.forward(x + self.dropout.forward_in(attended, packing));
+        self.output_norm.forward(x.clone() + self.dropout.forward_in(self.feed_forward.forward_in(x, packing), packing))
     }
 
     /// An owned layer of these sub-blocks (their parameters keep their ids).

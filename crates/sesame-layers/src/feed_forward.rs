@@ -5,6 +5,7 @@ use burn::prelude::*;
 
 use crate::activation::Activation;
 use crate::dropout::{Dropout, DropoutConfig};
+use crate::packing::Packing;
 
 /// Configuration of [`FeedForward`].
 #[derive(Config, Debug)]
@@ -49,6 +50,12 @@ pub struct FeedForward {
 impl FeedForward {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.output.forward(self.activation_dropout.forward(self.intermediate.forward_activated(x, self.activation)))
+        self.forward_in(x, None)
+    }
+
+    /// [`FeedForward::forward`] of `x`, laid out as `packing` packs a batch's tokens when one
+    /// is given (its dropout's masks drawn for the padded batch: [`Dropout::forward_in`]).
+    pub fn forward_in(&self, x: Tensor<3>, packing: Option<&Packing>) -> Tensor<3> {
+        self.output.forward(self.activation_dropout.forward_in(self.intermediate.forward_activated(x, self.activation), packing))
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! A batch of random sentences is about a third padding (verse pairs of 5–24 words, 32 to a
 //! batch, all-MiniLM-L6-v2's tokenizer: 64% tokens), so this saves about a third of a layer's
-//! products where nothing reads the padding positions: pooled embeddings, training with them.
+//! products where nothing reads the padding positions: pooled embeddings, a classifier reading
+//! the first token, a tagger's logits (cut to the tokens), and training any of them.
 
 use burn::prelude::*;
 
@@ -45,6 +46,11 @@ impl Packing {
             Tensor::<1, Int>::from_data(TensorData::new(values, [n]), &device)
         };
         Some(Self { tokens: index(tokens), positions: index(positions), batch, seq, count })
+    }
+
+    /// The padded batch's `[batch, seq]`.
+    pub fn batch_shape(&self) -> [usize; 2] {
+        [self.batch, self.seq]
     }
 
     /// `x` `[batch, seq, d]` packed: its tokens `[1, tokens, d]`.

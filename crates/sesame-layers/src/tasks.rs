@@ -689,6 +689,14 @@ impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B,
 }
 
 impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H> {
+    /// Logits of `input`, its layers run over the tokens alone
+    /// ([`OutputOptions::tokens_only`]) where the head reads only the first position
+    /// ([`SequenceHead::FIRST_TOKEN`]) and that position is a token in every row.
+    fn classify(&self, input: EncoderInput) -> Tensor<2> {
+        let tokens_only = H::FIRST_TOKEN && input.first_positions_are_tokens();
+        self.classify_layers(input, OutputOptions { tokens_only, ..OutputOptions::default() }).logits
+    }
+
     fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
         let out = self.forward(input, None, options);
         ClassifierLayers { logits: out.logits, stacks: vec![out.encoder] }
@@ -720,8 +728,11 @@ impl<B: Backbone> TaskModel for ForTokenClassification<B> {
 }
 
 impl<B: Backbone> TokenTagger for ForTokenClassification<B> {
+    /// Logits of `input`, its layers run over the tokens alone
+    /// ([`OutputOptions::tokens_only`]): transformers' at every token; at the padding, which
+    /// nothing reads, the classifier's of a zero state.
     fn tag(&self, input: EncoderInput) -> Tensor<3> {
-        self.forward(input, None, OutputOptions::default()).logits
+        self.forward(input, None, OutputOptions { tokens_only: true, ..OutputOptions::default() }).logits
     }
 }
 
