@@ -261,14 +261,7 @@ impl MultiHeadAttention {
     }
 
     /// Scaled dot-product attention of split heads, then the output projection.
-    fn attend(
-        &self,
-        q: Tensor<4>,
-        k: Tensor<4>,
-        v: Tensor<4>,
-        mask: &AttentionMask,
-        return_probs: bool,
-    ) -> (Tensor<3>, Option<Tensor<4>>) {
+    fn attend(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, mask: &AttentionMask, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let (context, probs) = self.context(q, k, v, mask, return_probs);
         (self.output.forward(context), probs)
     }
@@ -276,14 +269,7 @@ impl MultiHeadAttention {
     /// The heads' context `[batch, s_q, heads · head_dim]` of queries `q` `[batch, heads, s_q,
     /// head_dim]` over keys `k` and values `v` `[batch, heads, s_k, head_dim]`, before the
     /// output projection; the probabilities when asked.
-    fn context(
-        &self,
-        q: Tensor<4>,
-        k: Tensor<4>,
-        v: Tensor<4>,
-        mask: &AttentionMask,
-        return_probs: bool,
-    ) -> (Tensor<3>, Option<Tensor<4>>) {
+    fn context(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, mask: &AttentionMask, return_probs: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let [b, h, s_q, dh] = q.dims();
         let s_k = k.dims()[2];
         let expand = |m: Tensor<3, Bool>| m.reshape([b, 1, s_q, s_k]).expand([b, h, s_q, s_k]);
