@@ -27,13 +27,14 @@ pub struct Packing {
 
 impl Packing {
     /// The packing of `attention_mask` `[batch, seq]` (1 = token, 0 = padding; read back from
-    /// the device); `None` when the batch holds no padding, where packing saves nothing.
+    /// the device); `None` when the batch holds no padding, where packing saves nothing, or no
+    /// token at all (left padded, as it came).
     pub fn of(attention_mask: &Tensor<2, Int>) -> Option<Self> {
         let [batch, seq] = attention_mask.dims();
         let mask: Vec<i64> = attention_mask.to_data().convert::<i64>().try_to_vec().ok()?;
         let tokens: Vec<i64> = (0..batch * seq).filter(|&i| mask[i] != 0).map(|i| i as i64).collect();
         let count = tokens.len();
-        if count == batch * seq {
+        if count == batch * seq || count == 0 {
             return None;
         }
         let mut positions = vec![count as i64; batch * seq];
@@ -83,5 +84,7 @@ mod tests {
         assert_eq!(packing.unpack(packed).to_data().to_vec::<f32>().unwrap(), vec![0.0, 1.0, 0.0, 3.0, 0.0, 0.0]);
         let full = Tensor::<2, Int>::ones([2, 3], &device);
         assert!(Packing::of(&full).is_none(), "a batch without padding is left as it is");
+        let empty = Tensor::<2, Int>::zeros([2, 3], &device);
+        assert!(Packing::of(&empty).is_none(), "a batch without tokens is left as it is");
     }
 }
