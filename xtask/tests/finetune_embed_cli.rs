@@ -314,7 +314,7 @@ print(json.dumps([float(s) for s in model.predict([(query, p) for p in passages]
 /// rerank the held-out lists better than the untrained model. A list given with a pairwise loss
 /// is refused naming the file.
 #[test]
-fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses() {
+fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses_and_resumes_exactly() {
     let Some(minilm) = sesame_tests::minilm() else { return };
     let dir = scratch("rerank-lists");
     let lists = |source: &str, take: usize, name: &str| -> String {
@@ -353,6 +353,14 @@ fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses()
         let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(name).join("eval_results.json")).unwrap()).unwrap();
         assert_eq!(report["loss_function"], name, "{report}");
     }
+    // Killed at step 3 (checkpointed at 2) and resumed, dropout on: the weights of the run left
+    // alone, its last step's lists included.
+    let resumable = ["--steps", "5", "--eval-every", "2"];
+    run("resume-whole", &resumable).unwrap();
+    run("resume-killed", &[&resumable[..], &["--stop-after", "3"]].concat()).unwrap();
+    run("resume-killed", &[&resumable[..], &["--resume"]].concat()).unwrap();
+    let weights = |run: &str| std::fs::read(dir.join(run).join("model/model.safetensors")).unwrap();
+    assert!(weights("resume-whole") == weights("resume-killed"), "the resumed listwise run's model differs");
     // LambdaLoss without weights is RankNet, and reports itself so.
     run("unweighted", &["--loss", "lambda", "--lambda-weighting", "NoWeightingScheme", "--steps", "1"]).unwrap();
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("unweighted/eval_results.json")).unwrap()).unwrap();
