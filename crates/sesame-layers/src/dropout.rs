@@ -5,7 +5,7 @@
 
 use burn::module::{Flag, Module, Param};
 use burn::prelude::*;
-use burn::tensor::Distribution;
+use burn::tensor::{DType, Distribution};
 
 use crate::random::keep_mask;
 use crate::packing::Packing;
@@ -90,15 +90,8 @@ impl Dropout {
             return x;
         }
         let [batch, seq] = packing.batch_shape();
-        let shape = [batch, seq, x.dims()[2]];
-        let keep = 1.0 - self.prob;
-        let mask = match keep_mask(&shape, keep) {
-            Some(mask) => Tensor::<3>::from_data(mask, &x.device()),
-            None => Tensor::<3>::random(shape, Distribution::Bernoulli(keep), &x.device()) * (1.0 / keep),
-        };
-        let mask = packing.pack(mask);
-        let mask = if mask.dtype() == x.dtype() { mask } else { mask.cast(x.dtype()) };
-        x * mask
+        let mask = self.mask([batch, seq, x.dims()[2]], &x.device(), x.dtype());
+        x * packing.pack(mask)
     }
 
     /// `input` with dropout applied. Shapes: `[..., any]` → the same.
@@ -106,18 +99,20 @@ impl Dropout {
         if !self.is_active(&input.device()) {
             return input;
         }
+        let mask = self.mask(input.dims(), &input.device(), input.dtype());
+        input * mask
+    }
+
+    /// A mask of `shape` in `dtype`: `1 / keep` where an element is kept, 0 where it is
+    /// dropped. Drawn on the host from this thread's stream where [`keep_mask`] gives one, else
+    /// by the device.
+    fn mask<const D: usize>(&self, shape: [usize; D], device: &Device, dtype: DType) -> Tensor<D> {
         let keep = 1.0 - self.prob;
-        match keep_mask(&input.shape().dims::<D>(), keep) {
-            Some(mask) => {
-                let mask = Tensor::<D>::from_data(mask, &input.device());
-                let mask = if mask.dtype() == input.dtype() { mask } else { mask.cast(input.dtype()) };
-                input * mask
-            }
-            None => {
-                let random = input.random_like(Distribution::Bernoulli(keep));
-                input * random * (1.0 / keep)
-            }
-        }
+        let mask = match keep_mask(&shape, keep) {
+            Some(mask) => Tensor::<D>::from_data(mask, device),
+            None => Tensor::<D>::random(shape, Distribution::Bernoulli(keep), device) * (1.0 / keep),
+        };
+        if mask.dtype() == dtype { mask } else { mask.cast(dtype) }
     }
 }
 
