@@ -21,17 +21,12 @@ fn bert_model_over_its_tokens_alone_matches_transformers_at_every_token() {
 #[test]
 fn a_classifier_trained_over_its_tokens_alone_gets_the_gradients_of_the_padded_run() {
     // Without dropout, so that both runs compute the same function of the weights.
-    let dir = sesame_tests::Scratch::dir("bert-packed-gradients");
-    let fixture = sesame_tests::fixtures_dir().join("bert/base-seqcls-single");
-    for entry in std::fs::read_dir(&fixture).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
-    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    for field in ["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"] {
-        config[field] = 0.0.into();
-    }
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let dir = sesame_tests::Scratch::copy_of("bert/base-seqcls-single", "bert-packed-gradients");
+    dir.edit_config(|config| {
+        for field in ["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"] {
+            config[field] = 0.0.into();
+        }
+    });
     let f = Fixture::open("bert/base-seqcls-single");
     for (backend, device) in devices() {
         let device = device.autodiff();

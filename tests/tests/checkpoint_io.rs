@@ -4,17 +4,7 @@ use std::path::Path;
 
 use sesame_bert::*;
 use sesame_layers::{CheckpointError, ConfigError, HfConfig, InputError, OutputOptions, PretrainedError, PretrainedModel};
-use sesame_tests::{devices, parity, Checker, Fixture, TOLERANCE};
-
-/// A scratch copy of a fixture directory that a test may break.
-fn scratch(fixture: &str, name: &str) -> sesame_tests::Scratch {
-    let dir = sesame_tests::Scratch::dir(name);
-    for entry in std::fs::read_dir(sesame_tests::fixtures_dir().join(fixture)).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-    }
-    dir
-}
+use sesame_tests::{devices, parity, Checker, Fixture, Scratch, TOLERANCE};
 
 fn load_err(dir: &Path) -> PretrainedError {
     let device = devices()[0].1.clone();
@@ -48,14 +38,14 @@ fn rewrite_weights(dir: &Path, keep: impl Fn(&str) -> bool, rename: impl Fn(&str
 fn missing_directory_and_weights_are_typed_errors() {
     let dir = std::env::temp_dir().join("sesame-definitely-missing");
     assert!(matches!(load_err(&dir), PretrainedError::Config(ConfigError::Io { .. })));
-    let dir = scratch("bert/base-masked-lm", "noweights");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "noweights");
     std::fs::remove_file(dir.join("model.safetensors")).unwrap();
     assert!(matches!(load_err(&dir), PretrainedError::Checkpoint(CheckpointError::NoWeights { .. })));
 }
 
 #[test]
 fn bad_configs_are_typed_errors() {
-    let dir = scratch("bert/base-masked-lm", "badjson");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "badjson");
     std::fs::write(dir.join("config.json"), "{ \"hidden_size\": ").unwrap();
     assert!(matches!(load_err(&dir), PretrainedError::Config(ConfigError::Parse { .. })));
     for (field, value) in [
@@ -71,7 +61,7 @@ fn bad_configs_are_typed_errors() {
         ("id2label", serde_json::json!([1, 2])),
         ("tie_word_embeddings", serde_json::json!("yes")),
     ] {
-        let dir = scratch("bert/base-masked-lm", "badfield");
+        let dir = Scratch::copy_of("bert/base-masked-lm", "badfield");
         edit_config(&dir, |c| c[field] = value.clone());
         let err = load_err(&dir);
         let text = err.to_string();
@@ -79,14 +69,14 @@ fn bad_configs_are_typed_errors() {
         assert!(text.contains(&format!("`{field}`")), "{field}: message `{text}` names the field");
     }
     // A config that is not an object.
-    let dir = scratch("bert/base-masked-lm", "notobject");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "notobject");
     std::fs::write(dir.join("config.json"), "[1, 2]").unwrap();
     assert!(load_err(&dir).to_string().contains("not a JSON object"));
 }
 
 #[test]
 fn shape_mismatches_name_the_tensor_and_both_shapes() {
-    let dir = scratch("bert/base-masked-lm", "shape");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "shape");
     edit_config(&dir, |c| c["intermediate_size"] = serde_json::json!(40));
     match load_err(&dir) {
         PretrainedError::Checkpoint(CheckpointError::ShapeMismatch { tensor, expected, found, .. }) => {
@@ -99,7 +89,7 @@ fn shape_mismatches_name_the_tensor_and_both_shapes() {
 
 #[test]
 fn missing_required_tensors_are_listed_by_hf_name() {
-    let dir = scratch("bert/base-masked-lm", "missing");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "missing");
     rewrite_weights(&dir, |n| !n.contains("layer.1.output.LayerNorm"), |n| n.to_string());
     match load_err(&dir) {
         PretrainedError::Checkpoint(CheckpointError::MissingTensors { tensors, .. }) => {
@@ -113,7 +103,7 @@ fn missing_required_tensors_are_listed_by_hf_name() {
 
 #[test]
 fn unused_tensors_are_reported_and_optional_heads_initialised() {
-    let dir = scratch("bert/base-masked-lm", "unused");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "unused");
     rewrite_weights(&dir, |_| true, |n| n.replace("cls.predictions.bias", "cls.predictions.extra_bias"));
     let device = devices()[0].1.clone();
     // The MLM head may be absent (continued pre-training from a base checkpoint); an extra
@@ -125,7 +115,7 @@ fn unused_tensors_are_reported_and_optional_heads_initialised() {
 
 #[test]
 fn a_weight_stored_as_integers_is_a_dtype_error() {
-    let dir = scratch("bert/base-masked-lm", "dtype");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "dtype");
     let path = dir.join("model.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -147,7 +137,7 @@ fn a_weight_stored_as_integers_is_a_dtype_error() {
 
 #[test]
 fn tensors_of_dtypes_burn_lacks_are_unused_unless_needed() {
-    let dir = scratch("bert/base-masked-lm", "odd-dtypes");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "odd-dtypes");
     let path = dir.join("model.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -181,7 +171,7 @@ fn huge_sizes_in_config_json_are_shape_errors_before_anything_is_allocated() {
     // The model is built lazily and each tensor's shape is checked before allocation: a config
     // asking for 10^11 x 32 embeddings (or a 2^30-wide encoder) is a shape error, not an abort.
     for (field, value) in [("vocab_size", 100_000_000_000u64), ("hidden_size", 1 << 30), ("intermediate_size", 1 << 40)] {
-        let dir = scratch("bert/base-masked-lm", &format!("huge-{field}"));
+        let dir = Scratch::copy_of("bert/base-masked-lm", &format!("huge-{field}"));
         edit_config(&dir, |c| c[field] = value.into());
         match load_err(&dir) {
             PretrainedError::Checkpoint(CheckpointError::ShapeMismatch { expected, .. }) => {
@@ -202,7 +192,7 @@ fn non_finite_weights_are_refused_naming_the_tensor() {
         (f32::NAN, "nan-norm", "bert.embeddings.LayerNorm.weight"),
     ];
     for (value, name, target) in cases {
-        let dir = scratch("bert/base-masked-lm", &format!("nonfinite-{name}"));
+        let dir = Scratch::copy_of("bert/base-masked-lm", &format!("nonfinite-{name}"));
         let path = dir.join("model.safetensors");
         let bytes = std::fs::read(&path).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -223,7 +213,7 @@ fn non_finite_weights_are_refused_naming_the_tensor() {
 
 #[test]
 fn truncated_and_corrupt_files_are_errors_not_panics() {
-    let dir = scratch("bert/base-masked-lm", "truncated");
+    let dir = Scratch::copy_of("bert/base-masked-lm", "truncated");
     let path = dir.join("model.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -238,7 +228,7 @@ fn truncated_and_corrupt_files_are_errors_not_panics() {
 
 #[test]
 fn a_bad_shard_index_is_a_typed_error() {
-    let dir = scratch("bert/base-model-sharded", "index");
+    let dir = Scratch::copy_of("bert/base-model-sharded", "index");
     std::fs::write(dir.join("model.safetensors.index.json"), r#"{"weight_map": {"a": "../../etc/passwd"}}"#).unwrap();
     let device = devices()[0].1.clone();
     let err = BertModel::from_pretrained(&dir, &device).unwrap_err();
@@ -360,7 +350,7 @@ fn double_and_half_precision_safetensors_load_as_their_values() {
             })
             .collect();
         let write = |name: &str, as_f32: bool| {
-            let dir = scratch("bert/base-masked-lm", &format!("{name}-{dtype:?}"));
+            let dir = Scratch::copy_of("bert/base-masked-lm", &format!("{name}-{dtype:?}"));
             let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
                 .iter()
                 .map(|(n, shape, stored, rounded)| {

@@ -19,15 +19,8 @@ use sesame_tests::{devices, values, Checker, Fixture, TOLERANCE};
 /// The fixture `{family}/{shape}-seqcls-single` copied with `sesame_early_exit` in its config.
 fn with_exits(family: &str, shape: &str) -> (Fixture, sesame_tests::Scratch) {
     let f = Fixture::open(&format!("{family}/{shape}-seqcls-single"));
-    let dir = run_dir(&format!("early-exit-{family}-{shape}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(&f.dir).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
-    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    config["sesame_early_exit"] = serde_json::json!({ "hidden_size": 16, "num_attention_heads": 2 });
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let dir = sesame_tests::Scratch::copy_of(&format!("{family}/{shape}-seqcls-single"), &format!("early-exit-{family}-{shape}"));
+    dir.edit_config(|config| config["sesame_early_exit"] = serde_json::json!({ "hidden_size": 16, "num_attention_heads": 2 }));
     (f, dir)
 }
 

@@ -28,11 +28,7 @@ fn fill_mask_dir() -> PathBuf {
 /// A copy of the fixture `name` with the fill-mask fixture's tokenizer (the same vocabulary),
 /// for the test `test` (tests run side by side: each has its own copy).
 fn with_tokenizer(name: &str, test: &str) -> sesame_tests::Scratch {
-    let dir = sesame_tests::Scratch::dir(&format!("facade-{test}-{}", name.replace('/', "-")));
-    for entry in std::fs::read_dir(fixtures_dir().join(name)).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
+    let dir = sesame_tests::Scratch::copy_of(name, &format!("facade-{test}-{}", name.replace('/', "-")));
     for f in ["vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
         std::fs::copy(fill_mask_dir().join(f), dir.join(f)).unwrap();
     }
