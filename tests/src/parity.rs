@@ -4,7 +4,7 @@
 
 use burn::prelude::*;
 use sesame_layers::{
-    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, SequenceClassifier, SequenceHead, SequenceLabels, TokenTagger,
+    Backbone, EncoderInput, EncoderOutput, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification, ForTokenClassification, OutputOptions, PreTrainingLabels, PretrainedModel, SentenceHead, SequenceHead, SequenceLabels, TaskModel,
 };
 
 use crate::{devices, max_abs_diff, values, Checker, Fixture, TOLERANCE};
@@ -190,7 +190,7 @@ pub fn sequence_classification<B: Backbone, H: SequenceHead<B>>(family: &str, sh
             check_encoder(c, f, &out.encoder, options);
             // What the pipelines and fine-tuning call: over the tokens alone where the head
             // reads the first position only.
-            c.close("classify's logits", SequenceClassifier::classify(&model, input(f, device)), f.get("output.logits"), TOLERANCE);
+            c.close("classify's logits", TaskModel::run(&model, input(f, device), OutputOptions::logits_only()).logits, f.get("output.logits"), TOLERANCE);
         });
     }
 }
@@ -204,7 +204,7 @@ pub fn token_classification<B: Backbone>(family: &str, shapes: &[&str]) {
         check_loss(c, f, out.loss);
         check_encoder(c, f, &out.encoder, options);
         // What the pipelines and fine-tuning call, over the tokens alone: equal at every token.
-        let tagged = TokenTagger::tag(&model, input(f, device));
+        let tagged = TaskModel::run(&model, input(f, device), OutputOptions::logits_only());
         let (dims, reference, mask) = (tagged.dims().to_vec(), f.get("output.logits"), &f.get("input.attention_mask").i64);
         let diff = max_abs_diff(&at_tokens(&values(tagged), &dims, 1, mask), &at_tokens(&reference.f32, &reference.shape, 1, mask));
         c.close_values("tag's logits at the tokens", diff);

@@ -7,7 +7,7 @@
 use burn::prelude::*;
 use sesame_bart::{BartConfig, BartForConditionalGeneration, BartForQuestionAnswering, BartForSequenceClassification, BartModel};
 use sesame_generate::*;
-use sesame_generate::decoding::Seq2SeqDecoder;
+use sesame_generate::decoding::{Seq2SeqDecoder, Source};
 use sesame_layers::{InputError, NamedOutput, OutputOptions, PretrainedModel, Seq2SeqInput, SequenceLabels};
 use sesame_tests::{compare_named as compare, devices, max_abs_diff, Fixture, TOLERANCE};
 
@@ -101,7 +101,8 @@ fn eos_ids(value: &serde_json::Value) -> Vec<u32> {
 fn bart_generation_matches_transformers_generate() {
     let f = Fixture::open("bart/base-generation");
     for (backend, device) in devices() {
-        let model = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap().model;
+        let loaded = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap();
+        let (model, config) = (&loaded.model, &loaded.config);
         let ids = f.int::<2>("input.input_ids", &device);
         let mask = f.int::<2>("input.attention_mask", &device);
         let prompts = vec![vec![2u32]; 2];
@@ -113,7 +114,7 @@ fn bart_generation_matches_transformers_generate() {
                 output_scores: true,
             };
             let search = |use_cache: bool| {
-                let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).unwrap().with_cache(use_cache);
+                let decoder = Seq2SeqDecoder::new(model, config, Source { input_ids: ids.clone(), attention_mask: Some(mask.clone()) }).unwrap().with_cache(use_cache);
                 match settings["num_beams"].as_u64() {
                     None => greedy(&decoder, &prompts, &processors(run), &stopping).unwrap(),
                     Some(k) => {
@@ -169,11 +170,12 @@ fn bart_sampling_replays_transformers_draws() {
     };
     assert!(tokens.iter().any(|row| row.contains(&2)), "the fixture has a row that ends early");
     for (backend, device) in devices() {
-        let model = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap().model;
+        let loaded = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap();
+        let (model, config) = (&loaded.model, &loaded.config);
         let ids = f.int::<2>("input.input_ids", &device);
         let mask = f.int::<2>("input.attention_mask", &device);
         let run = |use_cache: bool| {
-            let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).unwrap().with_cache(use_cache);
+            let decoder = Seq2SeqDecoder::new(model, config, Source { input_ids: ids.clone(), attention_mask: Some(mask.clone()) }).unwrap().with_cache(use_cache);
             sample(&decoder, &[vec![2u32], vec![2u32]], &processors, &stopping, &mut sesame_tests::Replay::new(tokens.clone())).unwrap()
         };
         let (cached, uncached) = (run(true), run(false));
@@ -240,8 +242,8 @@ fn bad_input_is_refused_with_its_name() {
     pre_ln.extra.insert("normalize_before".into(), true.into());
     let err = pre_ln.validate().unwrap_err().to_string();
     assert!(err.contains("normalize_before"), "{err}");
-    let gen = BartForConditionalGeneration::from_pretrained(&Fixture::open("bart/base-generation").dir, &device).unwrap().model;
-    let decoder = Seq2SeqDecoder::new(&gen, ids, None).unwrap();
+    let gen = BartForConditionalGeneration::from_pretrained(&Fixture::open("bart/base-generation").dir, &device).unwrap();
+    let decoder = Seq2SeqDecoder::new(&gen.model, &gen.config, Source { input_ids: ids, attention_mask: None }).unwrap();
     assert!(matches!(decoder.start(&[vec![2]]), Err(InputError::ShapeMismatch { what: "decoder prompts", .. })));
 }
 

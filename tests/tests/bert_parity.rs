@@ -2,7 +2,7 @@
 //! hidden states of all layers, attention maps, logits and losses within 1e-4.
 
 use sesame_bert::*;
-use sesame_layers::{Classifier, OutputOptions, PretrainedModel, SequenceClassifier};
+use sesame_layers::{Classifier, OutputOptions, PretrainedModel, TaskModel};
 use sesame_tests::parity::{self, check_encoder, check_loss, each, input};
 use sesame_tests::{devices, Checker, Fixture, TOLERANCE};
 
@@ -32,7 +32,7 @@ fn a_classifier_trained_over_its_tokens_alone_gets_the_gradients_of_the_padded_r
         let device = device.autodiff();
         let model = BertForSequenceClassification::from_pretrained(&dir, &device).unwrap().model;
         let gradients = |tokens_only: bool| -> Vec<Vec<f32>> {
-            let logits = model.classify_layers(input(&f, &device), OutputOptions { tokens_only, ..OutputOptions::default() }).logits;
+            let logits = model.run(input(&f, &device), OutputOptions { tokens_only, ..OutputOptions::default() }).logits;
             let grads = (logits.clone() * logits).sum().backward();
             let layer = &model.base.encoder.layers[0];
             [layer.attention.query.weight.val(), layer.feed_forward.intermediate.weight.val(), model.base.embeddings.word_embeddings.weight.val()]

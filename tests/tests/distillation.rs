@@ -123,7 +123,7 @@ fn an_albert_student_runs_the_shared_layers_at_fewer_depths() {
 #[test]
 fn xlnet_and_bart_classifiers_give_distillation_their_layers_and_keep_their_teachers() {
     use sesame_bart::BartForSequenceClassification;
-    use sesame_layers::{ClassifierLayers, EncoderInput, SequenceClassifier, TaskModel};
+    use sesame_layers::{ClassifierLayers, EncoderInput, TaskModel};
     use sesame_tests::Checker;
     use sesame_xlnet::XlnetForSequenceClassification;
 
@@ -152,25 +152,25 @@ fn xlnet_and_bart_classifiers_give_distillation_their_layers_and_keep_their_teac
         for shape in ["base", "wide"] {
             let f = Fixture::open(&format!("xlnet/{shape}-seqcls-single"));
             let loaded = XlnetForSequenceClassification::from_pretrained(&f.dir, &device).unwrap();
-            let teacher = loaded.model.classify_layers(input(&f, &device), all);
+            let teacher = loaded.model.run(input(&f, &device), all);
             compare(&mut check, &f, &teacher, &[""]);
             let mut config = loaded.config.clone();
             let layers = config.num_layers();
             let student = loaded.model.keep_layers(&mut config, &[0, layers - 1]).unwrap();
             assert_eq!((config.n_layer, student.transformer.layer.len()), (2, 2), "{backend}: {shape}");
-            let out = student.classify_layers(input(&f, &device), all);
+            let out = student.run(input(&f, &device), all);
             let diff = sesame_tests::max_abs_diff(&lowest_state(&out), &lowest_state(&teacher));
             assert!(diff < 1e-5, "{backend}: the XLNet student's first layer differs by {diff}");
         }
         let f = Fixture::open("bart/base-seqcls-single");
         let loaded = BartForSequenceClassification::from_pretrained(&f.dir, &device).unwrap();
-        let teacher = loaded.model.classify_layers(input(&f, &device), all);
+        let teacher = loaded.model.run(input(&f, &device), all);
         compare(&mut check, &f, &teacher, &["encoder_", "decoder_"]);
         check.finish(&format!("{backend}: the classifiers' layers"));
         let mut config = loaded.config.clone();
         let student = loaded.model.keep_layers(&mut config, &[0]).unwrap();
         assert_eq!((config.encoder_layers, config.decoder_layers), (1, 1), "{backend}");
-        let out = student.classify_layers(input(&f, &device), all);
+        let out = student.run(input(&f, &device), all);
         assert_eq!(out.stacks[1].hidden_states.as_ref().unwrap().len(), 2, "{backend}: the decoder's embeddings and one layer");
         let diff = sesame_tests::max_abs_diff(&lowest_state(&out), &lowest_state(&teacher));
         assert!(diff < 1e-5, "{backend}: the BART student's first encoder layer differs by {diff}");

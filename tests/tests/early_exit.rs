@@ -26,7 +26,7 @@ fn with_exits(family: &str, shape: &str) -> (Fixture, sesame_tests::Scratch) {
 
 fn check<M>(family: &str, shape: &str)
 where
-    M: PretrainedModel + sesame_layers::SequenceClassifier,
+    M: PretrainedModel + sesame_layers::TaskModel<Output = sesame_layers::ClassifierLayers>,
     M: EarlyExit,
 {
     let (f, dir) = with_exits(family, shape);
@@ -85,14 +85,14 @@ where
 }
 
 /// What the test needs of a classifier beyond the traits: its default forward.
-trait EarlyExit: sesame_layers::SequenceClassifier {
+trait EarlyExit: sesame_layers::TaskModel<Output = sesame_layers::ClassifierLayers> {
     fn forward_logits(&self, input: sesame_layers::EncoderInput) -> Tensor<2>;
     fn sharpened(self) -> Self;
 }
 
 impl<B: sesame_layers::Backbone, H: sesame_layers::SequenceHead<B>> EarlyExit for sesame_layers::ForSequenceClassification<B, H>
 where
-    Self: sesame_layers::SequenceClassifier + PretrainedModel<Config = B::Config>,
+    Self: sesame_layers::TaskModel<Output = sesame_layers::ClassifierLayers> + PretrainedModel<Config = B::Config>,
 {
     fn forward_logits(&self, input: sesame_layers::EncoderInput) -> Tensor<2> {
         self.forward(input, None, OutputOptions::default()).logits

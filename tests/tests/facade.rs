@@ -85,7 +85,7 @@ fn classify_and_tag_pipelines_give_what_the_typed_pipelines_give() {
     assert_eq!(classifier.classify_pairs(&pairs).unwrap(), expected_pairs);
     let auto = AutoModelForSequenceClassification::from_pretrained(path(&classifier_dir), &device).unwrap();
     let input = sesame_layers::EncoderInput::new(Tensor::<2, Int>::from_data([[2, 7, 8, 9, 3]], &device));
-    assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::SequenceClassifier::classify(&typed.model, input.clone())));
+    assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::TaskModel::run(&typed.model, input.clone(), sesame_layers::OutputOptions::logits_only()).logits));
     assert_eq!(auto.labels().len(), sesame::layers::HfConfig::labels(&typed.config).count(0));
 
     let tagger_dir = with_tokenizer("bert/base-token-classification", "pipelines");
@@ -95,7 +95,7 @@ fn classify_and_tag_pipelines_give_what_the_typed_pipelines_give() {
     let tagger = pipeline(Task::Tag, path(&tagger_dir), options(&device)).unwrap();
     assert_eq!(tagger.tag(&TEXTS).unwrap(), expected);
     let auto = AutoModelForTokenClassification::from_pretrained(path(&tagger_dir), &device).unwrap();
-    assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::TokenTagger::tag(&typed.model, input)));
+    assert_eq!(values(auto.forward(input.clone())), values(sesame_layers::TaskModel::run(&typed.model, input, sesame_layers::OutputOptions::logits_only())));
 
     // A classifier of several labels is no cross-encoder; a tagger's checkpoint is no classifier.
     let refused = pipeline(Task::Rerank, path(&classifier_dir), options(&device)).err().unwrap();
@@ -148,10 +148,10 @@ fn the_generate_pipeline_writes_what_the_typed_pipeline_writes() {
     }
     let prompts = ["the cat sat", "hello world"];
     let tokenizer = Tokenizer::from_dir(&dir).unwrap();
-    let model = sesame_bart::BartForConditionalGeneration::from_pretrained(&dir, &device).unwrap().model;
+    let loaded = sesame_bart::BartForConditionalGeneration::from_pretrained(&dir, &device).unwrap();
     let mut settings = sesame_generate::GenerationConfig::from_dir(&dir).unwrap();
-    settings.model_max_positions = Some(sesame_layers::generative::Seq2SeqLM::max_positions(&model));
-    let expected: Vec<String> = sesame_pipelines::generate(&model, &tokenizer, &prompts, &settings, 0, 1, &device).unwrap().into_iter().map(|g| g.texts[0].clone()).collect();
+    settings.model_max_positions = Some(<sesame_bart::BartForConditionalGeneration as sesame_layers::generative::LanguageModel>::limits(&loaded.config).max_len);
+    let expected: Vec<String> = sesame_pipelines::generate(&loaded.model, &loaded.config, &tokenizer, &prompts, &settings, 0, 1).unwrap().into_iter().map(|g| g.texts[0].clone()).collect();
     let generator = pipeline(Task::Generate, path(&dir), options(&device)).unwrap();
     assert_eq!(generator.family(), "bart");
     assert_eq!(generator.generate(&prompts).unwrap(), expected);
@@ -174,9 +174,9 @@ impl sesame::layers::Family for TinyBert {
     type Model = BertModel;
     type Encoder = BertModel;
     type ForSequenceClassification = BertForSequenceClassification;
-    type ForTokenClassification = sesame::layers::Unsupported;
+    type ForTokenClassification = sesame::layers::Unsupported<sesame::layers::TokenLogits>;
     type ForQuestionAnswering = sesame_bert::BertForQuestionAnswering;
-    type ForConditionalGeneration = sesame::layers::Unsupported;
+    type ForConditionalGeneration = sesame::layers::Unsupported<sesame::layers::generative::Source>;
     type ForCausalLM = sesame_bert::BertLMHeadModel;
 }
 

@@ -4,7 +4,7 @@
 
 use sesame_bart::BartForConditionalGeneration;
 use sesame_bert::BertLMHeadModel;
-use sesame_generate::decoding::Seq2SeqLM as _;
+use sesame_generate::decoding::LanguageModel;
 use sesame_generate::GenerationConfig;
 use sesame_layers::PretrainedModel;
 use sesame_pipelines::generate::{continue_ids, continue_prompts, generate_ids, open_prompt};
@@ -20,11 +20,11 @@ fn generate_ids_pads_a_batch_of_sources_and_gives_transformers_sequences() {
     let want: Vec<Vec<u32>> = want.i64.chunks(want.shape[1]).map(|r| r.iter().map(|&t| t as u32).collect()).collect();
     let sources = vec![vec![0, 17, 23, 5, 40, 61, 8, 2], vec![0, 33, 12, 70, 2]];
     for (backend, device) in devices() {
-        let model = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap().model;
+        let loaded = BartForConditionalGeneration::from_pretrained(&f.dir, &device).unwrap();
         let mut config = GenerationConfig::from_dir(&f.dir).unwrap();
-        config.model_max_positions = Some(model.max_positions());
+        config.model_max_positions = Some(BartForConditionalGeneration::limits(&loaded.config).max_len);
         let start = config.decoder_start_token_id.unwrap();
-        let out = generate_ids(&model, &sources, start, &config, 0, &mut (), &device).unwrap();
+        let out = generate_ids(&loaded.model, &loaded.config, &sources, start, &config, 0, &mut ()).unwrap();
         assert_eq!(out.sequences, want, "{backend:?}");
     }
 }

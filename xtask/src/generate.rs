@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::prelude::*;
 use sesame_generate::config::EarlyStoppingValue;
 use sesame_generate::{GenerateError, GenerationConfig, Generated, Ids, TokenStreamer};
-use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
+use sesame_generate::decoding::{LanguageModel, Source};
 use sesame_pipelines::generate::{continue_ids, generate_ids, open_prompt, rows_per_input};
 use sesame::auto::{Checkpoint, GeneratorKind, WithFamily};
 use sesame_layers::{Family, InputError, PretrainedModel};
@@ -372,25 +372,25 @@ pub(crate) fn search_error(e: GenerateError<InputError>, batch: std::ops::Range<
 }
 
 /// `generate` for an encoder-decoder `M` (BART): sources batched and padded, encoded once.
-fn generate_seq2seq<M: PretrainedModel + Seq2SeqLM>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
+fn generate_seq2seq<M: PretrainedModel + LanguageModel<Source = Source>>(args: &GenerateArgs, device: &Device) -> Result<(), String> {
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
     let loaded = lm_head_loaded(dir, crate::common::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
-    let model = loaded.model;
-    let config = settings(dir, args, (model.max_positions(), model.vocab_size()), None)?;
+    let (model, limits) = (loaded.model, M::limits(&loaded.config));
+    let config = settings(dir, args, (limits.max_len, limits.vocab_size), None)?;
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or_else(|| {
         format!("{}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)", dir.display())
     })?;
     let (per_input, repeat) = rows_per_input(&config);
     loop {
         let first = inputs.read();
-        let batch = encode(&inputs.next_batch(args.batch_size)?, first, (tokenizer.as_ref(), missing.as_ref()), model.max_positions())?;
+        let batch = encode(&inputs.next_batch(args.batch_size)?, first, (tokenizer.as_ref(), missing.as_ref()), limits.max_len)?;
         if batch.is_empty() {
             break;
         }
         let mut streamer = LineStreamer::new(args, first, repeat, tokenizer.as_ref());
-        let out = generate_ids(&model, &batch, start, &config, args.seed, &mut streamer, device).map_err(|e| search_error(e, first..first + batch.len()));
+        let out = generate_ids(&model, &loaded.config, &batch, start, &config, args.seed, &mut streamer).map_err(|e| search_error(e, first..first + batch.len()));
         print(&streamer.finish(out)?, per_input, tokenizer.as_ref(), batch.len())?;
     }
     Ok(())
@@ -421,13 +421,13 @@ pub fn generate(args: &GenerateArgs, device: &Device) -> Result<(), String> {
 /// `generate` for a left-to-right model `M`: each prompt alone, continued after its last token.
 pub(crate) fn generate_left_to_right<M>(args: &GenerateArgs, device: &Device) -> Result<(), String>
 where
-    M: CausalLM,
+    M: LanguageModel<Source = ()>,
 {
     let dir = &args.model;
     let mut inputs = Inputs::open(args)?;
     let (tokenizer, missing) = tokenizer(dir);
     let loaded = lm_head_loaded(dir, crate::common::int8_if_asked(M::from_pretrained(dir, device).map_err(|e| e.to_string())?))?;
-    let limits = <M as CausalLM>::causal_limits(&loaded.config);
+    let limits = M::limits(&loaded.config);
     let config = settings(dir, args, (limits.max_len, limits.vocab_size), None)?;
     let (per_input, repeat) = rows_per_input(&config);
     loop {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::prelude::*;
-use sesame_layers::{HfConfig, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{ClassifierLayers, HfConfig, OutputOptions, PretrainedModel, SpanLogits, TaskModel};
 use sesame_text::Tokenizer;
 
 use crate::finetune_common;
@@ -131,7 +131,7 @@ fn assert_close(what: &str, ours: &[f32], theirs: &serde_json::Value) {
 
 /// A classifier of `M` fine-tuned from `start` learns which sentences name an animal; its export
 /// gives transformers' logits, and `cargo xtask classify` its labels.
-fn classifier_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, start: &Path, auto: &str) {
+fn classifier_learns_and_transformers_agrees<M: TaskModel<Output = ClassifierLayers>>(dir: &Path, start: &Path, auto: &str) {
     classify::write_csv(&dir.join("train.csv"), 0..160, classify::animal);
     classify::write_csv(&dir.join("eval.csv"), 1000..1048, classify::animal);
     let out = dir.join("classify");
@@ -146,7 +146,7 @@ fn classifier_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, 
     let device = Device::default();
     let model = M::from_pretrained(&export, &device).unwrap().model;
     let (input, ids) = sesame_input(&export, &texts, &device);
-    let ours = floats(model.classify(input));
+    let ours = floats(model.run(input, OutputOptions::logits_only()).logits);
     let classified = xtask(&["classify".into(), "--model".into(), export.display().to_string()].into_iter().chain(texts.iter().map(|t| t.0.clone())).collect::<Vec<_>>()).unwrap();
     let classified: Vec<serde_json::Value> = serde_json::from_str(&classified).unwrap();
     for (i, c) in classified.iter().enumerate() {
@@ -164,7 +164,7 @@ fn classifier_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, 
 /// start close to the teacher's distribution; the attention maps' MSE, a few thousandths,
 /// barely moves), it keeps most of the teacher's accuracy, its config has one layer in each of `layer_fields`, and
 /// transformers loads it with Sesame's logits.
-fn student_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, auto: &str, layer_fields: &[&str]) {
+fn student_learns_and_transformers_agrees<M: TaskModel<Output = ClassifierLayers>>(dir: &Path, auto: &str, layer_fields: &[&str]) {
     let (teacher, out) = (dir.join("classify/model"), dir.join("student"));
     let path = |p: &Path| p.display().to_string();
     let defaults = [("--model", path(&teacher)), ("--train", path(&dir.join("train.csv"))), ("--eval", path(&dir.join("eval.csv"))), ("--out", path(&out))];
@@ -194,7 +194,7 @@ fn student_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, aut
     let texts: Vec<(String, Option<String>)> = (1000..1006).map(|i| (classify::sentence(i).0, None)).collect();
     let device = Device::default();
     let (input, _) = sesame_input(&student, &texts, &device);
-    let ours = floats(M::from_pretrained(&student, &device).unwrap().model.classify(input));
+    let ours = floats(M::from_pretrained(&student, &device).unwrap().model.run(input, OutputOptions::logits_only()).logits);
     let Some(theirs) = transformers_outputs(&student, auto, &texts, &["logits"]) else { return };
     assert_close(&format!("{auto} student"), &ours, &theirs["outputs"]["logits"]);
 }
@@ -202,7 +202,7 @@ fn student_learns_and_transformers_agrees<M: SequenceClassifier>(dir: &Path, aut
 /// A span head of `M` fine-tuned from `start` learns where things are; its export gives
 /// transformers' start and end logits for a question and a context in the order transformers
 /// puts them for this tokenizer, and `cargo xtask answer` finds the place.
-fn reader_learns_and_transformers_agrees<M: SpanExtractor>(dir: &Path, start: &Path, auto: &str, steps: &str) {
+fn reader_learns_and_transformers_agrees<M: TaskModel<Output = SpanLogits>>(dir: &Path, start: &Path, auto: &str, steps: &str) {
     qa::write_jsonl(&dir.join("train.jsonl"), 0..300, false);
     qa::write_jsonl(&dir.join("eval.jsonl"), 1000..1040, false);
     let out = dir.join("qa");
@@ -232,7 +232,7 @@ fn reader_learns_and_transformers_agrees<M: SpanExtractor>(dir: &Path, start: &P
     let model = M::from_pretrained(&export, &device).unwrap().model;
     let (input, ids) = sesame_input(&export, std::slice::from_ref(&pair), &device);
     assert_eq!(ids[0], window.encoded.input_ids, "{auto}: the window is the pair in the tokenizer's order");
-    let (start_logits, end_logits, _) = model.spans(input, None);
+    let SpanLogits { start: start_logits, end: end_logits } = model.run(input, OutputOptions::default());
     let Some(theirs) = transformers_outputs(&export, auto, &[pair], &["start_logits", "end_logits"]) else { return };
     assert_eq!(theirs["input_ids"][0], serde_json::json!(window.encoded.input_ids), "{auto}: token ids");
     assert_close(auto, &floats(start_logits), &theirs["outputs"]["start_logits"]);
@@ -265,7 +265,7 @@ fn xlnet_classifies_tags_and_answers_after_fine_tuning_as_transformers_does() {
     let model = sesame_xlnet::XlnetForTokenClassification::from_pretrained(&export, &device).unwrap().model;
     let texts = vec![(text, None), (words[..3].join(" "), None)];
     let (input, ids) = sesame_input(&export, &texts, &device);
-    let logits = model.tag(input);
+    let logits = model.run(input, OutputOptions::logits_only());
     let [b, s, n] = logits.dims();
     // The tokens' logits (padding's are read by no one).
     let tokens = |all: Vec<f32>| -> Vec<f32> { all.chunks(n).zip(ids.iter().flatten()).filter(|(_, &id)| id != 5).flat_map(|(l, _)| l.to_vec()).collect() };

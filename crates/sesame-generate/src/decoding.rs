@@ -1,19 +1,17 @@
-//! The task models that generate, as the searches of [`crate::search`] see them: a left-to-right
-//! language model ([`CausalDecoder`]) and an encoder-decoder ([`Seq2SeqDecoder`], for any
-//! family that implements [`Seq2SeqLM`]).
+//! The models that generate, as the searches of [`crate::search`] see them: a left-to-right
+//! language model ([`CausalDecoder`]) and an encoder-decoder ([`Seq2SeqDecoder`]), each a
+//! [`LanguageModel`] of any family.
 
 use burn::prelude::*;
 
-use sesame_layers::attention::row_index;
 use sesame_layers::InputLimits;
-use sesame_layers::decoder::DecoderCache;
 use sesame_layers::pretrained::InputError;
 
 use crate::search::Decoder;
 
-/// The capabilities the searches run on, defined beside the models (`sesame-layers`, where a
+/// The capability the searches run on, defined beside the models (`sesame-layers`, where a
 /// family's `impl Family` names them).
-pub use sesame_layers::generative::{CausalLM, Seq2SeqLM};
+pub use sesame_layers::generative::{LanguageModel, Source};
 
 /// Token rows `[batch][seq]` (all of one length) as ids `[batch, seq]` on `device`.
 fn id_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor<2, Int>, InputError> {
@@ -33,20 +31,20 @@ pub fn last_logits(logits: Tensor<3>) -> Result<Vec<Vec<f32>>, InputError> {
     Ok(values.chunks(vocab).map(<[f32]>::to_vec).collect())
 }
 
-/// A [`CausalLM`] generating on its device: the prompts run once, then one position per row
+/// A left-to-right [`LanguageModel`] generating on its device: the prompts run once, then one position per row
 /// per step against the key/value cache. Without the cache (`use_cache` false) every step runs
 /// every position again, which gives the same tokens (a test checks it) and shows what the
 /// cache saves.
-pub struct CausalDecoder<'a, M: CausalLM> {
+pub struct CausalDecoder<'a, M: LanguageModel<Source = ()>> {
     model: &'a M,
     limits: InputLimits,
     use_cache: bool,
 }
 
-impl<'a, M: CausalLM> CausalDecoder<'a, M> {
+impl<'a, M: LanguageModel<Source = ()>> CausalDecoder<'a, M> {
     /// Decode with `model` of configuration `config`, with its cache.
     pub fn new(model: &'a M, config: &M::Config) -> Self {
-        Self { model, limits: M::causal_limits(config), use_cache: true }
+        Self { model, limits: M::limits(config), use_cache: true }
     }
 
     /// Use the cache (default) or run every position at every step.
@@ -67,7 +65,13 @@ impl<'a, M: CausalLM> CausalDecoder<'a, M> {
         if let Some(&id) = rows.iter().flatten().find(|&&t| t as usize >= self.limits.vocab_size) {
             return Err(InputError::IdOutOfRange { what: "token", id: i64::from(id), limit: self.limits.vocab_size });
         }
-        let (logits, cache) = self.model.causal_logits(ids, cache);
+        let (logits, cache) = match cache {
+            Some(cache) => {
+                let (logits, cache) = self.model.decode(ids, cache);
+                (logits, Some(cache))
+            }
+            None => (self.model.logits((), ids), None),
+        };
         Ok((last_logits(logits)?, cache))
     }
 }
@@ -78,12 +82,12 @@ pub struct CausalState<C> {
     cache: Option<C>,
 }
 
-impl<M: CausalLM> Decoder for CausalDecoder<'_, M> {
+impl<M: LanguageModel<Source = ()>> Decoder for CausalDecoder<'_, M> {
     type State = CausalState<M::Cache>;
     type Error = InputError;
 
     fn start(&self, prompts: &[Vec<u32>]) -> Result<(CausalState<M::Cache>, Vec<Vec<f32>>), InputError> {
-        let (logits, cache) = self.run(prompts, 0, self.use_cache.then(|| self.model.empty_cache()))?;
+        let (logits, cache) = self.run(prompts, 0, self.use_cache.then(|| self.model.start(())))?;
         Ok((CausalState { tokens: prompts.to_vec(), cache }, logits))
     }
 
@@ -114,20 +118,21 @@ impl<M: CausalLM> Decoder for CausalDecoder<'_, M> {
 /// keys and values, which are never copied per beam. Without it (`use_cache` false) every step
 /// runs the whole model on every row from scratch (the reference the cached path is tested
 /// against).
-pub struct Seq2SeqDecoder<'a, M: Seq2SeqLM> {
+pub struct Seq2SeqDecoder<'a, M: LanguageModel<Source = Source>> {
     model: &'a M,
-    input_ids: Tensor<2, Int>,
-    attention_mask: Option<Tensor<2, Int>>,
+    limits: InputLimits,
+    source: Source,
     use_cache: bool,
 }
 
-impl<'a, M: Seq2SeqLM> Seq2SeqDecoder<'a, M> {
-    /// Decode from `input_ids` `[prompts, src]` with padding mask `attention_mask`; checks the
-    /// sources against the model.
-    pub fn new(model: &'a M, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> Result<Self, InputError> {
-        let input = sesame_layers::seq2seq::Seq2SeqInput { input_ids: Some(input_ids.clone()), attention_mask: attention_mask.clone(), ..Default::default() };
-        input.validate(model.vocab_size(), model.max_positions())?;
-        Ok(Self { model, input_ids, attention_mask, use_cache: true })
+impl<'a, M: LanguageModel<Source = Source>> Seq2SeqDecoder<'a, M> {
+    /// Decode with `model` of configuration `config` from `source` (`[prompts, src]`, with its
+    /// padding mask); checks the sources against the model.
+    pub fn new(model: &'a M, config: &M::Config, source: Source) -> Result<Self, InputError> {
+        let limits = M::limits(config);
+        let input = sesame_layers::seq2seq::Seq2SeqInput { input_ids: Some(source.input_ids.clone()), attention_mask: source.attention_mask.clone(), ..Default::default() };
+        input.validate(limits.vocab_size, limits.max_len)?;
+        Ok(Self { model, limits, source, use_cache: true })
     }
 
     /// Use the cache (default) or run the whole model at every step.
@@ -140,10 +145,10 @@ impl<'a, M: Seq2SeqLM> Seq2SeqDecoder<'a, M> {
     /// at every step): at most the model's positions, ids in its vocabulary.
     fn check(&self, rows: &[Vec<u32>]) -> Result<Tensor<2, Int>, InputError> {
         let len = rows.first().map_or(0, Vec::len);
-        if len > self.model.max_positions() {
-            return Err(InputError::TooLong { len, max: self.model.max_positions() });
+        if len > self.limits.max_len {
+            return Err(InputError::TooLong { len, max: self.limits.max_len });
         }
-        let limit = self.model.vocab_size();
+        let limit = self.limits.vocab_size;
         if let Some(&id) = rows.iter().flatten().find(|&&t| t as usize >= limit) {
             return Err(InputError::IdOutOfRange { what: "decoder token", id: i64::from(id), limit });
         }
@@ -153,66 +158,67 @@ impl<'a, M: Seq2SeqLM> Seq2SeqDecoder<'a, M> {
     /// Logits of `tokens` run from scratch, each row on its prompt's source.
     fn from_scratch(&self, tokens: &[Vec<u32>], prompt_of_row: &[usize]) -> Result<Vec<Vec<f32>>, InputError> {
         let ids = self.check(tokens)?;
-        let index = row_index(prompt_of_row, &self.model.device());
-        let source = self.input_ids.clone().select(0, index.clone());
-        let mask = self.attention_mask.clone().map(|m| m.select(0, index));
-        last_logits(self.model.logits(source, mask, ids))
+        last_logits(self.model.logits(self.source.select_rows(prompt_of_row), ids))
     }
 }
 
 /// Where a [`Seq2SeqDecoder`] is: every row's decoder tokens, the prompt each row belongs
 /// to, and the cache.
-pub struct Seq2SeqState {
+pub struct Seq2SeqState<C> {
     tokens: Vec<Vec<u32>>,
     prompt_of_row: Vec<usize>,
-    cache: Option<DecoderCache>,
+    cache: Option<C>,
+    /// The positions the cache holds.
+    decoded: usize,
 }
 
-impl<M: Seq2SeqLM> Decoder for Seq2SeqDecoder<'_, M> {
-    type State = Seq2SeqState;
+impl<M: LanguageModel<Source = Source>> Decoder for Seq2SeqDecoder<'_, M> {
+    type State = Seq2SeqState<M::Cache>;
     type Error = InputError;
 
     /// `prompts`: one decoder prompt per source row (HF: the decoder start token).
-    fn start(&self, prompts: &[Vec<u32>]) -> Result<(Seq2SeqState, Vec<Vec<f32>>), InputError> {
-        let sources = self.input_ids.dims()[0];
+    fn start(&self, prompts: &[Vec<u32>]) -> Result<(Seq2SeqState<M::Cache>, Vec<Vec<f32>>), InputError> {
+        let sources = self.source.input_ids.dims()[0];
         if prompts.len() != sources {
             return Err(InputError::ShapeMismatch { what: "decoder prompts", expected: vec![sources], found: vec![prompts.len()] });
         }
         let prompt_of_row: Vec<usize> = (0..sources).collect();
         let (logits, cache) = if self.use_cache {
-            let cache = self.model.start_decoding(self.input_ids.clone(), self.attention_mask.clone());
+            let cache = self.model.start(self.source.clone());
             let (logits, cache) = self.model.decode(self.check(prompts)?, cache);
             (last_logits(logits)?, Some(cache))
         } else {
             (self.from_scratch(prompts, &prompt_of_row)?, None)
         };
-        Ok((Seq2SeqState { tokens: prompts.to_vec(), prompt_of_row, cache }, logits))
+        let decoded = prompts.first().map_or(0, Vec::len);
+        Ok((Seq2SeqState { tokens: prompts.to_vec(), prompt_of_row, cache, decoded }, logits))
     }
 
-    fn step(&self, state: &mut Seq2SeqState, tokens: &[u32]) -> Result<Vec<Vec<f32>>, InputError> {
+    fn step(&self, state: &mut Seq2SeqState<M::Cache>, tokens: &[u32]) -> Result<Vec<Vec<f32>>, InputError> {
         for (row, &t) in state.tokens.iter_mut().zip(tokens) {
             row.push(t);
         }
         match state.cache.take() {
             Some(cache) => {
-                let len = cache.len() + 1;
-                if len > self.model.max_positions() {
-                    return Err(InputError::TooLong { len, max: self.model.max_positions() });
+                let len = state.decoded + 1;
+                if len > self.limits.max_len {
+                    return Err(InputError::TooLong { len, max: self.limits.max_len });
                 }
                 let ids = self.check(&tokens.iter().map(|&t| vec![t]).collect::<Vec<_>>())?;
                 let (logits, cache) = self.model.decode(ids, cache);
                 state.cache = Some(cache);
+                state.decoded = len;
                 last_logits(logits)
             }
             None => self.from_scratch(&state.tokens, &state.prompt_of_row),
         }
     }
 
-    fn reorder(&self, state: &mut Seq2SeqState, rows: &[usize]) {
+    fn reorder(&self, state: &mut Seq2SeqState<M::Cache>, rows: &[usize]) {
         state.tokens = rows.iter().map(|&r| state.tokens[r].clone()).collect();
         state.prompt_of_row = rows.iter().map(|&r| state.prompt_of_row[r]).collect();
-        if let Some(cache) = state.cache.as_mut() {
-            cache.select_rows(rows, &self.model.device());
+        if let Some(cache) = state.cache.take() {
+            state.cache = Some(self.model.select_cache_rows(cache, rows));
         }
     }
 }

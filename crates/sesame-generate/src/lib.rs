@@ -10,8 +10,8 @@
 //! [`config`] reads transformers' `GenerationConfig` (from `generation_config.json`, else
 //! `config.json`) and [`generate`] runs the search and processors it asks for.
 //!
-//! [`decoding`] presents Sesame's task models to the searches: any left-to-right LM
-//! ([`decoding::CausalLM`]) or encoder-decoder ([`decoding::Seq2SeqLM`]) of any family.
+//! [`decoding`] presents Sesame's models to the searches: any [`decoding::LanguageModel`] of
+//! any family, left to right or an encoder-decoder.
 //!
 //! [`search`] holds the searches — greedy, sampling, beam search — written against the
 //! [`Decoder`] trait alone: a model starts from prompts, steps one token per row, and reorders

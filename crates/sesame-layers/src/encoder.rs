@@ -258,6 +258,12 @@ impl OutputOptions {
     pub fn all() -> Self {
         Self { hidden_states: true, attentions: true, tokens_only: false }
     }
+
+    /// Ask for nothing but the model's logits: no layer's states, so its layers may skip the
+    /// padding where they can ([`Self::tokens_only`]).
+    pub fn logits_only() -> Self {
+        Self { tokens_only: true, ..Self::default() }
+    }
 }
 
 /// A stack of independent [`EncoderLayer`]s (HF `encoder.layer.N`).

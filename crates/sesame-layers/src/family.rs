@@ -11,13 +11,12 @@ use burn::prelude::*;
 use crate::backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput};
 use crate::checkpoint::{CheckpointSpec, KeyMap};
 use crate::config::ConfigError;
-use crate::decoder::DecoderCache;
 use crate::encoder::OutputOptions;
-use crate::generative::{CausalLM, Seq2SeqLM};
+use crate::generative::{LanguageModel, Source};
 use crate::heads::MaskedLmHeadConfig;
 use crate::hparams::LabelConfig;
 use crate::pretrained::{HfConfig, InputLimits, PretrainedModel};
-use crate::tasks::{ClassifierLayers, SequenceClassifier, SpanExtractor, TokenTagger};
+use crate::tasks::{ClassifierLayers, SpanLogits, TaskModel, TokenLogits};
 
 /// A family of checkpoints (BERT, RoBERTa, BART, …): which Sesame type runs which job. Each
 /// type is bounded by the trait its job runs on, so a loader generic over `F: Family` calls
@@ -34,7 +33,7 @@ use crate::tasks::{ClassifierLayers, SequenceClassifier, SpanExtractor, TokenTag
 ///     type ForSequenceClassification = BertForSequenceClassification;
 ///     type ForTokenClassification = BertForTokenClassification;
 ///     type ForQuestionAnswering = BertForQuestionAnswering;
-///     type ForConditionalGeneration = Unsupported;
+///     type ForConditionalGeneration = Unsupported<Source>;
 ///     type ForCausalLM = BertLMHeadModel;
 /// }
 /// ```
@@ -51,22 +50,32 @@ pub trait Family: 'static {
     /// and fill-mask ([`Unsupported`] for BART and XLNet).
     type Encoder: Backbone;
     /// The sequence classifier (HF `…ForSequenceClassification`): classify, rerank.
-    type ForSequenceClassification: SequenceClassifier;
-    /// The token classifier (HF `…ForTokenClassification`): tag.
-    type ForTokenClassification: TokenTagger;
+    type ForSequenceClassification: TaskModel<Output = ClassifierLayers>;
+    /// The token classifier (HF `…ForTokenClassification`; `Unsupported<TokenLogits>` where
+    /// there is none): tag.
+    type ForTokenClassification: TaskModel<Output = TokenLogits>;
     /// The extractive-QA model (HF `…ForQuestionAnswering`, XLNet's `…Simple`): answer.
-    type ForQuestionAnswering: SpanExtractor;
+    type ForQuestionAnswering: TaskModel<Output = SpanLogits>;
     /// The encoder-decoder with an LM head (BART's `…ForConditionalGeneration`): generate from
     /// a source.
-    type ForConditionalGeneration: Seq2SeqLM;
+    type ForConditionalGeneration: LanguageModel<Source = Source>;
     /// The left-to-right LM (an encoder's `…ForCausalLM` saved with `is_decoder`,
     /// `BartForCausalLM`, XLNet's `…LMHeadModel`): generate a continuation.
-    type ForCausalLM: CausalLM;
+    type ForCausalLM: LanguageModel<Source = ()>;
 }
 
 /// Whether `M`, a family's type for a job, runs it: it is not [`Unsupported`].
 pub fn supports<M: 'static>() -> bool {
-    std::any::TypeId::of::<M>() != std::any::TypeId::of::<Unsupported>()
+    use std::any::TypeId;
+    let unsupported = [
+        TypeId::of::<Unsupported>(),
+        TypeId::of::<Unsupported<ClassifierLayers>>(),
+        TypeId::of::<Unsupported<TokenLogits>>(),
+        TypeId::of::<Unsupported<SpanLogits>>(),
+        TypeId::of::<Unsupported<Source>>(),
+        TypeId::of::<Unsupported<()>>(),
+    ];
+    !unsupported.contains(&TypeId::of::<M>())
 }
 
 /// Stands for a model a family does not have (transformers has no
@@ -74,75 +83,95 @@ pub fn supports<M: 'static>() -> bool {
 /// takes the model or its configuration, which is `Unsupported` too. Loaders refuse the job
 /// before loading ([`supports`]); one that did not would stop at reading the configuration,
 /// with an error saying there is no such model.
-#[derive(Clone, Copy, Debug)]
-pub enum Unsupported {}
+///
+/// `O` is what the job of the model it stands for gives or reads: a missing task model is
+/// `Unsupported<TokenLogits>` (its [`TaskModel::Output`]: or `ClassifierLayers`,
+/// `SpanLogits`), a missing generator `Unsupported<Source>` (an encoder-decoder's
+/// [`LanguageModel::Source`]; `()` for a left-to-right model), a missing base model plain
+/// `Unsupported`.
+pub struct Unsupported<O = BackboneOutput> {
+    never: std::convert::Infallible,
+    output: std::marker::PhantomData<fn() -> O>,
+}
+
+impl<O> Clone for Unsupported<O> {
+    fn clone(&self) -> Self {
+        match self.never {}
+    }
+}
+
+impl<O> std::fmt::Debug for Unsupported<O> {
+    fn fmt(&self, _f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.never {}
+    }
+}
 
 impl HfConfig for Unsupported {
     fn from_dir(dir: &Path) -> Result<Self, ConfigError> {
         Err(ConfigError::Invalid { field: "architectures".into(), reason: format!("{}: the checkpoint's family has no model for this job", dir.display()) })
     }
     fn to_json(&self, _architecture: &str) -> serde_json::Value {
-        match *self {}
+        match self.never {}
     }
     fn input_limits(&self) -> InputLimits {
-        match *self {}
+        match self.never {}
     }
     fn labels(&self) -> &LabelConfig {
-        match *self {}
+        match self.never {}
     }
     fn labels_mut(&mut self) -> &mut LabelConfig {
-        match *self {}
+        match self.never {}
     }
     fn num_layers(&self) -> usize {
-        match *self {}
+        match self.never {}
     }
 }
 
-impl Module for Unsupported {
+impl<O: 'static> Module for Unsupported<O> {
     fn collect_devices(&self, _devices: Devices) -> Devices {
-        match *self {}
+        match self.never {}
     }
     fn fork(self, _device: &Device) -> Self {
-        match self {}
+        match self.never {}
     }
     fn to_device(self, _device: &Device) -> Self {
-        match self {}
+        match self.never {}
     }
     fn train(self) -> Self {
-        match self {}
+        match self.never {}
     }
     fn valid(&self) -> Self {
-        match *self {}
+        match self.never {}
     }
     fn materialize(self) -> Self {
-        match self {}
+        match self.never {}
     }
     fn visit<V: ModuleVisitor>(&self, _visitor: &mut V) {
-        match *self {}
+        match self.never {}
     }
     fn map<M: ModuleMapper>(self, _mapper: &mut M) -> Self {
-        match self {}
+        match self.never {}
     }
 }
 
-impl ModuleDisplayDefault for Unsupported {
+impl<O: 'static> ModuleDisplayDefault for Unsupported<O> {
     fn content(&self, _content: Content) -> Option<Content> {
-        match *self {}
+        match self.never {}
     }
 }
 
-impl ModuleDisplay for Unsupported {}
+impl<O: 'static> ModuleDisplay for Unsupported<O> {}
 
-impl PretrainedModel for Unsupported {
+impl<O: 'static> PretrainedModel for Unsupported<O> {
     type Config = Unsupported;
     fn architecture() -> String {
         "Unsupported".into()
     }
     fn init(config: &Unsupported, _device: &Device) -> Self {
-        match *config {}
+        match config.never {}
     }
     fn checkpoint_spec(config: &Unsupported) -> CheckpointSpec {
-        match *config {}
+        match config.never {}
     }
 }
 
@@ -150,79 +179,70 @@ impl Backbone for Unsupported {
     const CLASS: &'static str = "Unsupported";
     const PREFIX: &'static str = "";
     fn new(config: &Unsupported, _add_pooling_layer: bool, _device: &Device) -> Self {
-        match *config {}
+        match config.never {}
     }
     fn forward(&self, _input: EncoderInput, _options: OutputOptions) -> BackboneOutput {
-        match *self {}
+        match self.never {}
     }
     fn word_embeddings(&self) -> Tensor<2> {
-        match *self {}
+        match self.never {}
     }
     fn lm_head(config: &Unsupported) -> MaskedLmHeadConfig {
-        match *config {}
+        match config.never {}
     }
     fn classifier_sizes(config: &Unsupported) -> ClassifierSizes {
-        match *config {}
+        match config.never {}
     }
     fn key_map(config: &Unsupported) -> KeyMap {
-        match *config {}
+        match config.never {}
     }
     fn ignored(config: &Unsupported) -> Vec<String> {
-        match *config {}
+        match config.never {}
     }
     fn base_roots() -> Vec<String> {
         Vec::new()
     }
 }
 
-impl SequenceClassifier for Unsupported {
-    fn classify_layers(&self, _input: EncoderInput, _options: OutputOptions) -> ClassifierLayers {
-        match *self {}
-    }
+/// The missing task models: a sequence classifier, a token classifier, an extractive-QA model.
+macro_rules! unsupported_task_model {
+    ($($output:ty),*) => {$(
+        impl TaskModel for Unsupported<$output> {
+            type Base = Unsupported;
+            type Output = $output;
+            const BASE: &'static str = "";
+            fn base(&self) -> &Unsupported {
+                match self.never {}
+            }
+            fn with_base(self, _base: Unsupported) -> Self {
+                match self.never {}
+            }
+            fn run(&self, _input: EncoderInput, _options: OutputOptions) -> $output {
+                match self.never {}
+            }
+        }
+    )*};
 }
 
-impl TokenTagger for Unsupported {
-    fn tag(&self, _input: EncoderInput) -> Tensor<3> {
-        match *self {}
-    }
-}
-
-impl SpanExtractor for Unsupported {
-    fn spans(&self, _input: EncoderInput, _positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
-        match *self {}
-    }
-}
-
-impl Seq2SeqLM for Unsupported {
-    fn start_decoding(&self, _input_ids: Tensor<2, Int>, _attention_mask: Option<Tensor<2, Int>>) -> DecoderCache {
-        match *self {}
-    }
-    fn decode(&self, _ids: Tensor<2, Int>, _cache: DecoderCache) -> (Tensor<3>, DecoderCache) {
-        match *self {}
-    }
-    fn logits(&self, _input_ids: Tensor<2, Int>, _attention_mask: Option<Tensor<2, Int>>, _decoder_input_ids: Tensor<2, Int>) -> Tensor<3> {
-        match *self {}
-    }
-    fn vocab_size(&self) -> usize {
-        match *self {}
-    }
-    fn max_positions(&self) -> usize {
-        match *self {}
-    }
-}
-
-impl CausalLM for Unsupported {
+unsupported_task_model!(ClassifierLayers, TokenLogits, SpanLogits);
+/// The missing generators: an encoder-decoder (`Unsupported<Source>`), a left-to-right model
+/// (`Unsupported<()>`).
+impl<O: Clone + 'static> LanguageModel for Unsupported<O> {
+    type Source = O;
     type Cache = ();
-    fn causal_limits(config: &Unsupported) -> InputLimits {
-        match *config {}
+    fn limits(config: &Unsupported) -> InputLimits {
+        match config.never {}
     }
-    fn empty_cache(&self) {
-        match *self {}
+    fn start(&self, _source: O) {
+        match self.never {}
     }
-    fn causal_logits(&self, _ids: Tensor<2, Int>, _cache: Option<()>) -> (Tensor<3>, Option<()>) {
-        match *self {}
+    fn decode(&self, _ids: Tensor<2, Int>, _cache: ()) -> (Tensor<3>, ()) {
+        match self.never {}
+    }
+    fn logits(&self, _source: O, _ids: Tensor<2, Int>) -> Tensor<3> {
+        match self.never {}
     }
     fn select_cache_rows(&self, _cache: (), _rows: &[usize]) {
-        match *self {}
+        match self.never {}
     }
 }

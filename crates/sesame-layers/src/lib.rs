@@ -62,5 +62,5 @@ pub use pretrained::{HfConfig, InputError, InputLimits, Pretrained, PretrainedEr
 pub use tasks::{
     ForCausalLM, ForMaskedLM, ForMultipleChoice, ForPreTraining, ForQuestionAnswering, ForSequenceClassification,
     ForTokenClassification, HeadOutput, PreTrainingLabels, PreTrainingOutput, QuestionAnsweringOutput,
-    ClassifierLayers, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger,
+    ClassifierLayers, SpanLogits, TaskModel, TokenLogits,
 };

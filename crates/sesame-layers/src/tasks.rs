@@ -6,7 +6,7 @@
 use burn::prelude::*;
 
 use crate::attention::causal_restriction;
-use crate::backbone::{Backbone, ClassifierSizes, EncoderInput, SentenceHead, SequenceHead};
+use crate::backbone::{Backbone, BackboneOutput, ClassifierSizes, EncoderInput, SentenceHead, SequenceHead};
 use crate::checkpoint::CheckpointSpec;
 use crate::encoder::{EncoderOutput, OutputOptions};
 use crate::heads::{
@@ -531,17 +531,30 @@ impl<B: Backbone, H: SequenceHead<B>> PretrainedModel for ForMultipleChoice<B, H
     }
 }
 
-/// A fine-tuning head model of any family, as the task pipelines (`sesame_pipelines::classify`, `tag`,
+/// A model of any family as the task pipelines (`sesame_pipelines::classify`, `tag`,
 /// `answer`) and the fine-tuning tasks run it: fed an [`EncoderInput`] of padded token ids
-/// (the tokenizer's padding side), its base model in the field [`TaskModel::BASE`], reached
-/// through [`TaskModel::base`]. A base model is its own base (`Base = Self`, `BASE` empty).
+/// (the tokenizer's padding side), it gives its [`TaskModel::Output`]:
 ///
-/// A head model writes the accessor ([`TaskModel::base`], [`TaskModel::with_base`]); what
-/// distillation and pruning do to it ([`TaskModel::keep_layers`], [`TaskModel::prune_heads`])
-/// is done to its base model.
+/// | model | `Output` |
+/// |---|---|
+/// | a sequence classifier (`…ForSequenceClassification`) | [`ClassifierLayers`] |
+/// | a token classifier (`…ForTokenClassification`) | [`TokenLogits`] |
+/// | an extractive-QA model (`…ForQuestionAnswering`) | [`SpanLogits`] |
+/// | a base model (`BertModel`) | [`BackboneOutput`] |
+///
+/// so a job names the models it runs by their output (`M: TaskModel<Output = TokenLogits>`).
+/// Its base model is in the field [`TaskModel::BASE`], reached through [`TaskModel::base`]; a
+/// base model is its own base (`Base = Self`, `BASE` empty).
+///
+/// A head model writes the accessor ([`TaskModel::base`], [`TaskModel::with_base`]) and
+/// [`TaskModel::run`]; what distillation and pruning do to it ([`TaskModel::keep_layers`],
+/// [`TaskModel::prune_heads`]) is done to its base model.
 pub trait TaskModel: PretrainedModel + Send + Sync {
     /// The base model (`BertModel`, `BartModel`; `Self` for a base model).
     type Base: TaskModel<Config = Self::Config>;
+
+    /// What the model gives for an input (see the table above).
+    type Output;
 
     /// The field holding the base model (`base`; XLNet's `transformer`, BART's `model`): what
     /// feature extraction keeps fixed. Empty for a base model.
@@ -550,11 +563,33 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
     /// Whether the head can read a mix of every layer (`sesame_scalar_mix` in the config).
     const SCALAR_MIX: bool = false;
 
+    /// Whether the model can carry FastBERT's exit classifiers (config `sesame_early_exit`):
+    /// a sequence classifier whose base model runs a layer at a time ([`Backbone::layer_stack`]).
+    const EARLY_EXIT: bool = false;
+
     /// The base model.
     fn base(&self) -> &Self::Base;
 
     /// This model with `base` in place of its base model.
     fn with_base(self, base: Self::Base) -> Self;
+
+    /// The model's output for `input`. A sequence classifier and a base model give the hidden
+    /// states and attentions `options` asks for, of each stack of layers they run; with
+    /// [`OutputOptions::tokens_only`] (the caller reads the logits alone) a head that reads no
+    /// padding position runs its layers over the tokens alone, where its layers can.
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> Self::Output;
+
+    /// Every layer's logits, the last the model's own (FastBERT's exit classifiers: see
+    /// [`ForSequenceClassification::exit_logits`]); `None` for a model without them.
+    fn exit_logits(&self, _input: EncoderInput) -> Option<Vec<Tensor<2>>> {
+        None
+    }
+
+    /// Logits with early exit at `speed` (see [`ForSequenceClassification::classify_early`]);
+    /// `None` for a model without exit classifiers.
+    fn classify_early(&self, _input: EncoderInput, _speed: f64) -> Option<EarlyExitOutput> {
+        None
+    }
 
     /// The model with only the layers `layers` (0-based, increasing, of the config's
     /// `num_layers`; an encoder-decoder: of each stack), `config` saying so ([`Backbone::keep_layers`]): a
@@ -591,6 +626,7 @@ pub trait TaskModel: PretrainedModel + Send + Sync {
 /// is the model, so `BASE` names no field and nothing is kept fixed by it).
 impl<B: Backbone> TaskModel for B {
     type Base = B;
+    type Output = BackboneOutput;
     const BASE: &'static str = "";
 
     fn base(&self) -> &B {
@@ -599,6 +635,10 @@ impl<B: Backbone> TaskModel for B {
 
     fn with_base(self, base: B) -> B {
         base
+    }
+
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> BackboneOutput {
+        Backbone::forward(self, input, options)
     }
 
     fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
@@ -614,7 +654,7 @@ impl<B: Backbone> TaskModel for B {
     }
 }
 
-/// A sequence classifier's logits and what distillation compares of its layers.
+/// A sequence classifier's output: its logits and what distillation compares of its layers.
 #[derive(Clone, Debug)]
 pub struct ClassifierLayers {
     /// Logits `[batch, num_labels]`.
@@ -625,52 +665,25 @@ pub struct ClassifierLayers {
     pub stacks: Vec<EncoderOutput>,
 }
 
-/// A model giving one row of logits per text: a sequence classifier of any family.
-pub trait SequenceClassifier: TaskModel {
-    /// Logits `[batch, num_labels]` of `input`.
-    fn classify(&self, input: EncoderInput) -> Tensor<2> {
-        self.classify_layers(input, OutputOptions::default()).logits
-    }
+/// A token classifier's output: logits `[batch, seq, num_labels]`.
+pub type TokenLogits = Tensor<3>;
 
-    /// Logits of `input`, and the hidden states and attentions of every stack of layers as
-    /// `options` asks (a distillation's teacher and student).
-    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers;
-
-    /// Whether the model can carry FastBERT's exit classifiers (config `sesame_early_exit`):
-    /// its base model runs a layer at a time ([`Backbone::layer_stack`]).
-    const EARLY_EXIT: bool = false;
-
-    /// Every layer's logits, the last the model's own (FastBERT's exit classifiers: see
-    /// [`ForSequenceClassification::exit_logits`]); `None` for a model without them.
-    fn exit_logits(&self, _input: EncoderInput) -> Option<Vec<Tensor<2>>> {
-        None
-    }
-
-    /// Logits with early exit at `speed` (see [`ForSequenceClassification::classify_early`]);
-    /// `None` for a model without exit classifiers.
-    fn classify_early(&self, _input: EncoderInput, _speed: f64) -> Option<EarlyExitOutput> {
-        None
-    }
-}
-
-/// A model giving logits for every token: a token classifier of any family.
-pub trait TokenTagger: TaskModel {
-    /// Logits `[batch, seq, num_labels]` of `input`.
-    fn tag(&self, input: EncoderInput) -> Tensor<3>;
-}
-
-/// A model giving span-start and span-end logits for every token: an extractive-QA model of
-/// any family.
-pub trait SpanExtractor: TaskModel {
-    /// Start and end logits `[batch, seq]` of `input`; the loss (the mean of the two
-    /// cross-entropies) when `positions` (start, end `[batch]`) are given.
-    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>);
+/// An extractive-QA model's output: span-start and span-end logits `[batch, seq]` (the loss
+/// of given positions is [`crate::heads::question_answering_loss`] of them).
+#[derive(Clone, Debug)]
+pub struct SpanLogits {
+    /// Span-start logits `[batch, seq]`.
+    pub start: Tensor<2>,
+    /// Span-end logits `[batch, seq]`.
+    pub end: Tensor<2>,
 }
 
 impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B, H> {
     type Base = B;
+    type Output = ClassifierLayers;
     const BASE: &'static str = "base";
     const SCALAR_MIX: bool = true;
+    const EARLY_EXIT: bool = true;
 
     fn base(&self) -> &B {
         &self.base
@@ -678,6 +691,23 @@ impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B,
 
     fn with_base(self, base: B) -> Self {
         Self { base, ..self }
+    }
+
+    /// Logits of `input`; its layers run over the tokens alone where `options` allows it, the
+    /// head reads only the first position ([`SequenceHead::FIRST_TOKEN`]) and that position
+    /// is a token in every row.
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
+        let tokens_only = options.tokens_only && H::FIRST_TOKEN && input.first_positions_are_tokens();
+        let out = self.forward(input, None, OutputOptions { tokens_only, ..options });
+        ClassifierLayers { logits: out.logits, stacks: vec![out.encoder] }
+    }
+
+    fn exit_logits(&self, input: EncoderInput) -> Option<Vec<Tensor<2>>> {
+        ForSequenceClassification::exit_logits(self, input)
+    }
+
+    fn classify_early(&self, input: EncoderInput, speed: f64) -> Option<EarlyExitOutput> {
+        ForSequenceClassification::classify_early(self, input, speed)
     }
 
     fn keep_layers(self, config: &mut B::Config, layers: &[usize]) -> Result<Self, crate::ConfigError> {
@@ -688,33 +718,9 @@ impl<B: Backbone, H: SequenceHead<B>> TaskModel for ForSequenceClassification<B,
     }
 }
 
-impl<B: Backbone, H: SequenceHead<B>> SequenceClassifier for ForSequenceClassification<B, H> {
-    /// Logits of `input`, its layers run over the tokens alone
-    /// ([`OutputOptions::tokens_only`]) where the head reads only the first position
-    /// ([`SequenceHead::FIRST_TOKEN`]) and that position is a token in every row.
-    fn classify(&self, input: EncoderInput) -> Tensor<2> {
-        let tokens_only = H::FIRST_TOKEN && input.first_positions_are_tokens();
-        self.classify_layers(input, OutputOptions { tokens_only, ..OutputOptions::default() }).logits
-    }
-
-    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
-        let out = self.forward(input, None, options);
-        ClassifierLayers { logits: out.logits, stacks: vec![out.encoder] }
-    }
-
-    const EARLY_EXIT: bool = true;
-
-    fn exit_logits(&self, input: EncoderInput) -> Option<Vec<Tensor<2>>> {
-        ForSequenceClassification::exit_logits(self, input)
-    }
-
-    fn classify_early(&self, input: EncoderInput, speed: f64) -> Option<EarlyExitOutput> {
-        ForSequenceClassification::classify_early(self, input, speed)
-    }
-}
-
 impl<B: Backbone> TaskModel for ForTokenClassification<B> {
     type Base = B;
+    type Output = TokenLogits;
     const BASE: &'static str = "base";
     const SCALAR_MIX: bool = true;
 
@@ -725,19 +731,18 @@ impl<B: Backbone> TaskModel for ForTokenClassification<B> {
     fn with_base(self, base: B) -> Self {
         Self { base, ..self }
     }
-}
 
-impl<B: Backbone> TokenTagger for ForTokenClassification<B> {
-    /// Logits of `input`, its layers run over the tokens alone
-    /// ([`OutputOptions::tokens_only`]): transformers' at every token; at the padding, which
-    /// nothing reads, the classifier's of a zero state.
-    fn tag(&self, input: EncoderInput) -> Tensor<3> {
-        self.forward(input, None, OutputOptions { tokens_only: true, ..OutputOptions::default() }).logits
+    /// Logits of `input`. With [`OutputOptions::tokens_only`] its layers run over the tokens
+    /// alone: transformers' logits at every token; at the padding, which nothing reads, the
+    /// classifier's of a zero state.
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> TokenLogits {
+        self.forward(input, None, OutputOptions { tokens_only: options.tokens_only, ..OutputOptions::default() }).logits
     }
 }
 
 impl<B: Backbone> TaskModel for ForQuestionAnswering<B> {
     type Base = B;
+    type Output = SpanLogits;
     const BASE: &'static str = "base";
 
     fn base(&self) -> &B {
@@ -747,11 +752,9 @@ impl<B: Backbone> TaskModel for ForQuestionAnswering<B> {
     fn with_base(self, base: B) -> Self {
         Self { base, ..self }
     }
-}
 
-impl<B: Backbone> SpanExtractor for ForQuestionAnswering<B> {
-    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
-        let out = self.forward(input, positions, OutputOptions::default());
-        (out.start_logits, out.end_logits, out.loss)
+    fn run(&self, input: EncoderInput, _options: OutputOptions) -> SpanLogits {
+        let out = self.forward(input, None, OutputOptions::default());
+        SpanLogits { start: out.start_logits, end: out.end_logits }
     }
 }

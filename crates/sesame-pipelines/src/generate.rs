@@ -6,7 +6,7 @@
 //! that receives tokens as soon as they are final (`cargo xtask generate` runs on them).
 
 use burn::prelude::*;
-use sesame_generate::decoding::{CausalDecoder, CausalLM, Seq2SeqDecoder, Seq2SeqLM};
+use sesame_generate::decoding::{CausalDecoder, LanguageModel, Seq2SeqDecoder, Source};
 use sesame_generate::{generate_streaming, GenerateError, GenerationConfig, Generated, TokenStreamer};
 use sesame_layers::InputError;
 use sesame_text::Tokenizer;
@@ -36,18 +36,19 @@ pub fn rows_per_input(config: &GenerationConfig) -> (usize, usize) {
     }
 }
 
-/// The search of the encoder-decoder `model` over `sources` (token ids, one batch, padded
-/// with the config's pad id and encoded once), every row decoded from `start`: `Generated`'s
-/// rows are [`rows_per_input`] per source, in order.
-pub fn generate_ids<M: Seq2SeqLM>(
+/// The search of the encoder-decoder `model` (with its `model_config`) over `sources` (token
+/// ids, one batch, padded with the config's pad id and encoded once), every row decoded from
+/// `start`: `Generated`'s rows are [`rows_per_input`] per source, in order.
+pub fn generate_ids<M: LanguageModel<Source = Source>>(
     model: &M,
+    model_config: &M::Config,
     sources: &[Vec<u32>],
     start: u32,
     config: &GenerationConfig,
     seed: u64,
     streamer: &mut dyn TokenStreamer,
-    device: &Device,
 ) -> Result<Generated, GenerateError<InputError>> {
+    let device = &model.device();
     let (_, repeat) = rows_per_input(config);
     let rows: Vec<&Vec<u32>> = sources.iter().flat_map(|s| std::iter::repeat_n(s, repeat)).collect();
     let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
@@ -56,13 +57,13 @@ pub fn generate_ids<M: Seq2SeqLM>(
     let mask: Vec<i64> = rows.iter().flat_map(|r| (0..width).map(|j| i64::from(j < r.len()))).collect();
     let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), width]), device);
     let mask = Tensor::<2, Int>::from_data(TensorData::new(mask, [rows.len(), width]), device);
-    let decoder = Seq2SeqDecoder::new(model, ids, Some(mask)).map_err(GenerateError::Model)?;
+    let decoder = Seq2SeqDecoder::new(model, model_config, Source { input_ids: ids, attention_mask: Some(mask) }).map_err(GenerateError::Model)?;
     generate_streaming(&decoder, &vec![vec![start]; rows.len()], config, seed, streamer)
 }
 
 /// The search of the left-to-right `model` (with its `model_config`) continuing `prompt`:
 /// [`rows_per_input`] rows.
-pub fn continue_ids<M: CausalLM>(
+pub fn continue_ids<M: LanguageModel<Source = ()>>(
     model: &M,
     model_config: &M::Config,
     prompt: &[u32],
@@ -86,25 +87,25 @@ pub fn open_prompt(tokenizer: &Tokenizer, mut prompt: Vec<u32>) -> Vec<u32> {
     prompt
 }
 
-/// Write a target for each of `texts` with the encoder-decoder `model`, `batch_size` sources
-/// at a time; one result per text, in order. `config` is checked as transformers checks it;
-/// it needs an end-of-sequence id and a decoder start (`decoder_start_token_id`, else
-/// `bos_token_id`).
-pub fn generate<M: Seq2SeqLM>(
+/// Write a target for each of `texts` with the encoder-decoder `model` (with its
+/// `model_config`), `batch_size` sources at a time; one result per text, in order. `config` is
+/// checked as transformers checks it; it needs an end-of-sequence id and a decoder start
+/// (`decoder_start_token_id`, else `bos_token_id`).
+pub fn generate<M: LanguageModel<Source = Source>>(
     model: &M,
+    model_config: &M::Config,
     tokenizer: &Tokenizer,
     texts: &[&str],
     config: &GenerationConfig,
     seed: u64,
     batch_size: usize,
-    device: &Device,
 ) -> Result<Vec<GeneratedText>, PipelineError> {
     let start = config.decoder_start_token_id.or(config.bos_token_id).ok_or(PipelineError::NoDecoderStart)?;
     let mut out = Vec::with_capacity(texts.len());
     for (b, batch) in texts.chunks(batch_size.max(1)).enumerate() {
         let first = b * batch_size.max(1);
-        let sources = encode(tokenizer, batch, first, model.max_positions())?;
-        let generated = generate_ids(model, &sources, start, config, seed, &mut (), device).map_err(|e| generation_error(e, first, batch.len()))?;
+        let sources = encode(tokenizer, batch, first, M::limits(model_config).max_len)?;
+        let generated = generate_ids(model, model_config, &sources, start, config, seed, &mut ()).map_err(|e| generation_error(e, first, batch.len()))?;
         out.extend(results(tokenizer, generated, config, batch.len())?);
     }
     Ok(out)
@@ -112,7 +113,7 @@ pub fn generate<M: Seq2SeqLM>(
 
 /// Continue each of `prompts` with the left-to-right `model` (a decoder such as
 /// `BertLMHeadModel`, or XLNet), each prompt alone; one result per prompt, in order.
-pub fn continue_prompts<M: CausalLM>(
+pub fn continue_prompts<M: LanguageModel<Source = ()>>(
     model: &M,
     model_config: &M::Config,
     tokenizer: &Tokenizer,
@@ -120,7 +121,7 @@ pub fn continue_prompts<M: CausalLM>(
     config: &GenerationConfig,
     seed: u64,
 ) -> Result<Vec<GeneratedText>, PipelineError> {
-    let limits = M::causal_limits(model_config);
+    let limits = M::limits(model_config);
     let mut out = Vec::with_capacity(prompts.len());
     for (i, prompt) in prompts.iter().enumerate() {
         let ids = encode(tokenizer, &[prompt], i, limits.max_len)?.remove(0);

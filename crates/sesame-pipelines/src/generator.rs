@@ -3,7 +3,7 @@
 //! runs alone on the model's thread, which sends its tokens to the client as soon as they are
 //! final and ends the search as soon as the client has gone or a stop sequence was written.
 
-use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
+use sesame_generate::decoding::{LanguageModel, Source};
 use sesame_generate::{GenerateError, GenerationConfig, Generated, TokenStreamer};
 use sesame_layers::InputError;
 use crate::generate::{continue_ids, generate_ids, open_prompt};
@@ -60,42 +60,56 @@ fn search_error(e: GenerateError<InputError>) -> PipelineError {
 
 /// An encoder-decoder `M` (BART): the prompt is its source, the search starts from the
 /// decoder start token.
-pub struct Seq2SeqGenerator<M: Seq2SeqLM> {
+pub struct Seq2SeqGenerator<M: LanguageModel<Source = Source>> {
     model: M,
+    config: M::Config,
     tokenizer: Tokenizer,
     settings: GenerationConfig,
     start: u32,
 }
 
-impl<M: Seq2SeqLM> Seq2SeqGenerator<M> {
-    /// Serve `model` with `settings` (the model directory's, checked); `None` when they name no
-    /// decoder start (`decoder_start_token_id`, else `bos_token_id`).
-    pub fn new(model: M, tokenizer: Tokenizer, settings: GenerationConfig) -> Option<Self> {
+impl<M: LanguageModel<Source = Source>> Seq2SeqGenerator<M> {
+    /// Serve `model` (with its `config`) with `settings` (the model directory's, checked);
+    /// `None` when they name no decoder start (`decoder_start_token_id`, else `bos_token_id`).
+    pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, settings: GenerationConfig) -> Option<Self> {
         let start = settings.decoder_start_token_id.or(settings.bos_token_id)?;
-        Some(Self { model, tokenizer, settings, start })
+        Some(Self { model, config, tokenizer, settings, start })
+    }
+
+    /// The most positions of the encoder's input and of the decoder's.
+    fn max_positions(&self) -> usize {
+        M::limits(&self.config).max_len
     }
 }
 
-impl<M: Seq2SeqLM + Send + Sync + 'static> Generator for Seq2SeqGenerator<M> {
+impl<M> Generator for Seq2SeqGenerator<M>
+where
+    M: LanguageModel<Source = Source> + Send + Sync + 'static,
+    M::Config: Send + Sync,
+{
     fn settings(&self) -> &GenerationConfig {
         &self.settings
     }
 
     fn prompt_ids(&self, text: &str) -> Result<Vec<u32>, PipelineError> {
-        encode(&self.tokenizer, text, self.model.max_positions())
+        encode(&self.tokenizer, text, self.max_positions())
     }
 
     fn room(&self, _prompt_len: usize) -> usize {
-        self.model.max_positions().saturating_sub(1)
+        self.max_positions().saturating_sub(1)
     }
 
     fn generate(&self, prompt: &[u32], settings: &GenerationConfig, seed: u64, streamer: &mut dyn TokenStreamer) -> Result<Generation, PipelineError> {
-        let out = generate_ids(&self.model, &[prompt.to_vec()], self.start, settings, seed, streamer, &self.model.device()).map_err(search_error)?;
+        let out = generate_ids(&self.model, &self.config, &[prompt.to_vec()], self.start, settings, seed, streamer).map_err(search_error)?;
         Ok(generation(out, 1, settings))
     }
 }
 
-impl<M: Seq2SeqLM + Send + Sync + 'static> ServedModel for Seq2SeqGenerator<M> {
+impl<M> ServedModel for Seq2SeqGenerator<M>
+where
+    M: LanguageModel<Source = Source> + Send + Sync + 'static,
+    M::Config: Send + Sync,
+{
     fn task(&self) -> Task {
         Task::Generator
     }
@@ -105,7 +119,7 @@ impl<M: Seq2SeqLM + Send + Sync + 'static> ServedModel for Seq2SeqGenerator<M> {
     }
 
     fn max_input_length(&self) -> usize {
-        self.model.max_positions()
+        self.max_positions()
     }
 
     fn generator(&self) -> Option<&dyn Generator> {
@@ -119,14 +133,14 @@ impl<M: Seq2SeqLM + Send + Sync + 'static> ServedModel for Seq2SeqGenerator<M> {
 
 /// A left-to-right model `M` (a decoder checkpoint of an encoder family, XLNet): the search
 /// continues the prompt after its last text token.
-pub struct CausalGenerator<M: CausalLM> {
+pub struct CausalGenerator<M: LanguageModel<Source = ()>> {
     model: M,
     config: M::Config,
     tokenizer: Tokenizer,
     settings: GenerationConfig,
 }
 
-impl<M: CausalLM> CausalGenerator<M> {
+impl<M: LanguageModel<Source = ()>> CausalGenerator<M> {
     /// Serve `model` (with its `config`) with `settings`, the model directory's, checked.
     pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, settings: GenerationConfig) -> Self {
         Self { model, config, tokenizer, settings }
@@ -135,7 +149,7 @@ impl<M: CausalLM> CausalGenerator<M> {
 
 impl<M> Generator for CausalGenerator<M>
 where
-    M: CausalLM + Send + Sync + 'static,
+    M: LanguageModel<Source = ()> + Send + Sync + 'static,
     M::Config: Send + Sync,
 {
     fn settings(&self) -> &GenerationConfig {
@@ -143,12 +157,12 @@ where
     }
 
     fn prompt_ids(&self, text: &str) -> Result<Vec<u32>, PipelineError> {
-        let ids = encode(&self.tokenizer, text, M::causal_limits(&self.config).max_len)?;
+        let ids = encode(&self.tokenizer, text, M::limits(&self.config).max_len)?;
         Ok(open_prompt(&self.tokenizer, ids))
     }
 
     fn room(&self, prompt_len: usize) -> usize {
-        M::causal_limits(&self.config).max_len.saturating_sub(prompt_len)
+        M::limits(&self.config).max_len.saturating_sub(prompt_len)
     }
 
     fn generate(&self, prompt: &[u32], settings: &GenerationConfig, seed: u64, streamer: &mut dyn TokenStreamer) -> Result<Generation, PipelineError> {
@@ -159,7 +173,7 @@ where
 
 impl<M> ServedModel for CausalGenerator<M>
 where
-    M: CausalLM + Send + Sync + 'static,
+    M: LanguageModel<Source = ()> + Send + Sync + 'static,
     M::Config: Send + Sync,
 {
     fn task(&self) -> Task {
@@ -171,7 +185,7 @@ where
     }
 
     fn max_input_length(&self) -> usize {
-        M::causal_limits(&self.config).max_len
+        M::limits(&self.config).max_len
     }
 
     fn generator(&self) -> Option<&dyn Generator> {

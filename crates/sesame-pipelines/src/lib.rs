@@ -19,7 +19,7 @@ use sesame_layers::device::default_threads;
 use sesame_layers::encoder::OutputOptions;
 use sesame_layers::pooling::{l2_normalize, select_layer, Pooling};
 use sesame_layers::pretrained::{HfConfig, InputError};
-use sesame_layers::tasks::{ForMaskedLM, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::tasks::{ClassifierLayers, ForMaskedLM, SpanLogits, TaskModel, TokenLogits};
 
 /// Why a pipeline could not run.
 #[derive(Debug, thiserror::Error)]
@@ -430,21 +430,21 @@ pub enum Classification {
 
 /// Classify `texts` with a fine-tuned sequence classifier, `batch_size` texts at a time in
 /// batches of similar length, each truncated to the model's length; results in input order.
-pub fn classify<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+pub fn classify<M: TaskModel<Output = ClassifierLayers>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
     let encoded = tokenizer.encode_each(texts, config.input_limits().max_len, true)?;
     classify_encoded(model, config, tokenizer, &encoded, batch_size)
 }
 
 /// Classify sentence pairs (`[CLS] a [SEP] b [SEP]`: premise and hypothesis, query and
 /// passage) as [`classify`] classifies texts, each pair truncated to the model's length.
-pub fn classify_pairs<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, pairs: &[(&str, &str)], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+pub fn classify_pairs<M: TaskModel<Output = ClassifierLayers>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, pairs: &[(&str, &str)], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
     let encoded = tokenizer.encode_pairs_each(pairs, config.input_limits().max_len, true)?;
     classify_encoded(model, config, tokenizer, &encoded, batch_size)
 }
 
 /// [`classify`] (or [`classify_pairs`]) of texts already encoded by `tokenizer`: nothing is
 /// tokenized again. An encoding longer than the model's length is refused, naming its index.
-pub fn classify_encoded<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, encoded: &[EncodedText], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
+pub fn classify_encoded<M: TaskModel<Output = ClassifierLayers>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, encoded: &[EncodedText], batch_size: usize) -> Result<Vec<Classification>, PipelineError> {
     let device = model.device();
     let limits = config.input_limits();
     check_lengths(encoded, limits.max_len)?;
@@ -452,7 +452,7 @@ pub fn classify_encoded<M: SequenceClassifier>(model: &M, config: &M::Config, to
     by_length(encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let input = to_input(&batch, &limits, &device)?;
-        classifications(labels, model.classify(input))
+        classifications(labels, model.run(input, OutputOptions::logits_only()).logits)
     })
 }
 
@@ -470,7 +470,7 @@ pub struct EarlyClassification {
 /// [0, 1]; 0: every row runs every layer), each row stopping independently
 /// ([`sesame_layers::ForSequenceClassification::classify_early`]). Single-label classifiers with exit
 /// classifiers only.
-pub fn classify_early<M: SequenceClassifier>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, speed: f64) -> Result<Vec<EarlyClassification>, PipelineError> {
+pub fn classify_early<M: TaskModel<Output = ClassifierLayers>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, speed: f64) -> Result<Vec<EarlyClassification>, PipelineError> {
     let labels = config.labels();
     if labels.early_exit.is_none() {
         return Err(PipelineError::NoEarlyExit);
@@ -555,14 +555,14 @@ pub struct TaggedSpan {
 /// tagged `O` are left out. Texts longer than the model reads are windowed with `stride` tokens
 /// of overlap, each word read from the window where it has the most context. Results in input
 /// order; `batch_size` windows run at a time, batched by length.
-pub fn tag<M: TokenTagger>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, stride: usize) -> Result<Vec<Vec<TaggedSpan>>, PipelineError> {
+pub fn tag<M: TaskModel<Output = TokenLogits>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, stride: usize) -> Result<Vec<Vec<TaggedSpan>>, PipelineError> {
     let device = model.device();
     let limits = config.input_limits();
     let labels = config.labels();
     let name = |i: usize| labels.name(i);
     let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
     // Each window's per-token probabilities.
-    let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.tag(input), 2))?;
+    let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.run(input, OutputOptions::logits_only()), 2))?;
     let mut next = 0;
     let mut out = Vec::with_capacity(texts.len());
     for (text, windows) in texts.iter().zip(&windows) {
@@ -737,7 +737,7 @@ pub fn best_answer(context: &str, windows: &[ScoredWindow], options: &AnswerOpti
 /// Answer each question in `questions` from its `contexts` with a fine-tuned extractive-QA
 /// model: the context in windows of the model's length overlapping by `stride` tokens, the
 /// answer picked by [`best_answer`]. Results in input order; `batch_size` windows at a time.
-pub fn answer<M: SpanExtractor>(
+pub fn answer<M: TaskModel<Output = SpanLogits>>(
     model: &M,
     config: &M::Config,
     tokenizer: &Tokenizer,
@@ -757,8 +757,8 @@ pub fn answer<M: SpanExtractor>(
     let limits = config.input_limits();
     let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;
     let scores = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| {
-        let (start_logits, end_logits, _) = model.spans(input, None);
-        Tensor::stack(vec![start_logits, end_logits], 2)
+        let spans = model.run(input, OutputOptions::default());
+        Tensor::stack(vec![spans.start, spans.end], 2)
     })?;
     let logits: Vec<(Vec<f32>, Vec<f32>)> = scores.iter().map(|tokens| tokens.iter().map(|t| (t[0], t[1])).unzip()).collect();
     let mut next = 0;

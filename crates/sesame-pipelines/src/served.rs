@@ -3,7 +3,7 @@
 //! [`Reader`]) over this crate's pipelines; the generators are in [`crate::generator`]. The
 //! server (`sesame-serve`) and the facade's `sesame::pipeline` both run these.
 
-use sesame_layers::{Backbone, ForMaskedLM, HfConfig, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{Backbone, ForMaskedLM, HfConfig, ClassifierLayers, SpanLogits, TokenLogits, TaskModel};
 use sesame_layers::InputError;
 use crate::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
 use sesame_text::{EncodedText, Tokenizer, TokenizerError};
@@ -243,21 +243,21 @@ impl<B: Backbone> ServedModel for Embedder<B> {
 
 /// A fine-tuned sequence classifier `M`, scored as transformers' text-classification pipeline
 /// scores it.
-pub struct TextClassifier<M: SequenceClassifier> {
+pub struct TextClassifier<M: TaskModel<Output = ClassifierLayers>> {
     model: M,
     config: M::Config,
     tokenizer: Tokenizer,
     batch_size: usize,
 }
 
-impl<M: SequenceClassifier> TextClassifier<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> TextClassifier<M> {
     /// Serve `model`, at most `batch_size` texts a forward pass.
     pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize) -> Self {
         Self { model, config, tokenizer, batch_size }
     }
 }
 
-impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> ServedModel for TextClassifier<M> {
     fn task(&self) -> Task {
         Task::Classifier
     }
@@ -315,7 +315,7 @@ impl<M: SequenceClassifier> ServedModel for TextClassifier<M> {
 /// A fine-tuned token classifier `M`, its tags grouped into entities as transformers'
 /// token-classification pipeline with `aggregation_strategy="first"` groups them; a text
 /// longer than the model reads is windowed.
-pub struct Tagger<M: TokenTagger> {
+pub struct Tagger<M: TaskModel<Output = TokenLogits>> {
     model: M,
     config: M::Config,
     tokenizer: Tokenizer,
@@ -323,7 +323,7 @@ pub struct Tagger<M: TokenTagger> {
     stride: usize,
 }
 
-impl<M: TokenTagger> Tagger<M> {
+impl<M: TaskModel<Output = TokenLogits>> Tagger<M> {
     /// Serve `model`, at most `batch_size` windows a forward pass, consecutive windows sharing
     /// `stride` tokens.
     pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize, stride: usize) -> Self {
@@ -331,7 +331,7 @@ impl<M: TokenTagger> Tagger<M> {
     }
 }
 
-impl<M: TokenTagger> ServedModel for Tagger<M> {
+impl<M: TaskModel<Output = TokenLogits>> ServedModel for Tagger<M> {
     fn task(&self) -> Task {
         Task::Tagger
     }
@@ -398,7 +398,7 @@ impl<B: Backbone> ServedModel for MaskFiller<B> {
 
 /// A fine-tuned extractive-QA model `M`: each (question, context) pair's answer, picked as
 /// `run_qa.py`'s post-processing picks it, over windows of a long context.
-pub struct Reader<M: SpanExtractor> {
+pub struct Reader<M: TaskModel<Output = SpanLogits>> {
     model: M,
     config: M::Config,
     tokenizer: Tokenizer,
@@ -407,7 +407,7 @@ pub struct Reader<M: SpanExtractor> {
     options: AnswerOptions,
 }
 
-impl<M: SpanExtractor> Reader<M> {
+impl<M: TaskModel<Output = SpanLogits>> Reader<M> {
     /// Serve `model`, at most `batch_size` windows a forward pass, consecutive windows sharing
     /// `stride` tokens, answers picked as `options` says.
     pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize, stride: usize, options: AnswerOptions) -> Self {
@@ -415,7 +415,7 @@ impl<M: SpanExtractor> Reader<M> {
     }
 }
 
-impl<M: SpanExtractor> ServedModel for Reader<M> {
+impl<M: TaskModel<Output = SpanLogits>> ServedModel for Reader<M> {
     fn task(&self) -> Task {
         Task::Answerer
     }

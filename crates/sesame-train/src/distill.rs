@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use sesame_layers::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::{log_sigmoid, log_softmax};
-use sesame_layers::{EncoderOutput, ForMaskedLM, Backbone, OutputOptions, SequenceClassifier, SequenceLabels};
+use sesame_layers::{EncoderOutput, ForMaskedLM, Backbone, OutputOptions, ClassifierLayers, SequenceLabels, TaskModel};
 
 use crate::finetune::{ClassificationBatch, SequenceClassification};
 use crate::pretraining::{masked_lm_counts, masked_lm_metrics, read_back, Pretraining, PretrainingBatch};
@@ -123,7 +123,7 @@ pub struct ClassifierDistillation<M> {
     loss: DistillLoss,
 }
 
-impl<M: SequenceClassifier> ClassifierDistillation<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> ClassifierDistillation<M> {
     /// The task: `teacher` (fixed, without dropout, on the training device) teaches on `rows`.
     pub fn new(rows: SequenceClassification<M>, teacher: M, loss: DistillLoss) -> Self {
         Self { rows, teacher, loss }
@@ -140,7 +140,7 @@ impl<M: SequenceClassifier> ClassifierDistillation<M> {
     }
 }
 
-impl<M: SequenceClassifier> TrainTask for ClassifierDistillation<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> TrainTask for ClassifierDistillation<M> {
     type Model = M;
     type Batch = ClassificationBatch;
     type State = ();
@@ -157,8 +157,8 @@ impl<M: SequenceClassifier> TrainTask for ClassifierDistillation<M> {
     fn step(&self, student: &M, batch: ClassificationBatch) -> StepOutput {
         let options = self.loss.outputs();
         let mask = batch.input.attention_mask.clone();
-        let teacher = self.teacher.classify_layers(batch.input.clone(), options);
-        let out = student.classify_layers(batch.input.clone(), options);
+        let teacher = self.teacher.run(batch.input.clone(), options);
+        let out = student.run(batch.input.clone(), options);
         let l = &self.loss;
         let mut terms = Vec::new();
         if l.soft > 0.0 {

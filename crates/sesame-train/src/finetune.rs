@@ -16,8 +16,8 @@ use burn::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sesame_layers::{EncoderInput, SequenceLabels};
-pub use sesame_layers::{SequenceClassifier, SpanExtractor, TaskModel, TokenTagger};
+use sesame_layers::{EncoderInput, OutputOptions, SequenceLabels};
+pub use sesame_layers::{ClassifierLayers, SpanLogits, TaskModel, TokenLogits};
 use sesame_metrics::classification::{ConfusionMatrix, MultiLabelCounts};
 use sesame_metrics::{regression, Average, MetricError};
 use sesame_text::labelled::{ProblemType, Target};
@@ -98,7 +98,7 @@ impl ClassificationBatch {
     }
 }
 
-/// Fine-tuning a [`SequenceClassifier`] `M` on a [`LabelledSet`], evaluated on another.
+/// Fine-tuning a [`TaskModel`] `M` on a [`LabelledSet`], evaluated on another.
 #[derive(Clone, Debug)]
 pub struct SequenceClassification<M> {
     train: LabelledSet,
@@ -177,7 +177,7 @@ impl<M> SequenceClassification<M> {
     }
 }
 
-impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> TrainTask for SequenceClassification<M> {
     type Model = M;
     type Batch = ClassificationBatch;
     type State = ();
@@ -195,7 +195,7 @@ impl<M: SequenceClassifier> TrainTask for SequenceClassification<M> {
     }
 
     fn step(&self, model: &M, batch: ClassificationBatch) -> StepOutput {
-        let logits = model.classify(batch.input.clone());
+        let logits = model.run(batch.input.clone(), OutputOptions::logits_only()).logits;
         let loss = batch.labels.loss(logits.clone()).mul_scalar(batch.weight);
         let metrics = batch.accuracy(&logits).into_iter().collect();
         StepOutput { loss, metrics, tokens: batch.tokens, predictions: Some(logits.into_data()) }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use sesame_layers::{
-    supports, Backbone, EncoderInput, Family, ForMaskedLM, OutputOptions, Pretrained, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger,
+    supports, Backbone, ClassifierLayers, EncoderInput, Family, ForMaskedLM, OutputOptions, Pretrained, PretrainedModel, SpanLogits, TaskModel, TokenLogits,
 };
 
 /// Why a model could not be found, loaded or run.
@@ -411,9 +411,9 @@ trait ClassifierDyn: Send + Sync {
     fn labels(&self) -> Vec<String>;
 }
 
-impl<M: SequenceClassifier> ClassifierDyn for Pretrained<M, M::Config> {
+impl<M: TaskModel<Output = ClassifierLayers>> ClassifierDyn for Pretrained<M, M::Config> {
     fn logits(&self, input: EncoderInput) -> Tensor<2> {
-        self.model.classify(input)
+        self.model.run(input, OutputOptions::logits_only()).logits
     }
     fn labels(&self) -> Vec<String> {
         sesame_pipelines::served::label_names(&self.config)
@@ -425,9 +425,9 @@ trait TaggerDyn: Send + Sync {
     fn labels(&self) -> Vec<String>;
 }
 
-impl<M: TokenTagger> TaggerDyn for Pretrained<M, M::Config> {
+impl<M: TaskModel<Output = TokenLogits>> TaggerDyn for Pretrained<M, M::Config> {
     fn logits(&self, input: EncoderInput) -> Tensor<3> {
-        self.model.tag(input)
+        self.model.run(input, OutputOptions::logits_only())
     }
     fn labels(&self) -> Vec<String> {
         sesame_pipelines::served::label_names(&self.config)
@@ -438,10 +438,10 @@ trait ReaderDyn: Send + Sync {
     fn spans(&self, input: EncoderInput) -> (Tensor<2>, Tensor<2>);
 }
 
-impl<M: SpanExtractor> ReaderDyn for Pretrained<M, M::Config> {
+impl<M: TaskModel<Output = SpanLogits>> ReaderDyn for Pretrained<M, M::Config> {
     fn spans(&self, input: EncoderInput) -> (Tensor<2>, Tensor<2>) {
-        let (start, end, _) = self.model.spans(input, None);
-        (start, end)
+        let spans = self.model.run(input, OutputOptions::default());
+        (spans.start, spans.end)
     }
 }
 

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::tensor::Device;
-use sesame_layers::{supports, Family, ForMaskedLM, LoadReport, Backbone, HfConfig as _, PretrainedModel, SequenceClassifier, SpanExtractor, TokenTagger};
+use sesame_layers::{supports, Family, ForMaskedLM, LoadReport, Backbone, HfConfig as _, PretrainedModel, ClassifierLayers, SpanLogits, TokenLogits, TaskModel};
 use sesame_generate::GenerationConfig;
-use sesame_layers::generative::{CausalLM, Seq2SeqLM};
+use sesame_layers::generative::{LanguageModel, Source};
 use sesame_pipelines::generator::{CausalGenerator, Seq2SeqGenerator};
 use sesame_pipelines::served::{Embedder, Input, MaskFiller, Output, Reader, ServedModel, Tagger, TextClassifier};
 use sesame_pipelines::{Answer, AnswerOptions, Classification, EarlyClassification, EmbedOptions, Prediction, TaggedSpan};
@@ -217,7 +217,7 @@ impl Loader<'_> {
         Ok(Built::new(Embedder::new(loaded.model, loaded.config, tokenizer, embed), loaded.report))
     }
 
-    fn sequence_classifier<M: SequenceClassifier>(self) -> Result<Built, Error> {
+    fn sequence_classifier<M: TaskModel<Output = ClassifierLayers>>(self) -> Result<Built, Error> {
         check_architecture::<M>(self.load.dir, CLASSIFIER)?;
         let tokenizer = self.tokenizer()?;
         let Load { task, dir, device, options, .. } = self.load;
@@ -229,7 +229,7 @@ impl Loader<'_> {
         Ok(Built::new(TextClassifier::new(loaded.model, loaded.config, tokenizer, options.batch_size), loaded.report))
     }
 
-    fn token_classifier<M: TokenTagger>(self) -> Result<Built, Error> {
+    fn token_classifier<M: TaskModel<Output = TokenLogits>>(self) -> Result<Built, Error> {
         check_architecture::<M>(self.load.dir, TAGGER)?;
         let tokenizer = self.tokenizer()?;
         let Load { dir, device, options, .. } = self.load;
@@ -238,7 +238,7 @@ impl Loader<'_> {
         Ok(Built { stride: Some(stride), ..Built::new(Tagger::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride), loaded.report) })
     }
 
-    fn question_answering<M: SpanExtractor>(self) -> Result<Built, Error> {
+    fn question_answering<M: TaskModel<Output = SpanLogits>>(self) -> Result<Built, Error> {
         check_architecture::<M>(self.load.dir, READER)?;
         let tokenizer = self.tokenizer()?;
         let Load { dir, device, options, .. } = self.load;
@@ -247,21 +247,22 @@ impl Loader<'_> {
         Ok(Built { stride: Some(stride), ..Built::new(Reader::new(loaded.model, loaded.config, tokenizer, options.batch_size, stride, options.answer), loaded.report) })
     }
 
-    fn seq2seq<M: Seq2SeqLM>(self) -> Result<Built, Error> {
+    fn seq2seq<M: LanguageModel<Source = Source>>(self) -> Result<Built, Error> {
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
-        let settings = self.generation_settings((loaded.model.max_positions(), loaded.model.vocab_size()))?;
+        let limits = M::limits(&loaded.config);
+        let settings = self.generation_settings((limits.max_len, limits.vocab_size))?;
         let report = loaded.report;
         let dir = self.load.dir.display();
-        let generator = Seq2SeqGenerator::new(loaded.model, tokenizer, settings)
+        let generator = Seq2SeqGenerator::new(loaded.model, loaded.config, tokenizer, settings)
             .ok_or_else(|| Error::Generator(format!("{dir}: no decoder start (neither decoder_start_token_id nor bos_token_id is set)")))?;
         Ok(Built::new(generator, report))
     }
 
-    fn causal<M: CausalLM>(self) -> Result<Built, Error> {
+    fn causal<M: LanguageModel<Source = ()>>(self) -> Result<Built, Error> {
         let tokenizer = self.tokenizer()?;
         let loaded = self.generator_model::<M>()?;
-        let limits = <M as CausalLM>::causal_limits(&loaded.config);
+        let limits = M::limits(&loaded.config);
         let settings = self.generation_settings((limits.max_len, limits.vocab_size))?;
         Ok(Built::new(CausalGenerator::new(loaded.model, loaded.config, tokenizer, settings), loaded.report))
     }

@@ -46,6 +46,6 @@ impl sesame_layers::Family for Albert {
     type ForSequenceClassification = AlbertForSequenceClassification;
     type ForTokenClassification = AlbertForTokenClassification;
     type ForQuestionAnswering = AlbertForQuestionAnswering;
-    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForConditionalGeneration = sesame_layers::Unsupported<sesame_layers::generative::Source>;
     type ForCausalLM = sesame_layers::ForCausalLM<AlbertModel>;
 }

@@ -4,13 +4,13 @@
 use burn::module::Param;
 use sesame_layers::{Linear, LinearConfig};
 use burn::prelude::*;
-use sesame_generate::decoding::{CausalLM, Seq2SeqLM};
+use sesame_layers::generative::{LanguageModel, Source};
 use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::per_token_cross_entropy;
 use sesame_layers::{
     shift_tokens_right, Activation, CheckpointSpec, ClassifierLayers, DecoderCache, ClassificationHead, EncoderInput, EncoderOutput, InputError, InputLimits, OutputOptions, PretrainedModel,
-    QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqQuestionAnsweringOutput,
-    SequenceClassifier, SequenceLabels, SpanExtractor, TaskModel,
+    QuestionAnsweringHead, QuestionAnsweringHeadConfig, Seq2SeqHeadOutput, Seq2SeqInput, Seq2SeqOutput, Seq2SeqQuestionAnsweringOutput,
+    SequenceLabels, SpanLogits, TaskModel,
 };
 use sesame_layers::HfConfig as _;
 
@@ -227,6 +227,7 @@ fn task_input(input: EncoderInput) -> Seq2SeqInput {
 /// BART's base model is its own base: what distillation shrinks (both stacks).
 impl TaskModel for BartModel {
     type Base = Self;
+    type Output = Seq2SeqOutput;
     const BASE: &'static str = "";
 
     fn base(&self) -> &Self {
@@ -237,6 +238,11 @@ impl TaskModel for BartModel {
         base
     }
 
+    /// The encoder's and the decoder's outputs, the decoder reading the input shifted right.
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> Seq2SeqOutput {
+        self.forward(task_input(input), OutputOptions { tokens_only: false, ..options })
+    }
+
     fn keep_layers(self, config: &mut BartConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
         BartModel::keep_layers(self, config, layers)
     }
@@ -244,6 +250,7 @@ impl TaskModel for BartModel {
 
 impl TaskModel for BartForSequenceClassification {
     type Base = BartModel;
+    type Output = ClassifierLayers;
     const BASE: &'static str = "model";
 
     fn base(&self) -> &BartModel {
@@ -253,32 +260,18 @@ impl TaskModel for BartForSequenceClassification {
     fn with_base(self, model: BartModel) -> Self {
         Self { model, ..self }
     }
-}
 
-impl TaskModel for BartForQuestionAnswering {
-    type Base = BartModel;
-    const BASE: &'static str = "model";
-
-    fn base(&self) -> &BartModel {
-        &self.model
-    }
-
-    fn with_base(self, model: BartModel) -> Self {
-        Self { model, ..self }
-    }
-}
-
-impl SequenceClassifier for BartForSequenceClassification {
     /// Each row at its own last `</s>`. transformers refuses a batch whose rows hold different
     /// numbers of `</s>` (a text that spells one out); where it does not, this is what it reads.
     ///
     /// The stacks are the encoder's and the decoder's (over the input shifted right), each the
-    /// embeddings and every layer's output, and self-attention.
-    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
+    /// embeddings and every layer's output, and self-attention. Its layers run over every
+    /// position (`tokens_only` is not for BART's).
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
         // Token ids are checked when the batch is built; a read-back failure leaves the last position.
         let [b, s] = input.input_ids.dims();
         let positions = last_eos(&input.input_ids, self.eos_token_id).map_or_else(|_| vec![s.saturating_sub(1) as i64; b], |(p, _)| p);
-        let out = self.classify_at(task_input(input), &positions, None, options);
+        let out = self.classify_at(task_input(input), &positions, None, OutputOptions { tokens_only: false, ..options });
         let m = out.model;
         let encoder = EncoderOutput { last_hidden_state: m.encoder_last_hidden_state, hidden_states: m.encoder_hidden_states, attentions: m.encoder_attentions, cache: None };
         let decoder = EncoderOutput { last_hidden_state: m.last_hidden_state, hidden_states: m.decoder_hidden_states, attentions: m.decoder_attentions, cache: None };
@@ -286,20 +279,39 @@ impl SequenceClassifier for BartForSequenceClassification {
     }
 }
 
-impl SpanExtractor for BartForQuestionAnswering {
-    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
-        let out = self.forward(task_input(input), positions, OutputOptions::default());
-        (out.start_logits, out.end_logits, out.loss)
+impl TaskModel for BartForQuestionAnswering {
+    type Base = BartModel;
+    type Output = SpanLogits;
+    const BASE: &'static str = "model";
+
+    fn base(&self) -> &BartModel {
+        &self.model
+    }
+
+    fn with_base(self, model: BartModel) -> Self {
+        Self { model, ..self }
+    }
+
+    fn run(&self, input: EncoderInput, _options: OutputOptions) -> SpanLogits {
+        let out = self.forward(task_input(input), None, OutputOptions::default());
+        SpanLogits { start: out.start_logits, end: out.end_logits }
     }
 }
 
 /// Generation: encode once, then decode against the cache (see [`Seq2SeqDecoder`]).
 ///
 /// [`Seq2SeqDecoder`]: sesame_generate::decoding::Seq2SeqDecoder
-impl Seq2SeqLM for BartForConditionalGeneration {
-    fn start_decoding(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>) -> DecoderCache {
-        let encoder = self.model.encoder.forward(&self.model.shared, input_ids, attention_mask.clone(), OutputOptions::default());
-        self.model.decoder.start(encoder.last_hidden_state, attention_mask)
+impl LanguageModel for BartForConditionalGeneration {
+    type Source = Source;
+    type Cache = DecoderCache;
+
+    fn limits(config: &BartConfig) -> InputLimits {
+        config.input_limits()
+    }
+
+    fn start(&self, source: Source) -> DecoderCache {
+        let encoder = self.model.encoder.forward(&self.model.shared, source.input_ids, source.attention_mask.clone(), OutputOptions::default());
+        self.model.decoder.start(encoder.last_hidden_state, source.attention_mask)
     }
 
     fn decode(&self, ids: Tensor<2, Int>, cache: DecoderCache) -> (Tensor<3>, DecoderCache) {
@@ -307,17 +319,16 @@ impl Seq2SeqLM for BartForConditionalGeneration {
         (self.lm_logits(out.last_hidden_state), out.cache)
     }
 
-    fn logits(&self, input_ids: Tensor<2, Int>, attention_mask: Option<Tensor<2, Int>>, decoder_input_ids: Tensor<2, Int>) -> Tensor<3> {
-        let input = Seq2SeqInput { input_ids: Some(input_ids), attention_mask, decoder_input_ids: Some(decoder_input_ids), ..Default::default() };
+    fn logits(&self, source: Source, ids: Tensor<2, Int>) -> Tensor<3> {
+        let input = Seq2SeqInput { input_ids: Some(source.input_ids), attention_mask: source.attention_mask, decoder_input_ids: Some(ids), ..Default::default() };
         self.forward(input, None, OutputOptions::default()).logits
     }
 
-    fn vocab_size(&self) -> usize {
-        self.model.shared.weight.dims()[0]
-    }
-
-    fn max_positions(&self) -> usize {
-        self.model.decoder.embeddings.embed_positions.weight.dims()[0] - crate::config::POSITION_OFFSET
+    /// Rows `rows` of the decoder's own keys and values; every row of a source (its beams)
+    /// reads that source's encoder keys and values, which are never copied per row.
+    fn select_cache_rows(&self, mut cache: DecoderCache, rows: &[usize]) -> DecoderCache {
+        cache.select_rows(rows, &self.device());
+        cache
     }
 }
 
@@ -380,21 +391,25 @@ impl BartForCausalLM {
 }
 
 /// BART's decoder generates left to right (`sesame_generate::decoding::CausalDecoder`).
-impl CausalLM for BartForCausalLM {
+impl LanguageModel for BartForCausalLM {
+    type Source = ();
     type Cache = DecoderCache;
 
-    fn causal_limits(config: &BartConfig) -> InputLimits {
+    fn limits(config: &BartConfig) -> InputLimits {
         config.input_limits()
     }
 
-    fn empty_cache(&self) -> DecoderCache {
+    fn start(&self, _source: ()) -> DecoderCache {
         DecoderCache::without_encoder()
     }
 
-    fn causal_logits(&self, ids: Tensor<2, Int>, cache: Option<DecoderCache>) -> (Tensor<3>, Option<DecoderCache>) {
-        let keep = cache.is_some();
-        let (logits, out) = self.run(ids, None, cache.unwrap_or_else(DecoderCache::without_encoder), OutputOptions::default());
-        (logits, keep.then_some(out.cache))
+    fn decode(&self, ids: Tensor<2, Int>, cache: DecoderCache) -> (Tensor<3>, DecoderCache) {
+        let (logits, out) = self.run(ids, None, cache, OutputOptions::default());
+        (logits, out.cache)
+    }
+
+    fn logits(&self, _source: (), ids: Tensor<2, Int>) -> Tensor<3> {
+        self.run(ids, None, DecoderCache::without_encoder(), OutputOptions::default()).0
     }
 
     fn select_cache_rows(&self, mut cache: DecoderCache, rows: &[usize]) -> DecoderCache {

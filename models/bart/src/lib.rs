@@ -52,7 +52,7 @@ impl sesame_layers::Family for Bart {
     // (its denoising is generated text: `generate`).
     type Encoder = sesame_layers::Unsupported;
     type ForSequenceClassification = BartForSequenceClassification;
-    type ForTokenClassification = sesame_layers::Unsupported;
+    type ForTokenClassification = sesame_layers::Unsupported<sesame_layers::TokenLogits>;
     type ForQuestionAnswering = BartForQuestionAnswering;
     type ForConditionalGeneration = BartForConditionalGeneration;
     type ForCausalLM = BartForCausalLM;

@@ -60,6 +60,6 @@ impl sesame_layers::Family for Bert {
     type ForSequenceClassification = BertForSequenceClassification;
     type ForTokenClassification = BertForTokenClassification;
     type ForQuestionAnswering = BertForQuestionAnswering;
-    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForConditionalGeneration = sesame_layers::Unsupported<sesame_layers::generative::Source>;
     type ForCausalLM = BertLMHeadModel;
 }

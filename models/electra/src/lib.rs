@@ -55,6 +55,6 @@ impl sesame_layers::Family for Electra {
     type ForSequenceClassification = ElectraForSequenceClassification;
     type ForTokenClassification = ElectraForTokenClassification;
     type ForQuestionAnswering = ElectraForQuestionAnswering;
-    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForConditionalGeneration = sesame_layers::Unsupported<sesame_layers::generative::Source>;
     type ForCausalLM = sesame_layers::ForCausalLM<ElectraModel>;
 }

@@ -49,6 +49,6 @@ impl sesame_layers::Family for Roberta {
     type ForSequenceClassification = RobertaForSequenceClassification;
     type ForTokenClassification = RobertaForTokenClassification;
     type ForQuestionAnswering = RobertaForQuestionAnswering;
-    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForConditionalGeneration = sesame_layers::Unsupported<sesame_layers::generative::Source>;
     type ForCausalLM = sesame_layers::ForCausalLM<RobertaModel>;
 }

@@ -57,6 +57,6 @@ impl sesame_layers::Family for Unilm {
     type ForTokenClassification = UnilmForTokenClassification;
     type ForQuestionAnswering = UnilmForQuestionAnswering;
     // UniLM's sequence-to-sequence decoding is its own (`UnilmSeq2SeqDecoder`, `generate --unilm-seq2seq`).
-    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForConditionalGeneration = sesame_layers::Unsupported<sesame_layers::generative::Source>;
     type ForCausalLM = sesame_layers::ForCausalLM<UnilmModel>;
 }

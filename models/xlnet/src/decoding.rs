@@ -1,4 +1,4 @@
-//! XLNet as a left-to-right language model for generation (the shared [`CausalLM`]
+//! XLNet as a left-to-right language model for generation (the shared [`LanguageModel`]
 //! capability), step for step as transformers' `XLNetLMHeadModel.generate` runs it: every pass
 //! appends a dummy token that no position may see and predicts it through the query stream
 //! (`perm_mask`, `target_mapping`); after the prompt, each step feeds the last two tokens (the
@@ -7,7 +7,7 @@
 
 use burn::prelude::*;
 use sesame_layers::attention::row_index;
-use sesame_generate::decoding::CausalLM;
+use sesame_layers::generative::LanguageModel;
 use sesame_layers::{InputLimits, OutputOptions, PretrainedModel};
 
 use crate::config::XlnetConfig;
@@ -45,24 +45,21 @@ impl XlnetLmHeadModel {
     }
 }
 
-impl CausalLM for XlnetLmHeadModel {
+impl LanguageModel for XlnetLmHeadModel {
+    type Source = ();
     type Cache = XlnetCache;
 
-    fn causal_limits(config: &XlnetConfig) -> InputLimits {
+    fn limits(config: &XlnetConfig) -> InputLimits {
         // Relative positions: no table bounds the length.
         InputLimits { vocab_size: config.vocab_size, type_vocab_size: 4, positions: usize::MAX / 2, max_len: usize::MAX / 2 }
     }
 
-    fn empty_cache(&self) -> XlnetCache {
+    fn start(&self, _source: ()) -> XlnetCache {
         XlnetCache::default()
     }
 
-    /// With a cache: the step after its tokens (the prompt at first); without: every token of
-    /// `ids` run again from nothing, the whole sequence seeing itself (not transformers' path).
-    fn causal_logits(&self, ids: Tensor<2, Int>, cache: Option<XlnetCache>) -> (Tensor<3>, Option<XlnetCache>) {
-        let Some(cache) = cache else {
-            return (self.predict_next(ids, None, false).0, None);
-        };
+    /// The step after the cache's tokens (the prompt at first).
+    fn decode(&self, ids: Tensor<2, Int>, cache: XlnetCache) -> (Tensor<3>, XlnetCache) {
         let [b, n] = ids.dims();
         let (fed, mems) = match (cache.last, cache.mems) {
             (Some(last), Some(mems)) => {
@@ -80,7 +77,13 @@ impl CausalLM for XlnetLmHeadModel {
         };
         let (logits, mems) = self.predict_next(fed, mems, true);
         let last = ids.slice([0..b, n - 1..n]);
-        (logits, Some(XlnetCache { mems, last: Some(last) }))
+        (logits, XlnetCache { mems, last: Some(last) })
+    }
+
+    /// Every token of `ids` run again from nothing, the whole sequence seeing itself (not
+    /// transformers' path).
+    fn logits(&self, _source: (), ids: Tensor<2, Int>) -> Tensor<3> {
+        self.predict_next(ids, None, false).0
     }
 
     fn select_cache_rows(&self, cache: XlnetCache, rows: &[usize]) -> XlnetCache {

@@ -58,6 +58,6 @@ impl sesame_layers::Family for Xlnet {
     type ForSequenceClassification = XlnetForSequenceClassification;
     type ForTokenClassification = XlnetForTokenClassification;
     type ForQuestionAnswering = XlnetForQuestionAnsweringSimple;
-    type ForConditionalGeneration = sesame_layers::Unsupported;
+    type ForConditionalGeneration = sesame_layers::Unsupported<sesame_layers::generative::Source>;
     type ForCausalLM = XlnetLmHeadModel;
 }

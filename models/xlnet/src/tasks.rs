@@ -14,7 +14,7 @@ use sesame_layers::heads::question_answering_loss;
 use sesame_layers::loss::{binary_cross_entropy_with_logits, cross_entropy, per_token_cross_entropy};
 use sesame_layers::{
     CheckpointSpec, ClassifierLayers, EncoderInput, EncoderOutput, NamedOutput, OutputOptions, PretrainedModel, QuestionAnsweringHead, QuestionAnsweringHeadConfig,
-    SequenceClassifier, SequenceLabels, SequenceSummary, SpanExtractor, TaskModel, TokenTagger,
+    SequenceLabels, SequenceSummary, SpanLogits, TaskModel, TokenLogits,
 };
 
 use crate::checkpoint::spec;
@@ -454,6 +454,7 @@ fn task_input(input: EncoderInput) -> XlnetInput {
 /// XLNet's base model is its own base: what distillation shrinks.
 impl TaskModel for XlnetModel {
     type Base = Self;
+    type Output = XlnetOutput;
     const BASE: &'static str = "";
 
     fn base(&self) -> &Self {
@@ -464,6 +465,10 @@ impl TaskModel for XlnetModel {
         base
     }
 
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> XlnetOutput {
+        self.forward(task_input(input), OutputOptions { tokens_only: false, ..options })
+    }
+
     fn keep_layers(self, config: &mut XlnetConfig, layers: &[usize]) -> Result<Self, sesame_layers::ConfigError> {
         XlnetModel::keep_layers(self, config, layers)
     }
@@ -471,6 +476,7 @@ impl TaskModel for XlnetModel {
 
 impl TaskModel for XlnetForSequenceClassification {
     type Base = XlnetModel;
+    type Output = ClassifierLayers;
     const BASE: &'static str = "transformer";
 
     fn base(&self) -> &XlnetModel {
@@ -480,38 +486,11 @@ impl TaskModel for XlnetForSequenceClassification {
     fn with_base(self, transformer: XlnetModel) -> Self {
         Self { transformer, ..self }
     }
-}
 
-impl TaskModel for XlnetForTokenClassification {
-    type Base = XlnetModel;
-    const BASE: &'static str = "transformer";
-
-    fn base(&self) -> &XlnetModel {
-        &self.transformer
-    }
-
-    fn with_base(self, transformer: XlnetModel) -> Self {
-        Self { transformer, ..self }
-    }
-}
-
-impl TaskModel for XlnetForQuestionAnsweringSimple {
-    type Base = XlnetModel;
-    const BASE: &'static str = "transformer";
-
-    fn base(&self) -> &XlnetModel {
-        &self.transformer
-    }
-
-    fn with_base(self, transformer: XlnetModel) -> Self {
-        Self { transformer, ..self }
-    }
-}
-
-impl SequenceClassifier for XlnetForSequenceClassification {
-    /// The content stream's hidden states and attentions.
-    fn classify_layers(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
-        let out = self.forward(task_input(input), None, options);
+    /// The content stream's hidden states and attentions. Its layers run over every position
+    /// (`tokens_only` is not for XLNet's).
+    fn run(&self, input: EncoderInput, options: OutputOptions) -> ClassifierLayers {
+        let out = self.forward(task_input(input), None, OutputOptions { tokens_only: false, ..options });
         let t = out.transformer;
         let encoder = EncoderOutput {
             last_hidden_state: t.last_hidden_state,
@@ -523,15 +502,40 @@ impl SequenceClassifier for XlnetForSequenceClassification {
     }
 }
 
-impl TokenTagger for XlnetForTokenClassification {
-    fn tag(&self, input: EncoderInput) -> Tensor<3> {
+impl TaskModel for XlnetForTokenClassification {
+    type Base = XlnetModel;
+    type Output = TokenLogits;
+    const BASE: &'static str = "transformer";
+
+    fn base(&self) -> &XlnetModel {
+        &self.transformer
+    }
+
+    fn with_base(self, transformer: XlnetModel) -> Self {
+        Self { transformer, ..self }
+    }
+
+    fn run(&self, input: EncoderInput, _options: OutputOptions) -> TokenLogits {
         self.forward(task_input(input), None, OutputOptions::default()).logits
     }
 }
 
-impl SpanExtractor for XlnetForQuestionAnsweringSimple {
-    fn spans(&self, input: EncoderInput, positions: Option<(Tensor<1, Int>, Tensor<1, Int>)>) -> (Tensor<2>, Tensor<2>, Option<Tensor<1>>) {
-        let out = self.forward(task_input(input), positions, OutputOptions::default());
-        (out.start_logits, out.end_logits, out.loss)
+impl TaskModel for XlnetForQuestionAnsweringSimple {
+    type Base = XlnetModel;
+    type Output = SpanLogits;
+    const BASE: &'static str = "transformer";
+
+    fn base(&self) -> &XlnetModel {
+        &self.transformer
+    }
+
+    fn with_base(self, transformer: XlnetModel) -> Self {
+        Self { transformer, ..self }
+    }
+
+    fn run(&self, input: EncoderInput, _options: OutputOptions) -> SpanLogits {
+        let out = self.forward(task_input(input), None, OutputOptions::default());
+        SpanLogits { start: out.start_logits, end: out.end_logits }
     }
 }
+

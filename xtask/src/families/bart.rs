@@ -129,7 +129,7 @@ fn bart_preset(preset: &str) -> Result<sesame_bart::BartConfig, String> {
 /// `--max-new-tokens` each.
 fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Result<Vec<serde_json::Value>, String> {
     use sesame_bart::BartForConditionalGeneration;
-    use sesame_generate::decoding::Seq2SeqDecoder;
+    use sesame_generate::decoding::{Seq2SeqDecoder, Source};
     let (b, s, n) = (args.batch_size.unwrap_or(4), args.seq_len, args.max_new_tokens);
     let mut rows = Vec::new();
     for preset in &args.presets {
@@ -144,7 +144,8 @@ fn bench_generate_bart(args: &BenchArgs, device: Device, backend: &str) -> Resul
         };
         let start_token = config.decoder_start_id() as u32;
         let run = |settings: &sesame_generate::GenerationConfig| {
-            let decoder = Seq2SeqDecoder::new(&model, ids.clone(), Some(mask.clone())).map_err(|e| e.to_string())?;
+            let source = Source { input_ids: ids.clone(), attention_mask: Some(mask.clone()) };
+            let decoder = Seq2SeqDecoder::new(&model, &config, source).map_err(|e| e.to_string())?;
             sesame_generate::generate(&decoder, &vec![vec![start_token]; b], settings, 0).map_err(|e| e.to_string())
         };
         let save = |dir: &Path| model.save_pretrained(&config, dir).map_err(|e| e.to_string());

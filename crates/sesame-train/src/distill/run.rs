@@ -6,7 +6,7 @@
 //! the same [`StudentOptions`] for a masked LM.
 
 use burn::tensor::Device;
-use sesame_layers::{supports, Family, HfConfig, SequenceClassifier};
+use sesame_layers::{supports, Family, HfConfig, ClassifierLayers, TaskModel};
 use sesame_text::labelled::ProblemType;
 
 use super::{ClassifierDistillation, DistillLoss};
@@ -99,7 +99,7 @@ pub fn distill_classifier<F: Family>(run: &FinetuneOptions, student: &StudentOpt
     distill::<F::ForSequenceClassification>(run, student, device)
 }
 
-fn distill<M: SequenceClassifier>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
+fn distill<M: TaskModel<Output = ClassifierLayers>>(run: &FinetuneOptions, student: &StudentOptions, device: Device) -> Result<Finetuned, String> {
     let run = &run.resolved()?;
     run.check()?;
     for (set, flag) in [(run.early_exit, "--early-exit"), (run.freeze, "--freeze"), (run.feature_layer.is_some(), "--feature-layer"), (run.layer_lr_decay.is_some(), "--layer-lr-decay"), (run.init == Init::Random, "--init random")] {

@@ -13,7 +13,7 @@ use sesame_text::labelled::Target;
 
 use super::{ClassificationBatch, SequenceClassification};
 use crate::{StepOutput, TrainTask};
-use sesame_layers::SequenceClassifier;
+use sesame_layers::{ClassifierLayers, TaskModel};
 
 /// Self-distillation of the exit classifiers of `M` on the rows of a [`SequenceClassification`].
 #[derive(Clone, Debug)]
@@ -21,7 +21,7 @@ pub struct EarlyExitDistillation<M> {
     rows: SequenceClassification<M>,
 }
 
-impl<M: SequenceClassifier> EarlyExitDistillation<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> EarlyExitDistillation<M> {
     /// The task on the training and held-out rows of `rows` (single-label).
     pub fn new(rows: SequenceClassification<M>) -> Self {
         Self { rows }
@@ -50,7 +50,7 @@ pub fn freeze_all_but_exits<M: Module>(model: M) -> M {
     super::freeze_where(model, |path| path.first().is_none_or(|m| m != "early_exit"))
 }
 
-impl<M: SequenceClassifier> TrainTask for EarlyExitDistillation<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> TrainTask for EarlyExitDistillation<M> {
     type Model = M;
     type Batch = ClassificationBatch;
     type State = ();

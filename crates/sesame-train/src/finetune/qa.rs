@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use burn::prelude::*;
 use sesame_pipelines::{best_answer, Answer, AnswerOptions, ScoredWindow};
-use sesame_layers::{EncoderInput, SpanExtractor};
+use sesame_layers::heads::question_answering_loss;
+use sesame_layers::{EncoderInput, OutputOptions, SpanLogits, TaskModel};
 use sesame_metrics::squad::{squad_scores, Question};
 use sesame_text::squad::SquadExample;
 use sesame_text::{TokenWindow, Tokenizer, TokenizerError};
@@ -88,7 +89,7 @@ pub struct QaBatch {
     pub weight: f32,
 }
 
-/// Fine-tuning a [`SpanExtractor`] `M` on a [`QaSet`], evaluated on another.
+/// Fine-tuning a [`TaskModel`] `M` on a [`QaSet`], evaluated on another.
 #[derive(Clone, Debug)]
 pub struct QuestionAnswering<M> {
     train: QaSet,
@@ -145,7 +146,7 @@ impl<M> QuestionAnswering<M> {
     }
 }
 
-impl<M: SpanExtractor> TrainTask for QuestionAnswering<M> {
+impl<M: TaskModel<Output = SpanLogits>> TrainTask for QuestionAnswering<M> {
     type Model = M;
     type Batch = QaBatch;
     type State = ();
@@ -162,8 +163,9 @@ impl<M: SpanExtractor> TrainTask for QuestionAnswering<M> {
     }
 
     fn step(&self, model: &M, batch: QaBatch) -> StepOutput {
-        let (start, end, loss) = model.spans(batch.input, Some(batch.positions));
-        let loss = loss.expect("positions were given").mul_scalar(batch.weight);
+        let SpanLogits { start, end } = model.run(batch.input, OutputOptions::default());
+        let (start_positions, end_positions) = batch.positions;
+        let loss = question_answering_loss(start.clone(), end.clone(), start_positions, end_positions).mul_scalar(batch.weight);
         let [b, s] = start.dims();
         let predictions = Tensor::stack::<3>(vec![start, end], 2).reshape([b, s, 2]).into_data();
         StepOutput { loss, metrics: Vec::new(), tokens: batch.tokens, predictions: Some(predictions) }

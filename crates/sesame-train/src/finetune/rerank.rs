@@ -22,7 +22,7 @@ use rand::rngs::StdRng;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use sesame_layers::loss::{binary_cross_entropy_with_logits, cross_entropy};
-use sesame_layers::{EncoderInput, SequenceClassifier};
+use sesame_layers::{EncoderInput, ClassifierLayers, TaskModel, OutputOptions};
 use sesame_metrics::retrieval::{retrieval_scores, Cutoffs, Ranking};
 use sesame_text::text_rows::{RankedLists, TextRows};
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
@@ -272,7 +272,7 @@ impl<M> RerankTraining<M> {
     }
 }
 
-impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
+impl<M: TaskModel<Output = ClassifierLayers>> TrainTask for RerankTraining<M> {
     type Model = M;
     type Batch = RerankBatch;
     type State = ();
@@ -335,7 +335,7 @@ impl<M: SequenceClassifier> TrainTask for RerankTraining<M> {
     }
 
     fn step(&self, model: &M, batch: RerankBatch) -> StepOutput {
-        let logits = model.classify(batch.input);
+        let logits = model.run(batch.input, OutputOptions::logits_only()).logits;
         let device = logits.device();
         let loss = match &batch.target {
             RerankTarget::Relevance(labels) => {

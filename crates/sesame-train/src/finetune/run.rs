@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
-use sesame_layers::{supports, Backbone, Family, HfConfig, Pooling, PretrainedModel, SequenceClassifier, SpanExtractor, TaskModel, TokenTagger, WeightFiles};
+use sesame_layers::{supports, Backbone, Family, HfConfig, Pooling, PretrainedModel, ClassifierLayers, SpanLogits, TaskModel, TokenLogits, WeightFiles};
 use sesame_pipelines::sentence_transformers::SentenceTransformerConfig;
 use sesame_pipelines::AnswerOptions;
 use sesame_text::labelled::{self, Columns, ProblemType, Target};
@@ -466,7 +466,7 @@ pub(crate) fn default_metric(problem: ProblemType) -> &'static str {
 }
 
 /// `finetune --task classify|multilabel|regress`.
-fn finetune_classifier<M: SequenceClassifier>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+fn finetune_classifier<M: TaskModel<Output = ClassifierLayers>>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let data = read_data(job)?;
     let default = default_metric(data.problem);
     if job.early_exit {
@@ -495,7 +495,7 @@ fn finetune_classifier<M: SequenceClassifier>(job: &FinetuneOptions, device: Dev
 
 /// `finetune --early-exit`: FastBERT's self-distillation of exit classifiers added to the
 /// fine-tuned classifier `--model`, its own labels kept.
-fn early_exit<M: SequenceClassifier>(job: &FinetuneOptions, data: FinetuneData, device: Device) -> Result<Finetuned, String> {
+fn early_exit<M: TaskModel<Output = ClassifierLayers>>(job: &FinetuneOptions, data: FinetuneData, device: Device) -> Result<Finetuned, String> {
     let name = M::architecture();
     if job.init == Init::Random {
         return Err("--init random: --early-exit distils the fine-tuned classifier --model into exit classifiers; its weights are needed".into());
@@ -592,7 +592,7 @@ pub(crate) fn sets_of_the_model(
 }
 
 /// `finetune --task tag`.
-fn finetune_tagger<M: TokenTagger>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+fn finetune_tagger<M: TaskModel<Output = TokenLogits>>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let fields = TagFields {
         tokens: job.columns.text.clone().unwrap_or_else(|| TagFields::default().tokens),
         tags: job.columns.label.clone().unwrap_or_else(|| TagFields::default().tags),
@@ -634,7 +634,7 @@ fn finetune_tagger<M: TokenTagger>(job: &FinetuneOptions, device: Device) -> Res
 }
 
 /// `finetune --task qa`.
-fn finetune_qa<M: SpanExtractor>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+fn finetune_qa<M: TaskModel<Output = SpanLogits>>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     let train = sesame_text::squad::read_questions(&job.train).map_err(|e| e.to_string())?;
     let eval = sesame_text::squad::read_questions(&job.eval).map_err(|e| e.to_string())?;
     let metric = best_metric(job, "question answering", QA_METRICS, "f1")?;
@@ -749,7 +749,7 @@ fn finetune_embedding<B: Backbone>(job: &FinetuneOptions, device: Device) -> Res
 /// `finetune --task rerank`: the family's sequence classifier with one logit, trained as
 /// sentence-transformers' cross-encoder on (query, passage) pairs or on ranked lists
 /// ((query, docs, labels) rows, for the listwise losses) and scored by reranking.
-fn finetune_rerank<M: SequenceClassifier>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
+fn finetune_rerank<M: TaskModel<Output = ClassifierLayers>>(job: &FinetuneOptions, device: Device) -> Result<Finetuned, String> {
     use sesame_text::text_rows::{holds_ranked_lists, read_ranked_lists, read_text_rows};
     let read = |path: &Path| -> Result<RerankRows, String> {
         match holds_ranked_lists(path) {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use burn::prelude::*;
-use sesame_layers::{loss::per_token_cross_entropy, EncoderInput, TokenTagger};
+use sesame_layers::{loss::per_token_cross_entropy, EncoderInput, TokenLogits, TaskModel, OutputOptions};
 use sesame_metrics::classification::ConfusionMatrix;
 use sesame_metrics::tagging::{entity_scores, Scheme};
 use sesame_metrics::Average;
@@ -106,7 +106,7 @@ pub struct TaggingBatch {
     pub weight: f32,
 }
 
-/// Fine-tuning a [`TokenTagger`] `M` on a [`TaggedSet`], evaluated on another.
+/// Fine-tuning a [`TaskModel`] `M` on a [`TaggedSet`], evaluated on another.
 #[derive(Clone, Debug)]
 pub struct TokenClassification<M> {
     train: TaggedSet,
@@ -214,7 +214,7 @@ impl<M> TokenClassification<M> {
     }
 }
 
-impl<M: TokenTagger> TrainTask for TokenClassification<M> {
+impl<M: TaskModel<Output = TokenLogits>> TrainTask for TokenClassification<M> {
     type Model = M;
     type Batch = TaggingBatch;
     type State = ();
@@ -232,7 +232,7 @@ impl<M: TokenTagger> TrainTask for TokenClassification<M> {
     }
 
     fn step(&self, model: &M, batch: TaggingBatch) -> StepOutput {
-        let logits = model.tag(batch.input);
+        let logits = model.run(batch.input, OutputOptions::logits_only());
         let [b, s, _] = logits.dims();
         let loss = per_token_cross_entropy(logits.clone(), batch.labels.clone()).mul_scalar(batch.weight);
         let predicted = logits.argmax(2).reshape([b, s]);

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use serde::Serialize;
-use sesame_layers::{supports, Family, HfConfig, SequenceClassifier};
+use sesame_layers::{supports, Family, HfConfig, ClassifierLayers, TaskModel};
 use sesame_text::labelled::{self, ProblemType};
 use sesame_text::Tokenizer;
 
@@ -90,7 +90,7 @@ pub fn prune_classifier<F: Family>(job: &PruneOptions, device: Device) -> Result
     prune::<F::ForSequenceClassification>(job, device, F::NAME)
 }
 
-fn prune<M: SequenceClassifier>(job: &PruneOptions, device: Device, family: &str) -> Result<Pruned, String> {
+fn prune<M: TaskModel<Output = ClassifierLayers>>(job: &PruneOptions, device: Device, family: &str) -> Result<Pruned, String> {
     for (value, flag) in [(job.heads, "--heads"), (job.batch_size, "--batch-size")] {
         if value == 0 {
             return Err(format!("{flag} 0: must be at least 1"));
