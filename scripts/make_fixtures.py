@@ -1802,7 +1802,8 @@ def make_embedding():
 
 def make_rerank_losses():
     """fixtures/embedding/rerank_losses.json: sentence-transformers' listwise cross-encoder losses
-    (ListNetLoss, ListMLELoss, PListMLELoss, LambdaLoss with each weighting scheme, RankNetLoss)
+    (ListNetLoss, ListMLELoss, PListMLELoss, each also sorting by label, LambdaLoss with each
+    weighting scheme, RankNetLoss)
     on fixed logits of lists of different lengths, with ties among the labels and labels of 0
     to 3, and the gradient of every logit. The losses run their own forward: a stand-in for the
     CrossEncoder gives each (query, document) pair the logit its document names."""
@@ -1848,6 +1849,8 @@ def make_rerank_losses():
         case("listnet", ce_losses.ListNetLoss),
         case("listmle", ce_losses.ListMLELoss),
         case("plistmle", ce_losses.PListMLELoss),
+        case("listmle_by_label", lambda m: ce_losses.ListMLELoss(m, respect_input_order=False)),
+        case("plistmle_by_label", lambda m: ce_losses.PListMLELoss(m, respect_input_order=False)),
         case("lambda", ce_losses.LambdaLoss),
         case("lambda_ndcg1", lambda m: ce_losses.LambdaLoss(m, weighting_scheme=ce_losses.NDCGLoss1Scheme())),
         case("lambda_ndcg2", lambda m: ce_losses.LambdaLoss(m, weighting_scheme=ce_losses.NDCGLoss2Scheme())),

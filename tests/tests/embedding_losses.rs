@@ -109,8 +109,10 @@ fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
             let name = case["name"].as_str().unwrap();
             let loss = match name {
                 "listnet" => ListwiseLoss::ListNet,
-                "listmle" => ListwiseLoss::ListMle { weighted: false },
-                "plistmle" => ListwiseLoss::ListMle { weighted: true },
+                "listmle" => ListwiseLoss::ListMle { weighted: false, respect_input_order: true },
+                "plistmle" => ListwiseLoss::ListMle { weighted: true, respect_input_order: true },
+                "listmle_by_label" => ListwiseLoss::ListMle { weighted: false, respect_input_order: false },
+                "plistmle_by_label" => ListwiseLoss::ListMle { weighted: true, respect_input_order: false },
                 "lambda" => ListwiseLoss::lambda(LambdaWeighting::default()),
                 "lambda_ndcg1" => lambda(LambdaWeighting::NdcgLoss1, None, 1.0),
                 "lambda_ndcg2" => lambda(LambdaWeighting::NdcgLoss2, None, 1.0),
@@ -133,5 +135,5 @@ fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
             seen += 1;
         }
     }
-    assert!(seen >= 9, "{seen} cases");
+    assert!(seen >= 11, "{seen} cases");
 }

@@ -196,6 +196,19 @@ pub struct FinetuneArgs {
     /// sentence-transformers' class name [default: ndcg2pp].
     #[arg(long, value_enum)]
     pub lambda_weighting: Option<sesame_train::finetune::LambdaWeighting>,
+    /// LambdaLoss's and RankNet's k (--task rerank): only pairs with a document among the
+    /// first k as the model ranks them [default: every pair].
+    #[arg(long)]
+    pub lambda_k: Option<usize>,
+    /// LambdaLoss's and RankNet's sigma (--task rerank): the slope of the pairwise logistic
+    /// [default: 1].
+    #[arg(long)]
+    pub sigma: Option<f64>,
+    /// ListMLE and PListMLE (--task rerank): sort each list's documents by label before the
+    /// likelihood of their order, instead of taking them as given, best first
+    /// (sentence-transformers' respect_input_order=False).
+    #[arg(long)]
+    pub sort_by_label: bool,
 }
 
 impl FinetuneArgs {
@@ -243,6 +256,9 @@ impl FinetuneArgs {
             num_negatives: self.num_negatives,
             mini_batch_size: self.mini_batch_size,
             lambda_weighting: self.lambda_weighting,
+            lambda_k: self.lambda_k,
+            sigma: self.sigma,
+            sort_by_label: self.sort_by_label,
         }
     }
 }

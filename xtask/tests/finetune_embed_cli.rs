@@ -317,12 +317,16 @@ print(json.dumps([float(s) for s in model.predict([(query, p) for p in passages]
 fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses_and_resumes_exactly() {
     let Some(minilm) = sesame_tests::minilm() else { return };
     let dir = scratch("rerank-lists");
-    let lists = |source: &str, take: usize, name: &str| -> String {
+    // Six documents a query, its own passage first (best first, as ListMLE reads a list unless
+    // sorted), or at position `i % 6` when `anywhere`.
+    let lists_where = |source: &str, take: usize, name: &str, anywhere: bool| -> String {
         let rows: Vec<serde_json::Value> = std::fs::read_to_string(data(source)).unwrap().lines().take(take).map(|l| serde_json::from_str(l).unwrap()).collect();
         let lines: Vec<String> = (0..rows.len())
             .map(|i| {
-                let docs: Vec<&serde_json::Value> = (0..6).map(|k| &rows[(i + k) % rows.len()]["positive"]).collect();
-                let labels: Vec<u8> = (0..6).map(|k| u8::from(k == 0)).collect();
+                let at = if anywhere { i % 6 } else { 0 };
+                let doc = |k: usize| (i + (k + 6 - at) % 6) % rows.len();
+                let docs: Vec<&serde_json::Value> = (0..6).map(|k| &rows[doc(k)]["positive"]).collect();
+                let labels: Vec<u8> = (0..6).map(|k| u8::from(k == at)).collect();
                 serde_json::json!({"query": rows[i]["anchor"], "docs": docs, "labels": labels}).to_string()
             })
             .collect();
@@ -330,6 +334,7 @@ fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses_a
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         path.display().to_string()
     };
+    let lists = |source: &str, take: usize, name: &str| lists_where(source, take, name, false);
     let (train, eval) = (lists("bible-train.jsonl", 64, "train.jsonl"), lists("bible-eval.jsonl", 24, "eval.jsonl"));
     let run = |out: &str, extra: &[&str]| {
         let (model, out) = (minilm.display().to_string(), dir.join(out).display().to_string());
@@ -367,6 +372,29 @@ fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses_a
     assert_eq!(report["loss_function"], "RankNetLoss", "{report}");
     let refused = run("refused", &["--loss", "bce", "--steps", "1"]).unwrap_err();
     assert!(refused.trim().ends_with(&format!("{train}: BinaryCrossEntropyLoss takes (query, passage) rows, not lists (the listwise losses take them: --loss listnet, listmle, plistmle, lambda or ranknet)")), "{refused}");
+    // --sigma and --lambda-k reach LambdaLoss: its loss on the first batch, before any update,
+    // changes with each.
+    let first_loss = |name: &str, extra: &[&str]| -> f64 {
+        run(name, &[&["--loss", "lambda", "--steps", "1", "--eval-every", "1"][..], extra].concat()).unwrap();
+        let log = std::fs::read_to_string(dir.join(name).join("run/metrics.jsonl")).unwrap();
+        let first = log.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|l| l["split"] == "train").expect("a training line");
+        first["values"]["loss"].as_f64().unwrap()
+    };
+    let (plain, sigma, k) = (first_loss("lambda-plain", &[]), first_loss("lambda-sigma", &["--sigma", "2"]), first_loss("lambda-k", &["--lambda-k", "1"]));
+    assert!(plain != sigma && plain != k && sigma != k, "first losses: plain {plain}, --sigma 2 {sigma}, --lambda-k 1 {k}");
+    // Lists whose relevant passage may be anywhere: ListMLE reads them as ranked best first, so
+    // it learns only once --sort-by-label orders them by label.
+    let (train, eval) = (lists_where("bible-train.jsonl", 64, "anywhere-train.jsonl", true), lists_where("bible-eval.jsonl", 24, "anywhere-eval.jsonl", true));
+    let anywhere = |name: &str, extra: &[&str]| run(name, &[&["--train", train.as_str(), "--eval", eval.as_str(), "--loss", "listmle", "--steps", "10"][..], extra].concat()).unwrap();
+    let (sorted, as_given) = (anywhere("listmle-sorted", &["--sort-by-label"]), anywhere("listmle-as-given", &[]));
+    // Six candidates: chance is 1/6 at accuracy@1 (sorted, 0.75 on the machine this was
+    // written on).
+    assert!(score(&sorted, "accuracy@1") >= 0.6 && score(&as_given, "accuracy@1") <= 0.5, "sorted by label: {sorted}; as given: {as_given}");
+    assert!(score(&sorted, "ndcg@10") >= score(&as_given, "ndcg@10") + 0.2, "sorted by label: {sorted}; as given: {as_given}");
+    let refused = run("refused-sort", &["--loss", "listnet", "--sort-by-label", "--steps", "1"]).unwrap_err();
+    assert!(refused.trim().ends_with("--sort-by-label: ListNetLoss reads no order (ListMLELoss and PListMLELoss do)"), "{refused}");
+    let refused = run("refused-sigma", &["--loss", "listmle", "--sigma", "2", "--steps", "1"]).unwrap_err();
+    assert!(refused.trim().ends_with("--lambda-k, --sigma: ListMLELoss has neither (LambdaLoss and RankNetLoss have)"), "{refused}");
 }
 
 #[test]

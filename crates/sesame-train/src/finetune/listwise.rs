@@ -73,11 +73,15 @@ impl clap::ValueEnum for LambdaWeighting {
 pub enum ListwiseLoss {
     /// `ListNetLoss`.
     ListNet,
-    /// `ListMLELoss` (`weighted`: false) or `PListMLELoss` (true): the documents as given, best
-    /// first.
+    /// `ListMLELoss` (`weighted`: false) or `PListMLELoss` (true): the likelihood of the
+    /// documents' order, best first.
     ListMle {
         /// Position weights `2^(n - rank) - 1`, normalised per list (PListMLE).
         weighted: bool,
+        /// The documents' order is the order given (sentence-transformers'
+        /// `respect_input_order`, true by default); false: each list sorted by label, highest
+        /// first, documents of equal labels in the order given.
+        respect_input_order: bool,
     },
     /// `LambdaLoss` (`RankNetLoss` with [`LambdaWeighting::None`]).
     Lambda {
@@ -110,8 +114,8 @@ impl ListwiseLoss {
     pub fn name(&self) -> &'static str {
         match self {
             Self::ListNet => "ListNetLoss",
-            Self::ListMle { weighted: false } => "ListMLELoss",
-            Self::ListMle { weighted: true } => "PListMLELoss",
+            Self::ListMle { weighted: false, .. } => "ListMLELoss",
+            Self::ListMle { weighted: true, .. } => "PListMLELoss",
             Self::Lambda { weighting: LambdaWeighting::None, .. } => "RankNetLoss",
             Self::Lambda { .. } => "LambdaLoss",
         }
@@ -131,7 +135,15 @@ impl ListwiseLoss {
                 let target: Vec<f32> = labels.iter().flat_map(|l| padded_row(&softmax(l), longest, 0.0)).collect();
                 (constant(target, [lists, longest]) * log_p).sum_dim(1).mean().neg()
             }
-            Self::ListMle { weighted } => {
+            Self::ListMle { weighted, respect_input_order } => {
+                let logits = match respect_input_order {
+                    true => logits,
+                    false => {
+                        let order = by_label(labels);
+                        let n = order.len();
+                        logits.select(0, Tensor::<1, Int>::from_data(TensorData::new(order, [n]), &device))
+                    }
+                };
                 let scores = padded(logits, labels, 0.0);
                 // Each position's normaliser: the log-sum-exp of the scores from it to the end
                 // of its list, as a sum over `[lists, position, later position]` with the other
@@ -173,6 +185,21 @@ impl ListwiseLoss {
             }
         }
     }
+}
+
+/// The documents' indices into `[documents]`, each list's sorted by label, highest first, ties
+/// in the order given (torch's sort, as sentence-transformers' ListMLE without
+/// `respect_input_order`, keeps them so).
+fn by_label(labels: &[Vec<f32>]) -> Vec<i64> {
+    let mut index = Vec::with_capacity(labels.iter().map(Vec::len).sum());
+    let mut start = 0;
+    for l in labels {
+        let mut order: Vec<usize> = (0..l.len()).collect();
+        order.sort_by(|&a, &b| l[b].total_cmp(&l[a]));
+        index.extend(order.into_iter().map(|i| (start + i) as i64));
+        start += l.len();
+    }
+    index
 }
 
 /// `logits` `[documents]` as `[lists, longest]`, each list's logits in its row and `fill` past

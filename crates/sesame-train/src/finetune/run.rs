@@ -208,6 +208,16 @@ pub struct FinetuneOptions {
     /// LambdaLoss's weighting of a pair (`--task rerank`, `--loss lambda`) [default:
     /// NDCGLoss2PPScheme with mu 10, sentence-transformers'].
     pub lambda_weighting: Option<LambdaWeighting>,
+    /// LambdaLoss's and RankNet's `k`: only pairs with a document among the first `k` as the
+    /// model ranks them (`--task rerank`) [default: every pair].
+    pub lambda_k: Option<usize>,
+    /// LambdaLoss's and RankNet's `sigma`, the slope of the pairwise logistic (`--task rerank`)
+    /// [default: 1].
+    pub sigma: Option<f64>,
+    /// ListMLE and PListMLE: each list's documents sorted by label before the likelihood of
+    /// their order, instead of taken as given, best first (sentence-transformers'
+    /// `respect_input_order=False`).
+    pub sort_by_label: bool,
 }
 
 impl FinetuneOptions {
@@ -256,6 +266,9 @@ impl FinetuneOptions {
             num_negatives: None,
             mini_batch_size: None,
             lambda_weighting: None,
+            lambda_k: None,
+            sigma: None,
+            sort_by_label: false,
         }
     }
 
@@ -299,9 +312,24 @@ impl FinetuneOptions {
             _ => Ok(()),
         };
         only(FinetuneTask::Embed, &[(self.margin.is_some(), "--margin"), (!self.matryoshka_dims.is_empty(), "--matryoshka-dims"), (self.pooling.is_some(), "--pooling")])?;
-        only(FinetuneTask::Rerank, &[(self.num_negatives.is_some(), "--num-negatives"), (self.lambda_weighting.is_some(), "--lambda-weighting")])?;
+        only(
+            FinetuneTask::Rerank,
+            &[
+                (self.num_negatives.is_some(), "--num-negatives"),
+                (self.lambda_weighting.is_some(), "--lambda-weighting"),
+                (self.lambda_k.is_some(), "--lambda-k"),
+                (self.sigma.is_some(), "--sigma"),
+                (self.sort_by_label, "--sort-by-label"),
+            ],
+        )?;
         if self.lambda_weighting.is_some() && self.loss != Some(LossKind::Lambda) {
             return Err("--lambda-weighting: for --loss lambda only (LambdaLoss)".into());
+        }
+        if let Some(k) = self.lambda_k {
+            positive(k as u64, "--lambda-k")?;
+        }
+        if let Some(sigma) = self.sigma.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(format!("--sigma {sigma}: not a positive number"));
         }
         if let Some(mini) = self.mini_batch_size {
             positive(mini as u64, "--mini-batch-size")?;
@@ -779,12 +807,20 @@ fn finetune_rerank<M: TaskModel<Output = ClassifierLayers>>(job: &FinetuneOption
         LossKind::Bce => RerankLoss::BinaryCrossEntropy,
         LossKind::Mnrl => RerankLoss::MultipleNegativesRanking { num_negatives: job.num_negatives.unwrap_or(4), scale: job.scale.unwrap_or(10.0) },
         LossKind::ListNet => listwise(ListwiseLoss::ListNet)?,
-        LossKind::ListMle => listwise(ListwiseLoss::ListMle { weighted: false })?,
-        LossKind::PListMle => listwise(ListwiseLoss::ListMle { weighted: true })?,
-        LossKind::Lambda => listwise(ListwiseLoss::lambda(job.lambda_weighting.unwrap_or_default()))?,
-        LossKind::RankNet => listwise(ListwiseLoss::rank_net())?,
+        LossKind::ListMle => listwise(ListwiseLoss::ListMle { weighted: false, respect_input_order: !job.sort_by_label })?,
+        LossKind::PListMle => listwise(ListwiseLoss::ListMle { weighted: true, respect_input_order: !job.sort_by_label })?,
+        LossKind::Lambda | LossKind::RankNet => {
+            let weighting = if kind == LossKind::RankNet { LambdaWeighting::None } else { job.lambda_weighting.unwrap_or_default() };
+            listwise(ListwiseLoss::Lambda { weighting, k: job.lambda_k, sigma: job.sigma.unwrap_or(1.0) })?
+        }
         other => return Err(format!("--loss {other:?}: --task rerank trains with bce, mnrl, listnet, listmle, plistmle, lambda or ranknet").to_lowercase()),
     };
+    if (job.lambda_k.is_some() || job.sigma.is_some()) && !matches!(loss, RerankLoss::Listwise(ListwiseLoss::Lambda { .. })) {
+        return Err(format!("--lambda-k, --sigma: {} has neither (LambdaLoss and RankNetLoss have)", loss.name()));
+    }
+    if job.sort_by_label && !matches!(loss, RerankLoss::Listwise(ListwiseLoss::ListMle { .. })) {
+        return Err(format!("--sort-by-label: {} reads no order (ListMLELoss and PListMLELoss do)", loss.name()));
+    }
     if job.num_negatives.is_some() && !matches!(loss, RerankLoss::MultipleNegativesRanking { .. }) {
         return Err(format!("--num-negatives: {} draws no negatives (the multiple-negatives loss does)", loss.name()));
     }
