@@ -9,8 +9,11 @@
 //! take a share of the step (docs/history/performance.md has the profile).
 //!
 //! [`BlockCache`] wraps [`System`]: a freed block of at least [`BlockCache::MIN_BLOCK`] bytes is
-//! kept, and an allocation of the same size and alignment takes it back, already mapped.
-//! Smaller blocks and reallocations go to the system allocator unchanged. The blocks kept never
+//! kept, and an allocation of the same size class and alignment takes it back, already mapped.
+//! A large block's size is rounded up to its class (within an eighth of it: [`size_class`]),
+//! so that the activations of batches of a few more or fewer tokens, which differ in size by a
+//! little each step, find each other's blocks. Smaller blocks go to the system allocator
+//! unchanged. The blocks kept never
 //! exceed the most the program has had in large blocks in use at once (the oldest go back to
 //! the system first), so memory stays within twice the program's own peak: a training step,
 //! which uses the same sizes each step, finds them again, and a pipeline whose batches change
@@ -31,6 +34,23 @@ use std::sync::Mutex;
 
 /// How many freed blocks are kept at most.
 const SLOTS: usize = 4096;
+
+/// The size a large block of `size` bytes is allocated with: `size` rounded up to a multiple
+/// of an eighth of the power of two below it (at most 12.5% more); a small one's own.
+pub fn size_class(size: usize) -> usize {
+    if size < BlockCache::MIN_BLOCK {
+        return size;
+    }
+    let step = 1usize << (usize::BITS - 1 - size.leading_zeros() - 3);
+    size.div_ceil(step).saturating_mul(step)
+}
+
+/// `layout` with its size rounded up to its [`size_class`].
+fn classed(layout: Layout) -> Layout {
+    // The class is no larger than twice the size, and a valid layout's size is far below the
+    // limit, so the rounded layout is valid too.
+    Layout::from_size_align(size_class(layout.size()), layout.align()).unwrap_or(layout)
+}
 
 /// A freed block kept for reuse.
 #[derive(Clone, Copy)]
@@ -102,7 +122,7 @@ impl BlockCache {
         self.blocks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A kept block of exactly `layout`, the most recently freed.
+    /// A kept block of exactly `layout` (a size class), the most recently freed.
     fn take(&self, layout: Layout) -> Option<*mut u8> {
         if layout.size() < Self::MIN_BLOCK {
             return None;
@@ -128,23 +148,26 @@ impl BlockCache {
 
 unsafe impl GlobalAlloc for BlockCache {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match self.take(layout) {
+        let class = classed(layout);
+        match self.take(class) {
             Some(ptr) => ptr,
-            None => self.allocated(unsafe { System.alloc(layout) }, layout.size()),
+            None => self.allocated(unsafe { System.alloc(class) }, class.size()),
         }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        match self.take(layout) {
+        let class = classed(layout);
+        match self.take(class) {
             Some(ptr) => {
                 unsafe { ptr.write_bytes(0, layout.size()) };
                 ptr
             }
-            None => self.allocated(unsafe { System.alloc_zeroed(layout) }, layout.size()),
+            None => self.allocated(unsafe { System.alloc_zeroed(class) }, class.size()),
         }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let layout = classed(layout);
         let size = layout.size();
         if size < Self::MIN_BLOCK {
             return unsafe { System.dealloc(ptr, layout) };
@@ -165,7 +188,9 @@ unsafe impl GlobalAlloc for BlockCache {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Every block, kept or not, is the system allocator's own: it can grow it in place.
+        // Every block, kept or not, is the system allocator's own: it can grow it in place. Its
+        // new size is its class's, as every large block's is.
+        let (layout, new_size) = (classed(layout), size_class(new_size));
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() && (layout.size() >= Self::MIN_BLOCK || new_size >= Self::MIN_BLOCK) {
             let mut blocks = self.lock();
@@ -216,6 +241,35 @@ mod tests {
             for (p, l) in [(b, layout(3 * MB + 4)), (c, Layout::from_size_align(3 * MB, 128).unwrap()), (d, layout(3 * MB))] {
                 cache.dealloc(p, l);
             }
+        }
+    }
+
+    /// A batch of a few more or fewer tokens takes the block its predecessor freed: sizes within
+    /// an eighth of a power of two share a class, which is never smaller than the size.
+    #[test]
+    fn sizes_within_a_class_share_a_block_and_the_class_holds_the_size() {
+        for size in [MB, MB + 1, 3 * MB - 7, 3 * MB, 5 * MB + 12_345, 94 * MB + 1, 1 << 40] {
+            let class = size_class(size);
+            assert!(class >= size && class - size <= size / 8, "{size}: class {class}");
+        }
+        assert_eq!(size_class(MB - 1), MB - 1, "a small block keeps its size");
+        let cache = BlockCache::new(64 * MB);
+        unsafe {
+            let ballast = cache.alloc(layout(16 * MB));
+            cache.dealloc(ballast, layout(16 * MB));
+            // 2.9 MB and 2.95 MB are both in the 3 MB class (steps of 256 KB above 2 MB).
+            let a = cache.alloc(layout(2_900_000));
+            a.write_bytes(1, 2_900_000);
+            cache.dealloc(a, layout(2_900_000));
+            assert_eq!(cache.kept_bytes(), 3 * MB);
+            let b = cache.alloc(layout(2_950_000));
+            assert_eq!(a, b, "the same class takes the block back");
+            b.write_bytes(2, 2_950_000);
+            cache.dealloc(b, layout(2_950_000));
+            // Grown in place or moved, a reallocated block is of its new class.
+            let c = cache.realloc(cache.alloc(layout(2 * MB)), layout(2 * MB), 2 * MB + 5);
+            c.write_bytes(3, 2 * MB + 5);
+            cache.dealloc(c, layout(2 * MB + 5));
         }
     }
 
