@@ -31,8 +31,8 @@ pub fn last_logits(logits: Tensor<3>) -> Result<Vec<Vec<f32>>, InputError> {
     Ok(values.chunks(vocab).map(<[f32]>::to_vec).collect())
 }
 
-/// A left-to-right [`LanguageModel`] generating on its device: the prompts run once, then one position per row
-/// per step against the key/value cache. Without the cache (`use_cache` false) every step runs
+/// A left-to-right [`LanguageModel`] generating on its device: the prompts run once, then one
+/// position per row per step against the key/value cache. Without the cache (`use_cache` false) every step runs
 /// every position again, which gives the same tokens (a test checks it) and shows what the
 /// cache saves.
 pub struct CausalDecoder<'a, M: LanguageModel<Source = ()>> {
@@ -168,8 +168,6 @@ pub struct Seq2SeqState<C> {
     tokens: Vec<Vec<u32>>,
     prompt_of_row: Vec<usize>,
     cache: Option<C>,
-    /// The positions the cache holds.
-    decoded: usize,
 }
 
 impl<M: LanguageModel<Source = Source>> Decoder for Seq2SeqDecoder<'_, M> {
@@ -190,8 +188,7 @@ impl<M: LanguageModel<Source = Source>> Decoder for Seq2SeqDecoder<'_, M> {
         } else {
             (self.from_scratch(prompts, &prompt_of_row)?, None)
         };
-        let decoded = prompts.first().map_or(0, Vec::len);
-        Ok((Seq2SeqState { tokens: prompts.to_vec(), prompt_of_row, cache, decoded }, logits))
+        Ok((Seq2SeqState { tokens: prompts.to_vec(), prompt_of_row, cache }, logits))
     }
 
     fn step(&self, state: &mut Seq2SeqState<M::Cache>, tokens: &[u32]) -> Result<Vec<Vec<f32>>, InputError> {
@@ -200,14 +197,14 @@ impl<M: LanguageModel<Source = Source>> Decoder for Seq2SeqDecoder<'_, M> {
         }
         match state.cache.take() {
             Some(cache) => {
-                let len = state.decoded + 1;
+                // The cache holds every token of a row but the one just pushed.
+                let len = state.tokens.first().map_or(0, Vec::len);
                 if len > self.limits.max_len {
                     return Err(InputError::TooLong { len, max: self.limits.max_len });
                 }
                 let ids = self.check(&tokens.iter().map(|&t| vec![t]).collect::<Vec<_>>())?;
                 let (logits, cache) = self.model.decode(ids, cache);
                 state.cache = Some(cache);
-                state.decoded = len;
                 last_logits(logits)
             }
             None => self.from_scratch(&state.tokens, &state.prompt_of_row),
