@@ -297,3 +297,44 @@ fn an_embedder_and_a_classifier_read_the_servers_encodings_instead_of_tokenizing
         assert!(refused.contains(&format!("{limit}")), "{task:?}: {refused}");
     }
 }
+
+/// `sesame::train::pretrain` runs the family its options name, each family's own settings in
+/// the same options: MASS's fragment for BART (its record says so, `sesame::train::export`
+/// exports it again, and the export loads), BART's noise refused for BERT and XLNet naming the
+/// setting, an unknown family refused naming the families compiled in; `objectives()` lists
+/// every family once.
+#[test]
+fn pretraining_runs_the_family_its_options_name() {
+    use sesame::train::{export, objectives, pretrain, Objective, PretrainOptions};
+    let device = Device::flex();
+    let run = sesame_tests::Scratch::path("facade-pretrain-bart-mass");
+    let corpus = fixtures_dir().join("../data/moby-dick.txt");
+    let job = PretrainOptions {
+        steps: Some(2),
+        batch_size: 4,
+        seq_len: 32,
+        vocab_size: 600,
+        objective: Some(Objective::Mass),
+        mass_fraction: Some(0.25),
+        out: Some(run.to_path_buf()),
+        ..PretrainOptions::new("bart", &corpus)
+    };
+    let done = pretrain(&job, device.clone()).unwrap();
+    let record = std::fs::read_to_string(run.join("run.json")).unwrap();
+    assert!(record.contains("\"family\": \"bart\"") && record.contains("MASS") && record.contains("fraction: 0.25"), "{record}");
+    let again = export(&done.run, None, Some(run.join("again")), device.clone()).unwrap();
+    let loaded = sesame_bart::BartForConditionalGeneration::from_pretrained(&again.export, &device).unwrap();
+    assert!(loaded.report.applied > 0 && loaded.report.initialized.is_empty() && loaded.report.unused.is_empty(), "{}", loaded.report);
+    assert!((256..=600).contains(&loaded.config.vocab_size), "{}", loaded.config.vocab_size);
+
+    let refused = |job: PretrainOptions| pretrain(&job, device.clone()).unwrap_err().to_string();
+    let mut noisy = PretrainOptions::new("bert", &corpus);
+    noisy.noise.mask = Some(0.2);
+    assert_eq!(refused(noisy.clone()), "--mask is one of BART's noise settings; bert masks with --masking");
+    noisy.family = "xlnet".into();
+    assert!(refused(noisy).starts_with("--mask is one of BART's noise settings; XLNet's permutation LM"));
+    let e = refused(PretrainOptions::new("nosuch", &corpus));
+    assert_eq!(e, "unknown family `nosuch` (expected bert, roberta, albert, electra, unilm, bart, xlnet)");
+    let names: Vec<_> = objectives().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, sesame::auto::families());
+}

@@ -267,8 +267,8 @@ struct InputArgs {
 
 fn run(cli: Cli) -> Result<String, String> {
     match cli.command {
-        Command::Train { args, backend } => families::train(args, backend.device()?),
-        Command::Export { args, backend } => train::export(args, backend.device()?, families::export_of),
+        Command::Train { args, backend } => train::train(args, backend.device()?),
+        Command::Export { args, backend } => train::export(args, backend.device()?),
         Command::Finetune { args, backend } => finetune::finetune(&args, backend.device()?),
         Command::Distill { args, backend } => distill::distill(&args, backend.device()?),
         Command::Plot { data, out, title, x, y } => {
@@ -342,8 +342,8 @@ where
 {
     use clap::{CommandFactory, FromArgMatches};
     let command = Cli::command()
-        .mut_subcommand("train", |c| c.mut_arg("family", |a| a.value_parser(families::parser())))
-        .mut_subcommand("bench", |c| c.mut_arg("family", |a| a.value_parser(families::parser())));
+        .mut_subcommand("train", |c| c.mut_arg("family", |a| a.value_parser(train::family_parser())))
+        .mut_subcommand("bench", |c| c.mut_arg("family", |a| a.value_parser(train::family_parser())));
     Cli::from_arg_matches(&command.try_get_matches_from(args)?)
 }
 

@@ -1,17 +1,13 @@
 //! `cargo xtask train <family>` and `cargo xtask export`: the flags of a pre-training job,
-//! parsed into the library's [`PretrainOptions`] for [`sesame_train::pretraining::pretrain`]
-//! (the masked-LM families) and `pretrain_distilled` (`--teacher`); BART's and XLNet's runs
-//! (`families/bart.rs`, `families/xlnet.rs`) are made of the library's same steps.
+//! parsed into the library's [`PretrainOptions`] for [`sesame::train::pretrain`], which runs
+//! the family's own pre-training (its `Pretrain`), and [`sesame::train::export`].
 
 use std::path::PathBuf;
 
-use sesame_layers::{Backbone, PretrainedModel};
-use sesame_text::{DenoisingConfig, MaskLength};
-use sesame_train::pretraining::{MaskingKind, PretrainOptions, PretrainingFamily, Pretrained};
+use sesame_train::pretraining::{MaskingKind, NoiseOptions, PermutationOptions, PretrainOptions, Pretrained};
 use sesame_train::Decay;
 
-pub use sesame_train::pretraining::run::{export_distilled, export_model, ExportFn, Objective, PackingKind, RunSpec};
-pub(crate) use sesame_train::pretraining::run::refuse_masked_lm_flags;
+pub use sesame_train::pretraining::run::{Objective, PackingKind};
 
 /// The library's defaults (`PretrainOptions::new`), which the flags show and take: each is
 /// written once, there.
@@ -130,10 +126,10 @@ pub struct TrainArgs {
     pub static_masks: Option<u32>,
     /// BART's noise, with fairseq's names and BART's recipe as defaults.
     #[command(flatten)]
-    pub noise: NoiseArgs,
+    pub noise: NoiseOptions,
     /// XLNet's permutation-LM settings, with the original's names and proportions as defaults.
     #[command(flatten)]
-    pub permutation: PermutationArgs,
+    pub permutation: PermutationOptions,
     /// Random seed.
     #[arg(long, default_value_t = defaults().seed)]
     pub seed: u64,
@@ -167,8 +163,7 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
-    /// The library's options of these flags (BART's noise and XLNet's permutation LM are read
-    /// by their families' runs).
+    /// The library's options of these flags.
     pub(crate) fn options(&self) -> PretrainOptions {
         PretrainOptions {
             family: self.family.clone(),
@@ -196,6 +191,9 @@ impl TrainArgs {
             entities: self.entities.clone(),
             packing: self.packing,
             static_masks: self.static_masks,
+            mass_fraction: self.mass_fraction,
+            noise: self.noise.clone(),
+            permutation: self.permutation.clone(),
             seed: self.seed,
             held_out: self.held_out,
             log_every: self.log_every,
@@ -234,168 +232,6 @@ fn held_out_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
-/// BART's noise (fairseq's `denoising` task options; `cargo xtask train bart` only).
-#[derive(clap::Args, Debug, Default)]
-#[command(next_help_heading = "BART noise (train bart)")]
-pub struct NoiseArgs {
-    /// Fraction of words masked in spans (text infilling) [default: 0.3].
-    #[arg(long)]
-    pub mask: Option<f64>,
-    /// Fraction of the masks that are random tokens instead [default: 0.1].
-    #[arg(long)]
-    pub mask_random: Option<f64>,
-    /// Masks inserted, as a fraction of the tokens [default: 0].
-    #[arg(long)]
-    pub insert: Option<f64>,
-    /// Probability of rotating a document to start at a random token [default: 0].
-    #[arg(long)]
-    pub rotate: Option<f64>,
-    /// Fraction of the sentences permuted [default: 1].
-    #[arg(long)]
-    pub permute_sentences: Option<f64>,
-    /// A masked span becomes one mask (1), nothing (0: deletion) or a mask per token (-1) [default: 1].
-    #[arg(long, allow_negative_numbers = true)]
-    pub replace_length: Option<i8>,
-    /// What a mask covers: subword, word or span-poisson (spans of Poisson(--poisson-lambda)
-    /// words, 0 allowed) [default: span-poisson].
-    #[arg(long, value_enum)]
-    pub mask_length: Option<MaskLengthKind>,
-    /// Mean span length of span-poisson masking [default: 3.5].
-    #[arg(long)]
-    pub poisson_lambda: Option<f64>,
-    /// The target tokens the loss covers: all of them (BART), or infilled, only those the
-    /// source no longer shows [default: all].
-    #[arg(long, value_enum)]
-    pub loss_on: Option<LossOn>,
-}
-
-/// Which target tokens BART's loss covers (`--loss-on`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LossOn {
-    /// Every token of the block, as BART.
-    All,
-    /// The tokens masked, replaced or deleted in the source.
-    Infilled,
-}
-
-/// What a BART mask covers (fairseq `--mask-length`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MaskLengthKind {
-    /// One token.
-    Subword,
-    /// One word.
-    Word,
-    /// A span of Poisson(λ) words.
-    SpanPoisson,
-}
-
-impl NoiseArgs {
-    /// The first option given, as its flag.
-    pub(crate) fn given(&self) -> Option<&'static str> {
-        let f = [
-            (self.mask, "--mask"),
-            (self.mask_random, "--mask-random"),
-            (self.insert, "--insert"),
-            (self.rotate, "--rotate"),
-            (self.permute_sentences, "--permute-sentences"),
-            (self.poisson_lambda, "--poisson-lambda"),
-        ];
-        let other = [(self.replace_length.is_some(), "--replace-length"), (self.mask_length.is_some(), "--mask-length"), (self.loss_on.is_some(), "--loss-on")];
-        f.iter().find(|(v, _)| v.is_some()).map(|(_, flag)| *flag).or_else(|| other.iter().find(|(given, _)| *given).map(|(_, flag)| *flag))
-    }
-
-    /// BART's recipe with the options given; out-of-range values are refused by the task,
-    /// naming the setting.
-    pub(crate) fn config(&self) -> Result<DenoisingConfig, String> {
-        let mut c = DenoisingConfig::default();
-        let lambda = self.poisson_lambda.unwrap_or(3.5);
-        c.mask = self.mask.unwrap_or(c.mask);
-        c.mask_random = self.mask_random.unwrap_or(c.mask_random);
-        c.insert = self.insert.unwrap_or(c.insert);
-        c.rotate = self.rotate.unwrap_or(c.rotate);
-        c.permute_sentences = self.permute_sentences.unwrap_or(c.permute_sentences);
-        c.replace_length = self.replace_length.unwrap_or(c.replace_length);
-        c.mask_length = match self.mask_length {
-            Some(MaskLengthKind::Subword) => MaskLength::Subword,
-            Some(MaskLengthKind::Word) => MaskLength::Word,
-            Some(MaskLengthKind::SpanPoisson) | None => MaskLength::SpanPoisson { lambda },
-        };
-        if self.poisson_lambda.is_some() && !matches!(c.mask_length, MaskLength::SpanPoisson { .. }) {
-            return Err("--poisson-lambda is for --mask-length span-poisson".into());
-        }
-        c.validate().map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
-        Ok(c)
-    }
-}
-
-/// XLNet's permutation LM (the original's `data_utils.py` flags; `cargo xtask train xlnet` only).
-#[derive(clap::Args, Debug, Default)]
-#[command(next_help_heading = "XLNet permutation LM (train xlnet)")]
-pub struct PermutationArgs {
-    /// Tokens of each window that continue the previous one and go into the memory
-    /// [default: half of --seq-len].
-    #[arg(long)]
-    pub reuse_len: Option<usize>,
-    /// Length of the blocks a factorisation order is drawn within [default: --reuse-len].
-    #[arg(long)]
-    pub perm_size: Option<usize>,
-    /// Tokens predicted per window [default: 85 per 512].
-    #[arg(long)]
-    pub num_predict: Option<usize>,
-    /// States the memory keeps [default: twice --reuse-len].
-    #[arg(long)]
-    pub mem_len: Option<usize>,
-    /// Context tokens per group of --mask-beta predicted ones [default: 6].
-    #[arg(long)]
-    pub mask_alpha: Option<usize>,
-    /// Predicted tokens per --mask-alpha of context [default: 1].
-    #[arg(long)]
-    pub mask_beta: Option<usize>,
-    /// Do not add the rows read backwards (the original's bi_data, on by default).
-    #[arg(long)]
-    pub no_bi_data: bool,
-    /// Spans of pieces, as the original code samples them, instead of whole words.
-    #[arg(long)]
-    pub piece_spans: bool,
-}
-
-impl PermutationArgs {
-    /// Whether any option is given.
-    pub(crate) fn any(&self) -> bool {
-        let f = [self.reuse_len, self.perm_size, self.num_predict, self.mem_len, self.mask_alpha, self.mask_beta];
-        f.iter().any(Option::is_some) || self.no_bi_data || self.piece_spans
-    }
-}
-
-/// Refuse BART's and XLNet's data flags for the masked-LM family `family`.
-fn refuse_other_corruptions(args: &TrainArgs, family: &str) -> Result<(), String> {
-    if let Some(flag) = args.noise.given() {
-        return Err(format!("{flag} is one of BART's noise settings; {family} masks with --masking"));
-    }
-    if args.permutation.any() {
-        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {family} masks with --masking"));
-    }
-    Ok(())
-}
-
-/// `train` for a family pre-trained by the shared masked-LM task: the library's run.
-pub fn train_family<F: PretrainingFamily>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    refuse_other_corruptions(&args, F::NAME)?;
-    sesame_train::pretraining::pretrain::<F>(&args.options(), device).map(|done| printed(&done))
-}
-
-/// `train FAMILY --teacher DIR`: the library's distillation of the teacher into a masked-LM
-/// student of family `F` (base model `B`).
-pub fn train_distilled<F, B>(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String>
-where
-    F: PretrainingFamily,
-    B: Backbone,
-    F::Model: PretrainedModel<Config = B::Config>,
-{
-    refuse_other_corruptions(&args, F::NAME)?;
-    sesame_train::pretraining::pretrain_distilled::<F, B>(&args.options(), device).map(|done| printed(&done))
-}
-
 /// Options of `cargo xtask export`.
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
@@ -410,8 +246,23 @@ pub struct ExportArgs {
     pub out: Option<PathBuf>,
 }
 
+/// `train`: the library's pre-training of the family, its run printed as one JSON line.
+pub fn train(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
+    if args.teacher.is_none() && args.student.any() {
+        return Err("--student-layers, --alpha-*, --temperature and --layer-map are for distillation: give the teacher with --teacher".into());
+    }
+    sesame::train::pretrain(&args.options(), device).map(|done| printed(&done)).map_err(|e| e.to_string())
+}
+
 /// `export`: the library's export of a run's checkpoint, printed as one JSON line.
-pub fn export(args: ExportArgs, device: burn::tensor::Device, export_of: fn(&RunSpec) -> Result<ExportFn, String>) -> Result<String, String> {
-    let done = sesame_train::pretraining::run::export_checkpoint(&args.run, args.step, args.out, device, export_of)?;
+pub fn export(args: ExportArgs, device: burn::tensor::Device) -> Result<String, String> {
+    let done = sesame::train::export(&args.run, args.step, args.out, device).map_err(|e| e.to_string())?;
     Ok(serde_json::json!({ "checkpoint": done.checkpoint, "export": done.export }).to_string())
+}
+
+/// The families that pre-train, each with its objective, for the `FAMILY` argument of `train`
+/// and `bench`.
+pub fn family_parser() -> clap::builder::PossibleValuesParser {
+    let families = sesame::train::objectives().into_iter().map(|(name, objective)| clap::builder::PossibleValue::new(name).help(objective));
+    clap::builder::PossibleValuesParser::new(families)
 }

@@ -28,6 +28,14 @@ pub enum Error {
         /// The families compiled in.
         known: String,
     },
+    /// No family this build has is called `name`.
+    #[error("unknown family `{name}` (expected {known})")]
+    UnknownFamilyName {
+        /// The name asked for.
+        name: String,
+        /// The families compiled in.
+        known: String,
+    },
     /// `config.json`'s `model_type` is not one the family asked for reads.
     #[error("{path}: model_type `{model_type}` is not {family}'s (it reads {known})")]
     WrongFamily {
@@ -101,35 +109,60 @@ pub enum Error {
     },
 }
 
+/// A family the facade runs: a [`Family`], and with the feature `train` one whose
+/// pre-training is in too ([`sesame_train::pretraining::Pretrain`], its crate's `train`
+/// feature). Every family of the facade's list is one.
+#[cfg(feature = "train")]
+pub trait Available: sesame_train::pretraining::Pretrain {}
+#[cfg(feature = "train")]
+impl<F: sesame_train::pretraining::Pretrain> Available for F {}
+/// A family the facade runs: a [`Family`], and with the feature `train` one whose
+/// pre-training is in too (`sesame_train::pretraining::Pretrain`, its crate's `train`
+/// feature). Every family of the facade's list is one.
+#[cfg(not(feature = "train"))]
+pub trait Available: Family {}
+#[cfg(not(feature = "train"))]
+impl<F: Family> Available for F {}
+
 /// Does something with a family: the facade's loaders and training jobs, run on the family of
-/// a checkpoint ([`Checkpoint::with_family`]).
+/// a checkpoint ([`Checkpoint::with_family`]) or of a name. An implementation may ask less of
+/// `F` than [`Available`] (`fn with<F: Family>`).
 pub trait WithFamily {
     /// What it gives.
     type Out;
     /// Do it with `F`.
-    fn with<F: Family>(self) -> Self::Out;
+    fn with<F: Available>(self) -> Self::Out;
 }
 
-/// Run `action` with the family whose `model_type`s hold `model_type`; `None` when no family
-/// compiled in has it. One line a family: the order decides a `model_type` two families read
-/// (UniLM reads BERT checkpoints; `bert` is BERT's).
-#[allow(unused_variables)] // built without any family, no line reads `model_type`
-pub(crate) fn with_family<A: WithFamily>(model_type: &str, action: A) -> Option<A::Out> {
+/// How an action picks its family: by a checkpoint's `model_type`, or by the family's name.
+#[derive(Clone, Copy)]
+pub(crate) enum FamilyKey<'a> {
+    /// A `model_type` the family reads.
+    ModelType(&'a str),
+    /// [`Family::NAME`].
+    Name(&'a str),
+}
+
+/// Run `action` with the family `key` picks; `None` when no family compiled in is it. One line
+/// a family: the order decides a `model_type` two families read (UniLM reads BERT checkpoints;
+/// `bert` is BERT's).
+#[allow(unused_variables)] // built without any family, no line reads `key`
+pub(crate) fn with_family<A: WithFamily>(key: FamilyKey, action: A) -> Option<A::Out> {
     let step = Step::Pending(action);
     #[cfg(feature = "bert")]
-    let step = step.then::<sesame_bert::Bert>(model_type);
+    let step = step.then::<sesame_bert::Bert>(key);
     #[cfg(feature = "roberta")]
-    let step = step.then::<sesame_roberta::Roberta>(model_type);
+    let step = step.then::<sesame_roberta::Roberta>(key);
     #[cfg(feature = "albert")]
-    let step = step.then::<sesame_albert::Albert>(model_type);
+    let step = step.then::<sesame_albert::Albert>(key);
     #[cfg(feature = "electra")]
-    let step = step.then::<sesame_electra::Electra>(model_type);
+    let step = step.then::<sesame_electra::Electra>(key);
     #[cfg(feature = "unilm")]
-    let step = step.then::<sesame_unilm::Unilm>(model_type);
+    let step = step.then::<sesame_unilm::Unilm>(key);
     #[cfg(feature = "bart")]
-    let step = step.then::<sesame_bart::Bart>(model_type);
+    let step = step.then::<sesame_bart::Bart>(key);
     #[cfg(feature = "xlnet")]
-    let step = step.then::<sesame_xlnet::Xlnet>(model_type);
+    let step = step.then::<sesame_xlnet::Xlnet>(key);
     match step {
         Step::Done(out) => Some(out),
         Step::Pending(_) => None,
@@ -143,14 +176,24 @@ enum Step<A: WithFamily> {
 }
 
 impl<A: WithFamily> Step<A> {
-    /// Run a pending action with `F` when `F` reads `model_type`.
+    /// Run a pending action with `F` when `key` picks `F`.
     #[allow(dead_code)] // unused when no family is compiled in
-    fn then<F: Family>(self, model_type: &str) -> Self {
+    fn then<F: Available>(self, key: FamilyKey) -> Self {
+        let picked = match key {
+            FamilyKey::ModelType(model_type) => F::MODEL_TYPES.contains(&model_type),
+            FamilyKey::Name(name) => F::NAME == name,
+        };
         match self {
-            Step::Pending(action) if F::MODEL_TYPES.contains(&model_type) => Step::Done(action.with::<F>()),
+            Step::Pending(action) if picked => Step::Done(action.with::<F>()),
             step => step,
         }
     }
+}
+
+/// Run `action` with the family called `name` ([`Family::NAME`]: `bert`); an error names the
+/// families compiled in.
+pub fn with_family_named<A: WithFamily>(name: &str, action: A) -> Result<A::Out, Error> {
+    with_family(FamilyKey::Name(name), action).ok_or_else(|| Error::UnknownFamilyName { name: name.to_string(), known: families().join(", ") })
 }
 
 /// The names of the families compiled in.
@@ -164,7 +207,7 @@ pub fn families() -> Vec<&'static str> {
     }
     let mut names = Vec::new();
     for model_type in ["bert", "roberta", "albert", "electra", "unilm", "bart", "xlnet"] {
-        if let Some(name) = with_family(model_type, Name) {
+        if let Some(name) = with_family(FamilyKey::ModelType(model_type), Name) {
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -212,7 +255,7 @@ pub fn locate(model: &Path) -> Result<Checkpoint, Error> {
 
 /// Run `action` on the family of the checkpoint in `dir`, whose type is `model_type`.
 pub(crate) fn on_family<A: WithFamily>(dir: &Path, model_type: &str, action: A) -> Result<A::Out, Error> {
-    with_family(model_type, action).ok_or_else(|| Error::UnknownFamily { path: dir.join("config.json"), model_type: model_type.to_string(), known: families().join(", ") })
+    with_family(FamilyKey::ModelType(model_type), action).ok_or_else(|| Error::UnknownFamily { path: dir.join("config.json"), model_type: model_type.to_string(), known: families().join(", ") })
 }
 
 /// Which of family `F`'s generators runs the checkpoint in `dir` whose `config.json` is

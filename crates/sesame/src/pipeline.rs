@@ -125,7 +125,7 @@ pub fn pipeline_for<F: Family>(task: Task, model: impl AsRef<Path>, options: Pip
     if !F::MODEL_TYPES.contains(&model_type.as_str()) {
         return Err(Error::WrongFamily { path: dir.join("config.json"), model_type, family: F::NAME, known: F::MODEL_TYPES.join(", ") });
     }
-    let (family, built) = Load { task, dir: &dir, config: &config, device: &device, options: &options }.with::<F>()?;
+    let (family, built) = Load { task, dir: &dir, config: &config, device: &device, options: &options }.load::<F>()?;
     Ok(Pipeline { task, family, model: built.model, report: built.report, stride: built.stride })
 }
 
@@ -151,6 +151,13 @@ impl WithFamily for Load<'_> {
     type Out = Result<(&'static str, Built), Error>;
 
     fn with<F: Family>(self) -> Self::Out {
+        self.load::<F>()
+    }
+}
+
+impl Load<'_> {
+    /// The pipeline's model as family `F`'s type for the task.
+    fn load<F: Family>(self) -> Result<(&'static str, Built), Error> {
         let loader = Loader { family: F::NAME, jobs: jobs::<F>, load: self };
         let model = match loader.load.task {
             Task::Embed | Task::FillMask if supports::<F::Encoder>() => loader.encoder::<F::Encoder>(),

@@ -1,7 +1,8 @@
-//! The training jobs on a checkpoint of any family (feature `train`): each reads the family
-//! from `config.json`'s `model_type`, as the pipelines do, and runs `sesame_train`'s job for it
-//! ([`sesame_train::finetune::finetune`]`::<F>` and the rest). `cargo xtask finetune`,
-//! `distill` and `prune` are these calls.
+//! The training jobs of any family (feature `train`). Pre-training picks the family by its
+//! name ([`pretrain`]: each family's [`Pretrain`]); the jobs on a checkpoint read the family
+//! from its `config.json`'s `model_type`, as the pipelines do, and run `sesame_train`'s job for
+//! it ([`sesame_train::finetune::finetune`]`::<F>` and the rest). `cargo xtask train`,
+//! `export`, `finetune`, `distill` and `prune` are these calls.
 //!
 //! ```no_run
 //! use sesame::train::{finetune, FinetuneOptions};
@@ -18,10 +19,56 @@ use sesame_layers::Family;
 pub use sesame_train::distill::StudentOptions;
 pub use sesame_train::embedding_losses::LossKind;
 pub use sesame_train::finetune::{FinetuneOptions, FinetuneTask, Finetuned};
+pub use sesame_train::pretraining::run::Exported;
+pub use sesame_train::pretraining::{NoiseOptions, Objective, PermutationOptions, Pretrain, PretrainOptions, Pretrained};
 pub use sesame_train::pruning::{PruneOptions, Pruned};
 
-use crate::auto::{locate, WithFamily};
+use crate::auto::{locate, with_family_named, Available, WithFamily};
 use crate::Error;
+
+/// Pre-train a model of the family `job.family` (`bert`, …, `bart`, `xlnet`) with its
+/// objective, or `job.objective`, on `job.corpus` ([`Pretrain::pretrain`]): checkpoints,
+/// metrics, plots and the export in HF layout in the run directory.
+pub fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, Error> {
+    struct Job<'a>(&'a PretrainOptions, Device);
+    impl WithFamily for Job<'_> {
+        type Out = Result<Pretrained, String>;
+        fn with<F: Available>(self) -> Self::Out {
+            F::pretrain(self.0, self.1)
+        }
+    }
+    with_family_named(&job.family, Job(job, device))?.map_err(Error::Train)
+}
+
+/// Export the checkpoint of `step` (default: the latest) of the pre-training run `run` in HF
+/// layout to `out` (default: RUN/export-step-N), as its family exports runs of its objective.
+pub fn export(run: &std::path::Path, step: Option<u64>, out: Option<std::path::PathBuf>, device: Device) -> Result<Exported, Error> {
+    sesame_train::pretraining::run::export_checkpoint(run, step, out, device, export_of).map_err(Error::Train)
+}
+
+/// The export of a run whose record is `spec`: its family's ([`Pretrain::export`]).
+fn export_of(spec: &sesame_train::pretraining::run::RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+    struct Of<'a>(&'a sesame_train::pretraining::run::RunSpec);
+    impl WithFamily for Of<'_> {
+        type Out = Result<sesame_train::pretraining::run::ExportFn, String>;
+        fn with<F: Available>(self) -> Self::Out {
+            F::export(self.0)
+        }
+    }
+    with_family_named(&spec.family, Of(spec)).map_err(|e| e.to_string())?
+}
+
+/// The families that pre-train, each with its objective in one line ([`Pretrain::OBJECTIVE`]).
+pub fn objectives() -> Vec<(&'static str, &'static str)> {
+    struct Objective;
+    impl WithFamily for Objective {
+        type Out = (&'static str, &'static str);
+        fn with<F: Available>(self) -> Self::Out {
+            (F::NAME, F::OBJECTIVE)
+        }
+    }
+    crate::auto::families().into_iter().filter_map(|name| with_family_named(name, Objective).ok()).collect()
+}
 
 /// Fine-tune `job.model` for `job.task` with its family's model for the task
 /// ([`sesame_train::finetune::finetune`]).

@@ -32,3 +32,17 @@ impl PretrainingFamily for Albert {
         AlbertConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }
+
+/// `cargo xtask train albert`: Albert's recipe above, SpanBERT's (`--objective span`), masked LM
+/// alone (`--objective mlm`), or a student distilled from `--teacher`.
+impl sesame_train::pretraining::Pretrain for Albert {
+    const OBJECTIVE: &'static str = "n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary";
+
+    fn pretrain(job: &sesame_train::pretraining::PretrainOptions, device: burn::tensor::Device) -> Result<sesame_train::pretraining::Pretrained, String> {
+        sesame_train::pretraining::pretrain_masked_lm::<Self, crate::AlbertModel>(job, device)
+    }
+
+    fn export(spec: &sesame_train::pretraining::run::RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        sesame_train::pretraining::export_masked_lm::<Self, crate::AlbertModel>(spec)
+    }
+}

@@ -30,7 +30,7 @@ use sesame_text::{
 };
 use sesame_layers::{HfConfig, PretrainedModel};
 use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer, RunSpec};
-use sesame_train::pretraining::{read_back, DataError, Objective, PretrainOptions, Pretrained};
+use sesame_train::pretraining::{read_back, DataError, LossOn, Objective, PretrainOptions, Pretrained};
 use sesame_train::{Metric, StepOutput, TrainTask};
 
 use crate::{BartConfig, BartForConditionalGeneration};
@@ -377,44 +377,40 @@ pub fn denoising_step(model: &BartForConditionalGeneration, batch: DenoisingBatc
 /// Default optimizer steps of a BART run.
 pub const STEPS: u64 = 1600;
 
-/// How a BART run corrupts its blocks: BART's noise, or MASS's under
-/// [`Objective::Mass`](sesame_train::pretraining::Objective::Mass).
-#[derive(Clone, Debug, Default)]
-pub struct DenoisingOptions {
-    /// BART's noise (fairseq's `DenoisingDataset` settings; by default sentence permutation and
-    /// text infilling of 30% of the words in Poisson(3.5) spans).
-    pub noise: DenoisingConfig,
-    /// MASS's corruption, used when the run's objective is MASS: one fragment of each block
-    /// masked in the source and predicted by the decoder.
-    pub mass: MassConfig,
-    /// The loss covers only the target tokens the source no longer shows (masked, replaced or
-    /// deleted) instead of every token (`--loss-on infilled`).
-    pub infilled_loss: bool,
-}
-
 /// Pre-train BART (`cargo xtask train bart`; `--objective mass`): denoising, or MASS when
 /// `job.objective` says so, on blocks of whole sentences of `job.corpus`, with the shared
 /// trainer's progress, checkpoints, resume and export. The exported model is a
 /// `BartForConditionalGeneration` that transformers loads.
-pub fn pretrain(job: &PretrainOptions, denoising: &DenoisingOptions, device: Device) -> Result<Pretrained, String> {
+pub fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, String> {
     let job = &job.resolved()?;
     job.check()?;
-    refuse_masked_lm_flags(job, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
-    let DenoisingOptions { noise, mass, infilled_loss } = denoising;
-    noise.validate().map_err(|e| format!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    let instead = "BART's noise is set by --mask, --mask-length, --permute-sentences, …";
+    refuse_masked_lm_flags(job, instead)?;
+    if job.permutation.given() {
+        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {instead}"));
+    }
+    if job.teacher.is_some() {
+        return Err(format!("--teacher distils a masked LM; {instead}"));
+    }
+    let infilled_loss = job.noise.loss_on == Some(LossOn::Infilled);
     let mass = match job.objective {
+        _ if job.objective != Some(Objective::Mass) && job.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
         None => None,
-        Some(Objective::Mass) if *infilled_loss => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
-        Some(Objective::Mass) => Some(*mass),
-        Some(other) => return Err(format!("--objective {}: BART trains with its own denoising or --objective mass", other.name())),
+        Some(Objective::Mass) if job.noise.loss_on.is_some() => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
+        Some(Objective::Mass) => match job.noise.given() {
+            Some(flag) => return Err(format!("{flag} is one of BART's noise settings; --objective mass masks one fragment of each block (--mass-fraction)")),
+            None => Some(MassConfig { fraction: job.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() }),
+        },
+        Some(other) => return Err(format!("--objective {} is for the masked-LM families; bart trains with its own denoising or --objective mass", other.name())),
     };
-    if *infilled_loss && noise.mask == 0.0 {
+    let noise = job.noise.config()?;
+    if infilled_loss && noise.mask == 0.0 {
         return Err("--loss-on infilled needs --mask above 0: with nothing masked there is nothing to infill".into());
     }
     let steps = job.steps.unwrap_or(STEPS);
     let corruption = match &mass {
         Some(m) => format!("MASS {m:?}"),
-        None if *infilled_loss => format!("{noise:?}, loss on the infilled tokens"),
+        None if infilled_loss => format!("{noise:?}, loss on the infilled tokens"),
         None => format!("{noise:?}"),
     };
     let spec = RunSpec::new(job, corruption.clone(), "sentence blocks (complete_doc)".into());
@@ -434,7 +430,7 @@ pub fn pretrain(job: &PretrainOptions, denoising: &DenoisingOptions, device: Dev
     if let Some(mass) = mass {
         task = task.with_mass(mass).map_err(err)?;
     }
-    if *infilled_loss {
+    if infilled_loss {
         task = task.with_infilled_loss();
     }
     eprintln!(
@@ -458,4 +454,17 @@ pub fn export(run: &Path, checkpoint: &Path, out: &Path, device: &Device) -> Res
     let model = BartForConditionalGeneration::init(&config, device).try_load_file(checkpoint).map_err(err)?;
     model.save_pretrained(&config, out).map_err(err)?;
     Ok(vec![out.to_path_buf()])
+}
+
+/// `cargo xtask train bart`: denoising (or MASS, `--objective mass`) ([`pretrain`]), exported by [`export`].
+impl sesame_train::pretraining::Pretrain for crate::Bart {
+    const OBJECTIVE: &'static str = "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE";
+
+    fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, String> {
+        pretrain(job, device)
+    }
+
+    fn export(_: &RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        Ok(export)
+    }
 }

@@ -38,3 +38,17 @@ impl PretrainingFamily for Bert {
         BertConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }
+
+/// `cargo xtask train bert`: Bert's recipe above, SpanBERT's (`--objective span`), masked LM
+/// alone (`--objective mlm`), or a student distilled from `--teacher`.
+impl sesame_train::pretraining::Pretrain for Bert {
+    const OBJECTIVE: &'static str = "masked LM + next-sentence prediction on sentence pairs, WordPiece";
+
+    fn pretrain(job: &sesame_train::pretraining::PretrainOptions, device: burn::tensor::Device) -> Result<sesame_train::pretraining::Pretrained, String> {
+        sesame_train::pretraining::pretrain_masked_lm::<Self, crate::BertModel>(job, device)
+    }
+
+    fn export(spec: &sesame_train::pretraining::run::RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        sesame_train::pretraining::export_masked_lm::<Self, crate::BertModel>(spec)
+    }
+}

@@ -338,3 +338,17 @@ impl PretrainingFamily for Electra {
         Ok(config)
     }
 }
+
+/// `cargo xtask train electra`: Electra's recipe above, SpanBERT's (`--objective span`), masked LM
+/// alone (`--objective mlm`), or a student distilled from `--teacher`.
+impl sesame_train::pretraining::Pretrain for Electra {
+    const OBJECTIVE: &'static str = "replaced-token detection: a 1/4-wide generator's samples, a discriminator on every token, WordPiece";
+
+    fn pretrain(job: &sesame_train::pretraining::PretrainOptions, device: burn::tensor::Device) -> Result<sesame_train::pretraining::Pretrained, String> {
+        sesame_train::pretraining::pretrain_masked_lm::<Self, crate::ElectraModel>(job, device)
+    }
+
+    fn export(spec: &sesame_train::pretraining::run::RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        sesame_train::pretraining::export_masked_lm::<Self, crate::ElectraModel>(spec)
+    }
+}

@@ -33,3 +33,17 @@ impl PretrainingFamily for Roberta {
         RobertaConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }
+
+/// `cargo xtask train roberta`: Roberta's recipe above, SpanBERT's (`--objective span`), masked LM
+/// alone (`--objective mlm`), or a student distilled from `--teacher`.
+impl sesame_train::pretraining::Pretrain for Roberta {
+    const OBJECTIVE: &'static str = "dynamic masked LM on packed full sentences, byte-level BPE";
+
+    fn pretrain(job: &sesame_train::pretraining::PretrainOptions, device: burn::tensor::Device) -> Result<sesame_train::pretraining::Pretrained, String> {
+        sesame_train::pretraining::pretrain_masked_lm::<Self, crate::RobertaModel>(job, device)
+    }
+
+    fn export(spec: &sesame_train::pretraining::run::RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        sesame_train::pretraining::export_masked_lm::<Self, crate::RobertaModel>(spec)
+    }
+}

@@ -216,3 +216,17 @@ impl PretrainingFamily for Unilm {
         UnilmConfig::preset(preset, vocab_size, max_len, pad_token_id)
     }
 }
+
+/// `cargo xtask train unilm`: Unilm's recipe above, SpanBERT's (`--objective span`), masked LM
+/// alone (`--objective mlm`), or a student distilled from `--teacher`.
+impl sesame_train::pretraining::Pretrain for Unilm {
+    const OBJECTIVE: &'static str = "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece";
+
+    fn pretrain(job: &sesame_train::pretraining::PretrainOptions, device: burn::tensor::Device) -> Result<sesame_train::pretraining::Pretrained, String> {
+        sesame_train::pretraining::pretrain_masked_lm::<Self, crate::UnilmModel>(job, device)
+    }
+
+    fn export(spec: &sesame_train::pretraining::run::RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        sesame_train::pretraining::export_masked_lm::<Self, crate::UnilmModel>(spec)
+    }
+}

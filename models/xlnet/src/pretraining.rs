@@ -35,7 +35,7 @@ use sesame_layers::OutputOptions;
 use sesame_text::{mix_seeds, tokenize_documents, unigram_nll, Corpus, Tokenizer, TokenizerError, TokenizerKind};
 use sesame_layers::{HfConfig, PretrainedModel};
 use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer, RunSpec};
-use sesame_train::pretraining::{read_back, DataError, PretrainOptions, Pretrained};
+use sesame_train::pretraining::{read_back, DataError, PermutationOptions, PretrainOptions, Pretrained};
 use sesame_train::{BoxError, CarriedState, Metric, StepOutput, TrainTask};
 
 use crate::config::XlnetConfig;
@@ -656,6 +656,7 @@ impl XlnetConfig {
     }
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -766,80 +767,59 @@ mod tests {
 /// Default optimizer steps of an XLNet run.
 pub const STEPS: u64 = 1500;
 
-/// XLNet's permutation-LM settings of a run (the original's `data_utils.py` flags), each
-/// `None` at its default, which follows from the run's `seq_len`.
-#[derive(Clone, Debug)]
-pub struct PermutationOptions {
-    /// Tokens of each window that continue the previous one and go into the memory [default:
-    /// half of `seq_len`].
-    pub reuse_len: Option<usize>,
-    /// Length of the blocks a factorisation order is drawn within [default: `reuse_len`].
-    pub perm_size: Option<usize>,
-    /// Tokens predicted per window [default: 85 per 512].
-    pub num_predict: Option<usize>,
-    /// States the memory keeps [default: twice `reuse_len`].
-    pub mem_len: Option<usize>,
-    /// Context tokens per group of `mask_beta` predicted ones [default: 6].
-    pub mask_alpha: Option<usize>,
-    /// Predicted tokens per `mask_alpha` of context [default: 1].
-    pub mask_beta: Option<usize>,
-    /// Add the rows read backwards (the original's `bi_data`).
-    pub bi_data: bool,
-    /// Spans of whole words, as the authors intended; `false`: of pieces, as the original code
-    /// samples them.
-    pub whole_words: bool,
-}
-
-impl Default for PermutationOptions {
-    fn default() -> Self {
-        Self { reuse_len: None, perm_size: None, num_predict: None, mem_len: None, mask_alpha: None, mask_beta: None, bi_data: true, whole_words: true }
-    }
-}
-
-impl PermutationOptions {
-    /// The windows' settings for `seq_len` tokens and `batch_size` rows, checked; an error
-    /// names the flag at fault (`--seq-len` for a default it implies).
-    pub fn config(&self, seq_len: usize, batch_size: usize) -> Result<PermutationConfig, String> {
-        let mut permutation = PermutationConfig::new(seq_len);
-        permutation.reuse_len = self.reuse_len.unwrap_or(permutation.reuse_len);
-        permutation.perm_size = self.perm_size.unwrap_or(permutation.reuse_len);
-        permutation.num_predict = self.num_predict.unwrap_or(permutation.num_predict);
-        permutation.mask_alpha = self.mask_alpha.unwrap_or(permutation.mask_alpha);
-        permutation.mask_beta = self.mask_beta.unwrap_or(permutation.mask_beta);
-        permutation.bi_data = self.bi_data;
-        permutation.whole_words = self.whole_words;
-        // A setting left to its default, which follows from seq_len, is --seq-len's fault.
-        let given = |field: &str| match field {
-            "reuse_len" => self.reuse_len.is_some(),
-            "perm_size" => self.perm_size.is_some() || self.reuse_len.is_some(),
-            "num_predict" => self.num_predict.is_some(),
-            _ => true,
-        };
-        permutation.validate(batch_size).map_err(|e| match e.field {
-            "bi_data" => format!("--batch-size {batch_size}: {} (or train without backward rows: --no-bi-data)", e.reason),
-            field if !given(field) => format!(
-                "--seq-len {seq_len}: too short for XLNet's windows: the {field} it implies fails ({}); give a longer --seq-len or set --{}",
-                e.reason,
-                field.replace('_', "-")
-            ),
-            field => format!("--{}: {}", field.replace('_', "-"), e.reason),
-        })?;
-        Ok(permutation)
-    }
+/// The windows' settings of `options` for `seq_len` tokens and `batch_size` rows, checked; an
+/// error names the flag at fault (`--seq-len` for a default it implies).
+pub fn permutation_config(options: &PermutationOptions, seq_len: usize, batch_size: usize) -> Result<PermutationConfig, String> {
+    let mut permutation = PermutationConfig::new(seq_len);
+    permutation.reuse_len = options.reuse_len.unwrap_or(permutation.reuse_len);
+    permutation.perm_size = options.perm_size.unwrap_or(permutation.reuse_len);
+    permutation.num_predict = options.num_predict.unwrap_or(permutation.num_predict);
+    permutation.mask_alpha = options.mask_alpha.unwrap_or(permutation.mask_alpha);
+    permutation.mask_beta = options.mask_beta.unwrap_or(permutation.mask_beta);
+    permutation.bi_data = options.bi_data;
+    permutation.whole_words = options.whole_words;
+    // A setting left to its default, which follows from seq_len, is --seq-len's fault.
+    let given = |field: &str| match field {
+        "reuse_len" => options.reuse_len.is_some(),
+        "perm_size" => options.perm_size.is_some() || options.reuse_len.is_some(),
+        "num_predict" => options.num_predict.is_some(),
+        _ => true,
+    };
+    permutation.validate(batch_size).map_err(|e| match e.field {
+        "bi_data" => format!("--batch-size {batch_size}: {} (or train without backward rows: --no-bi-data)", e.reason),
+        field if !given(field) => format!(
+            "--seq-len {seq_len}: too short for XLNet's windows: the {field} it implies fails ({}); give a longer --seq-len or set --{}",
+            e.reason,
+            field.replace('_', "-")
+        ),
+        field => format!("--{}: {}", field.replace('_', "-"), e.reason),
+    })?;
+    Ok(permutation)
 }
 
 /// Pre-train XLNet (`cargo xtask train xlnet`): the permutation LM as the original's data
 /// pipeline, the memory of each window carried to the next, with the shared trainer's
 /// progress, checkpoints, resume and export. The exported model is an `XLNetLMHeadModel` that
 /// transformers loads.
-pub fn pretrain(job: &PretrainOptions, options: &PermutationOptions, device: Device) -> Result<Pretrained, String> {
+pub fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, String> {
     let job = &job.resolved()?;
     job.check()?;
-    refuse_masked_lm_flags(job, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
+    let instead = "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …";
+    refuse_masked_lm_flags(job, instead)?;
+    if let Some(flag) = job.noise.given() {
+        return Err(format!("{flag} is one of BART's noise settings; {instead}"));
+    }
+    if job.mass_fraction.is_some() {
+        return Err(format!("--mass-fraction is for bart's --objective mass; {instead}"));
+    }
     if let Some(objective) = job.objective {
         return Err(format!("--objective {}: XLNet trains with its permutation LM", objective.name()));
     }
-    let permutation = options.config(job.seq_len, job.batch_size)?;
+    if job.teacher.is_some() {
+        return Err("--teacher distils a masked LM; XLNet trains with its permutation LM".into());
+    }
+    let options = &job.permutation;
+    let permutation = permutation_config(options, job.seq_len, job.batch_size)?;
     let mem_len = options.mem_len.unwrap_or(2 * permutation.reuse_len);
     let steps = job.steps.unwrap_or(STEPS);
     let spec = RunSpec::new(job, format!("{permutation:?}, mem_len {mem_len}"), "one stream, windows advancing by reuse_len".into());
@@ -881,4 +861,17 @@ pub fn export(run: &Path, checkpoint: &Path, out: &Path, device: &Device) -> Res
     let model = XlnetLmHeadModel::init(&config, device).try_load_file(checkpoint).map_err(err)?;
     model.save_pretrained(&config.for_inference(), out).map_err(err)?;
     Ok(vec![out.to_path_buf()])
+}
+
+/// `cargo xtask train xlnet`: the permutation LM ([`pretrain`]), exported by [`export`].
+impl sesame_train::pretraining::Pretrain for crate::Xlnet {
+    const OBJECTIVE: &'static str = "permutation LM: two-stream relative attention with memory, SentencePiece";
+
+    fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, String> {
+        pretrain(job, device)
+    }
+
+    fn export(_: &RunSpec) -> Result<sesame_train::pretraining::run::ExportFn, String> {
+        Ok(export)
+    }
 }

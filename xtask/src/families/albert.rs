@@ -9,6 +9,5 @@ use crate::forward::PreTraining;
 /// `albert`: n-gram masked LM + sentence-order prediction.
 pub const ENTRY: FamilyEntry = FamilyEntry::masked_lm::<Albert, AlbertModel, Classifier, Classifier, PreTraining>(
     "albert",
-    "n-gram masked LM + sentence-order prediction, Unigram (SentencePiece) vocabulary",
     Albert::MODEL_TYPES,
 );

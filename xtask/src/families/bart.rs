@@ -1,6 +1,5 @@
-//! BART in the command line: its registry entry, and what only BART does in the commands:
-//! denoising (and MASS) pre-training and its export, the bench presets and timings, generation
-//! with `BartForCausalLM` checkpoints, and `forward` on every BART head.
+//! BART in the command line: its registry entry, and what only BART does in the commands: the
+//! bench presets and timings, and `forward` on every BART head.
 
 use std::path::Path;
 
@@ -10,26 +9,17 @@ use sesame_bart::{BartForQuestionAnswering, BartForSequenceClassification};
 use sesame_bart::{BartForCausalLM, BartForConditionalGeneration, BartModel};
 use sesame_layers::{PretrainedModel, Seq2SeqInput};
 use crate::forward::Inputs;
-use super::{FamilyEntry, Recipe};
+use super::FamilyEntry;
 use crate::bench::*;
 use crate::forward::*;
-use crate::train::*;
 
 /// `bart`: the encoder-decoder family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
     name: "bart",
-    about: "denoising encoder-decoder: text infilling (Poisson spans) + sentence permutation, byte-level BPE",
     model_types: sesame_bart::config::MODEL_TYPES,
-    train: Some(train_bart),
-    export: Some(sesame_bart::pretraining::export),
     bench: Some(bench_bart),
     bench_presets: check_presets,
     forward: Some(forward_bart),
-    span: None,
-    mlm: None,
-    // The same task with MASS's corruption; the same export.
-    mass: Some(Recipe { train: train_bart, export: sesame_bart::pretraining::export }),
-    train_teacher: None,
 };
 
 /// Refuse a `--presets` name before the machine's GEMM is timed: generation's as
@@ -39,31 +29,6 @@ fn check_presets(args: &BenchArgs) -> Result<(), String> {
         return args.presets.iter().try_for_each(|p| bart_preset(p).map(|_| ()));
     }
     check_encoder_presets(args)
-}
-
-/// `train bart` (and `--objective mass`): the flags checked and parsed into
-/// [`sesame_bart::pretraining::pretrain`]'s options, its run printed as one JSON line.
-pub fn train_bart(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    use sesame_bart::pretraining::{pretrain, DenoisingOptions};
-    use sesame_text::MassConfig;
-    let options = args.options();
-    options.check()?;
-    refuse_masked_lm_flags(&options, "BART's noise is set by --mask, --mask-length, --permute-sentences, …")?;
-    if args.permutation.any() {
-        return Err("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; BART's noise is set by --mask, --mask-length, …".into());
-    }
-    let noise = args.noise.config()?;
-    let mass = match args.objective {
-        Some(Objective::Mass) if args.noise.loss_on.is_some() => return Err("--loss-on is for BART's noise; --objective mass's loss covers its fragment alone".into()),
-        Some(Objective::Mass) => match args.noise.given() {
-            Some(flag) => return Err(format!("{flag} is one of BART's noise settings; --objective mass masks one fragment of each block (--mass-fraction)")),
-            None => MassConfig { fraction: args.mass_fraction.unwrap_or(MassConfig::default().fraction), ..MassConfig::default() },
-        },
-        _ if args.mass_fraction.is_some() => return Err("--mass-fraction is for --objective mass".into()),
-        _ => MassConfig::default(),
-    };
-    let infilled_loss = args.noise.loss_on == Some(crate::train::LossOn::Infilled);
-    pretrain(&options, &DenoisingOptions { noise, mass, infilled_loss }, device).map(|done| printed(&done))
 }
 
 /// `bench --family bart` (`--mode train`): BART's denoising step (forward with every target

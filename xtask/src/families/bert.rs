@@ -14,7 +14,6 @@ use crate::forward::*;
 /// `bert`: masked LM + next-sentence prediction.
 pub const ENTRY: FamilyEntry = FamilyEntry::masked_lm::<Bert, BertModel, Classifier, Classifier, (PreTraining, BertHeads)>(
     "bert",
-    "masked LM + next-sentence prediction on sentence pairs, WordPiece",
     Bert::MODEL_TYPES,
 );
 

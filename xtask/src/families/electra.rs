@@ -14,7 +14,6 @@ use crate::forward::*;
 /// `electra`: replaced-token detection.
 pub const ENTRY: FamilyEntry = FamilyEntry::masked_lm::<Electra, ElectraModel, ClassificationHead, SummaryClassifier, ElectraHeads>(
     "electra",
-    "replaced-token detection: a 1/4-wide generator's samples, a discriminator on every token, WordPiece",
     sesame_electra::config::MODEL_TYPES,
 );
 

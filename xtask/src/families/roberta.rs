@@ -9,6 +9,5 @@ use super::FamilyEntry;
 /// `roberta`: dynamic masked LM on packed full sentences.
 pub const ENTRY: FamilyEntry = FamilyEntry::masked_lm::<Roberta, RobertaModel, ClassificationHead, Classifier, ()>(
     "roberta",
-    "dynamic masked LM on packed full sentences, byte-level BPE",
     Roberta::MODEL_TYPES,
 );

@@ -23,7 +23,6 @@ pub const ENTRY: FamilyEntry = FamilyEntry {
     bench: Some(bench_unilm),
     ..FamilyEntry::masked_lm::<Unilm, UnilmModel, Classifier, Classifier, PreTraining>(
         "unilm",
-        "bidirectional, seq-to-seq, left-to-right and right-to-left LMs mixed per batch, cloze + NSP, WordPiece",
         &["unilm"],
     )
 };

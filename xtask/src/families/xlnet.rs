@@ -1,7 +1,6 @@
 //! XLNet in the command line: its registry entry, and what only XLNet does in the commands:
-//! permutation-LM pre-training with its memory and its export, the bench of its step and its
-//! generation, generation with transformers' dummy-token scheme, and `forward` on every XLNet
-//! head with `perm_mask`, `target_mapping` and `mems`.
+//! the bench of its step and its generation (transformers' dummy-token scheme), and `forward`
+//! on every XLNet head with `perm_mask`, `target_mapping` and `mems`.
 
 use std::path::Path;
 
@@ -14,47 +13,15 @@ use crate::forward::Inputs;
 use super::FamilyEntry;
 use crate::bench::*;
 use crate::forward::*;
-use crate::train::*;
 
 /// `xlnet`: the two-stream family.
 pub const ENTRY: FamilyEntry = FamilyEntry {
     name: "xlnet",
-    about: "permutation LM: two-stream relative attention with memory, SentencePiece",
     model_types: sesame_xlnet::config::MODEL_TYPES,
-    train: Some(train_xlnet),
-    export: Some(sesame_xlnet::pretraining::export),
     bench: Some(bench_xlnet),
     bench_presets: check_encoder_presets,
     forward: Some(forward_xlnet),
-    span: None,
-    mlm: None,
-    mass: None,
-    train_teacher: None,
 };
-
-/// `train xlnet`: the flags checked and parsed into [`sesame_xlnet::pretraining::pretrain`]'s
-/// options, its run printed as one JSON line.
-pub fn train_xlnet(args: TrainArgs, device: burn::tensor::Device) -> Result<String, String> {
-    use sesame_xlnet::pretraining::{pretrain, PermutationOptions};
-    let options = args.options();
-    options.check()?;
-    refuse_masked_lm_flags(&options, "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …")?;
-    if let Some(flag) = args.noise.given() {
-        return Err(format!("{flag} is one of BART's noise settings; XLNet's permutation LM is set by --reuse-len, --num-predict, …"));
-    }
-    let p = &args.permutation;
-    let permutation = PermutationOptions {
-        reuse_len: p.reuse_len,
-        perm_size: p.perm_size,
-        num_predict: p.num_predict,
-        mem_len: p.mem_len,
-        mask_alpha: p.mask_alpha,
-        mask_beta: p.mask_beta,
-        bi_data: !p.no_bi_data,
-        whole_words: !p.piece_spans,
-    };
-    pretrain(&options, &permutation, device).map(|done| printed(&done))
-}
 
 /// `bench --family xlnet`:
 /// - `--mode train`: the permutation-LM step (two streams, `num_predict` targets through

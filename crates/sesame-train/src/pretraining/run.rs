@@ -27,6 +27,7 @@ use sesame_layers::fs::write_atomic;
 use sesame_layers::{ForMaskedLM, Backbone, HfConfig, LinearConfig, PretrainedModel};
 use sesame_text::{find_phrases, tokenize_documents, Corpus, Lexicon, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
 
+use super::families::{refuse_other_corruptions, NoiseOptions, PermutationOptions};
 use super::{Knowledge, Layout, Masking, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use crate::distill::{Distilled, MaskedLmDistillation, StudentOptions};
 use crate::{Decay, TrainConfig, Trainer};
@@ -123,6 +124,13 @@ pub struct PretrainOptions {
     pub packing: Option<PackingKind>,
     /// Static masking with N masks per example [default: dynamic].
     pub static_masks: Option<u32>,
+    /// MASS's fragment, its share of each block's tokens, under [`Objective::Mass`] (BART)
+    /// [default: 0.5, the paper's].
+    pub mass_fraction: Option<f64>,
+    /// BART's noise [default: BART's recipe].
+    pub noise: NoiseOptions,
+    /// XLNet's permutation LM [default: the original's proportions].
+    pub permutation: PermutationOptions,
     /// Random seed: tokenizer, initial weights, batches, masks, dropout.
     pub seed: u64,
     /// Fraction of documents held out for evaluation, in [0, 1) (at least one document).
@@ -174,6 +182,9 @@ impl PretrainOptions {
             entities: None,
             packing: None,
             static_masks: None,
+            mass_fraction: None,
+            noise: NoiseOptions::default(),
+            permutation: PermutationOptions::default(),
             seed: 42,
             held_out: 0.02,
             log_every: 10,
@@ -501,6 +512,7 @@ where
 pub fn pretrain<F: PretrainingFamily>(job: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String> {
     let job = &job.resolved()?;
     job.check()?;
+    refuse_other_corruptions(job, F::NAME)?;
     let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(job)?;
@@ -605,7 +617,8 @@ where
 {
     let job = &job.resolved()?;
     job.check()?;
-    let teacher_dir = job.teacher.as_ref().expect("train --teacher");
+    refuse_other_corruptions(job, F::NAME)?;
+    let teacher_dir = job.teacher.as_ref().ok_or("distillation needs the teacher: --teacher DIR")?;
     let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<SingleSequenceRecipe<F, B>>(job)?;
