@@ -139,7 +139,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub eval: Option<PathBuf>,
     /// Finetune: passes over the training rows (a fraction stops within the first).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::finetune::positive_epochs)]
+    #[arg(long, default_value_t = 1.0, value_parser = sesame_train::cli::positive_epochs)]
     pub epochs: f64,
     /// Finetune: peak learning rate.
     #[arg(long, default_value_t = 5e-5)]

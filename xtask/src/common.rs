@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+pub(crate) use sesame_train::cli::{finite_f32, model_dir};
 use sesame::{Pipeline, PipelineOptions, Task};
 use sesame_layers::Pooling;
 use sesame_train::Backend;
@@ -26,22 +27,8 @@ impl BackendArg {
     }
 }
 
-/// A `--model` value: a directory, or a hub id (`org/name[@revision]`) found in the local
-/// HuggingFace cache ([`sesame_layers::hub::resolve`]).
-pub(crate) fn model_dir(s: &str) -> Result<PathBuf, String> {
-    sesame_layers::hub::resolve(s).map_err(|e| e.to_string())
-}
-
 pub(crate) fn parse_pooling(s: &str) -> Result<Pooling, String> {
     s.parse().map_err(|e: sesame_layers::pooling::UnknownPooling| e.to_string())
-}
-
-/// A finite number (a score threshold).
-pub(crate) fn finite_f32(s: &str) -> Result<f32, String> {
-    match s.parse::<f32>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("{s} is not a finite number")),
-    }
 }
 
 /// A `--speed`: a threshold in [0, 1].

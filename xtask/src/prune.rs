@@ -36,7 +36,7 @@ pub struct PruneArgs {
     pub seq_len: Option<usize>,
     /// The columns of the rows.
     #[command(flatten)]
-    pub columns: crate::finetune::ColumnArgs,
+    pub columns: sesame_train::finetune::ColumnNames,
 }
 
 /// `prune`: the library's run on the checkpoint's family, printed as one JSON line.
@@ -49,7 +49,7 @@ pub fn prune(args: &PruneArgs, device: Device) -> Result<String, String> {
         out: args.out.clone(),
         batch_size: args.batch_size,
         seq_len: args.seq_len,
-        columns: args.columns.names(),
+        columns: args.columns.clone(),
     };
     sesame::train::prune_classifier(&options, device).map(|pruned| serde_json::to_string(&pruned).expect("JSON")).map_err(|e| e.to_string())
 }

@@ -10,6 +10,8 @@
 pub mod adamw;
 pub mod backend;
 pub mod clip;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod distill;
 pub mod embedding_losses;
 pub mod finetune;

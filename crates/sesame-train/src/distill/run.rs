@@ -13,26 +13,42 @@ use super::{ClassifierDistillation, DistillLoss};
 use crate::finetune::run::{batching, best_metric, default_metric, held_out_predictions, load_start, per_class, read_data, sets_of_the_model, Run};
 use crate::finetune::{metric_names, FinetuneOptions, Finetuned, Init, SequenceClassification};
 
-/// The student and the weights of the loss's terms; `None` takes the job's default.
+/// The student and the weights of the loss's terms, `None` taking the job's default:
+/// `cargo xtask distill` (a classifier) and `cargo xtask train FAMILY --teacher` (a masked LM),
+/// each with its own defaults. With the `cli` feature they are those commands' flags.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "Distillation (distill; train --teacher)"))]
 pub struct StudentOptions {
     /// The student's layers, taken evenly from the teacher's (DistilBERT: every other one; the
-    /// lowest always) [default: half the teacher's].
+    /// lowest always; BART: the same of its encoder and its decoder) [default: half the
+    /// teacher's].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)))]
     pub student_layers: Option<usize>,
     /// The temperature of the soft targets [default: 2].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::temperature))]
     pub temperature: Option<f64>,
-    /// Weight of the soft targets, `T² · KL(teacher_T ‖ student_T)`.
+    /// Weight of the soft targets: `T² · KL(teacher_T ‖ student_T)` [default: 1; train
+    /// --teacher: 5, DistilBERT's].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::weight))]
     pub alpha_soft: Option<f64>,
-    /// Weight of the task's loss on the labels (a masked LM's: its MLM loss).
+    /// Weight of the task's loss on the labels (a masked LM's: its MLM loss) [default: 0.5;
+    /// train --teacher: 2].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::weight))]
     pub alpha_hard: Option<f64>,
-    /// Weight of `1 − cos` of the last hidden states (DistilBERT).
+    /// Weight of `1 − cos` of the last hidden states (DistilBERT) [default: 0; train
+    /// --teacher: 1].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::weight))]
     pub alpha_cos: Option<f64>,
     /// Weight of the MSE of mapped layers' hidden states, embeddings included (TinyBERT) [default: 0].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::weight))]
     pub alpha_hidden: Option<f64>,
     /// Weight of the MSE of mapped layers' attention probabilities (TinyBERT) [default: 0].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::weight))]
     pub alpha_attention: Option<f64>,
-    /// The teacher layer (1-based) each student layer learns from, `1:2,2:4,3:6` [default:
-    /// TinyBERT's uniform map, student layer m to teacher layer m × L / N].
+    /// The teacher layer (1-based) each student layer learns from, `1:2,2:4,3:6`
+    /// [default: TinyBERT's uniform map, student layer m to teacher layer m × L / N].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub layer_map: Option<String>,
 }
 

@@ -87,14 +87,19 @@ pub enum FeatureLayer {
     Mix,
 }
 
-/// Where a labelled file keeps its texts and labels; `None` takes the default.
+/// Where a labelled file keeps its texts and labels; `None` takes the default. With the `cli`
+/// feature they are `--text-column`, `--text-pair-column` and `--label-column`.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct ColumnNames {
-    /// Column (field) of the text [default: text; tokens for tagging].
+    /// Column (field) of the text [default: text; tokens for --task tag].
+    #[cfg_attr(feature = "cli", arg(long = "text-column", value_name = "TEXT_COLUMN"))]
     pub text: Option<String>,
     /// Column (field) of the second text of sentence pairs.
+    #[cfg_attr(feature = "cli", arg(long = "text-pair-column", value_name = "TEXT_PAIR_COLUMN"))]
     pub pair: Option<String>,
-    /// Column (field) of the label [default: label; tags for tagging].
+    /// Column (field) of the label [default: label; tags for --task tag].
+    #[cfg_attr(feature = "cli", arg(long = "label-column", value_name = "LABEL_COLUMN"))]
     pub label: Option<String>,
 }
 
@@ -113,111 +118,189 @@ impl ColumnNames {
 
 /// A fine-tuning job: the checkpoint, the data, the run directory and the optimisation. Build
 /// it with [`FinetuneOptions::new`] and change the fields that differ from the defaults
-/// (transformers' `Trainer`'s, as the CLI's).
+/// (transformers' `Trainer`'s, as the CLI's). With the `cli` feature it is `cargo xtask
+/// finetune`'s flags (`clap::Args`; names as `train`'s where they overlap), each default
+/// written once, in `new`.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct FinetuneOptions {
     /// The HF checkpoint to start from (config.json, weights, tokenizer files).
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::model_dir))]
     pub model: PathBuf,
-    /// Where to start: the checkpoint's weights or fresh ones.
+    /// `random`: train the architecture of --model (its config.json and tokenizer) from fresh
+    /// weights, drawn from --seed as transformers initialises a new model (its weights are not
+    /// read): the baseline that shows what pre-training brings [default: pretrained].
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value = "pretrained", hide_default_value = true))]
     pub init: Init,
     /// What to learn.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value = "classify"))]
     pub task: FinetuneTask,
-    /// Training rows: CSV or TSV with a header, JSON lines; CoNLL for tagging; SQuAD's JSON for QA.
+    /// Training rows: CSV or TSV with a header, or JSON lines (CoNLL for --task tag, SQuAD's
+    /// JSON for qa; sentence-transformers' columns for embed: `anchor,positive[,negative…]`,
+    /// `sentence1,sentence2,score` or `sentence1,sentence2,label`).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub train: PathBuf,
-    /// Evaluation rows, in the same form; for [`FinetuneTask::Embed`] also a retrieval set, a
-    /// directory in BEIR's layout (`sesame_text::text_rows::read_retrieval_dir`).
+    /// Evaluation rows, in the same form; for --task embed also a retrieval set, a directory in
+    /// BEIR's layout (queries.jsonl, corpus.jsonl, qrels/dev.tsv or test.tsv), scored over its
+    /// whole corpus.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub eval: PathBuf,
-    /// Run directory: checkpoints in `run/`, `eval_results.json`, the exported model in `model/`.
+    /// Run directory: checkpoints, metrics.jsonl, the exported model in `model/`.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub out: PathBuf,
     /// The columns of the rows.
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub columns: ColumnNames,
-    /// Passes over the training rows (a fraction allowed), unless `steps` is given.
+    /// Passes over the training rows.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().epochs, conflicts_with = "steps", value_parser = crate::cli::positive_epochs))]
     pub epochs: f64,
-    /// Optimizer steps, instead of `epochs`.
+    /// Optimizer steps, instead of --epochs.
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::value_parser!(u64).range(1..)))]
     pub steps: Option<u64>,
     /// Rows per batch.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().batch_size, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub batch_size: usize,
     /// Batches per optimizer step (gradients averaged).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().grad_accum, value_parser = clap::value_parser!(u64).range(1..)))]
     pub grad_accum: u64,
     /// Peak learning rate.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().lr))]
     pub lr: f64,
-    /// Tokens per row at most, special tokens included [default: 128 (384 for QA), or the
-    /// model's positions if fewer].
+    /// Tokens per row at most (longer texts are truncated), special tokens included
+    /// [default: 128 (384 for qa), or the model's positions if fewer].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..=65_536)))]
     pub seq_len: Option<usize>,
-    /// Tokens shared by consecutive windows of a longer sentence or context (tagging, QA)
-    /// [default: a quarter of `seq_len`; a third for QA].
+    /// Tokens shared by consecutive windows of a sentence or context longer than --seq-len
+    /// (--task tag, qa) [default: a quarter of --seq-len; a third for qa, as run_qa.py's 128 of 384].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub stride: Option<usize>,
-    /// Longest answer in tokens (QA).
+    /// Longest answer in tokens (--task qa).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().max_answer_len, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub max_answer_len: usize,
-    /// Start and end candidates per window (QA).
+    /// Start and end candidates per window (--task qa).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().n_best, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub n_best: usize,
-    /// How far "no answer" must score ahead of the best span to win (QA with unanswerable questions).
+    /// How far "no answer" must score ahead of the best span to win, for data with
+    /// unanswerable questions (--task qa).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().null_threshold, allow_negative_numbers = true, value_parser = crate::cli::finite_f32))]
     pub null_threshold: f32,
     /// Warm-up steps (then linear decay to 0).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().warmup))]
     pub warmup: u64,
     /// AdamW weight decay (not on biases and LayerNorm).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().weight_decay))]
     pub weight_decay: f64,
     /// Global gradient-norm clip (0: none).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().max_grad_norm))]
     pub max_grad_norm: f64,
-    /// Layer-wise learning-rate decay in (0, 1] (ELECTRA's recipe).
+    /// Layer-wise learning-rate decay (ELECTRA's fine-tuning recipe, 0.8 for its base model):
+    /// the head at --lr, the top layer at --lr × D², each layer below D times the one above,
+    /// the embeddings at --lr × D^(layers+2).
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::decay_factor))]
     pub layer_lr_decay: Option<f64>,
-    /// Evaluate and checkpoint every N steps (0: only at the end) [default: every epoch].
+    /// Evaluate (and checkpoint) every N steps; 0 evaluates and checkpoints only at the end
+    /// [default: every epoch].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub eval_every: Option<u64>,
-    /// The held-out metric that picks the exported model [default: accuracy; f1_micro for
-    /// multi-label; mse for regression; f1 for entity tags and QA].
+    /// The held-out metric that picks the model exported [default: accuracy; f1_micro for
+    /// multi-label; mse for regression].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub metric: Option<String>,
-    /// Stop after this many evaluations without a better metric (0: never).
+    /// Stop after this many evaluations without a better --metric (0: never).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().patience))]
     pub patience: u64,
-    /// Keep the embeddings and encoder layers fixed; train the head alone.
+    /// Feature extraction: keep the pre-trained embeddings and encoder layers fixed and train
+    /// the task head alone (with BERT's and ALBERT's pooler, the dense layer of their head).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub freeze: bool,
-    /// Read the features from one encoder layer (the layers above it are dropped) or ELMo's mix.
+    /// Read the features from encoder layer N (1: the lowest; -1: the top, -2: the one below
+    /// it): the layers above N are dropped from training and from the exported model, whose
+    /// config says N layers. With --freeze, a fixed feature extractor of that layer. `mix`: ELMo's
+    /// scalar mix, learned softmax weights over the embeddings and every layer (classifiers and
+    /// taggers of the encoder families; an export transformers cannot run).
+    #[cfg_attr(feature = "cli", arg(long, allow_negative_numbers = true, value_parser = crate::cli::feature_layer))]
     pub feature_layer: Option<FeatureLayer>,
-    /// FastBERT's early exit: `model` is a fine-tuned classifier, kept fixed, whose head
-    /// teaches a classifier after every layer below the top.
+    /// FastBERT's early exit: --model is a fine-tuned classifier, kept fixed, whose head teaches
+    /// a small classifier after every layer below the top by self-distillation (the labels of
+    /// --train are not read); then `cargo xtask classify --speed S` stops each text at the first
+    /// confident layer. Single-label classifiers of the encoder families.
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["freeze", "feature_layer", "layer_lr_decay"]))]
     pub early_exit: bool,
     /// Random seed (head initialisation, shuffling, dropout).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().seed))]
     pub seed: u64,
-    /// Continue the run in `out` from its latest checkpoint.
+    /// Continue the run in --out from its latest checkpoint.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub resume: bool,
-    /// Micro-batches each batch is split into (at most `batch_size`); the dropout masks follow it.
+    /// Micro-batches each batch is split into, trained at once on a CPU backend's threads, their
+    /// losses weighted so that the gradient is the whole batch's (at most --batch-size). The
+    /// dropout masks follow it: --seed reproduces a run with the same --micro-batches.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().micro_batches, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub micro_batches: usize,
-    /// Micro-batches trained at once on a CPU backend [default: its cores].
+    /// Micro-batches trained at once on a CPU backend (default: its cores).
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)))]
     pub threads: Option<usize>,
-    /// Stop after this step without a final checkpoint or export (simulates a kill).
+    /// Stop after this step without a final checkpoint (simulates a kill; for testing resume).
+    #[cfg_attr(feature = "cli", arg(long, hide = true))]
     pub stop_after: Option<u64>,
-    /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines.
+    /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines
+    /// [`FinetuneOptions::new`: no; the command line: unless `--quiet`].
+    #[cfg_attr(feature = "cli", arg(long = "quiet", action = clap::ArgAction::SetFalse, help = "Hide the progress bar (log lines instead)"))]
     pub progress: bool,
-    /// The loss of `--task embed` [default: by the training rows: MNRL without a label column,
-    /// online contrastive with labels 0 and 1, CoSENT with scores].
+    /// The loss of --task embed or rerank, by name or sentence-transformers' class name
+    /// [default: by the training rows. embed: mnrl without a label or score column,
+    /// online-contrastive with labels 0 and 1, cosent with scores; rerank: bce with labels,
+    /// lambda with ranked lists, else mnrl].
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub loss: Option<LossKind>,
-    /// The loss's scale (MNRL, CoSENT) [default: 20].
+    /// The loss's scale: the cosine's multiplier (embed: mnrl, symmetric-mnrl, cosent)
+    /// [default: 20], or the sigmoid's (rerank: mnrl) [default: 10].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub scale: Option<f64>,
-    /// The loss's margin (contrastive 0.5, triplet 5).
+    /// The loss's margin (contrastive and online-contrastive [default: 0.5], triplet [default: 5]).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub margin: Option<f64>,
-    /// Matryoshka: the loss again on each of these leading dimensions (`--task embed`).
+    /// Matryoshka embeddings (--task embed): the loss again on each of these leading
+    /// dimensions, renormalised, summed (`384,256,128,64`), so that `embed --dimensions N`
+    /// keeps working when truncated.
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub matryoshka_dims: Vec<usize>,
-    /// Pooling of a plain checkpoint's token states (`--task embed`) [default: mean; a
-    /// sentence-transformers directory's own].
+    /// Pooling of a plain checkpoint's token states for --task embed: mean, cls or max
+    /// [default: mean; a sentence-transformers directory keeps its own].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub pooling: Option<Pooling>,
-    /// Passages of the batch's other rows drawn as each query's negatives (`--task rerank`
-    /// with multiple negatives) [default: 4].
+    /// Passages of the batch's other rows drawn as each query's negatives (--task rerank
+    /// --loss mnrl) [default: 4].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub num_negatives: Option<usize>,
-    /// Texts embedded and back-propagated at a time by a cached loss (`--task embed`,
-    /// `cached-mnrl`, `cached-symmetric-mnrl`) [default: 32, sentence-transformers'].
+    /// Texts embedded and back-propagated at a time by a cached loss (--loss cached-mnrl or
+    /// cached-symmetric-mnrl: GradCache, a large --batch-size in a mini-batch's memory)
+    /// [default: 32].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub mini_batch_size: Option<usize>,
-    /// LambdaLoss's weighting of a pair (`--task rerank`, `--loss lambda`) [default:
-    /// NDCGLoss2PPScheme with mu 10, sentence-transformers'].
+    /// LambdaLoss's weighting of a pair of documents (--task rerank --loss lambda), by name or
+    /// sentence-transformers' class name [default: ndcg2pp].
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub lambda_weighting: Option<LambdaWeighting>,
-    /// LambdaLoss's and RankNet's `k`: only pairs with a document among the first `k` as the
-    /// model ranks them (`--task rerank`) [default: every pair].
+    /// LambdaLoss's and RankNet's k (--task rerank): only pairs with a document among the
+    /// first k as the model ranks them [default: every pair].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub lambda_k: Option<usize>,
-    /// LambdaLoss's and RankNet's `sigma`, the slope of the pairwise logistic (`--task rerank`)
+    /// LambdaLoss's and RankNet's sigma (--task rerank): the slope of the pairwise logistic
     /// [default: 1].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub sigma: Option<f64>,
-    /// ListMLE and PListMLE: each list's documents sorted by label before the likelihood of
-    /// their order, instead of taken as given, best first (sentence-transformers'
-    /// `respect_input_order=False`).
+    /// ListMLE and PListMLE (--task rerank): sort each list's documents by label before the
+    /// likelihood of their order, instead of taking them as given, best first
+    /// (sentence-transformers' respect_input_order=False).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub sort_by_label: bool,
+}
+
+/// [`FinetuneOptions::new`]'s values, which the flags show and take.
+#[cfg(feature = "cli")]
+fn defaults() -> FinetuneOptions {
+    FinetuneOptions::new("", "", "", "")
 }
 
 impl FinetuneOptions {

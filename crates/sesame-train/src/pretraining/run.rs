@@ -70,87 +70,163 @@ pub enum PackingKind {
 }
 
 /// A pre-training job: the corpus, the model, the optimisation and the run directory. Build it
-/// with [`PretrainOptions::new`] and change what differs from the defaults (the CLI's).
+/// with [`PretrainOptions::new`] and change what differs from the defaults (the CLI's). With
+/// the `cli` feature it is `cargo xtask train`'s flags (`clap::Args`), each default written
+/// once, in `new`.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct PretrainOptions {
-    /// The family's name: the run's default directory `runs/FAMILY` and its record.
+    /// Model family.
+    // Its `Family::NAME`, also the run's default directory `runs/FAMILY` and in its record. The
+    // command line's possible values are the families', set where it is built (xtask).
     pub family: String,
     /// Text file or directory of .txt files (documents separated by blank lines).
+    #[cfg_attr(feature = "cli", arg(long, default_value = "data/moby-dick.txt"))]
     pub corpus: PathBuf,
-    /// An existing tokenizer directory; trained on the corpus if absent.
+    /// Existing tokenizer directory (tokenizer.json or vocab.txt); trained on the corpus if absent.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub tokenizer: Option<PathBuf>,
-    /// Vocabulary size when training a tokenizer.
+    /// Vocabulary size when training a tokenizer (2000: on a corpus the size of the shipped
+    /// one, a small vocabulary leaves a tiny model more to learn from context in a few minutes).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().vocab_size, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1_000_000)))]
     pub vocab_size: usize,
-    /// Model size preset: tiny, mini, small or base [default: tiny].
+    /// Model size preset: tiny, mini, small or base [default: tiny; with --teacher, the
+    /// teacher's own shape with --student-layers].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub preset: Option<String>,
     /// A config.json to use instead of a preset.
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "preset"))]
     pub config: Option<PathBuf>,
     /// Continue pre-training this HF checkpoint (its config and tokenizer are used).
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["config", "tokenizer"], value_parser = crate::cli::model_dir))]
     pub init_from: Option<PathBuf>,
-    /// Distil this masked LM of the family (kept fixed) into a smaller student ([`pretrain_distilled`]).
+    /// Distil this masked LM (an HF checkpoint of the family, kept fixed) into a smaller
+    /// student, as DistilBERT was trained: masked LM on single sequences, the student learning
+    /// the teacher's distributions at the masked positions (`--alpha-soft`, at
+    /// `--temperature`), the tokens (`--alpha-hard`) and the teacher's last hidden states
+    /// (`--alpha-cos`). The student is the teacher's shape with `--student-layers` of its
+    /// layers (every other one by default), or a fresh `--preset` or `--config`; the
+    /// teacher's tokenizer is used. The default run directory is runs/FAMILY-distill.
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["init_from", "tokenizer", "objective"], value_parser = crate::cli::model_dir))]
     pub teacher: Option<PathBuf>,
-    /// The student of `teacher` and the weights of the loss's terms.
+    /// The student of `--teacher` and the weights of the loss's terms.
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub student: StudentOptions,
-    /// Optimizer steps [default: 4000 for the masked-LM families].
+    /// Optimizer steps [default: 4000, 2¾–4½ minutes of a tiny model on 2 CPU cores by
+    /// family; BART 1600, about 5 minutes: its loss covers every target token, both stacks].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::value_parser!(u64).range(1..)))]
     pub steps: Option<u64>,
-    /// Sequences per micro-batch.
+    /// Sequences per micro-batch (32 of the default 16 tokens; with `--grad-accum 4`, 2048
+    /// tokens a step).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().batch_size, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)))]
     pub batch_size: usize,
-    /// Maximum sequence length, special tokens included (at least 8).
+    /// Maximum sequence length (tokens, special tokens included; at least 8, so that a pair of
+    /// segments has room for words). The default 16 is for the few-minute main job: a tiny
+    /// model leaves the unigram plateau far sooner on short sequences (docs/guide/pre-training.md); raise
+    /// it, with `--batch-size`, for a model meant for longer inputs.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().seq_len, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8..=65_536)))]
     pub seq_len: usize,
-    /// Peak learning rate.
+    /// Peak learning rate (1e-3 suits the tiny model; lower it for larger ones).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().lr))]
     pub lr: f64,
-    /// Warm-up steps [default: 10% of the steps].
+    /// Warm-up steps (default: 10% of the steps).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub warmup: Option<u64>,
     /// Decay after warm-up.
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value = "linear"))]
     pub decay: Decay,
-    /// Micro-batches per optimizer step, gradients averaged.
+    /// Micro-batches per optimizer step, gradients averaged (4: small micro-batches run
+    /// faster per token on a CPU, and `--threads` of them at once).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().grad_accum, value_parser = clap::value_parser!(u64).range(1..)))]
     pub grad_accum: u64,
-    /// Micro-batches of a step trained at once on a CPU backend [default: its cores].
+    /// Micro-batches of a step trained at once on a CPU backend, each on its own thread
+    /// (default: the number of CPU cores on flex and ndarray, 1 on libtorch, whose operations
+    /// already use every core; at most `--grad-accum`). The numbers do not depend on it, only
+    /// the speed.
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)))]
     pub threads: Option<usize>,
     /// AdamW weight decay.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().weight_decay))]
     pub weight_decay: f64,
-    /// Global gradient-norm clip (0: off).
+    /// Global gradient-norm clip (0 = off).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().max_grad_norm))]
     pub max_grad_norm: f64,
-    /// The objective in place of the family's own, recorded in the run (the caller picks the
-    /// recipe type that trains it).
+    /// Pre-train with this objective instead of the family's own (masked-LM families): `span`
+    /// is SpanBERT's, `mlm` masked LM alone on single sequences. The default run directory is
+    /// then runs/FAMILY-OBJECTIVE.
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
     pub objective: Option<Objective>,
-    /// Masking strategy [default: the family's].
-    pub masking: Option<MaskingKind>,
-    /// Phrases to mask whole under phrase or ernie masking, one per line [default: the corpus's collocations].
-    pub phrases: Option<PathBuf>,
-    /// Entities to mask whole under entity or ernie masking, one surface form per line.
-    pub entities: Option<PathBuf>,
-    /// How packed families fill sequences [default: full sentences].
-    pub packing: Option<PackingKind>,
-    /// Static masking with N masks per example [default: dynamic].
-    pub static_masks: Option<u32>,
-    /// MASS's fragment, its share of each block's tokens, under [`Objective::Mass`] (BART)
-    /// [default: 0.5, the paper's].
+    /// MASS's fragment: its share of each block's tokens (--objective mass) [default: 0.5, the
+    /// paper's].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = crate::cli::fragment_share))]
     pub mass_fraction: Option<f64>,
-    /// BART's noise [default: BART's recipe].
+    /// Masking strategy (default: the family's: token for BERT and RoBERTa, ngram for ALBERT,
+    /// electra for ELECTRA, unilm for UniLM; span with --objective span). ERNIE's knowledge
+    /// masking: `phrase` masks whole phrases (--phrases, or the corpus's collocations),
+    /// `entity` whole entities (--entities), `ernie` words, then phrases, then entities, each a
+    /// third of the run.
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    pub masking: Option<MaskingKind>,
+    /// Phrases to mask whole under `--masking phrase|ernie`, one per line [default: the
+    /// corpus's collocations, pairs of words seen together more than chance allows
+    /// (word2phrase's score over 100, more than 5 times; two passes, up to 4 words)].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub phrases: Option<PathBuf>,
+    /// Entities to mask whole under `--masking entity|ernie`: one surface form per line, matched
+    /// on word boundaries as the tokenizer writes the words.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub entities: Option<PathBuf>,
+    /// How packed families (RoBERTa, ELECTRA) fill sequences (default: full).
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    pub packing: Option<PackingKind>,
+    /// Static masking with N masks per example, epoch e using mask e mod N (BERT's original
+    /// recipe, dupe_factor 10); default: dynamic, a new mask every time an example is seen.
+    #[cfg_attr(feature = "cli", arg(long, value_parser = clap::value_parser!(u32).range(1..)))]
+    pub static_masks: Option<u32>,
+    /// BART's noise, with fairseq's names and BART's recipe as defaults.
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub noise: NoiseOptions,
-    /// XLNet's permutation LM [default: the original's proportions].
+    /// XLNet's permutation-LM settings, with the original's names and proportions as defaults.
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub permutation: PermutationOptions,
-    /// Random seed: tokenizer, initial weights, batches, masks, dropout.
+    /// Random seed.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().seed))]
     pub seed: u64,
-    /// Fraction of documents held out for evaluation, in [0, 1) (at least one document).
+    /// Fraction of documents held out for evaluation (at least one document).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().held_out, value_parser = crate::cli::held_out_fraction))]
     pub held_out: f64,
     /// Log every N steps.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().log_every))]
     pub log_every: u64,
     /// Evaluate every N steps (0: only at the end).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().eval_every))]
     pub eval_every: u64,
     /// Checkpoint every N steps (0: only at the end).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = defaults().checkpoint_every))]
     pub checkpoint_every: u64,
-    /// Run directory [default: runs/FAMILY, runs/FAMILY-OBJECTIVE, runs/FAMILY-distill].
+    /// Run directory (checkpoints, metrics.jsonl, loss.svg, export/); default runs/FAMILY.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub out: Option<PathBuf>,
-    /// Continue the run in `out` from its latest checkpoint.
+    /// Continue the run in `--out` from its latest checkpoint.
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "overwrite"))]
     pub resume: bool,
-    /// Delete what `out` holds and start a new run there.
+    /// Delete what `--out` holds and start a new run there.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub overwrite: bool,
-    /// Stop after this step without a final checkpoint or export (simulates a kill).
+    /// Stop after this step without a final checkpoint or export (simulates a kill; for
+    /// testing resume).
+    #[cfg_attr(feature = "cli", arg(long, hide = true))]
     pub stop_after: Option<u64>,
-    /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines.
+    /// Draw a progress bar on a terminal (with the `cli` feature) instead of log lines
+    /// [`PretrainOptions::new`: no; the command line: unless `--quiet`].
+    #[cfg_attr(feature = "cli", arg(long = "quiet", action = clap::ArgAction::SetFalse, help = "Hide the progress bar (log lines instead)"))]
     pub progress: bool,
+}
+
+/// [`PretrainOptions::new`]'s values, which the flags show and take.
+#[cfg(feature = "cli")]
+fn defaults() -> PretrainOptions {
+    PretrainOptions::new("bert", "")
 }
 
 impl PretrainOptions {
