@@ -1803,7 +1803,8 @@ def make_embedding():
 def make_rerank_losses():
     """fixtures/embedding/rerank_losses.json: sentence-transformers' listwise cross-encoder losses
     (ListNetLoss, ListMLELoss, PListMLELoss, each also sorting by label, LambdaLoss with each
-    weighting scheme, RankNetLoss)
+    weighting scheme, RankNetLoss; ListNet, ListMLE and LambdaLoss also with a sigmoid
+    activation_fn)
     on fixed logits of lists of different lengths, with ties among the labels and labels of 0
     to 3, and the gradient of every logit. The losses run their own forward: a stand-in for the
     CrossEncoder gives each (query, document) pair the logit its document names."""
@@ -1857,6 +1858,9 @@ def make_rerank_losses():
         case("lambda_lambdarank", lambda m: ce_losses.LambdaLoss(m, weighting_scheme=ce_losses.LambdaRankScheme())),
         case("lambda_k3_sigma2", lambda m: ce_losses.LambdaLoss(m, k=3, sigma=2.0)),
         case("ranknet", ce_losses.RankNetLoss),
+        case("listnet_sigmoid", lambda m: ce_losses.ListNetLoss(m, activation_fn=torch.nn.Sigmoid())),
+        case("listmle_sigmoid", lambda m: ce_losses.ListMLELoss(m, activation_fn=torch.nn.Sigmoid())),
+        case("lambda_sigmoid", lambda m: ce_losses.LambdaLoss(m, activation_fn=torch.nn.Sigmoid())),
     ]
     out = OUT / "embedding"
     out.mkdir(parents=True, exist_ok=True)

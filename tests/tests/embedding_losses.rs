@@ -93,10 +93,11 @@ fn a_loss_that_does_not_fit_the_columns_or_labels_is_refused_by_name() {
 
 /// sentence-transformers' listwise cross-encoder losses on fixed logits of five lists of 1 to 7
 /// documents (`fixtures/embedding/rerank_losses.json`, written by `scripts/make_fixtures.py
-/// --only rerank`): the loss and the gradient of every logit, on every compiled backend.
+/// --only rerank`), some through a sigmoid first (`activation_fn`): the loss and the gradient of
+/// every logit, on every compiled backend.
 #[test]
 fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
-    use sesame_train::finetune::{LambdaWeighting, ListwiseLoss};
+    use sesame_train::finetune::{LambdaWeighting, Listwise, ListwiseLoss, ScoreActivation};
     let path = fixtures_dir().join("embedding/rerank_losses.json");
     let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("fixtures/embedding/rerank_losses.json")).expect("JSON");
     let labels: Vec<Vec<f32>> = serde_json::from_value(reference["labels"].clone()).unwrap();
@@ -107,7 +108,11 @@ fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
         let device = device.autodiff();
         for case in reference["cases"].as_array().unwrap() {
             let name = case["name"].as_str().unwrap();
-            let loss = match name {
+            let (base, activation) = match name.strip_suffix("_sigmoid") {
+                Some(base) => (base, ScoreActivation::Sigmoid),
+                None => (name, ScoreActivation::Identity),
+            };
+            let loss = match base {
                 "listnet" => ListwiseLoss::ListNet,
                 "listmle" => ListwiseLoss::ListMle { weighted: false, respect_input_order: true },
                 "plistmle" => ListwiseLoss::ListMle { weighted: true, respect_input_order: true },
@@ -121,6 +126,7 @@ fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
                 "ranknet" => ListwiseLoss::rank_net(),
                 other => panic!("no loss for case {other}"),
             };
+            let loss = Listwise { loss, activation };
             let x = Tensor::<1>::from_data(TensorData::new(logits.clone(), [logits.len()]), &device).require_grad();
             let value = loss.loss(x.clone(), &labels);
             let ours = f64::from(value.clone().into_scalar::<f32>());
@@ -135,5 +141,5 @@ fn every_listwise_reranker_loss_and_its_gradient_equal_sentence_transformers() {
             seen += 1;
         }
     }
-    assert!(seen >= 11, "{seen} cases");
+    assert!(seen >= 14, "{seen} cases");
 }

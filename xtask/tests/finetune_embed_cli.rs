@@ -372,8 +372,8 @@ fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses_a
     assert_eq!(report["loss_function"], "RankNetLoss", "{report}");
     let refused = run("refused", &["--loss", "bce", "--steps", "1"]).unwrap_err();
     assert!(refused.trim().ends_with(&format!("{train}: BinaryCrossEntropyLoss takes (query, passage) rows, not lists (the listwise losses take them: --loss listnet, listmle, plistmle, lambda or ranknet)")), "{refused}");
-    // --sigma and --lambda-k reach LambdaLoss: its loss on the first batch, before any update,
-    // changes with each.
+    // --sigma, --lambda-k and --activation-fn reach LambdaLoss: its loss on the first batch,
+    // before any update, changes with each.
     let first_loss = |name: &str, extra: &[&str]| -> f64 {
         run(name, &[&["--loss", "lambda", "--steps", "1", "--eval-every", "1"][..], extra].concat()).unwrap();
         let log = std::fs::read_to_string(dir.join(name).join("run/metrics.jsonl")).unwrap();
@@ -382,6 +382,10 @@ fn a_cross_encoder_learns_to_rerank_from_ranked_lists_with_the_listwise_losses_a
     };
     let (plain, sigma, k) = (first_loss("lambda-plain", &[]), first_loss("lambda-sigma", &["--sigma", "2"]), first_loss("lambda-k", &["--lambda-k", "1"]));
     assert!(plain != sigma && plain != k && sigma != k, "first losses: plain {plain}, --sigma 2 {sigma}, --lambda-k 1 {k}");
+    let sigmoid = first_loss("lambda-sigmoid", &["--activation-fn", "Sigmoid"]);
+    assert!(sigmoid != plain, "first losses: plain {plain}, --activation-fn Sigmoid {sigmoid}");
+    let refused = run("refused-activation", &["--loss", "bce", "--activation-fn", "sigmoid", "--steps", "1"]).unwrap_err();
+    assert!(refused.trim().ends_with("--activation-fn: BinaryCrossEntropyLoss takes the logits as they are (the listwise losses take an activation)"), "{refused}");
     // Lists whose relevant passage may be anywhere: ListMLE reads them as ranked best first, so
     // it learns only once --sort-by-label orders them by label.
     let (train, eval) = (lists_where("bible-train.jsonl", 64, "anywhere-train.jsonl", true), lists_where("bible-eval.jsonl", 24, "anywhere-eval.jsonl", true));

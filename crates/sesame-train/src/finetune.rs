@@ -35,7 +35,7 @@ mod tagging;
 pub use early_exit::{exit_curve, freeze_all_but_exits, EarlyExitDistillation, ExitPoint};
 pub use embedding::{check_loss, check_rows, corpus_scores, no_duplicate_batches, RowsNeeded, Embedding, EmbeddingBatch, EmbeddingObjective, EmbeddingTraining, Evaluation, RetrievalCorpus, TextSet};
 pub use run::{finetune, save_model, ColumnNames, FeatureLayer, FinetuneOptions, FinetuneTask, Finetuned, Init};
-pub use listwise::{LambdaWeighting, ListwiseLoss};
+pub use listwise::{LambdaWeighting, Listwise, ListwiseLoss, ScoreActivation};
 pub use rerank::{Candidates, RerankBatch, RerankLoss, RerankRows, RerankTarget, RerankTraining, RERANK_METRICS};
 pub use qa::{QaBatch, QaSet, QaWindow, QuestionAnswering, QA_METRICS};
 pub use tagging::{TaggedSet, TaggedWindow, TaggingBatch, TokenClassification, ENTITY_METRICS, WORD_METRICS};

@@ -10,12 +10,15 @@
 //!   `NDCGLoss2PPScheme` by default).
 //! - `RankNetLoss`: `LambdaLoss` with every pair weighted 1.
 //!
+//! Each takes the logits through an activation first ([`ScoreActivation`]: sentence-transformers'
+//! `activation_fn`, the identity by default); [`Listwise`] is a loss with its activation.
+//!
 //! Only the logits carry a gradient; what follows from the labels and from the order of the
 //! logits (LambdaLoss's ranks) is computed on the host and enters as constants, as in
 //! sentence-transformers, where the sort and the masks carry none.
 
 use burn::prelude::*;
-use burn::tensor::activation::{log_sigmoid, log_softmax};
+use burn::tensor::activation::{log_sigmoid, log_softmax, sigmoid};
 
 /// How `LambdaLoss` weights a pair of documents (sentence-transformers' weighting schemes).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +68,59 @@ impl clap::ValueEnum for LambdaWeighting {
             Self::None => ("none", "NoWeightingScheme"),
         };
         Some(clap::builder::PossibleValue::new(name).alias(class))
+    }
+}
+
+/// What a listwise loss applies to the logits before comparing them with the labels
+/// (sentence-transformers' `activation_fn`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum ScoreActivation {
+    /// The logits as they are (`torch.nn.Identity`, the default).
+    #[default]
+    #[cfg_attr(feature = "cli", value(alias = "Identity"))]
+    Identity,
+    /// Their sigmoid (`torch.nn.Sigmoid`): scores in (0, 1).
+    #[cfg_attr(feature = "cli", value(alias = "Sigmoid"))]
+    Sigmoid,
+}
+
+impl ScoreActivation {
+    /// `logits` `[n]` through the activation.
+    pub fn apply(self, logits: Tensor<1>) -> Tensor<1> {
+        match self {
+            Self::Identity => logits,
+            Self::Sigmoid => sigmoid(logits),
+        }
+    }
+}
+
+/// A listwise loss on the logits through `activation`, as sentence-transformers' losses take
+/// their `activation_fn`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Listwise {
+    /// The loss.
+    pub loss: ListwiseLoss,
+    /// What it applies to the logits first.
+    pub activation: ScoreActivation,
+}
+
+impl Listwise {
+    /// sentence-transformers' class name.
+    pub fn name(&self) -> &'static str {
+        self.loss.name()
+    }
+
+    /// The loss `[1]` of `logits` `[documents]` through the activation ([`ListwiseLoss::loss`]).
+    pub fn loss(&self, logits: Tensor<1>, labels: &[Vec<f32>]) -> Tensor<1> {
+        self.loss.loss(self.activation.apply(logits), labels)
+    }
+}
+
+impl From<ListwiseLoss> for Listwise {
+    /// The loss on the logits as they are.
+    fn from(loss: ListwiseLoss) -> Self {
+        Self { loss, activation: ScoreActivation::Identity }
     }
 }
 

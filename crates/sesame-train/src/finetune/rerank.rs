@@ -6,7 +6,8 @@
 //! - `MultipleNegativesRankingLoss` on (query, positive[, negative…]) rows: each query's positive
 //!   against `num_negatives` passages drawn from the batch's other rows and its own negatives,
 //!   cross-entropy of `scale · sigmoid(logit)` with the positive first;
-//! - the listwise losses ([`ListwiseLoss`]: ListNet, ListMLE, PListMLE, LambdaLoss, RankNet)
+//! - the listwise losses ([`ListwiseLoss`](super::ListwiseLoss): ListNet, ListMLE, PListMLE, LambdaLoss, RankNet,
+//!   on the logits through an activation: [`Listwise`])
 //!   on (query, docs, labels) lists, a batch being `batch_size` queries with all their documents.
 //!
 //! The held-out rows are reranked as its `CrossEncoderRerankingEvaluator` does: each query's
@@ -28,7 +29,7 @@ use sesame_text::text_rows::{RankedLists, TextRows};
 use sesame_text::{mix_seeds, EncodedText, Tokenizer, TokenizerError};
 
 use super::embedding::{cosine, token_counts, RowBatches};
-use super::listwise::ListwiseLoss;
+use super::listwise::Listwise;
 use super::padded_input;
 use crate::{StepOutput, TrainTask};
 
@@ -45,7 +46,7 @@ pub enum RerankLoss {
         scale: f64,
     },
     /// A listwise loss over each query's ranked documents.
-    Listwise(ListwiseLoss),
+    Listwise(Listwise),
 }
 
 impl RerankLoss {
@@ -202,7 +203,7 @@ pub enum RerankTarget {
         /// Each list's labels.
         labels: Vec<Vec<f32>>,
         /// The loss.
-        loss: ListwiseLoss,
+        loss: Listwise,
     },
 }
 

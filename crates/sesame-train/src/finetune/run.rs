@@ -31,7 +31,7 @@ use sesame_text::labelled::{self, Columns, ProblemType, Target};
 use sesame_text::tagged::{self, TagFields};
 use sesame_text::{Tokenizer, TokenizerConfig};
 
-use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, LambdaWeighting, ListwiseLoss, RerankLoss, RerankRows, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
+use super::{check_loss, check_rows, Candidates, RetrievalCorpus, RowsNeeded, Embedding, EmbeddingObjective, EmbeddingTraining, LambdaWeighting, Listwise, ListwiseLoss, RerankLoss, ScoreActivation, RerankRows, RerankTraining, RERANK_METRICS, TextSet, layer_lr_decay, metric_names, Batching, EarlyExitDistillation, LabelledSet, QaSet, QuestionAnswering, SequenceClassification, TaggedSet, TokenClassification, ENTITY_METRICS, QA_METRICS, WORD_METRICS};
 use crate::embedding_losses::{LossKind, Matryoshka};
 use crate::{TrainConfig, TrainTask, Trainer};
 
@@ -295,6 +295,11 @@ pub struct FinetuneOptions {
     /// (sentence-transformers' respect_input_order=False).
     #[cfg_attr(feature = "cli", arg(long))]
     pub sort_by_label: bool,
+    /// What the listwise losses (--task rerank) apply to the logits first, by name or
+    /// sentence-transformers' class name: identity or sigmoid (their activation_fn)
+    /// [default: identity].
+    #[cfg_attr(feature = "cli", arg(long, value_enum))]
+    pub activation_fn: Option<ScoreActivation>,
 }
 
 /// [`FinetuneOptions::new`]'s values, which the flags show and take.
@@ -352,6 +357,7 @@ impl FinetuneOptions {
             lambda_k: None,
             sigma: None,
             sort_by_label: false,
+            activation_fn: None,
         }
     }
 
@@ -403,6 +409,7 @@ impl FinetuneOptions {
                 (self.lambda_k.is_some(), "--lambda-k"),
                 (self.sigma.is_some(), "--sigma"),
                 (self.sort_by_label, "--sort-by-label"),
+                (self.activation_fn.is_some(), "--activation-fn"),
             ],
         )?;
         if self.lambda_weighting.is_some() && self.loss != Some(LossKind::Lambda) {
@@ -883,7 +890,7 @@ fn finetune_rerank<M: TaskModel<Output = ClassifierLayers>>(job: &FinetuneOption
     let kind = job.loss.unwrap_or(default);
     let listwise = |loss: ListwiseLoss| match job.scale {
         Some(_) => Err(format!("--scale: {} has no scale (the multiple-negatives loss has)", loss.name())),
-        None => Ok(RerankLoss::Listwise(loss)),
+        None => Ok(RerankLoss::Listwise(Listwise { loss, activation: job.activation_fn.unwrap_or_default() })),
     };
     let loss = match kind {
         LossKind::Bce if job.scale.is_some() => return Err("--scale: BinaryCrossEntropyLoss has no scale (the multiple-negatives loss has)".into()),
@@ -898,10 +905,13 @@ fn finetune_rerank<M: TaskModel<Output = ClassifierLayers>>(job: &FinetuneOption
         }
         other => return Err(format!("--loss {other:?}: --task rerank trains with bce, mnrl, listnet, listmle, plistmle, lambda or ranknet").to_lowercase()),
     };
-    if (job.lambda_k.is_some() || job.sigma.is_some()) && !matches!(loss, RerankLoss::Listwise(ListwiseLoss::Lambda { .. })) {
+    if (job.lambda_k.is_some() || job.sigma.is_some()) && !matches!(loss, RerankLoss::Listwise(Listwise { loss: ListwiseLoss::Lambda { .. }, .. })) {
         return Err(format!("--lambda-k, --sigma: {} has neither (LambdaLoss and RankNetLoss have)", loss.name()));
     }
-    if job.sort_by_label && !matches!(loss, RerankLoss::Listwise(ListwiseLoss::ListMle { .. })) {
+    if job.activation_fn.is_some() && !matches!(loss, RerankLoss::Listwise(_)) {
+        return Err(format!("--activation-fn: {} takes the logits as they are (the listwise losses take an activation)", loss.name()));
+    }
+    if job.sort_by_label && !matches!(loss, RerankLoss::Listwise(Listwise { loss: ListwiseLoss::ListMle { .. }, .. })) {
         return Err(format!("--sort-by-label: {} reads no order (ListMLELoss and PListMLELoss do)", loss.name()));
     }
     if job.num_negatives.is_some() && !matches!(loss, RerankLoss::MultipleNegativesRanking { .. }) {

@@ -288,6 +288,9 @@ impl PretrainOptions {
 
     /// The options a run cannot start with, as one line naming the option.
     pub fn check(&self) -> Result<(), String> {
+        if self.teacher.is_none() && self.student.any() {
+            return Err("--student-layers, --alpha-*, --temperature and --layer-map are for distillation: give the teacher with --teacher".into());
+        }
         for (value, flag) in [(self.batch_size as u64, "--batch-size"), (self.grad_accum, "--grad-accum"), (self.vocab_size as u64, "--vocab-size"), (self.log_every, "--log-every")] {
             if value == 0 {
                 return Err(format!("{flag} 0: must be at least 1"));
@@ -863,7 +866,8 @@ mod tests {
     fn options_a_run_cannot_start_with_get_one_line_naming_the_option() {
         let base = PretrainOptions::new("bert", "data/moby-dick.txt");
         assert_eq!(base.check(), Ok(()));
-        let cases: [(fn(&mut PretrainOptions), &str); 6] = [
+        let cases: [(fn(&mut PretrainOptions), &str); 7] = [
+            (|o| o.student.alpha_soft = Some(1.0), "--student-layers, --alpha-*"),
             (|o| o.batch_size = 0, "--batch-size 0"),
             (|o| o.log_every = 0, "--log-every 0"),
             (|o| o.steps = Some(0), "--steps 0"),
