@@ -27,7 +27,7 @@ use crate::{Metric, StepOutput, TrainTask};
 
 pub mod families;
 pub mod run;
-pub use families::{export_masked_lm, pretrain_masked_lm, LossOn, MaskLengthKind, NoiseOptions, PermutationOptions, Pretrain};
+pub use families::{export_masked_lm, pretrain_masked_lm, refuse_other_corruptions, Corruption, LossOn, MaskLengthKind, NoiseOptions, PermutationOptions, Pretrain};
 pub use run::{pretrain, pretrain_distilled, Objective, PackingKind, PretrainOptions, Pretrained};
 
 /// Why pre-training data could not be built.

@@ -29,8 +29,8 @@ use sesame_text::{
     NoiseVocab, Tokenizer, TokenizerError, TokenizerKind,
 };
 use sesame_layers::{HfConfig, PretrainedModel};
-use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer, RunSpec};
-use sesame_train::pretraining::{read_back, DataError, LossOn, Objective, PretrainOptions, Pretrained};
+use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, run_model, run_tokenizer, RunSpec};
+use sesame_train::pretraining::{read_back, refuse_other_corruptions, Corruption, DataError, LossOn, Objective, PretrainOptions, Pretrained};
 use sesame_train::{Metric, StepOutput, TrainTask};
 
 use crate::{BartConfig, BartForConditionalGeneration};
@@ -385,10 +385,7 @@ pub fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, Str
     let job = &job.resolved()?;
     job.check()?;
     let instead = "BART's noise is set by --mask, --mask-length, --permute-sentences, …";
-    refuse_masked_lm_flags(job, instead)?;
-    if job.permutation.given() {
-        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {instead}"));
-    }
+    refuse_other_corruptions(job, Corruption::Noise, instead)?;
     if job.teacher.is_some() {
         return Err(format!("--teacher distils a masked LM; {instead}"));
     }

@@ -34,8 +34,8 @@ use sesame_layers::loss::{per_token_cross_entropy, IGNORE_INDEX};
 use sesame_layers::OutputOptions;
 use sesame_text::{mix_seeds, tokenize_documents, unigram_nll, Corpus, Tokenizer, TokenizerError, TokenizerKind};
 use sesame_layers::{HfConfig, PretrainedModel};
-use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, refuse_masked_lm_flags, run_model, run_tokenizer, RunSpec};
-use sesame_train::pretraining::{read_back, DataError, PermutationOptions, PretrainOptions, Pretrained};
+use sesame_train::pretraining::run::{corpus_err, err, fit_and_export, open_run, preset_model, read_corpus, run_model, run_tokenizer, RunSpec};
+use sesame_train::pretraining::{read_back, refuse_other_corruptions, Corruption, DataError, PermutationOptions, PretrainOptions, Pretrained};
 use sesame_train::{BoxError, CarriedState, Metric, StepOutput, TrainTask};
 
 use crate::config::XlnetConfig;
@@ -805,13 +805,7 @@ pub fn pretrain(job: &PretrainOptions, device: Device) -> Result<Pretrained, Str
     let job = &job.resolved()?;
     job.check()?;
     let instead = "XLNet's permutation LM is set by --reuse-len, --num-predict, --perm-size, …";
-    refuse_masked_lm_flags(job, instead)?;
-    if let Some(flag) = job.noise.given() {
-        return Err(format!("{flag} is one of BART's noise settings; {instead}"));
-    }
-    if job.mass_fraction.is_some() {
-        return Err(format!("--mass-fraction is for bart's --objective mass; {instead}"));
-    }
+    refuse_other_corruptions(job, Corruption::Permutation, instead)?;
     if let Some(objective) = job.objective {
         return Err(format!("--objective {}: XLNet trains with its permutation LM", objective.name()));
     }

@@ -117,13 +117,6 @@ impl Listwise {
     }
 }
 
-impl From<ListwiseLoss> for Listwise {
-    /// The loss on the logits as they are.
-    fn from(loss: ListwiseLoss) -> Self {
-        Self { loss, activation: ScoreActivation::Identity }
-    }
-}
-
 /// A listwise loss and its settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ListwiseLoss {

@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use sesame_layers::{Backbone, Family, PretrainedModel};
 use sesame_text::{DenoisingConfig, MaskLength};
 
-use super::run::{export_distilled, export_model, pretrain, pretrain_distilled, ExportFn, Objective, PretrainOptions, Pretrained, RunSpec};
+use super::run::{export_distilled, export_model, pretrain, pretrain_distilled, refuse_masked_lm_flags, ExportFn, Objective, PretrainOptions, Pretrained, RunSpec};
 use super::{PretrainingFamily, SingleSequenceRecipe, SpanBoundaryRecipe};
 
 /// A family's pre-training: its own objective, the others it takes (`job.objective`), and the
@@ -68,16 +68,33 @@ where
     }
 }
 
-/// Refuse BART's and XLNet's settings for `family`, which masks ([`PretrainOptions::masking`]).
-pub fn refuse_other_corruptions(job: &PretrainOptions, family: &str) -> Result<(), String> {
-    if let Some(flag) = job.noise.given() {
-        return Err(format!("{flag} is one of BART's noise settings; {family} masks with --masking"));
+/// The settings a family's runs read beside the shared ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Corruption {
+    /// The masked-LM families' masking (`--masking`, `--phrases`, `--packing`, …).
+    Masking,
+    /// BART's noise ([`NoiseOptions`]) and MASS's fragment (`mass_fraction`).
+    Noise,
+    /// XLNet's permutation LM ([`PermutationOptions`]).
+    Permutation,
+}
+
+/// Refuse the settings of every corruption but `reads`, naming the first one given; each
+/// message ends with `instead`, what the family reads.
+pub fn refuse_other_corruptions(job: &PretrainOptions, reads: Corruption, instead: &str) -> Result<(), String> {
+    if reads != Corruption::Masking {
+        refuse_masked_lm_flags(job, instead)?;
     }
-    if job.permutation.given() {
-        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {family} masks with --masking"));
+    if reads != Corruption::Noise {
+        if let Some(flag) = job.noise.given() {
+            return Err(format!("{flag} is one of BART's noise settings; {instead}"));
+        }
     }
-    if job.mass_fraction.is_some() {
-        return Err(format!("--mass-fraction is for bart's --objective mass; {family} masks with --masking"));
+    if reads != Corruption::Permutation && job.permutation.given() {
+        return Err(format!("--reuse-len, --num-predict, --perm-size, … set XLNet's permutation LM; {instead}"));
+    }
+    if reads != Corruption::Noise && job.mass_fraction.is_some() {
+        return Err(format!("--mass-fraction is for bart's --objective mass; {instead}"));
     }
     Ok(())
 }

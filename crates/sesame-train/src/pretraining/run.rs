@@ -27,7 +27,7 @@ use sesame_layers::fs::write_atomic;
 use sesame_layers::{ForMaskedLM, Backbone, HfConfig, LinearConfig, PretrainedModel};
 use sesame_text::{find_phrases, tokenize_documents, Corpus, Lexicon, Packing, PhraseConfig, Segment, Tokenizer, TokenizerConfig, TokenizerKind, WordText};
 
-use super::families::{refuse_other_corruptions, NoiseOptions, PermutationOptions};
+use super::families::{refuse_other_corruptions, Corruption, NoiseOptions, PermutationOptions};
 use super::{Knowledge, Layout, Masking, MaskingKind, Pretraining, PretrainingFamily, PretrainingModel, SingleSequenceRecipe};
 use crate::distill::{Distilled, MaskedLmDistillation, StudentOptions};
 use crate::{Decay, TrainConfig, Trainer};
@@ -591,7 +591,7 @@ where
 pub fn pretrain<F: PretrainingFamily>(job: &PretrainOptions, device: burn::tensor::Device) -> Result<Pretrained, String> {
     let job = &job.resolved()?;
     job.check()?;
-    refuse_other_corruptions(job, F::NAME)?;
+    refuse_other_corruptions(job, Corruption::Masking, &format!("{} masks with --masking", F::NAME))?;
     let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
     let layout = layout::<F>(job)?;
@@ -696,7 +696,7 @@ where
 {
     let job = &job.resolved()?;
     job.check()?;
-    refuse_other_corruptions(job, F::NAME)?;
+    refuse_other_corruptions(job, Corruption::Masking, &format!("{} masks with --masking", F::NAME))?;
     let teacher_dir = job.teacher.as_ref().ok_or("distillation needs the teacher: --teacher DIR")?;
     let masking = job.masking.map(Masking::from).unwrap_or_else(F::masking);
     let steps = job.steps.unwrap_or(MASKED_LM_STEPS);
