@@ -3,7 +3,9 @@
 //! appends a dummy token that no position may see and predicts it through the query stream
 //! (`perm_mask`, `target_mapping`); after the prompt, each step feeds the last two tokens (the
 //! one before is run again, now seeing the new one) and the memory less its last two positions.
-//! The cost of a step is three positions against the memory, whatever the length.
+//! The memory is kept as each layer's keys and values, and the relative positions as each
+//! layer's position keys, so a step projects its three positions and the one new position,
+//! whatever the length (transformers projects the whole memory and every position again).
 
 use burn::prelude::*;
 use sesame_layers::attention::row_index;
@@ -12,36 +14,32 @@ use sesame_layers::{InputLimits, OutputOptions, PretrainedModel};
 
 use crate::config::XlnetConfig;
 use crate::heads::XlnetLmHeadModel;
-use crate::model::XlnetInput;
+use crate::model::{ProjectedMemory, XlnetInput};
 
 /// The positions a step feeds again (transformers' `offset`).
 const OFFSET: usize = 2;
 
-/// What generation keeps between steps: each layer's memory `[rows, mem, d]` and each row's
-/// last token `[rows, 1]`.
+/// What generation keeps between steps: the memory, projected, and each row's last token
+/// `[rows, 1]`.
 #[derive(Clone, Debug, Default)]
 pub struct XlnetCache {
-    mems: Option<Vec<Tensor<3>>>,
+    memory: ProjectedMemory,
     last: Option<Tensor<2, Int>>,
 }
 
 impl XlnetLmHeadModel {
-    /// Logits `[rows, 1, vocab]` of the token after `ids` `[rows, n]`, predicted as a dummy
-    /// token appended to them, after memory `mems`; the new memory when `use_mems`.
-    fn predict_next(&self, ids: Tensor<2, Int>, mems: Option<Vec<Tensor<3>>>, use_mems: bool) -> (Tensor<3>, Option<Vec<Tensor<3>>>) {
+    /// `ids` `[rows, n]` followed by a dummy token that nobody sees and that the query stream
+    /// alone predicts.
+    fn next_token_input(ids: Tensor<2, Int>) -> XlnetInput {
         let device = ids.device();
         let [b, n] = ids.dims();
         let len = n + 1;
         let ids = Tensor::cat(vec![ids, Tensor::zeros([b, 1], &device)], 1);
-        // Nobody sees the dummy token; the query stream predicts it alone.
         let last_column = Tensor::<1>::from_data(TensorData::new((0..len).map(|j| if j + 1 == len { 1.0f32 } else { 0.0 }).collect::<Vec<_>>(), [len]), &device);
         let mut input = XlnetInput::new(ids);
         input.perm_mask = Some(last_column.clone().reshape([1, 1, len]).expand([b, len, len]));
         input.target_mapping = Some(last_column.reshape([1, 1, len]).expand([b, 1, len]));
-        input.mems = mems;
-        input.use_mems = Some(use_mems);
-        let out = self.forward(input, None, OutputOptions::default());
-        (out.logits, out.transformer.mems)
+        input
     }
 }
 
@@ -61,36 +59,25 @@ impl LanguageModel for XlnetLmHeadModel {
     /// The step after the cache's tokens (the prompt at first).
     fn decode(&self, ids: Tensor<2, Int>, cache: XlnetCache) -> (Tensor<3>, XlnetCache) {
         let [b, n] = ids.dims();
-        let (fed, mems) = match (cache.last, cache.mems) {
-            (Some(last), Some(mems)) => {
-                let mems: Vec<Tensor<3>> = mems
-                    .into_iter()
-                    .map(|m| {
-                        let [b, m_len, d] = m.dims();
-                        m.slice([0..b, 0..m_len.saturating_sub(OFFSET), 0..d])
-                    })
-                    .collect();
-                let mems = (mems.first().is_some_and(|m| m.dims()[1] > 0)).then_some(mems);
-                (Tensor::cat(vec![last, ids.clone()], 1), mems)
-            }
-            _ => (ids.clone(), None),
+        let (fed, memory) = match cache.last {
+            Some(last) => (Tensor::cat(vec![last, ids.clone()], 1), cache.memory.drop_last(OFFSET)),
+            None => (ids.clone(), cache.memory),
         };
-        let (logits, mems) = self.predict_next(fed, mems, true);
-        let last = ids.slice([0..b, n - 1..n]);
-        (logits, XlnetCache { mems, last: Some(last) })
+        let (out, memory) = self.transformer.forward_projected(Self::next_token_input(fed), memory, OutputOptions::default());
+        let logits = self.vocabulary_logits(out.last_hidden_state);
+        (logits, XlnetCache { memory, last: Some(ids.slice([0..b, n - 1..n])) })
     }
 
     /// Every token of `ids` run again from nothing, the whole sequence seeing itself (not
     /// transformers' path).
     fn logits(&self, _source: (), ids: Tensor<2, Int>) -> Tensor<3> {
-        self.predict_next(ids, None, false).0
+        let mut input = Self::next_token_input(ids);
+        input.use_mems = Some(false);
+        self.forward(input, None, OutputOptions::default()).logits
     }
 
     fn select_cache_rows(&self, cache: XlnetCache, rows: &[usize]) -> XlnetCache {
         let index = row_index(rows, &self.transformer.device());
-        XlnetCache {
-            mems: cache.mems.map(|mems| mems.into_iter().map(|m| m.select(0, index.clone())).collect()),
-            last: cache.last.map(|l| l.select(0, index.clone())),
-        }
+        XlnetCache { memory: cache.memory.select(index.clone()), last: cache.last.map(|l| l.select(0, index)) }
     }
 }

@@ -59,13 +59,20 @@ impl XlnetLmHeadModel {
     /// mean cross-entropy, as HF.
     pub fn forward(&self, input: XlnetInput, labels: Option<Tensor<2, Int>>, options: OutputOptions) -> XlnetLmHeadOutput {
         let out = self.transformer.forward(input, options);
+        let logits = self.vocabulary_logits(out.last_hidden_state.clone());
+        let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
+        XlnetLmHeadOutput { logits, loss, transformer: out }
+    }
+}
+
+impl XlnetLmHeadModel {
+    /// Vocabulary logits `[batch, positions, vocab]` of final states `[batch, positions, d]`.
+    pub(crate) fn vocabulary_logits(&self, hidden: Tensor<3>) -> Tensor<3> {
         let weight = match &self.lm_loss.weight {
             Some(w) => w.val(),
             None => self.transformer.word_embeddings(),
         };
-        let logits = tied_logits(out.last_hidden_state.clone(), weight, self.lm_loss.bias.val());
-        let loss = labels.map(|l| per_token_cross_entropy(logits.clone(), l));
-        XlnetLmHeadOutput { logits, loss, transformer: out }
+        tied_logits(hidden, weight, self.lm_loss.bias.val())
     }
 }
 

@@ -170,8 +170,6 @@ struct AttentionContext {
     mask_h: Option<Tensor<4>>,
     /// Query-stream mask `[batch, 1, q, k]`, `1e30` where masked.
     mask_g: Option<Tensor<4>>,
-    /// Relative position encodings `[batch, positions, d]`.
-    pos_emb: Tensor<3>,
     /// 1 where query and key lie in different segments `[batch, 1, q, k]`.
     seg_mat: Option<Tensor<4>>,
     /// `[batch, 1, num_predict, seq]`.
@@ -310,16 +308,16 @@ impl RelativeAttention {
         self.layer_norm.forward(self.dropout.forward(out) + residual)
     }
 
-    /// One layer's attention over the memory and the content stream: the new content stream,
-    /// the new query stream (when there is one) and the probabilities of each when asked.
-    fn forward(&self, h: Tensor<3>, g: Option<Tensor<3>>, mem: Option<Tensor<3>>, ctx: &AttentionContext) -> (Tensor<3>, Option<Tensor<3>>, (Option<Tensor<4>>, Option<Tensor<4>>)) {
-        let cat = match mem {
-            Some(mem) => Tensor::cat(vec![mem, h.clone()], 1),
-            None => h.clone(),
-        };
-        let k_head_h = Self::heads(cat.clone(), &self.k);
-        let v_head_h = Self::heads(cat, &self.v);
-        let k_head_r = Self::heads(ctx.pos_emb.clone(), &self.r);
+    /// The keys and values `[batch, heads, len, d_head]` of states `x` `[batch, len, d]`.
+    fn keys_values(&self, x: Tensor<3>) -> (Tensor<4>, Tensor<4>) {
+        (Self::heads(x.clone(), &self.k), Self::heads(x, &self.v))
+    }
+
+    /// One layer's attention of the content stream `h` and the query stream `g` over keys and
+    /// values `[batch, heads, mem + q, d_head]` (the memory's, then `h`'s) and the position
+    /// keys `[batch, heads, positions, d_head]`: the new content stream, the new query stream
+    /// (when there is one) and the probabilities of each when asked.
+    fn forward(&self, h: Tensor<3>, g: Option<Tensor<3>>, [k_head_h, v_head_h, k_head_r]: [Tensor<4>; 3], ctx: &AttentionContext) -> (Tensor<3>, Option<Tensor<3>>, (Option<Tensor<4>>, Option<Tensor<4>>)) {
         let q_head_h = Self::heads(h.clone(), &self.q);
         let kvr = [&k_head_h, &v_head_h, &k_head_r];
         let (attn_vec_h, probs_h) = self.core(q_head_h, kvr, ctx.mask_h.as_ref(), ctx.seg_mat.as_ref(), None, ctx);
@@ -460,12 +458,19 @@ impl XlnetModel {
         future + Tensor::cat(vec![mask_lo, tail], 1)
     }
 
-    /// HF `relative_positional_encoding`: `[batch, positions, d]`.
-    fn relative_positions(&self, q: usize, klen: usize, b: usize, d: usize, device: &Device) -> Tensor<3> {
-        let (beg, end) = match self.settings.attn_type {
+    /// The relative positions of HF `relative_positional_encoding` for `q` queries over `klen`
+    /// keys: `beg` down to `end + 1`.
+    fn position_range(&self, q: usize, klen: usize) -> (i64, i64) {
+        match self.settings.attn_type {
             AttnType::Bi => (klen as i64, -(q as i64)),
             AttnType::Uni => (klen as i64, -1),
-        };
+        }
+    }
+
+    /// HF `relative_positional_encoding` of positions `beg` down to `end + 1`, before it is
+    /// repeated for the batch: `[directions, positions, d]`, two directions (forwards, then
+    /// backwards) with `bi_data`, else one.
+    fn position_encodings(&self, beg: i64, end: i64, d: usize, device: &Device) -> Tensor<3> {
         let inv_freq: Vec<f32> = (0..d).step_by(2).map(|i| 1.0 / 10000f64.powf(i as f64 / d as f64) as f32).collect();
         let clamp = |p: i64| if self.settings.clamp_len > 0 { p.clamp(-self.settings.clamp_len, self.settings.clamp_len) } else { p };
         let encode = |sign: i64| {
@@ -476,36 +481,90 @@ impl XlnetModel {
             let sinusoid = pos * freq;
             Tensor::cat(vec![sinusoid.clone().sin(), sinusoid.cos()], 1).reshape([1, p, d])
         };
-        let fwd = encode(1);
-        let p = fwd.dims()[1];
         if self.settings.bi_data {
-            let half = b / 2;
-            Tensor::cat(vec![fwd.expand([half, p, d]), encode(-1).expand([b - half, p, d])], 0)
+            Tensor::cat(vec![encode(1), encode(-1)], 0)
         } else {
-            fwd.expand([b, p, d])
+            encode(1)
         }
     }
 
-    /// HF `cache_mem`: the states `h` `[b, q, d]` entering a layer, after the old memory, cut
-    /// to `mem_len` (`reuse_len` of them at most), detached.
-    fn cache_mem(&self, h: &Tensor<3>, prev: Option<&Tensor<3>>) -> Tensor<3> {
-        let [b, q, d] = h.dims();
+    /// Per-direction rows `x` `[directions, …]` repeated for `b` batch rows: with `bi_data` the
+    /// first half of the batch runs forwards, the rest backwards (HF's halves).
+    fn per_row<const D: usize>(&self, x: Tensor<D>, b: usize) -> Tensor<D> {
+        let mut shape = x.dims();
+        if !self.settings.bi_data {
+            shape[0] = b;
+            return x.expand(shape);
+        }
+        let half = b / 2;
+        let (forwards, backwards) = (x.clone().narrow(0, 0, 1), x.narrow(0, 1, 1));
+        shape[0] = half;
+        let forwards = forwards.expand(shape);
+        shape[0] = b - half;
+        Tensor::cat(vec![forwards, backwards.expand(shape)], 0)
+    }
+
+    /// `table` extended to positions `beg` down to `end + 1`: the encodings of the positions it
+    /// lacks go through each layer's `r` once, and join it. Without dropout: for inference.
+    fn position_keys(&self, table: Option<PositionKeys>, beg: i64, end: i64, d: usize, device: &Device) -> PositionKeys {
+        let project = |beg: i64, end: i64| -> Vec<Tensor<4>> {
+            let encodings = self.position_encodings(beg, end, d, device);
+            self.layer.iter().map(|l| RelativeAttention::heads(encodings.clone(), &l.rel_attn.r)).collect()
+        };
+        let Some(mut table) = table else {
+            return PositionKeys { layers: project(beg, end), top: beg, bottom: end };
+        };
+        if beg > table.top {
+            let above = project(beg, table.top);
+            table.layers = above.into_iter().zip(table.layers).map(|(new, old)| Tensor::cat(vec![new, old], 2)).collect();
+            table.top = beg;
+        }
+        if end < table.bottom {
+            let below = project(table.bottom, end);
+            table.layers = table.layers.into_iter().zip(below).map(|(old, new)| Tensor::cat(vec![old, new], 2)).collect();
+            table.bottom = end;
+        }
+        table
+    }
+
+    /// HF `cache_mem` along the positions' dimension `dim`: the first `reuse_len` positions of
+    /// this segment's `current` (all when 0) after the old memory `prev`, the last `mem_len` of
+    /// them kept (all when 0), detached. States `[b, q, d]` (dim 1) or their keys or values
+    /// `[b, heads, q, d_head]` (dim 2).
+    fn cache_mem<const D: usize>(&self, current: Tensor<D>, prev: Option<Tensor<D>>, dim: usize) -> Tensor<D> {
+        let q = current.dims()[dim];
         let keep = if self.settings.reuse_len > 0 { self.settings.reuse_len.min(q) } else { q };
-        let current = h.clone().slice([0..b, 0..keep, 0..d]);
+        let current = current.narrow(dim, 0, keep);
         let all = match prev {
-            Some(prev) => Tensor::cat(vec![prev.clone(), current], 1),
+            Some(prev) => Tensor::cat(vec![prev, current], dim),
             None => current,
         };
-        let len = all.dims()[1];
+        let len = all.dims()[dim];
         let start = if self.settings.mem_len > 0 { len.saturating_sub(self.settings.mem_len) } else { 0 };
-        all.slice([0..b, start..len, 0..d]).detach()
+        all.narrow(dim, start, len - start).detach()
     }
 
     /// Run the model over `input` (check it first with [`XlnetInput::validate`]).
     pub fn forward(&self, input: XlnetInput, options: OutputOptions) -> XlnetOutput {
+        self.run(input, None, options).0
+    }
+
+    /// [`XlnetModel::forward`] of `input` after `memory` instead of `input.mems`, for
+    /// generation: only this segment's states become keys and values, and only the positions
+    /// no earlier step encoded become position keys, so a step costs its own positions
+    /// whatever the memory's length. The output (without `mems`), and the memory after this
+    /// segment as `forward` with `use_mems` keeps it (`mem_len`, `reuse_len`), projected.
+    pub(crate) fn forward_projected(&self, input: XlnetInput, memory: ProjectedMemory, options: OutputOptions) -> (XlnetOutput, ProjectedMemory) {
+        let (out, memory) = self.run(XlnetInput { mems: None, use_mems: Some(false), ..input }, Some(memory), options);
+        (out, memory.unwrap_or_default())
+    }
+
+    /// [`XlnetModel::forward`], after `projected` memory when given (then the memory after
+    /// this segment is returned projected), else after `input.mems`.
+    fn run(&self, input: XlnetInput, mut projected: Option<ProjectedMemory>, options: OutputOptions) -> (XlnetOutput, Option<ProjectedMemory>) {
         let device = input.input_ids.device();
         let [b, q] = input.input_ids.dims();
-        let mlen = input.mem_len();
+        let mlen = projected.as_ref().map_or_else(|| input.mem_len(), ProjectedMemory::mem_len);
         let klen = mlen + q;
         let d = self.mask_emb.dims()[2];
 
@@ -544,18 +603,25 @@ impl XlnetModel {
             let cat = if mlen > 0 { Tensor::cat(vec![Tensor::zeros([b, mlen], &device), types.clone()], 1) } else { types.clone() };
             types.clone().reshape([b, q, 1]).not_equal(cat.reshape([b, 1, klen])).float().reshape([b, 1, q, klen])
         });
-        let pos_emb = self.dropout.forward(self.relative_positions(q, klen, b, d, &device));
+        // Position keys: in training each row's encodings under their own dropout, through each
+        // layer's `r`, as HF; otherwise each direction's encodings once (the projected memory's,
+        // for generation).
+        let (beg, end) = self.position_range(q, klen);
+        let positions = match projected.as_mut().map(|m| m.positions.take()) {
+            Some(table) => PositionSource::Keys(self.position_keys(table, beg, end, d, &device)),
+            None if self.dropout.is_active(&device) => PositionSource::Encodings(self.dropout.forward(self.per_row(self.position_encodings(beg, end, d, &device), b))),
+            None => PositionSource::Keys(self.position_keys(None, beg, end, d, &device)),
+        };
         let mask_g = mask.map(|m| m.reshape([b, 1, q, klen]) * 1e30);
         // Attention probabilities are returned as HF returns them, from every position.
         let heads = self.layer.first().map_or(1, |l| l.rel_attn.q.dims()[1]);
         let targets = match &input.target_mapping {
-            Some(mapping) if !options.attentions => Targets::of(mapping, mask_g.as_ref(), seg_mat.as_ref(), [heads, klen, pos_emb.dims()[1]]),
+            Some(mapping) if !options.attentions => Targets::of(mapping, mask_g.as_ref(), seg_mat.as_ref(), [heads, klen, (beg - end) as usize]),
             _ => None,
         };
         let ctx = AttentionContext {
             mask_h: non_tgt_mask.map(|m| m.reshape([b, 1, q, klen]) * 1e30),
             mask_g,
-            pos_emb,
             seg_mat,
             target_mapping: input.target_mapping.as_ref().map(|t| {
                 let [b, m, s] = t.dims();
@@ -568,18 +634,38 @@ impl XlnetModel {
 
         let use_mems = input.use_mems.unwrap_or(self.settings.use_mems_eval);
         let mut new_mems = Vec::new();
+        let mut new_keys_values = Vec::new();
         let mut hidden_states = Vec::new();
         let mut attentions = Vec::new();
         for (i, layer) in self.layer.iter().enumerate() {
-            let mem = input.mems.as_ref().map(|m| m[i].clone());
-            if use_mems {
-                new_mems.push(self.cache_mem(&output_h, mem.as_ref()));
-            }
+            let attn = &layer.rel_attn;
+            let (k_head_h, v_head_h) = match &projected {
+                // This segment's keys and values after the memory's.
+                Some(memory) => {
+                    let (k, v) = attn.keys_values(output_h.clone());
+                    let (prev_k, prev_v) = memory.keys_values.as_ref().map(|kv| kv[i].clone()).unzip();
+                    new_keys_values.push((self.cache_mem(k.clone(), prev_k.clone(), 2), self.cache_mem(v.clone(), prev_v.clone(), 2)));
+                    let after = |prev: Option<Tensor<4>>, x: Tensor<4>| prev.map_or(x.clone(), |p| Tensor::cat(vec![p, x], 2));
+                    (after(prev_k, k), after(prev_v, v))
+                }
+                // The memory's states and this segment's, projected together.
+                None => {
+                    let mem = input.mems.as_ref().map(|m| m[i].clone());
+                    if use_mems {
+                        new_mems.push(self.cache_mem(output_h.clone(), mem.clone(), 1));
+                    }
+                    attn.keys_values(mem.map_or(output_h.clone(), |mem| Tensor::cat(vec![mem, output_h.clone()], 1)))
+                }
+            };
+            let k_head_r = match &positions {
+                PositionSource::Keys(table) => self.per_row(table.rows(i, beg, end), b),
+                PositionSource::Encodings(pos_emb) => RelativeAttention::heads(pos_emb.clone(), &attn.r),
+            };
             if options.hidden_states {
                 hidden_states.push(output_h.clone());
                 hidden_states.extend(output_g.clone());
             }
-            let (h, g, (probs_h, probs_g)) = layer.rel_attn.forward(output_h, output_g, mem, &ctx);
+            let (h, g, (probs_h, probs_g)) = attn.forward(output_h, output_g, [k_head_h, v_head_h, k_head_r], &ctx);
             output_g = g.map(|g| layer.ff(g));
             output_h = layer.ff(h);
             if let Some(probs_h) = probs_h {
@@ -591,7 +677,72 @@ impl XlnetModel {
             hidden_states.extend(output_g.clone());
         }
         let last = self.dropout.forward(output_g.unwrap_or(output_h));
-        XlnetOutput { last_hidden_state: last, mems: use_mems.then_some(new_mems), hidden_states, attentions }
+        let memory = projected.map(|_| ProjectedMemory {
+            keys_values: (!new_keys_values.is_empty()).then_some(new_keys_values),
+            positions: match positions {
+                PositionSource::Keys(table) => Some(table),
+                PositionSource::Encodings(_) => None,
+            },
+        });
+        (XlnetOutput { last_hidden_state: last, mems: use_mems.then_some(new_mems), hidden_states, attentions }, memory)
+    }
+}
+
+/// Where a pass's position keys come from (one per pass: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+enum PositionSource {
+    /// Each batch row's encodings `[batch, positions, d]`, to go through each layer's `r`.
+    Encodings(Tensor<3>),
+    /// Each direction's encodings through each layer's `r`.
+    Keys(PositionKeys),
+}
+
+/// Each layer's position keys `[directions, heads, top - bottom, d_head]`: the relative
+/// encodings of positions `top` down to `bottom + 1` through the layer's `r`.
+#[derive(Clone, Debug)]
+struct PositionKeys {
+    layers: Vec<Tensor<4>>,
+    top: i64,
+    bottom: i64,
+}
+
+impl PositionKeys {
+    /// Layer `layer`'s keys of positions `beg` down to `end + 1` (within the table).
+    fn rows(&self, layer: usize, beg: i64, end: i64) -> Tensor<4> {
+        self.layers[layer].clone().narrow(2, (self.top - beg) as usize, (beg - end) as usize)
+    }
+}
+
+/// The memory as generation keeps it between steps ([`XlnetModel::forward_projected`]): each
+/// layer's memory as its keys and values, projected once when its states were computed
+/// rather than again at every step, and each layer's position keys for the positions seen so
+/// far.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProjectedMemory {
+    /// Each layer's keys and values `[batch, heads, mem, d_head]`; `None` while empty.
+    keys_values: Option<Vec<(Tensor<4>, Tensor<4>)>>,
+    /// Each layer's position keys; `None` before the first step.
+    positions: Option<PositionKeys>,
+}
+
+impl ProjectedMemory {
+    /// Positions in the memory.
+    pub(crate) fn mem_len(&self) -> usize {
+        self.keys_values.as_ref().and_then(|kv| kv.first()).map_or(0, |(k, _)| k.dims()[2])
+    }
+
+    /// The memory less its last `n` positions (empty when it has no more).
+    pub(crate) fn drop_last(self, n: usize) -> Self {
+        let keep = self.mem_len().saturating_sub(n);
+        let keys_values = self.keys_values.filter(|_| keep > 0).map(|kv| kv.into_iter().map(|(k, v)| (k.narrow(2, 0, keep), v.narrow(2, 0, keep))).collect());
+        Self { keys_values, ..self }
+    }
+
+    /// The memory of batch rows `rows` `[rows]`, in that order (beam search's reordering); the
+    /// position keys are the same for every row.
+    pub(crate) fn select(self, rows: Tensor<1, Int>) -> Self {
+        let keys_values = self.keys_values.map(|kv| kv.into_iter().map(|(k, v)| (k.select(0, rows.clone()), v.select(0, rows.clone()))).collect());
+        Self { keys_values, ..self }
     }
 }
 
@@ -624,6 +775,61 @@ mod tests {
             let fast = model.forward(input.clone(), OutputOptions::default()).last_hidden_state;
             let placed = model.forward(input, OutputOptions { attentions: true, ..OutputOptions::default() }).last_hidden_state;
             fast.into_data().assert_approx_eq::<f32>(&placed.into_data(), burn::tensor::Tolerance::absolute(1e-5));
+        }
+    }
+
+    /// Segments after a projected memory give what they give after the memory's states, and
+    /// keep the same memory: segments of changing lengths (the position table grows at both
+    /// ends), memory cut between them as generation cuts it, the query stream, under each
+    /// attention type, `bi_data`, `clamp_len`, `same_length`, `mem_len` and `reuse_len`.
+    #[test]
+    fn a_projected_memory_gives_what_the_memorys_states_give() {
+        let device = Device::flex();
+        type Setting = (&'static str, fn(&mut XlnetConfig));
+        let settings: [Setting; 6] = [
+            ("bi", |_| {}),
+            ("uni, same_length", |c| (c.attn_type, c.same_length) = (AttnType::Uni, true)),
+            ("bi_data", |c| c.bi_data = true),
+            ("clamp_len 3", |c| c.clamp_len = 3),
+            ("mem_len 4", |c| c.mem_len = Some(4)),
+            ("reuse_len 2", |c| c.reuse_len = Some(2)),
+        ];
+        for (name, set) in settings {
+            let mut config = XlnetConfig { vocab_size: 50, d_model: 32, n_layer: 2, n_head: 2, d_inner: 64, dropout: 0.0, ..XlnetConfig::default() };
+            set(&mut config);
+            let model = XlnetModel::new(&config, &device);
+            let b = 2;
+            let (mut mems, mut projected): (Option<Vec<Tensor<3>>>, ProjectedMemory) = (None, ProjectedMemory::default());
+            // (segment length, positions cut from the memory before it)
+            for (step, (q, cut)) in [(2, 0), (5, 2), (1, 0), (4, 1), (6, 9)].into_iter().enumerate() {
+                let keep = mems.as_ref().map_or(0, |m: &Vec<Tensor<3>>| m[0].dims()[1].saturating_sub(cut));
+                let mems_cut = mems.take().filter(|_| keep > 0).map(|m| m.into_iter().map(|m| m.narrow(1, 0, keep)).collect::<Vec<_>>());
+                projected = projected.drop_last(cut);
+                assert_eq!(mems_cut.as_ref().map_or(0, |m| m[0].dims()[1]), projected.mem_len(), "{name}, step {step}: memory lengths after the cut");
+                let ids: Vec<i64> = (0..b * q).map(|i| ((i + 7 * step) as i64 * 13) % 50).collect();
+                let mut input = XlnetInput::new(Tensor::from_data(TensorData::new(ids, [b, q]), &device));
+                input.target_mapping = Some(Tensor::<2>::eye(q, &device).narrow(0, q - 1, 1).reshape([1, 1, q]).expand([b, 1, q]));
+                let mut with_states = input.clone();
+                with_states.mems = mems_cut;
+                with_states.use_mems = Some(true);
+                let expected = model.forward(with_states, OutputOptions::default());
+                let (out, memory) = model.forward_projected(input, projected, OutputOptions::default());
+                let context = format!("{name}, step {step}");
+                let close = |ours: &Tensor<4>, theirs: Tensor<4>, what: &str| {
+                    let gap = (ours.clone() - theirs).abs().max().into_scalar::<f32>();
+                    assert!(gap <= 1e-5, "{context}: {what} differ by {gap}");
+                };
+                close(&out.last_hidden_state.clone().unsqueeze(), expected.last_hidden_state.unsqueeze(), "outputs");
+                let states = expected.mems.unwrap();
+                assert_eq!(states[0].dims()[1], memory.mem_len(), "{context}: memory lengths");
+                for (layer, (state, (k, v))) in states.iter().zip(memory.keys_values.as_ref().unwrap()).enumerate() {
+                    let (want_k, want_v) = model.layer[layer].rel_attn.keys_values(state.clone());
+                    close(k, want_k, &format!("layer {layer}'s keys"));
+                    close(v, want_v, &format!("layer {layer}'s values"));
+                }
+                mems = Some(states);
+                projected = memory;
+            }
         }
     }
 }
