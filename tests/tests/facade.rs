@@ -248,7 +248,8 @@ fn the_readme_library_example_is_the_quickstart_example_and_runs_from_a_hub_cach
     std::fs::remove_dir_all(&cache).unwrap();
 }
 
-/// The numbers of served outputs (an embedding, or a classification's scores).
+/// The numbers of served outputs: an embedding; a classification's scores; each entity's
+/// score and character span; each mask's candidates' scores and ids; an answer's score and span.
 fn output_values(outputs: &[sesame_pipelines::served::Output]) -> Vec<Vec<f32>> {
     use sesame_pipelines::served::Output;
     use sesame_pipelines::Classification;
@@ -258,43 +259,71 @@ fn output_values(outputs: &[sesame_pipelines::served::Output]) -> Vec<Vec<f32>> 
             Output::Embedding(v) => v.clone(),
             Output::Classification(Classification::Single { scores, .. } | Classification::Multi { scores, .. }) => scores.iter().map(|s| s.score).collect(),
             Output::Classification(Classification::Value { value }) => vec![*value],
-            other => panic!("not an embedding or a classification: {other:?}"),
+            Output::Entities(spans) => spans.iter().flat_map(|s| [s.score, s.start as f32, s.end as f32]).collect(),
+            Output::Masks(masks) => masks.iter().flatten().flat_map(|p| [p.score, p.id as f32]).collect(),
+            Output::Answer(a) => vec![a.score, a.start as f32, a.end as f32],
         })
         .collect()
 }
 
+/// Every batch task reads the encoding the server made ([`ServedModel::encode`]: whole for an
+/// embedder, a classifier and a mask filler, windows for a tagger and a reader) instead of
+/// tokenizing again: given them it gives what it gives from the texts; given another input's
+/// encoding, that input's numbers; given the other kind of encoding, or a whole one longer than
+/// it reads, it refuses.
 #[test]
-fn an_embedder_and_a_classifier_read_the_servers_encodings_instead_of_tokenizing_again() {
-    use sesame_pipelines::served::{encode_whole, Input};
+fn every_batch_task_reads_the_servers_encodings_instead_of_tokenizing_again() {
+    use sesame_pipelines::served::{encode_whole, Encoded, Input};
     let (_, device) = devices().remove(0);
     let classifier_dir = with_tokenizer("bert/base-seqcls-single", "served");
+    let tagger_dir = with_tokenizer("bert/base-token-classification", "served");
+    let reader_dir = with_tokenizer("bert/base-qa", "served");
     let long = "the cat sat on the mat . ".repeat(200);
+    let text = |t: &str| Input::Text(t.into());
+    let pair = |a: &str, b: &str| Input::Pair(a.into(), b.into());
     for (task, dir, inputs) in [
-        (Task::Embed, fill_mask_dir(), vec![Input::Text(TEXTS[0].into()), Input::Text(TEXTS[1].into()), Input::Text(long.clone())]),
-        (Task::Classify, classifier_dir.to_path_buf(), vec![Input::Text(TEXTS[0].into()), Input::Pair("hello".into(), "world".into()), Input::Text(TEXTS[1].into()), Input::Text(long.clone())]),
+        (Task::Embed, fill_mask_dir(), vec![text(TEXTS[0]), text(TEXTS[1]), text(&long)]),
+        (Task::Classify, classifier_dir.to_path_buf(), vec![text(TEXTS[0]), pair("hello", "world"), text(TEXTS[1]), text(&long)]),
+        (Task::Tag, tagger_dir.to_path_buf(), vec![text(TEXTS[0]), text("hello world , the whale"), text(&long)]),
+        (Task::FillMask, fill_mask_dir(), vec![text("the [MASK] sat on the mat ."), text(TEXTS[2])]),
+        (Task::Answer, reader_dir.to_path_buf(), vec![pair("who sat ?", "the cat sat on the mat ."), pair("where ?", "hello world , the whale"), pair("who ?", &long)]),
     ] {
         let served = pipeline(task, path(&dir), options(&device)).unwrap().served();
         let limit = served.max_input_length();
-        // As the server passes them: an input's whole encoding where it fits, none where it is
-        // to be truncated.
-        let encoded: Vec<_> = inputs.iter().map(|i| encode_whole(served.tokenizer(), i).ok().filter(|e| e.len() <= limit)).collect();
-        assert!(encoded.last().unwrap().is_none(), "the long text does not fit {limit} tokens");
+        // As the server passes them: an input's encoding where the model reads it whole or in
+        // windows, none where it is to be truncated.
+        let encoded: Vec<Option<Encoded>> = inputs.iter().map(|i| served.encode(i).ok().filter(|e| e.fits(limit))).collect();
+        let windowed = matches!(task, Task::Tag | Task::Answer);
+        assert!(encoded.iter().flatten().all(|e| matches!(e, Encoded::Windows(_)) == windowed), "{task:?}: the kind of encoding");
+        if windowed {
+            assert!(matches!(encoded.last().unwrap(), Some(Encoded::Windows(w)) if w.len() > 1), "{task:?}: the long text is windowed");
+        }
         let expected = output_values(&served.run(&inputs).unwrap());
         assert_eq!(output_values(&served.run_encoded(&inputs, &encoded).unwrap()), expected, "{task:?}");
         // The model reads the encoding it is given, not its text: the first input given the
-        // second's encoding gives the second's output (to rounding: its batch is padded to
+        // second's encoding gives the second's numbers (to rounding: its batch is padded to
         // other lengths).
         let mut swapped = encoded.clone();
         swapped[0] = encoded[1].clone();
         let got = output_values(&served.run_encoded(&inputs, &swapped).unwrap());
-        let worst = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+        let worst = |a: &[f32], b: &[f32]| if a.len() == b.len() { a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max) } else { f32::INFINITY };
         assert!(worst(&got[0], &expected[1]) < 1e-5 && worst(&got[0], &expected[0]) > 1e-3, "{task:?}: {:?} against {:?}", got[0], expected[1]);
         assert!(got.iter().zip(&expected).skip(1).all(|(g, e)| worst(g, e) < 1e-5), "{task:?}");
-        // An encoding longer than the model reads is refused, not run.
-        let mut too_long = encoded.clone();
-        too_long[1] = Some(encode_whole(served.tokenizer(), &Input::Text(long.clone())).unwrap());
-        let refused = served.run_encoded(&inputs, &too_long).unwrap_err().to_string();
-        assert!(refused.contains(&format!("{limit}")), "{task:?}: {refused}");
+        // The other kind of encoding is refused, naming it.
+        let mut other = encoded.clone();
+        other[0] = Some(if windowed { Encoded::Whole(encode_whole(served.tokenizer(), &inputs[0]).unwrap()) } else { Encoded::Windows(Vec::new()) });
+        let refused = served.run_encoded(&inputs, &other).unwrap_err().to_string();
+        assert!(refused.contains("encoded") && refused.contains(if windowed { "windowed" } else { "whole" }), "{task:?}: {refused}");
+        // A whole encoding longer than the model reads is refused, not run.
+        if !windowed {
+            let mut too_long = encoded.clone();
+            too_long[1] = Some(Encoded::Whole(encode_whole(served.tokenizer(), &Input::Text(long.clone())).unwrap()));
+            let refused = served.run_encoded(&inputs, &too_long).unwrap_err().to_string();
+            assert!(refused.contains(&format!("{limit}")), "{task:?}: {refused}");
+        }
+    }
+    for dir in [classifier_dir, tagger_dir, reader_dir] {
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
 

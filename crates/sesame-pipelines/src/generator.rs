@@ -126,7 +126,7 @@ where
         Some(self)
     }
 
-    fn run(&self, _inputs: &[crate::served::Input]) -> Result<Vec<crate::served::Output>, PipelineError> {
+    fn run_encoded(&self, _inputs: &[crate::served::Input], _encoded: &[Option<crate::served::Encoded>]) -> Result<Vec<crate::served::Output>, PipelineError> {
         Err(not_batched())
     }
 }
@@ -192,7 +192,7 @@ where
         Some(self)
     }
 
-    fn run(&self, _inputs: &[crate::served::Input]) -> Result<Vec<crate::served::Output>, PipelineError> {
+    fn run_encoded(&self, _inputs: &[crate::served::Input], _encoded: &[Option<crate::served::Encoded>]) -> Result<Vec<crate::served::Output>, PipelineError> {
         Err(not_batched())
     }
 }

@@ -143,11 +143,26 @@ pub fn fill_masks<B: Backbone>(
     top_k: usize,
     batch_size: usize,
 ) -> Result<Vec<Vec<Vec<Prediction>>>, PipelineError> {
+    let encoded = tokenizer.encode_each(texts, config.input_limits().max_len, false)?;
+    fill_masks_encoded(model, config, tokenizer, texts, &encoded, top_k, batch_size)
+}
+
+/// [`fill_masks`] of texts already encoded: `encoded[i]` is `texts[i]` with its special
+/// tokens, not truncated (`texts` name a text without a mask in the error).
+pub fn fill_masks_encoded<B: Backbone>(
+    model: &ForMaskedLM<B>,
+    config: &B::Config,
+    tokenizer: &Tokenizer,
+    texts: &[&str],
+    encoded: &[EncodedText],
+    top_k: usize,
+    batch_size: usize,
+) -> Result<Vec<Vec<Vec<Prediction>>>, PipelineError> {
     let mask_id = tokenizer.mask_token_id()? as i64;
     let device = model.base.device();
     let limits = config.input_limits();
-    let encoded = tokenizer.encode_each(texts, limits.max_len, false)?;
-    by_length(&encoded, batch_size, &device, |rows| {
+    check_lengths(encoded, limits.max_len)?;
+    by_length(encoded, batch_size, &device, |rows| {
         let batch = tokenizer.pad(&rows.iter().map(|&i| &encoded[i]).collect::<Vec<_>>())?;
         let mut masks = Vec::new();
         for (row, text) in rows.iter().map(|&i| texts[i]).enumerate() {
@@ -556,16 +571,23 @@ pub struct TaggedSpan {
 /// of overlap, each word read from the window where it has the most context. Results in input
 /// order; `batch_size` windows run at a time, batched by length.
 pub fn tag<M: TaskModel<Output = TokenLogits>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], batch_size: usize, stride: usize) -> Result<Vec<Vec<TaggedSpan>>, PipelineError> {
+    let max_len = config.input_limits().max_len;
+    let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), max_len, stride)).collect::<Result<_, _>>()?;
+    tag_windows(model, config, tokenizer, texts, &windows, batch_size)
+}
+
+/// [`tag`] of texts already windowed: `windows[i]` are `texts[i]`'s
+/// ([`Tokenizer::encode_windows`] at the model's length).
+pub fn tag_windows<M: TaskModel<Output = TokenLogits>>(model: &M, config: &M::Config, tokenizer: &Tokenizer, texts: &[&str], windows: &[Vec<TokenWindow>], batch_size: usize) -> Result<Vec<Vec<TaggedSpan>>, PipelineError> {
     let device = model.device();
     let limits = config.input_limits();
     let labels = config.labels();
     let name = |i: usize| labels.name(i);
-    let windows: Vec<Vec<TokenWindow>> = texts.iter().map(|t| tokenizer.encode_windows(Words::Text(t), limits.max_len, stride)).collect::<Result<_, _>>()?;
     // Each window's per-token probabilities.
-    let probs = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.run(input, OutputOptions::logits_only()), 2))?;
+    let probs = token_scores(windows, tokenizer, &limits, batch_size, &device, |input| softmax(model.run(input, OutputOptions::logits_only()), 2))?;
     let mut next = 0;
     let mut out = Vec::with_capacity(texts.len());
-    for (text, windows) in texts.iter().zip(&windows) {
+    for (text, windows) in texts.iter().zip(windows) {
         let probs = &probs[next..next + windows.len()];
         next += windows.len();
         // Each word: its span, and (context, probabilities) at its first token's best window.
@@ -746,6 +768,14 @@ pub fn answer<M: TaskModel<Output = SpanLogits>>(
     stride: usize,
     options: &AnswerOptions,
 ) -> Result<Vec<Answer>, PipelineError> {
+    check_questions(questions)?;
+    let max_len = config.input_limits().max_len;
+    let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, max_len, stride)).collect::<Result<_, _>>()?;
+    answer_windows(model, config, tokenizer, questions, &windows, batch_size, options)
+}
+
+/// Refuses an empty question or context, naming it and its place (1-based).
+pub fn check_questions(questions: &[(&str, &str)]) -> Result<(), PipelineError> {
     for (i, (question, context)) in questions.iter().enumerate() {
         for (what, text) in [("question", question), ("context", context)] {
             if text.trim().is_empty() {
@@ -753,10 +783,24 @@ pub fn answer<M: TaskModel<Output = SpanLogits>>(
             }
         }
     }
+    Ok(())
+}
+
+/// [`answer`] of questions already windowed: `windows[i]` are `questions[i]`'s
+/// ([`Tokenizer::encode_question_windows`] at the model's length).
+pub fn answer_windows<M: TaskModel<Output = SpanLogits>>(
+    model: &M,
+    config: &M::Config,
+    tokenizer: &Tokenizer,
+    questions: &[(&str, &str)],
+    windows: &[Vec<TokenWindow>],
+    batch_size: usize,
+    options: &AnswerOptions,
+) -> Result<Vec<Answer>, PipelineError> {
+    check_questions(questions)?;
     let device = model.device();
     let limits = config.input_limits();
-    let windows: Vec<Vec<TokenWindow>> = questions.iter().map(|(q, c)| tokenizer.encode_question_windows(q, c, limits.max_len, stride)).collect::<Result<_, _>>()?;
-    let scores = token_scores(&windows, tokenizer, &limits, batch_size, &device, |input| {
+    let scores = token_scores(windows, tokenizer, &limits, batch_size, &device, |input| {
         let spans = model.run(input, OutputOptions::default());
         Tensor::stack(vec![spans.start, spans.end], 2)
     })?;
@@ -764,7 +808,7 @@ pub fn answer<M: TaskModel<Output = SpanLogits>>(
     let mut next = 0;
     Ok(questions
         .iter()
-        .zip(&windows)
+        .zip(windows)
         .map(|((_, context), ws)| {
             let scored: Vec<ScoredWindow> = ws.iter().zip(&logits[next..next + ws.len()]).map(|(w, (s, e))| ScoredWindow { window: w, start_logits: s, end_logits: e }).collect();
             next += ws.len();

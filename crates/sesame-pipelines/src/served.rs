@@ -6,7 +6,7 @@
 use sesame_layers::{Backbone, ForMaskedLM, HfConfig, ClassifierLayers, SpanLogits, TokenLogits, TaskModel};
 use sesame_layers::InputError;
 use crate::{Answer, AnswerOptions, Classification, EmbedOptions, PipelineError, Prediction, TaggedSpan};
-use sesame_text::{EncodedText, Tokenizer, TokenizerError};
+use sesame_text::{EncodedText, TokenWindow, Tokenizer, TokenizerError, Words};
 
 /// The task a server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -37,11 +37,6 @@ impl Task {
             Task::Answerer => "/answer",
             Task::Generator => "/generate",
         }
-    }
-
-    /// Whether a long input is read in overlapping windows rather than refused or truncated.
-    pub fn windows(self) -> bool {
-        matches!(self, Task::Tagger | Task::Answerer)
     }
 
     /// The kind of model, for messages (`an embedding model`).
@@ -96,12 +91,92 @@ pub fn encode_whole(tokenizer: &Tokenizer, input: &Input) -> Result<EncodedText,
     Ok(encoded.remove(0))
 }
 
-/// Each input's encoding: `encoded[i]` where given, else `input[i]` encoded by `encode`
-/// (truncating), all those in one call.
-fn complete(inputs: &[&Input], encoded: &[Option<&EncodedText>], encode: impl FnOnce(&[&Input]) -> Result<Vec<EncodedText>, PipelineError>) -> Result<Vec<EncodedText>, PipelineError> {
-    let missing: Vec<&Input> = inputs.iter().zip(encoded).filter(|(_, e)| e.is_none()).map(|(i, _)| *i).collect();
+/// An input tokenized as its model reads it ([`ServedModel::encode`]): what the server counts
+/// a request's tokens by and passes on to [`ServedModel::run_encoded`], so that nothing is
+/// tokenized twice.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Encoded {
+    /// The whole input, special tokens included, not truncated ([`encode_whole`]): what an
+    /// embedder, a classifier and a mask filler read.
+    Whole(EncodedText),
+    /// The input's windows at the model's length: a tagger's text, a reader's question with
+    /// windows of its context.
+    Windows(Vec<TokenWindow>),
+}
+
+impl Encoded {
+    /// Its tokens: the whole input's, or every window's.
+    pub fn len(&self) -> usize {
+        match self {
+            Encoded::Whole(e) => e.len(),
+            Encoded::Windows(windows) => windows.iter().map(|w| w.encoded.len()).sum(),
+        }
+    }
+
+    /// Whether it has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole input's encoding, `None` for windows.
+    pub fn as_whole(&self) -> Option<&EncodedText> {
+        match self {
+            Encoded::Whole(e) => Some(e),
+            Encoded::Windows(_) => None,
+        }
+    }
+
+    /// The windows, `None` for a whole input.
+    pub fn as_windows(&self) -> Option<&Vec<TokenWindow>> {
+        match self {
+            Encoded::Windows(w) => Some(w),
+            Encoded::Whole(_) => None,
+        }
+    }
+
+    /// Whether a model reading at most `limit` tokens at once reads it as it is: windows, or a
+    /// whole input no longer than `limit` (a longer one is to be refused or truncated).
+    pub fn fits(&self, limit: usize) -> bool {
+        match self {
+            Encoded::Whole(e) => e.len() <= limit,
+            Encoded::Windows(_) => true,
+        }
+    }
+}
+
+/// The error of a model given encodings of the other kind.
+fn wrong_encoding(task: Task, wanted: &str) -> PipelineError {
+    PipelineError::Input(InputError::Invalid { what: "encoded", reason: format!("{} reads {wanted} encodings", task.what()) })
+}
+
+/// Each input's encoding: `encoded[i]` where given, else `inputs[i]` encoded by `encode`, all
+/// those in one call; `unwrap` takes an encoding's kind, or refuses the other kind.
+fn complete<'a, T: Clone + 'a>(
+    inputs: &[&Input],
+    encoded: &[Option<&'a Encoded>],
+    unwrap: impl Fn(&'a Encoded) -> Option<&'a T>,
+    what: PipelineError,
+    encode: impl FnOnce(&[&Input]) -> Result<Vec<T>, PipelineError>,
+) -> Result<Vec<T>, PipelineError> {
+    let given: Vec<Option<&T>> = encoded.iter().map(|e| e.map(|e| unwrap(e).ok_or(()))).map(Option::transpose).collect::<Result<_, ()>>().map_err(|()| what)?;
+    let missing: Vec<&Input> = inputs.iter().zip(&given).filter(|(_, e)| e.is_none()).map(|(i, _)| *i).collect();
     let mut fresh = if missing.is_empty() { Vec::new().into_iter() } else { encode(&missing)?.into_iter() };
-    encoded.iter().map(|e| e.cloned().or_else(|| fresh.next()).ok_or_else(|| PipelineError::Input(InputError::Invalid { what: "inputs", reason: "the tokenizer gave fewer encodings than inputs".into() }))).collect()
+    given.iter().map(|e| e.cloned().or_else(|| fresh.next()).ok_or_else(|| PipelineError::Input(InputError::Invalid { what: "inputs", reason: "the tokenizer gave fewer encodings than inputs".into() }))).collect()
+}
+
+/// [`complete`] for a model that reads whole encodings.
+fn complete_whole(task: Task, inputs: &[&Input], encoded: &[Option<&Encoded>], encode: impl FnOnce(&[&Input]) -> Result<Vec<EncodedText>, PipelineError>) -> Result<Vec<EncodedText>, PipelineError> {
+    complete(inputs, encoded, Encoded::as_whole, wrong_encoding(task, "whole"), encode)
+}
+
+/// [`complete`] for a model that reads windows.
+fn complete_windows(task: Task, inputs: &[&Input], encoded: &[Option<&Encoded>], encode: impl FnOnce(&[&Input]) -> Result<Vec<Vec<TokenWindow>>, PipelineError>) -> Result<Vec<Vec<TokenWindow>>, PipelineError> {
+    complete(inputs, encoded, Encoded::as_windows, wrong_encoding(task, "windowed"), encode)
+}
+
+/// `encoded[i]` for each input `i < n` (`None` past its end).
+fn given(encoded: &[Option<Encoded>], n: usize) -> Vec<Option<&Encoded>> {
+    (0..n).map(|i| encoded.get(i).and_then(Option::as_ref)).collect()
 }
 
 /// What the model gives for one text.
@@ -162,16 +237,20 @@ pub trait ServedModel: Send + Sync {
     }
     /// Run `inputs`, each truncated to [`Self::max_input_length`]: one output per input, in
     /// order.
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError>;
-    /// [`Self::run`] of inputs the caller has already encoded: `encoded[i]`, where given, is
-    /// `inputs[i]`'s [`encode_whole`], which fits [`Self::max_input_length`]; the model reads it
-    /// instead of tokenizing the text again (an embedder and a classifier do; the other tasks,
-    /// which window or look for masks, tokenize as [`Self::run`] does). An input without one is
-    /// encoded (and truncated) as `run` encodes it.
-    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<EncodedText>]) -> Result<Vec<Output>, PipelineError> {
-        let _ = encoded;
-        self.run(inputs)
+    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+        self.run_encoded(inputs, &vec![None; inputs.len()])
     }
+    /// `input` tokenized as this model reads it: whole ([`encode_whole`]; a longer input than
+    /// [`Self::max_input_length`] is then refused or truncated), or in windows (a tagger, a
+    /// reader).
+    fn encode(&self, input: &Input) -> Result<Encoded, PipelineError> {
+        Ok(Encoded::Whole(encode_whole(self.tokenizer(), input)?))
+    }
+    /// [`Self::run`] of inputs the caller has already encoded: `encoded[i]`, where given, is
+    /// `inputs[i]`'s [`Self::encode`], a whole one no longer than [`Self::max_input_length`];
+    /// the model reads it instead of tokenizing the text again. An input without one is
+    /// encoded (and truncated) as `run` encodes it.
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<Encoded>]) -> Result<Vec<Output>, PipelineError>;
     /// A classifier with FastBERT's exit classifiers: each text stopped at the first layer
     /// whose normalised entropy is below `speed` ([`crate::classify_early`]); refused by the
     /// other tasks and by a classifier without them.
@@ -223,19 +302,14 @@ impl<B: Backbone> ServedModel for Embedder<B> {
         self.hidden_size
     }
 
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
-        self.run_encoded(inputs, &vec![None; inputs.len()])
-    }
-
-    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<EncodedText>]) -> Result<Vec<Output>, PipelineError> {
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<Encoded>]) -> Result<Vec<Output>, PipelineError> {
         texts_only(inputs, self.task())?;
         let max_len = self.max_input_length();
         let encode = |missing: &[&Input]| {
             let texts = missing.iter().filter_map(|i| i.text()).collect::<Vec<&str>>();
             Ok(self.tokenizer.encode_each(&texts, max_len, true)?)
         };
-        let given: Vec<Option<&EncodedText>> = (0..inputs.len()).map(|i| encoded.get(i).and_then(Option::as_ref)).collect();
-        let encoded = complete(&inputs.iter().collect::<Vec<_>>(), &given, encode)?;
+        let encoded = complete_whole(self.task(), &inputs.iter().collect::<Vec<_>>(), &given(encoded, inputs.len()), encode)?;
         let vectors = crate::embed_encoded(&self.model, &self.config, &self.tokenizer, &encoded, self.options)?;
         Ok(vectors.into_iter().map(Output::Embedding).collect())
     }
@@ -274,14 +348,11 @@ impl<M: TaskModel<Output = ClassifierLayers>> ServedModel for TextClassifier<M> 
         label_names(&self.config)
     }
 
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
-        self.run_encoded(inputs, &vec![None; inputs.len()])
-    }
-
     /// Texts and pairs run apart (a pair is one sequence of two segments), then put back in
     /// the order of `inputs`.
-    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<EncodedText>]) -> Result<Vec<Output>, PipelineError> {
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<Encoded>]) -> Result<Vec<Output>, PipelineError> {
         let max_len = self.max_input_length();
+        let encoded = given(encoded, inputs.len());
         let (texts, pairs): (Vec<usize>, Vec<usize>) = (0..inputs.len()).partition(|&i| matches!(inputs[i], Input::Text(_)));
         let mut out: Vec<Option<Classification>> = vec![None; inputs.len()];
         for group in [texts, pairs] {
@@ -299,8 +370,8 @@ impl<M: TaskModel<Output = ClassifierLayers>> ServedModel for TextClassifier<M> 
                     .collect();
                 Ok(if pairs.is_empty() { self.tokenizer.encode_each(&texts, max_len, true)? } else { self.tokenizer.encode_pairs_each(&pairs, max_len, true)? })
             };
-            let given: Vec<Option<&EncodedText>> = group.iter().map(|&i| encoded.get(i).and_then(Option::as_ref)).collect();
-            let encoded = complete(&group.iter().map(|&i| &inputs[i]).collect::<Vec<_>>(), &given, encode)?;
+            let given: Vec<Option<&Encoded>> = group.iter().map(|&i| encoded[i]).collect();
+            let encoded = complete_whole(self.task(), &group.iter().map(|&i| &inputs[i]).collect::<Vec<_>>(), &given, encode)?;
             let classes = crate::classify_encoded(&self.model, &self.config, &self.tokenizer, &encoded, self.batch_size)?;
             group.iter().zip(classes).for_each(|(&at, c)| out[at] = Some(c));
         }
@@ -329,6 +400,12 @@ impl<M: TaskModel<Output = TokenLogits>> Tagger<M> {
     pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize, stride: usize) -> Self {
         Self { model, config, tokenizer, batch_size, stride }
     }
+
+    /// The windows of a text at the model's length.
+    fn windows(&self, input: &Input) -> Result<Vec<TokenWindow>, PipelineError> {
+        let text = texts_only(std::slice::from_ref(input), Task::Tagger)?[0];
+        Ok(self.tokenizer.encode_windows(Words::Text(text), self.config.input_limits().max_len, self.stride)?)
+    }
 }
 
 impl<M: TaskModel<Output = TokenLogits>> ServedModel for Tagger<M> {
@@ -348,9 +425,16 @@ impl<M: TaskModel<Output = TokenLogits>> ServedModel for Tagger<M> {
         label_names(&self.config)
     }
 
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+    /// The text's windows ([`Tokenizer::encode_windows`]).
+    fn encode(&self, input: &Input) -> Result<Encoded, PipelineError> {
+        Ok(Encoded::Windows(self.windows(input)?))
+    }
+
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<Encoded>]) -> Result<Vec<Output>, PipelineError> {
         let texts = texts_only(inputs, self.task())?;
-        let out = crate::tag(&self.model, &self.config, &self.tokenizer, &texts, self.batch_size, self.stride)?;
+        let encode = |missing: &[&Input]| missing.iter().map(|i| self.windows(i)).collect();
+        let windows = complete_windows(self.task(), &inputs.iter().collect::<Vec<_>>(), &given(encoded, inputs.len()), encode)?;
+        let out = crate::tag_windows(&self.model, &self.config, &self.tokenizer, &texts, &windows, self.batch_size)?;
         Ok(out.into_iter().map(Output::Entities).collect())
     }
 }
@@ -389,9 +473,15 @@ impl<B: Backbone> ServedModel for MaskFiller<B> {
         self.top_k
     }
 
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<Encoded>]) -> Result<Vec<Output>, PipelineError> {
         let texts = texts_only(inputs, self.task())?;
-        let out = crate::fill_masks(&self.model, &self.config, &self.tokenizer, &texts, self.top_k, self.batch_size)?;
+        let max_len = self.max_input_length();
+        let encode = |missing: &[&Input]| {
+            let texts = missing.iter().filter_map(|i| i.text()).collect::<Vec<&str>>();
+            Ok(self.tokenizer.encode_each(&texts, max_len, false)?)
+        };
+        let encoded = complete_whole(self.task(), &inputs.iter().collect::<Vec<_>>(), &given(encoded, inputs.len()), encode)?;
+        let out = crate::fill_masks_encoded(&self.model, &self.config, &self.tokenizer, &texts, &encoded, self.top_k, self.batch_size)?;
         Ok(out.into_iter().map(Output::Masks).collect())
     }
 }
@@ -413,6 +503,12 @@ impl<M: TaskModel<Output = SpanLogits>> Reader<M> {
     pub fn new(model: M, config: M::Config, tokenizer: Tokenizer, batch_size: usize, stride: usize, options: AnswerOptions) -> Self {
         Self { model, config, tokenizer, batch_size, stride, options }
     }
+
+    /// The question with windows of its context at the model's length.
+    fn windows(&self, input: &Input) -> Result<Vec<TokenWindow>, PipelineError> {
+        let (question, context) = questions(std::slice::from_ref(input))?[0];
+        Ok(self.tokenizer.encode_question_windows(question, context, self.config.input_limits().max_len, self.stride)?)
+    }
 }
 
 impl<M: TaskModel<Output = SpanLogits>> ServedModel for Reader<M> {
@@ -428,17 +524,30 @@ impl<M: TaskModel<Output = SpanLogits>> ServedModel for Reader<M> {
         self.config.input_limits().max_len
     }
 
-    fn run(&self, inputs: &[Input]) -> Result<Vec<Output>, PipelineError> {
-        let questions: Vec<(&str, &str)> = inputs
-            .iter()
-            .map(|i| match i {
-                Input::Pair(q, c) => Ok((q.as_str(), c.as_str())),
-                Input::Text(_) => Err(PipelineError::Input(InputError::Invalid { what: "inputs", reason: "an extractive-QA model reads a question and a context".into() })),
-            })
-            .collect::<Result<_, _>>()?;
-        let out = crate::answer(&self.model, &self.config, &self.tokenizer, &questions, self.batch_size, self.stride, &self.options)?;
+    /// The question with windows of the context ([`Tokenizer::encode_question_windows`]).
+    fn encode(&self, input: &Input) -> Result<Encoded, PipelineError> {
+        Ok(Encoded::Windows(self.windows(input)?))
+    }
+
+    fn run_encoded(&self, inputs: &[Input], encoded: &[Option<Encoded>]) -> Result<Vec<Output>, PipelineError> {
+        let questions = questions(inputs)?;
+        crate::check_questions(&questions)?;
+        let encode = |missing: &[&Input]| missing.iter().map(|i| self.windows(i)).collect();
+        let windows = complete_windows(self.task(), &inputs.iter().collect::<Vec<_>>(), &given(encoded, inputs.len()), encode)?;
+        let out = crate::answer_windows(&self.model, &self.config, &self.tokenizer, &questions, &windows, self.batch_size, &self.options)?;
         Ok(out.into_iter().map(Output::Answer).collect())
     }
+}
+
+/// The (question, context) pairs of `inputs`, or the error a single text gives.
+fn questions(inputs: &[Input]) -> Result<Vec<(&str, &str)>, PipelineError> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            Input::Pair(q, c) => Ok((q.as_str(), c.as_str())),
+            Input::Text(_) => Err(PipelineError::Input(InputError::Invalid { what: "inputs", reason: "an extractive-QA model reads a question and a context".into() })),
+        })
+        .collect()
 }
 
 /// What a search wrote after its prompt.

@@ -21,7 +21,7 @@ use sesame_pipelines::{Classification, PipelineError, TaggedSpan};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::metrics::Metrics;
-use sesame_pipelines::served::{encode_whole, Input, Output, ServedModel, Task};
+use sesame_pipelines::served::{Encoded, Input, Output, ServedModel, Task};
 use crate::queue::{Ended, Event, FinishReason, GenerateJob, Job, RunError, StreamedToken, Work};
 use crate::ServeOptions;
 
@@ -305,10 +305,12 @@ fn check_task(app: &App, route: &str, wanted: Task) -> Result<(), ApiError> {
 /// reads it (what the batch budget counts), and its encoding where it fits the model (what the
 /// model then reads instead of tokenizing the text again).
 pub(crate) struct Counted {
-    /// The tokens of every input, each truncated to the model's length and at least 1.
+    /// The tokens of every input, each truncated to the model's length (every window's, for a
+    /// model that windows) and at least 1.
     pub tokens: usize,
-    /// Each input's whole encoding, `None` where it is longer than the model reads.
-    pub encoded: Vec<Option<sesame_text::EncodedText>>,
+    /// Each input's encoding ([`ServedModel::encode`]), `None` where it is a whole input longer
+    /// than the model reads.
+    pub encoded: Vec<Option<Encoded>>,
 }
 
 /// Check the inputs of a request and tokenize them as the model will read them: refuses an
@@ -324,7 +326,7 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
     }
     let (app2, inputs2) = (app.clone(), inputs.to_vec());
     let started = Instant::now();
-    let encoded = tokio::task::spawn_blocking(move || inputs2.iter().map(|i| encode_whole(app2.model.tokenizer(), i)).collect::<Result<Vec<_>, _>>())
+    let encoded = tokio::task::spawn_blocking(move || inputs2.iter().map(|i| app2.model.encode(i)).collect::<Result<Vec<_>, _>>())
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", format!("tokenizing failed: {e}")))?
         .map_err(|e| ApiError::validation(format!("`{field}`: {e}")))?;
@@ -339,13 +341,13 @@ async fn tokens_of(app: &Arc<App>, inputs: &[Input], truncate: bool, field: &str
         t.tokens = tokens;
     });
     let limit = app.model.max_input_length();
-    if !app.model.task().windows() && !truncate {
-        if let Some((i, e)) = encoded.iter().enumerate().find(|(_, e)| e.len() > limit) {
+    if !truncate {
+        if let Some((i, e)) = encoded.iter().enumerate().find(|(_, e)| !e.fits(limit)) {
             return Err(ApiError::too_large(format!("`{field}[{i}]` has {} tokens, more than the model's {limit}; shorten it or set `truncate`", e.len())));
         }
     }
-    let tokens = encoded.iter().map(|e| e.len().min(limit).max(1)).sum();
-    let encoded = encoded.into_iter().map(|e| (e.len() <= limit).then_some(e)).collect();
+    let tokens = encoded.iter().map(|e| if e.fits(limit) { e.len() } else { limit }.max(1)).sum();
+    let encoded = encoded.into_iter().map(|e| e.fits(limit).then_some(e)).collect();
     Ok(Counted { tokens, encoded })
 }
 
@@ -548,7 +550,7 @@ pub(crate) async fn fill_mask(State(app): State<Arc<App>>, body: Result<Bytes, B
     let tokenizer = app.model.tokenizer();
     let mask = tokenizer.mask_token_id().map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Tokenizer", e.to_string()))?;
     // Every input fits (none is truncated), so each has its encoding.
-    if let Some(i) = tokens.encoded.iter().position(|e| !e.as_ref().is_some_and(|e| e.input_ids.contains(&i64::from(mask)))) {
+    if let Some(i) = tokens.encoded.iter().position(|e| !e.as_ref().and_then(Encoded::as_whole).is_some_and(|e| e.input_ids.contains(&i64::from(mask)))) {
         let name = tokenizer.id_to_token(mask).unwrap_or_default();
         return Err(ApiError::validation(format!("`inputs[{i}]` has no `{name}` token to fill")));
     }

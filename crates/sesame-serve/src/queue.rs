@@ -13,7 +13,7 @@ use sesame_pipelines::PipelineError;
 use sesame_text::Tokenizer;
 
 use crate::metrics::Metrics;
-use sesame_pipelines::served::{Input, Output, ServedModel};
+use sesame_pipelines::served::{Encoded, Input, Output, ServedModel};
 
 /// What waits in the queue: a request's texts, which run in a batch with others, or a
 /// generation, which runs alone.
@@ -29,7 +29,7 @@ pub(crate) struct Job {
     /// Their tokens as the model reads them (what the budget counts).
     pub tokens: usize,
     /// Each input's encoding where it fits the model, read instead of tokenizing it again.
-    pub encoded: Vec<Option<sesame_text::EncodedText>>,
+    pub encoded: Vec<Option<Encoded>>,
     /// When it was queued.
     pub queued: Instant,
     /// Where its outputs go, one per text.
@@ -121,7 +121,7 @@ pub(crate) fn panic_reason(payload: Box<dyn std::any::Any + Send>) -> String {
 fn answer(model: &dyn ServedModel, mut jobs: Vec<Job>, tokens: usize, metrics: &Metrics) {
     let inputs: Vec<Input> = jobs.iter().flat_map(|job| job.inputs.iter().cloned()).collect();
     // Moved, not copied: a job run again alone after its batch failed is tokenized again.
-    let encoded: Vec<Option<sesame_text::EncodedText>> = jobs.iter_mut().flat_map(|job| std::mem::take(&mut job.encoded)).collect();
+    let encoded: Vec<Option<Encoded>> = jobs.iter_mut().flat_map(|job| std::mem::take(&mut job.encoded)).collect();
     let started = Instant::now();
     let waited = jobs.iter().map(|job| started - job.queued).sum();
     let result = match catch_unwind(AssertUnwindSafe(|| model.run_encoded(&inputs, &encoded))) {
