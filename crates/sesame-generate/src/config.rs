@@ -11,8 +11,8 @@ use crate::processors::{
     RepetitionPenalty, Temperature, TopK, TopP,
 };
 use crate::search::{
-    beam_search_streaming, greedy_streaming, sample_streaming, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated, SeededSampler, Stopping,
-    TokenStreamer,
+    beam_search_streaming, greedy_streaming, sample_streaming, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated, SeededSampler,
+    SharedRow, Stopping, TokenSampler, TokenStreamer,
 };
 
 /// One id or several (`eos_token_id` may be either).
@@ -361,6 +361,33 @@ pub fn generate_streaming<D: Decoder>(
             sample_streaming(model, prompts, &processors, &stopping, &mut SeededSampler::new(seed), streamer).map_err(GenerateError::Model)
         }
         None => greedy_streaming(model, prompts, &processors, &stopping, streamer).map_err(GenerateError::Model),
+    }
+}
+
+impl GenerationConfig {
+    /// A request's row of a [`shared_search`](crate::search::shared_search) with these settings, from a prompt of
+    /// `prompt_len` tokens: greedy search, or sampling seeded with `seed`, its tokens given to
+    /// `streamer`. Refused for the settings [`validate`](Self::validate) refuses, and for beam
+    /// search and several sequences per request, which run alone ([`generate_streaming`]).
+    pub fn shared_row<'a>(&self, prompt_len: usize, seed: u64, streamer: &'a mut dyn TokenStreamer) -> Result<SharedRow<'a>, ProcessorError> {
+        self.validate()?;
+        if let Some(beams) = self.beams()? {
+            return Err(out_of_range("num_beams", "1 in a search shared with other requests (beam search runs alone)", beams.num_beams));
+        }
+        if let Some(n) = self.num_return_sequences.filter(|&n| n != 1) {
+            return Err(out_of_range("num_return_sequences", "1 in a search shared with other requests", n));
+        }
+        let sampler: Option<Box<dyn TokenSampler>> = match self.do_sample == Some(true) {
+            true => Some(Box::new(SeededSampler::new(seed))),
+            false => None,
+        };
+        Ok(SharedRow { processors: self.processors(prompt_len)?, stopping: self.stopping(prompt_len)?, sampler, streamer })
+    }
+
+    /// Whether a request with these settings may share a search with others
+    /// ([`shared_row`](Self::shared_row)): greedy search or sampling, one sequence.
+    pub fn shares_search(&self) -> bool {
+        self.num_beams.unwrap_or(1) <= 1 && self.num_return_sequences.unwrap_or(1) == 1
     }
 }
 

@@ -29,6 +29,6 @@ pub use processors::{
     Row, Temperature, TopK, TopP,
 };
 pub use search::{
-    beam_search, beam_search_streaming, greedy, greedy_streaming, sample, sample_streaming, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated,
-    SeededSampler, Stopping, TokenSampler, TokenStreamer,
+    beam_search, beam_search_streaming, greedy, greedy_streaming, sample, sample_streaming, shared_search, BeamSettings, Decoder, EarlyStopping, GenerateError, Generated,
+    SeededSampler, SharedRow, Stopping, TokenSampler, TokenStreamer,
 };

@@ -218,6 +218,74 @@ fn one_token_per_row<D: Decoder>(
     }
 }
 
+/// One request's row in a search that rows of other requests share ([`shared_search`]): its
+/// own processors, stopping, picking and streamer, as greedy search or sampling would run the
+/// request alone.
+pub struct SharedRow<'a> {
+    /// Applied in order to the row's scores at every step.
+    pub processors: Vec<Box<dyn LogitsProcessor>>,
+    /// The row's `max_new_tokens`, end-of-sequence ids and `output_scores`.
+    pub stopping: Stopping,
+    /// Draws the row's tokens (sampling); `None`: the highest score (greedy search).
+    pub sampler: Option<Box<dyn TokenSampler + 'a>>,
+    /// Given the row's tokens as row 0; its `stop` ends the row.
+    pub streamer: &'a mut dyn TokenStreamer,
+}
+
+/// Greedy search and sampling for rows of different requests run as one batch of the model:
+/// each row is processed, picked, streamed and stopped by its own [`SharedRow`], and gives
+/// what [`greedy_streaming`] or [`sample_streaming`] give its request alone (the same picks, the
+/// same draws of its sampler; the model's numbers may differ in their last bits between a batch
+/// and a row alone). A row leaves the batch as soon as it ends (an end-of-sequence token, its
+/// `max_new_tokens`, or its streamer's `stop`), the model's state cut to the rows still
+/// running, so a short request costs the others nothing after it ends.
+///
+/// `prompts`: one per row, all of one length. Returns one [`Generated`] per row, with that row
+/// alone: its prompt and tokens (no padding), and its scores when its `output_scores` asks.
+pub fn shared_search<D: Decoder>(model: &D, prompts: &[Vec<u32>], rows: &mut [SharedRow<'_>]) -> Result<Vec<Generated>, D::Error> {
+    let mut out: Vec<Generated> = prompts.iter().map(|p| Generated { sequences: vec![p.clone()], scores: Vec::new(), sequences_scores: None }).collect();
+    // The rows in the model's batch, by their index in `rows`.
+    let mut live: Vec<usize> = (0..rows.len().min(prompts.len())).filter(|&r| rows[r].stopping.max_new_tokens > 0).collect();
+    if live.is_empty() {
+        return Ok(out);
+    }
+    let prompt_len = prompts[live[0]].len();
+    let (mut state, mut logits) = model.start(&live.iter().map(|&r| prompts[r].clone()).collect::<Vec<_>>())?;
+    loop {
+        let mut running = Vec::with_capacity(live.len());
+        let mut next = Vec::with_capacity(live.len());
+        for (i, (&r, mut scores)) in live.iter().zip(logits).enumerate() {
+            let (row, generated) = (&mut rows[r], &mut out[r]);
+            let tokens = &mut generated.sequences[0];
+            for p in &row.processors {
+                p.process(Row { tokens, prompt_len }, &mut scores);
+            }
+            let token = match &mut row.sampler {
+                Some(sampler) => sampler.draw(0, &softmax(&scores)),
+                None => argmax(&scores),
+            };
+            row.streamer.put(0, &[token]);
+            tokens.push(token);
+            let ended = row.stopping.eos_token_ids.contains(&token) || tokens.len() - prompt_len == row.stopping.max_new_tokens || row.streamer.stop();
+            if row.stopping.output_scores {
+                generated.scores.push(vec![scores]);
+            }
+            if !ended {
+                running.push(i);
+                next.push(token);
+            }
+        }
+        if running.is_empty() {
+            return Ok(out);
+        }
+        if running.len() < live.len() {
+            model.reorder(&mut state, &running);
+            live = running.iter().map(|&i| live[i]).collect();
+        }
+        logits = model.step(&mut state, &next)?;
+    }
+}
+
 /// When beam search stops adding finished hypotheses (transformers' `early_stopping`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EarlyStopping {
@@ -588,6 +656,94 @@ mod tests {
         let stopped = greedy_streaming(&Counting, &[vec![0]], &[], &stopping, &mut streamer).unwrap();
         assert_eq!(stopped.sequences, vec![vec![0, 1, 2, 0]]);
         assert_eq!(streamer.given, vec![1, 2, 0]);
+    }
+
+    /// A model of five tokens whose state is each row's tokens: a row's best next token is the
+    /// sum of its tokens (mod 5), the one after it second, so a state whose rows were mixed up
+    /// gives other tokens. It records the rows of every call.
+    #[derive(Default)]
+    struct Summing {
+        batches: std::cell::RefCell<Vec<usize>>,
+    }
+
+    impl Summing {
+        fn scores(row: &[u32]) -> Vec<f32> {
+            let best = row.iter().sum::<u32>() % 5;
+            (0..5).map(|t| if t == best { 2.0 } else if t == (best + 1) % 5 { 1.0 } else { 0.0 }).collect()
+        }
+    }
+
+    impl Decoder for Summing {
+        type State = Vec<Vec<u32>>;
+        type Error = ();
+
+        fn start(&self, prompts: &[Vec<u32>]) -> Result<(Self::State, Vec<Vec<f32>>), ()> {
+            self.batches.borrow_mut().push(prompts.len());
+            Ok((prompts.to_vec(), prompts.iter().map(|p| Self::scores(p)).collect()))
+        }
+
+        fn step(&self, state: &mut Self::State, tokens: &[u32]) -> Result<Vec<Vec<f32>>, ()> {
+            assert_eq!(state.len(), tokens.len(), "one token per row of the state");
+            self.batches.borrow_mut().push(tokens.len());
+            state.iter_mut().zip(tokens).for_each(|(row, &t)| row.push(t));
+            Ok(state.iter().map(|row| Self::scores(row)).collect())
+        }
+
+        fn reorder(&self, state: &mut Self::State, rows: &[usize]) {
+            *state = rows.iter().map(|&r| state[r].clone()).collect();
+        }
+    }
+
+    #[test]
+    fn a_shared_search_gives_each_request_what_it_gives_alone_and_drops_rows_as_they_end() {
+        use crate::processors::MinNewTokens;
+        let stopping = |max_new_tokens, eos: &[u32], output_scores| Stopping { max_new_tokens, eos_token_ids: eos.to_vec(), pad_token_id: 0, output_scores };
+        // (prompt, processors, stopping, seed when sampling, stop after this many tokens)
+        type Case = (Vec<u32>, fn() -> Vec<Box<dyn LogitsProcessor>>, Stopping, Option<u64>, Option<usize>);
+        let cases: Vec<Case> = vec![
+            (vec![1, 2], Vec::new, stopping(6, &[], true), None, None),
+            (vec![3, 1], Vec::new, stopping(9, &[4], false), None, None),
+            (vec![0, 4], || vec![Box::new(MinNewTokens { min_new_tokens: 3, eos_token_ids: vec![4] })], stopping(9, &[4], false), None, None),
+            (vec![2, 2], Vec::new, stopping(7, &[], true), Some(11), None),
+            (vec![4, 4], Vec::new, stopping(8, &[], false), Some(5), Some(2)),
+            (vec![1, 1], Vec::new, stopping(0, &[], false), None, None),
+        ];
+        let alone: Vec<(Generated, Vec<u32>)> = cases
+            .iter()
+            .map(|(prompt, processors, stopping, seed, stop)| {
+                let mut streamer = StopAfter { after: stop.unwrap_or(usize::MAX), given: Vec::new() };
+                let out = match seed {
+                    Some(seed) => sample_streaming(&Summing::default(), &[prompt.clone()], &processors(), stopping, &mut SeededSampler::new(*seed), &mut streamer),
+                    None => greedy_streaming(&Summing::default(), &[prompt.clone()], &processors(), stopping, &mut streamer),
+                };
+                (out.unwrap(), streamer.given)
+            })
+            .collect();
+        let mut streamers: Vec<StopAfter> = cases.iter().map(|c| StopAfter { after: c.4.unwrap_or(usize::MAX), given: Vec::new() }).collect();
+        let mut rows: Vec<SharedRow> = cases
+            .iter()
+            .zip(&mut streamers)
+            .map(|((_, processors, stopping, seed, _), streamer)| SharedRow {
+                processors: processors(),
+                stopping: stopping.clone(),
+                sampler: seed.map(|s| Box::new(SeededSampler::new(s)) as Box<dyn TokenSampler>),
+                streamer,
+            })
+            .collect();
+        let model = Summing::default();
+        let prompts: Vec<Vec<u32>> = cases.iter().map(|c| c.0.clone()).collect();
+        let shared = shared_search(&model, &prompts, &mut rows).unwrap();
+        drop(rows);
+        for (i, ((want, streamed), (got, given))) in alone.iter().zip(shared.iter().zip(&streamers)).enumerate() {
+            assert_eq!(got, want, "request {i}");
+            assert_eq!(&given.given, streamed, "request {i}'s streamed tokens");
+        }
+        // Every request ends differently: 6 tokens, an end at once, an end after 3, 7, a stop after 2, none.
+        let generated: Vec<usize> = shared.iter().zip(&prompts).map(|(g, p)| g.sequences[0].len() - p.len()).collect();
+        assert_eq!(generated, vec![6, 1, 4, 7, 2, 0]);
+        // The request of no tokens never runs; the others leave the model's batch as they end.
+        let batches = model.batches.borrow().clone();
+        assert_eq!(batches, vec![5, 4, 3, 3, 2, 2, 1]);
     }
 
     #[test]
