@@ -50,6 +50,10 @@ pub(crate) struct ServeArgs {
     /// The most tokens one batch of requests holds; a request larger than this runs alone.
     #[arg(long, default_value_t = 16384, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000))]
     pub max_batch_tokens: usize,
+    /// The most generations run as one search: those waiting together (greedy search or
+    /// sampling; beam search runs alone), each leaving it as it ends.
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub max_batch_generations: usize,
     /// Requests in flight at once; one more is answered 429.
     #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_concurrent_requests: usize,
@@ -152,6 +156,7 @@ fn serve_options(args: &ServeArgs) -> Result<ServeOptions, String> {
         host: args.host.clone(),
         port: args.port,
         max_batch_tokens: args.max_batch_tokens,
+        max_batch_generations: args.max_batch_generations,
         max_concurrent_requests: args.max_concurrent_requests,
         max_client_batch_size: args.max_client_batch_size,
         payload_limit: args.payload_limit,

@@ -428,6 +428,66 @@ fn serve_samples_with_the_request_s_seed_and_stops_at_a_stop_sequence() {
     std::fs::remove_dir_all(&model).unwrap();
 }
 
+/// Generations that wait together run as one search: behind a long generation, four requests
+/// of one prompt length with their own settings (greedy, a 3-token cut, seeded sampling, another
+/// prompt) and one of another length queue; when the long one's client hangs up, the four run
+/// as one batch and the other after it, and each answer is what that request gets alone.
+#[test]
+fn serve_runs_waiting_generations_as_one_search_each_answered_as_alone() {
+    let model = with_tokenizer("xlnet/generation");
+    let server = Server::start(&model, &[]);
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let bodies = [
+        serde_json::json!({ "inputs": "the cat sat", "parameters": { "max_new_tokens": 9, "details": true } }),
+        serde_json::json!({ "inputs": "the dog sat", "parameters": { "max_new_tokens": 3, "details": true } }),
+        serde_json::json!({ "inputs": "the cat sat", "parameters": { "max_new_tokens": 12, "do_sample": true, "top_k": 0, "seed": 7, "details": true } }),
+        serde_json::json!({ "inputs": "a cat sat", "parameters": { "max_new_tokens": 6, "repetition_penalty": 1.5, "details": true } }),
+        serde_json::json!({ "inputs": "the cat sat on the mat", "parameters": { "max_new_tokens": 5, "details": true } }),
+    ];
+    let long = serde_json::json!({ "inputs": "the cat sat", "parameters": { "max_new_tokens": 20000, "min_new_tokens": 20000 } }).to_string();
+    let mut client = std::net::TcpStream::connect(&addr).unwrap();
+    write!(client, "POST /generate_stream HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{long}", long.len()).unwrap();
+    let mut reader = BufReader::new(&client);
+    let mut line = String::new();
+    while !line.starts_with("data:") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended before its first token");
+    }
+    let together: Vec<(u16, serde_json::Value)> = std::thread::scope(|s| {
+        let server = &server;
+        let answers: Vec<_> = bodies.iter().map(|body| s.spawn(move || server.post("/generate", &body.to_string()))).collect();
+        // Every request waits behind the long one (whose stream holds no permit); then its
+        // client hangs up.
+        let started = std::time::Instant::now();
+        while server.counter("sesame_requests_in_flight") < 5.0 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "the requests never queued");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        client.shutdown(std::net::Shutdown::Both).unwrap();
+        answers.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    // The long search, the four of one prompt length together, the other alone.
+    assert_eq!(server.counter("sesame_batches_total"), 3.0);
+    assert_eq!(server.counter("sesame_generations_total"), 6.0);
+    for (body, (status, got)) in bodies.iter().zip(&together) {
+        assert_eq!(*status, 200, "{got}");
+        let (_, alone) = server.post("/generate", &body.to_string());
+        assert_eq!(got["generated_text"], alone["generated_text"], "{body}");
+        let ids = |v: &serde_json::Value| v["details"]["tokens"].as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect::<Vec<_>>();
+        assert_eq!(ids(got), ids(&alone), "{body}");
+        assert_eq!(got["details"]["finish_reason"], alone["details"]["finish_reason"], "{body}");
+        let logprobs = |v: &serde_json::Value| v["details"]["tokens"].as_array().unwrap().iter().map(|t| t["logprob"].as_f64().unwrap()).collect::<Vec<_>>();
+        for (a, b) in logprobs(got).iter().zip(logprobs(&alone)) {
+            assert!((a - b).abs() < 1e-4, "{body}: {got} alone {alone}");
+        }
+    }
+    assert_eq!(together[1].1["details"]["generated_tokens"], 3);
+    assert_eq!(server.counter("sesame_batches_total"), 8.0, "each run alone after");
+    drop(server);
+    std::fs::remove_dir_all(&model).unwrap();
+}
+
 /// A client that goes away mid-generation, streaming or not, stops its search: the metrics
 /// count it cancelled after far fewer tokens than it asked for, and the server answers the next.
 #[test]

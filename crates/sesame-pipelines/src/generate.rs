@@ -48,17 +48,22 @@ pub fn generate_ids<M: LanguageModel<Source = Source>>(
     seed: u64,
     streamer: &mut dyn TokenStreamer,
 ) -> Result<Generated, GenerateError<InputError>> {
-    let device = &model.device();
     let (_, repeat) = rows_per_input(config);
-    let rows: Vec<&Vec<u32>> = sources.iter().flat_map(|s| std::iter::repeat_n(s, repeat)).collect();
+    let rows: Vec<&[u32]> = sources.iter().flat_map(|s| std::iter::repeat_n(s.as_slice(), repeat)).collect();
+    let source = padded_source(&rows, config.pad_id(), &model.device());
+    let decoder = Seq2SeqDecoder::new(model, model_config, source).map_err(GenerateError::Model)?;
+    generate_streaming(&decoder, &vec![vec![start]; rows.len()], config, seed, streamer)
+}
+
+/// `rows` of source ids as one batch `[rows, longest]` on `device`, each padded with `pad` and
+/// masked after its end.
+pub(crate) fn padded_source(rows: &[&[u32]], pad: u32, device: &Device) -> Source {
     let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-    let pad = i64::from(config.pad_id());
-    let ids: Vec<i64> = rows.iter().flat_map(|r| r.iter().map(|&t| i64::from(t)).chain(std::iter::repeat(pad)).take(width)).collect();
+    let ids: Vec<i64> = rows.iter().flat_map(|r| r.iter().map(|&t| i64::from(t)).chain(std::iter::repeat(i64::from(pad))).take(width)).collect();
     let mask: Vec<i64> = rows.iter().flat_map(|r| (0..width).map(|j| i64::from(j < r.len()))).collect();
     let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows.len(), width]), device);
     let mask = Tensor::<2, Int>::from_data(TensorData::new(mask, [rows.len(), width]), device);
-    let decoder = Seq2SeqDecoder::new(model, model_config, Source { input_ids: ids, attention_mask: Some(mask) }).map_err(GenerateError::Model)?;
-    generate_streaming(&decoder, &vec![vec![start]; rows.len()], config, seed, streamer)
+    Source { input_ids: ids, attention_mask: Some(mask) }
 }
 
 /// The search of the left-to-right `model` (with its `model_config`) continuing `prompt`:

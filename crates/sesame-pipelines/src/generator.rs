@@ -1,16 +1,17 @@
 //! Generation as a value: [`Seq2SeqGenerator`] (an encoder-decoder such as BART) and
-//! [`CausalGenerator`] (a left-to-right model), each behind [`Generator`]. In the server a request
-//! runs alone on the model's thread, which sends its tokens to the client as soon as they are
-//! final and ends the search as soon as the client has gone or a stop sequence was written.
+//! [`CausalGenerator`] (a left-to-right model), each behind [`Generator`]. In the server the
+//! requests waiting together run as one search ([`Generator::generate_shared`]), each row with
+//! its own settings; the model's thread sends each request's tokens to its client as soon as
+//! they are final and ends a row as soon as its client has gone or a stop sequence was written.
 
-use sesame_generate::decoding::{LanguageModel, Source};
-use sesame_generate::{GenerateError, GenerationConfig, Generated, TokenStreamer};
+use sesame_generate::decoding::{CausalDecoder, LanguageModel, Seq2SeqDecoder, Source};
+use sesame_generate::{shared_search, GenerateError, GenerationConfig, Generated, SharedRow, TokenStreamer};
 use sesame_layers::InputError;
-use crate::generate::{continue_ids, generate_ids, open_prompt};
-use crate::PipelineError;
 use sesame_text::Tokenizer;
 
-use crate::served::{Generation, Generator, ServedModel, Task};
+use crate::generate::{continue_ids, generate_ids, open_prompt, padded_source};
+use crate::served::{Generation, Generator, ServedModel, SharedRequest, Task};
+use crate::PipelineError;
 
 /// Refuse a generator loaded from `dir` whose language-modelling head was missing from the
 /// checkpoint (`report`): a head drawn at random would generate random tokens. A missing
@@ -103,6 +104,21 @@ where
         let out = generate_ids(&self.model, &self.config, &[prompt.to_vec()], self.start, settings, seed, streamer).map_err(search_error)?;
         Ok(generation(out, 1, settings))
     }
+
+    /// Every source may share a search: the sources are padded and masked, and every row
+    /// starts from the decoder start token.
+    fn shared_key(&self, _prompt: &[u32], settings: &GenerationConfig) -> Option<usize> {
+        settings.shares_search().then_some(0)
+    }
+
+    fn generate_shared(&self, requests: &mut [SharedRequest<'_>]) -> Result<Vec<Result<Generation, PipelineError>>, PipelineError> {
+        let start = self.start;
+        shared(requests, 1, |sources, rows| {
+            let source = padded_source(sources, self.settings.pad_id(), &self.model.device());
+            let decoder = Seq2SeqDecoder::new(&self.model, &self.config, source)?;
+            shared_search(&decoder, &vec![vec![start]; rows.len()], rows)
+        })
+    }
 }
 
 impl<M> ServedModel for Seq2SeqGenerator<M>
@@ -169,6 +185,52 @@ where
         let out = continue_ids(&self.model, &self.config, prompt, settings, seed, streamer).map_err(search_error)?;
         Ok(generation(out, prompt.len(), settings))
     }
+
+    /// Prompts of one length may share a search (the model reads no padding mask).
+    fn shared_key(&self, prompt: &[u32], settings: &GenerationConfig) -> Option<usize> {
+        settings.shares_search().then_some(prompt.len())
+    }
+
+    fn generate_shared(&self, requests: &mut [SharedRequest<'_>]) -> Result<Vec<Result<Generation, PipelineError>>, PipelineError> {
+        let len = requests.first().map_or(0, |r| r.prompt.len());
+        if let Some(other) = requests.iter().find(|r| r.prompt.len() != len) {
+            return Err(PipelineError::Input(InputError::ShapeMismatch { what: "shared prompts", expected: vec![len], found: vec![other.prompt.len()] }));
+        }
+        shared(requests, len, |prompts, rows| shared_search(&CausalDecoder::new(&self.model, &self.config), &prompts.iter().map(|p| p.to_vec()).collect::<Vec<_>>(), rows))
+    }
+}
+
+/// Run `requests` as one search `run` (given the prompts and the rows of the requests whose
+/// settings are accepted), each row's search starting from `prompt_len` tokens: one result per
+/// request, its settings' refusal or its generation.
+fn shared(
+    requests: &mut [SharedRequest<'_>],
+    prompt_len: usize,
+    run: impl FnOnce(&[&[u32]], &mut [SharedRow<'_>]) -> Result<Vec<Generated>, InputError>,
+) -> Result<Vec<Result<Generation, PipelineError>>, PipelineError> {
+    let mut results: Vec<Option<Result<Generation, PipelineError>>> = Vec::with_capacity(requests.len());
+    let (mut prompts, mut rows, mut settings) = (Vec::new(), Vec::new(), Vec::new());
+    for request in requests.iter_mut() {
+        match request.settings.shared_row(prompt_len, request.seed, &mut *request.streamer) {
+            Ok(row) => {
+                results.push(None);
+                prompts.push(request.prompt);
+                settings.push(request.settings);
+                rows.push(row);
+            }
+            Err(e) => results.push(Some(Err(PipelineError::Settings(e)))),
+        }
+    }
+    let mut generated = match rows.is_empty() {
+        true => Vec::new(),
+        false => run(&prompts, &mut rows).map_err(PipelineError::Input)?,
+    }
+    .into_iter()
+    .zip(settings);
+    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| {
+        let (out, settings) = generated.next().expect("a generation per accepted request");
+        Ok(generation(out, prompt_len, settings))
+    })).collect())
 }
 
 impl<M> ServedModel for CausalGenerator<M>

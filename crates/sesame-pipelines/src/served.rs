@@ -572,4 +572,23 @@ pub trait Generator: Send + Sync {
     /// Run the search `settings` ask for from `prompt`, giving `streamer` the tokens as they
     /// are final.
     fn generate(&self, prompt: &[u32], settings: &sesame_generate::GenerationConfig, seed: u64, streamer: &mut dyn sesame_generate::TokenStreamer) -> Result<Generation, PipelineError>;
+    /// Which requests may run as one search ([`generate_shared`](Self::generate_shared)): those
+    /// of one key. `None`: the request runs alone (beam search).
+    fn shared_key(&self, prompt: &[u32], settings: &sesame_generate::GenerationConfig) -> Option<usize>;
+    /// Run `requests` (of one [`shared_key`](Self::shared_key)) as one batch of the model, each
+    /// giving what [`generate`](Self::generate) gives it alone: one result per request (its
+    /// settings may be refused), or the model's failure, which fails them all.
+    fn generate_shared(&self, requests: &mut [SharedRequest<'_>]) -> Result<Vec<Result<Generation, PipelineError>>, PipelineError>;
+}
+
+/// A request of a search shared with others ([`Generator::generate_shared`]).
+pub struct SharedRequest<'a> {
+    /// The ids the search starts from ([`Generator::prompt_ids`]).
+    pub prompt: &'a [u32],
+    /// Its settings: greedy search or sampling.
+    pub settings: &'a sesame_generate::GenerationConfig,
+    /// What sampling draws with.
+    pub seed: u64,
+    /// Given the request's tokens as they are final; its `stop` ends the request.
+    pub streamer: &'a mut dyn sesame_generate::TokenStreamer,
 }

@@ -886,6 +886,7 @@ pub(crate) async fn info(State(app): State<Arc<App>>) -> Json<serde_json::Value>
         "top_k": model.top_k(),
         "max_input_length": model.max_input_length(),
         "max_batch_tokens": o.max_batch_tokens,
+        "max_batch_generations": o.max_batch_generations,
         "max_concurrent_requests": o.max_concurrent_requests,
         "max_client_batch_size": o.max_client_batch_size,
         "payload_limit": o.payload_limit,

@@ -7,8 +7,10 @@
 //! `max_batch_tokens` and runs them as one call of the model, which sorts the texts by length
 //! into forward passes, and each request gets exactly its own results. At most
 //! `max_concurrent_requests` are in flight: the next is answered 429 at once. SIGTERM or
-//! Ctrl-C stops accepting, answers what is in flight, then returns. A generation runs alone,
-//! its tokens sent as they are final; a client that goes away ends its search.
+//! Ctrl-C stops accepting, answers what is in flight, then returns. The generations waiting
+//! together run as one search of at most `max_batch_generations` rows, each with its own
+//! settings, each leaving it as it ends (beam search runs alone); tokens are sent as they are
+//! final, and a client that goes away ends its row.
 //!
 //! With an [`ApiKey`], every route but `/health` needs `Authorization: Bearer KEY`; without
 //! one the server listens on loopback only, unless `no_api_key` says otherwise. Slow clients
@@ -60,6 +62,9 @@ pub struct ServeOptions {
     pub port: u16,
     /// The most tokens one batch of requests holds (a request larger than this runs alone).
     pub max_batch_tokens: usize,
+    /// The most generations run as one search (those waiting together, greedy search or
+    /// sampling; beam search runs alone).
+    pub max_batch_generations: usize,
     /// Requests in flight at once; one more is answered 429.
     pub max_concurrent_requests: usize,
     /// The most texts one request may hold; more are answered 413.
@@ -95,6 +100,7 @@ impl ServeOptions {
             host: "127.0.0.1".into(),
             port: 3000,
             max_batch_tokens: 16384,
+            max_batch_generations: 32,
             max_concurrent_requests: 512,
             max_client_batch_size: 32,
             payload_limit: 2_000_000,
@@ -151,6 +157,7 @@ pub enum ServeError {
 pub fn check(options: &ServeOptions) -> Result<(), ServeError> {
     for (flag, value) in [
         ("--max-batch-tokens", options.max_batch_tokens),
+        ("--max-batch-generations", options.max_batch_generations),
         ("--max-concurrent-requests", options.max_concurrent_requests),
         ("--max-client-batch-size", options.max_client_batch_size),
         ("--payload-limit", options.payload_limit),
@@ -179,8 +186,8 @@ pub fn serve(model: Arc<dyn ServedModel>, options: ServeOptions, ready: impl FnO
     let metrics = Arc::new(metrics::Metrics::default());
     let (queue, jobs) = tokio::sync::mpsc::unbounded_channel();
     let batcher = {
-        let (model, metrics, budget) = (model.clone(), metrics.clone(), options.max_batch_tokens);
-        std::thread::Builder::new().name("sesame-serve-model".into()).spawn(move || queue::run_batches(model, jobs, budget, metrics))?
+        let (model, metrics, budget, generations) = (model.clone(), metrics.clone(), options.max_batch_tokens, options.max_batch_generations);
+        std::thread::Builder::new().name("sesame-serve-model".into()).spawn(move || queue::run_batches(model, jobs, budget, generations, metrics))?
     };
     let app = Arc::new(api::App {
         model,

@@ -110,10 +110,9 @@ impl Metrics {
         self.inference_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// A generation from `prompt` tokens that wrote `generated` tokens in `took`, after waiting
-    /// `waited`; `cancelled` when its client went away before the end.
-    pub(crate) fn generation(&self, prompt: usize, generated: usize, waited: Duration, took: Duration, cancelled: bool) {
-        self.batch(1, 1, prompt, waited, took);
+    /// A generation that wrote `generated` tokens (its search is counted as a batch of its
+    /// generations and their prompt tokens); `cancelled` when its client went away before the end.
+    pub(crate) fn generation(&self, generated: usize, cancelled: bool) {
         self.generations.fetch_add(1, Ordering::Relaxed);
         self.generated_tokens.fetch_add(generated as u64, Ordering::Relaxed);
         self.generations_cancelled.fetch_add(u64::from(cancelled), Ordering::Relaxed);
@@ -178,7 +177,7 @@ impl Metrics {
             ("sesame_queue_seconds_total", "Time requests waited in the queue, summed over requests.", seconds(&self.queue_micros).to_string()),
             ("sesame_inference_seconds_total", "Time spent running batches.", seconds(&self.inference_micros).to_string()),
             ("sesame_panics_total", "Batches whose run panicked (answered 500).", load(&self.panics).to_string()),
-            ("sesame_generations_total", "Generations run (each is also a batch of one).", load(&self.generations).to_string()),
+            ("sesame_generations_total", "Generations run (the generations that ran together are one batch, their prompts its tokens).", load(&self.generations).to_string()),
             ("sesame_generated_tokens_total", "Tokens written by generations.", load(&self.generated_tokens).to_string()),
             ("sesame_generations_cancelled_total", "Generations stopped early, or dropped unrun, because their client went away.", load(&self.generations_cancelled).to_string()),
         ];

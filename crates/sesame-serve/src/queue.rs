@@ -1,7 +1,9 @@
 //! Dynamic batching: requests wait in one queue, and one thread takes as many as fit a token
-//! budget, runs them as one call of the model, and hands each request its own outputs; a
-//! generation runs alone, its tokens sent to its client as they come.
+//! budget, runs them as one call of the model, and hands each request its own outputs. The
+//! generations waiting together run as one search, each row with its own settings, its tokens
+//! sent to its client as they come (beam search runs alone).
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,10 +15,10 @@ use sesame_pipelines::PipelineError;
 use sesame_text::Tokenizer;
 
 use crate::metrics::Metrics;
-use sesame_pipelines::served::{Encoded, Input, Output, ServedModel};
+use sesame_pipelines::served::{Encoded, Generation, Input, Output, ServedModel, SharedRequest};
 
 /// What waits in the queue: a request's texts, which run in a batch with others, or a
-/// generation, which runs alone.
+/// generation, which runs in a search with others.
 pub(crate) enum Work {
     Batch(Job),
     Generate(GenerateJob),
@@ -68,30 +70,34 @@ impl std::fmt::Display for RunError {
     }
 }
 
-/// Take jobs from `queue` until it closes: each batch is the first waiting job and every job
-/// behind it that keeps the batch within `max_batch_tokens` (a single larger job runs alone).
-/// Jobs whose client has gone are dropped unrun.
-pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::UnboundedReceiver<Work>, max_batch_tokens: usize, metrics: Arc<Metrics>) {
-    let mut held: Option<Work> = None;
+/// Take work from `queue` until it closes: each batch is the first waiting job and every job
+/// behind it that keeps the batch within `max_batch_tokens` (a single larger job runs alone);
+/// a generation runs with the generations waiting behind it that may share its search, at most
+/// `max_batch_size` (work that may not waits in its place). Jobs whose client has gone are
+/// dropped unrun.
+pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::UnboundedReceiver<Work>, max_batch_tokens: usize, max_batch_size: usize, metrics: Arc<Metrics>) {
+    // Work taken from the queue and put back, in the queue's order: it comes before the queue.
+    let mut held: VecDeque<Work> = VecDeque::new();
     loop {
-        let first = match held.take().or_else(|| queue.blocking_recv()) {
+        let first = match held.pop_front().or_else(|| queue.blocking_recv()) {
             None => return,
             Some(Work::Generate(job)) => {
-                run_generation(model.as_ref(), job, &metrics);
+                let jobs = shared_generations(model.as_ref(), job, &mut queue, &mut held, max_batch_size);
+                run_generations(model.as_ref(), jobs, &metrics);
                 continue;
             }
             Some(Work::Batch(job)) => job,
         };
         let mut tokens = first.tokens;
         let mut jobs = vec![first];
-        while let Ok(work) = queue.try_recv() {
+        while let Some(work) = held.pop_front().or_else(|| queue.try_recv().ok()) {
             match work {
                 Work::Batch(job) if tokens + job.tokens <= max_batch_tokens => {
                     tokens += job.tokens;
                     jobs.push(job);
                 }
                 other => {
-                    held = Some(other);
+                    held.push_front(other);
                     break;
                 }
             }
@@ -107,6 +113,26 @@ pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::Unbounde
         let tokens = jobs.iter().map(|job| job.tokens).sum();
         answer(model.as_ref(), jobs, tokens, &metrics);
     }
+}
+
+/// `first` and the generations waiting behind it that may share its search (of its
+/// [`Generator::shared_key`]), at most `max` in all; what they pass over stays in `held`, in
+/// order. A search that may not be shared (beam search) runs alone.
+fn shared_generations(model: &dyn ServedModel, first: GenerateJob, queue: &mut mpsc::UnboundedReceiver<Work>, held: &mut VecDeque<Work>, max: usize) -> Vec<GenerateJob> {
+    let key = |job: &GenerateJob| model.generator().and_then(|g| g.shared_key(&job.prompt, &job.settings));
+    let Some(shared) = key(&first) else { return vec![first] };
+    let mut jobs = vec![first];
+    let mut passed = VecDeque::new();
+    while jobs.len() < max {
+        match held.pop_front().or_else(|| queue.try_recv().ok()) {
+            Some(Work::Generate(job)) if key(&job) == Some(shared) => jobs.push(job),
+            Some(other) => passed.push_back(other),
+            None => break,
+        }
+    }
+    passed.append(held);
+    *held = passed;
+    jobs
 }
 
 /// The message of a panic's payload.
@@ -280,30 +306,65 @@ impl TokenStreamer for Streamer<'_> {
     }
 }
 
-/// Run `job` on `model` (a generator) and send its client every token, then how it ended.
-/// A job whose client has gone is dropped unrun.
-pub(crate) fn run_generation(model: &dyn ServedModel, job: GenerateJob, metrics: &Metrics) {
-    if job.events.is_closed() {
-        metrics.generation_dropped();
-        return;
-    }
+/// Run `jobs` on `model` (a generator) as one search (as one alone when its search may not be
+/// shared) and send each client its tokens as they come, then how it ended. Jobs whose client
+/// has gone are dropped unrun; a failure of the model fails every job of the search.
+pub(crate) fn run_generations(model: &dyn ServedModel, mut jobs: Vec<GenerateJob>, metrics: &Metrics) {
+    jobs.retain(|job| {
+        let gone = job.events.is_closed();
+        if gone {
+            metrics.generation_dropped();
+        }
+        !gone
+    });
     let Some(generator) = model.generator() else {
-        let _ = job.events.send(Event::End(Err(RunError::Failed("the model does not generate".into()))));
+        for job in jobs {
+            let _ = job.events.send(Event::End(Err(RunError::Failed("the model does not generate".into()))));
+        }
         return;
     };
-    let started = Instant::now();
+    let Some(first) = jobs.first() else { return };
+    let shared = generator.shared_key(&first.prompt, &first.settings).is_some();
     let tokenizer = model.tokenizer();
-    let mut streamer = Streamer::new(tokenizer, &job.stop, &job.events);
-    let result = catch_unwind(AssertUnwindSafe(|| generator.generate(&job.prompt, &job.settings, job.seed, &mut streamer)));
-    let result = match result {
-        Ok(Ok(generation)) => Ok(generation),
-        Ok(Err(PipelineError::Settings(e))) => Err(RunError::Settings(e.to_string())),
-        Ok(Err(e)) => Err(RunError::Failed(e.to_string())),
+    let started = Instant::now();
+    let mut streamers: Vec<Streamer> = jobs.iter().map(|job| Streamer::new(tokenizer, &job.stop, &job.events)).collect();
+    let ran = catch_unwind(AssertUnwindSafe(|| match shared {
+        true => {
+            let mut requests: Vec<SharedRequest> = jobs
+                .iter()
+                .zip(&mut streamers)
+                .map(|(job, streamer)| SharedRequest { prompt: &job.prompt, settings: &job.settings, seed: job.seed, streamer })
+                .collect();
+            generator.generate_shared(&mut requests)
+        }
+        false => Ok(vec![generator.generate(&first.prompt, &first.settings, first.seed, &mut streamers[0])]),
+    }));
+    let results: Vec<Result<Generation, RunError>> = match ran {
+        Ok(Ok(results)) => results.into_iter().map(|r| r.map_err(run_error)).collect(),
+        Ok(Err(e)) => vec![Err(run_error(e)); jobs.len()],
         Err(payload) => {
             metrics.panic();
-            Err(RunError::Panicked(panic_reason(payload)))
+            vec![Err(RunError::Panicked(panic_reason(payload))); jobs.len()]
         }
     };
+    let prompts = jobs.iter().map(|job| job.prompt.len()).sum();
+    let waited = jobs.iter().map(|job| started - job.queued).sum();
+    metrics.batch(jobs.len(), jobs.len(), prompts, waited, started.elapsed());
+    for ((job, streamer), result) in jobs.iter().zip(streamers).zip(results) {
+        finish(tokenizer, job, streamer, result, metrics);
+    }
+}
+
+/// Why a search failed, for its client.
+fn run_error(e: PipelineError) -> RunError {
+    match e {
+        PipelineError::Settings(e) => RunError::Settings(e.to_string()),
+        e => RunError::Failed(e.to_string()),
+    }
+}
+
+/// Send `job`'s client how its search ended (`result`; `streamer` saw its tokens).
+fn finish(tokenizer: &Tokenizer, job: &GenerateJob, mut streamer: Streamer<'_>, result: Result<Generation, RunError>, metrics: &Metrics) {
     let cancelled = job.events.is_closed();
     let result = result.and_then(|generation| {
         if generation.logprobs.as_ref().is_some_and(|l| l.iter().any(|p| p.is_nan())) {
@@ -328,7 +389,6 @@ pub(crate) fn run_generation(model: &dyn ServedModel, job: GenerateJob, metrics:
         let text = tokenizer.decode(&generation.tokens).map_err(|e| RunError::Failed(e.to_string()))?;
         Ok(Ended { tokens, text, finish_reason })
     });
-    let generated = result.as_ref().map_or(0, |e| e.tokens.len());
-    metrics.generation(job.prompt.len(), generated, started - job.queued, started.elapsed(), cancelled);
+    metrics.generation(result.as_ref().map_or(0, |e| e.tokens.len()), cancelled);
     let _ = job.events.send(Event::End(result));
 }
