@@ -527,21 +527,16 @@ impl XlnetModel {
         table
     }
 
-    /// HF `cache_mem` along the positions' dimension `dim`: the first `reuse_len` positions of
-    /// this segment's `current` (all when 0) after the old memory `prev`, the last `mem_len` of
-    /// them kept (all when 0), detached. States `[b, q, d]` (dim 1) or their keys or values
-    /// `[b, heads, q, d_head]` (dim 2).
-    fn cache_mem<const D: usize>(&self, current: Tensor<D>, prev: Option<Tensor<D>>, dim: usize) -> Tensor<D> {
-        let q = current.dims()[dim];
+    /// HF `cache_mem` along the positions' dimension `dim` of `all`, the old memory followed
+    /// by this segment's `q` positions ([`after_memory`]): the first `reuse_len` of the segment
+    /// (all when 0) after the old memory, the last `mem_len` of them kept (all when 0),
+    /// detached. States `[b, mlen + q, d]` (dim 1) or their keys or values
+    /// `[b, heads, mlen + q, d_head]` (dim 2).
+    fn cache_mem<const D: usize>(&self, all: Tensor<D>, q: usize, dim: usize) -> Tensor<D> {
         let keep = if self.settings.reuse_len > 0 { self.settings.reuse_len.min(q) } else { q };
-        let current = current.narrow(dim, 0, keep);
-        let all = match prev {
-            Some(prev) => Tensor::cat(vec![prev, current], dim),
-            None => current,
-        };
-        let len = all.dims()[dim];
-        let start = if self.settings.mem_len > 0 { len.saturating_sub(self.settings.mem_len) } else { 0 };
-        all.narrow(dim, start, len - start).detach()
+        let end = all.dims()[dim] - q + keep;
+        let start = if self.settings.mem_len > 0 { end.saturating_sub(self.settings.mem_len) } else { 0 };
+        all.narrow(dim, start, end - start).detach()
     }
 
     /// Run the model over `input` (check it first with [`XlnetInput::validate`]).
@@ -644,17 +639,17 @@ impl XlnetModel {
                 Some(memory) => {
                     let (k, v) = attn.keys_values(output_h.clone());
                     let (prev_k, prev_v) = memory.keys_values.as_ref().map(|kv| kv[i].clone()).unzip();
-                    new_keys_values.push((self.cache_mem(k.clone(), prev_k.clone(), 2), self.cache_mem(v.clone(), prev_v.clone(), 2)));
-                    let after = |prev: Option<Tensor<4>>, x: Tensor<4>| prev.map_or(x.clone(), |p| Tensor::cat(vec![p, x], 2));
-                    (after(prev_k, k), after(prev_v, v))
+                    let (k, v) = (after_memory(prev_k, k, 2), after_memory(prev_v, v, 2));
+                    new_keys_values.push((self.cache_mem(k.clone(), q, 2), self.cache_mem(v.clone(), q, 2)));
+                    (k, v)
                 }
                 // The memory's states and this segment's, projected together.
                 None => {
-                    let mem = input.mems.as_ref().map(|m| m[i].clone());
+                    let all = after_memory(input.mems.as_ref().map(|m| m[i].clone()), output_h.clone(), 1);
                     if use_mems {
-                        new_mems.push(self.cache_mem(output_h.clone(), mem.clone(), 1));
+                        new_mems.push(self.cache_mem(all.clone(), q, 1));
                     }
-                    attn.keys_values(mem.map_or(output_h.clone(), |mem| Tensor::cat(vec![mem, output_h.clone()], 1)))
+                    attn.keys_values(all)
                 }
             };
             let k_head_r = match &positions {
@@ -743,6 +738,14 @@ impl ProjectedMemory {
     pub(crate) fn select(self, rows: Tensor<1, Int>) -> Self {
         let keys_values = self.keys_values.map(|kv| kv.into_iter().map(|(k, v)| (k.select(0, rows.clone()), v.select(0, rows.clone()))).collect());
         Self { keys_values, ..self }
+    }
+}
+
+/// The old memory `prev` (none: nothing), then `current`, along the positions' dimension `dim`.
+fn after_memory<const D: usize>(prev: Option<Tensor<D>>, current: Tensor<D>, dim: usize) -> Tensor<D> {
+    match prev {
+        Some(prev) => Tensor::cat(vec![prev, current], dim),
+        None => current,
     }
 }
 
