@@ -112,11 +112,10 @@ where
     }
 
     fn generate_shared(&self, requests: &mut [SharedRequest<'_>]) -> Result<Vec<Result<Generation, PipelineError>>, PipelineError> {
-        let start = self.start;
         shared(requests, 1, |sources, rows| {
             let source = padded_source(sources, self.settings.pad_id(), &self.model.device());
             let decoder = Seq2SeqDecoder::new(&self.model, &self.config, source)?;
-            shared_search(&decoder, &vec![vec![start]; rows.len()], rows)
+            shared_search(&decoder, &vec![vec![self.start]; rows.len()], rows)
         })
     }
 }
@@ -221,16 +220,9 @@ fn shared(
             Err(e) => results.push(Some(Err(PipelineError::Settings(e)))),
         }
     }
-    let mut generated = match rows.is_empty() {
-        true => Vec::new(),
-        false => run(&prompts, &mut rows).map_err(PipelineError::Input)?,
-    }
-    .into_iter()
-    .zip(settings);
-    Ok(results.into_iter().map(|r| r.unwrap_or_else(|| {
-        let (out, settings) = generated.next().expect("a generation per accepted request");
-        Ok(generation(out, prompt_len, settings))
-    })).collect())
+    let generated = if rows.is_empty() { Vec::new() } else { run(&prompts, &mut rows).map_err(PipelineError::Input)? };
+    let mut generated = generated.into_iter().zip(settings).map(|(out, settings)| Ok(generation(out, prompt_len, settings)));
+    Ok(results.into_iter().map(|refused| refused.unwrap_or_else(|| generated.next().expect("a generation per accepted request"))).collect())
 }
 
 impl<M> ServedModel for CausalGenerator<M>

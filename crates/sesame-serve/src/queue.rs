@@ -73,16 +73,16 @@ impl std::fmt::Display for RunError {
 /// Take work from `queue` until it closes: each batch is the first waiting job and every job
 /// behind it that keeps the batch within `max_batch_tokens` (a single larger job runs alone);
 /// a generation runs with the generations waiting behind it that may share its search, at most
-/// `max_batch_size` (work that may not waits in its place). Jobs whose client has gone are
+/// `max_batch_generations` (work that may not waits in its place). Jobs whose client has gone are
 /// dropped unrun.
-pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::UnboundedReceiver<Work>, max_batch_tokens: usize, max_batch_size: usize, metrics: Arc<Metrics>) {
+pub(crate) fn run_batches(model: Arc<dyn ServedModel>, mut queue: mpsc::UnboundedReceiver<Work>, max_batch_tokens: usize, max_batch_generations: usize, metrics: Arc<Metrics>) {
     // Work taken from the queue and put back, in the queue's order: it comes before the queue.
     let mut held: VecDeque<Work> = VecDeque::new();
     loop {
         let first = match held.pop_front().or_else(|| queue.blocking_recv()) {
             None => return,
             Some(Work::Generate(job)) => {
-                let jobs = shared_generations(model.as_ref(), job, &mut queue, &mut held, max_batch_size);
+                let jobs = shared_generations(model.as_ref(), job, &mut queue, &mut held, max_batch_generations);
                 run_generations(model.as_ref(), jobs, &metrics);
                 continue;
             }
